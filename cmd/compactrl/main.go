@@ -1,0 +1,74 @@
+// Command compactrl trains long-horizon LLM agents by reinforcement learning
+// with context compaction (CompactionRL). Each subcommand lives in its own
+// file of this package; this file only dispatches.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// env is what a subcommand may touch of the process: its streams. Passing it
+// explicitly keeps subcommands testable in-process.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e env, args []string) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"demo": {"run the main job on the embedded default", runDemo},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: compactrl COMMAND [flags]\n\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, env{os.Stdin, os.Stdout, os.Stderr}, os.Args[1:]))
+}
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, e env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "compactrl: unknown command %q\n", args[0])
+		usage(e.stderr)
+		return 2
+	}
+	if err := c.run(ctx, e, args[1:]); err != nil {
+		fmt.Fprintf(e.stderr, "compactrl %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}

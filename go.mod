@@ -1,0 +1,3 @@
+module github.com/compactrl/compactrl
+
+go 1.26
