@@ -28,7 +28,7 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"demo": {"run the main job on the embedded default", runDemo},
+		"demo":   {"run the main job on the embedded default", runDemo},
 		"report": {"render a run directory's metrics as an HTML report", runReport},
 	}
 }
