@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package kernel
+
+func available() []*impl { return []*impl{generic} }

@@ -1,0 +1,268 @@
+package kernel
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Gemm computes C = alpha·op(A)·op(B) + beta·C for row-major matrices, op(X) = X or Xᵀ.
+// op(A) is m×k, op(B) is k×n, C is m×n; lda/ldb/ldc are row strides. beta == 0 means C is
+// overwritten (NaNs in C ignored). A is stored m×k (k×m if transA), B is stored k×n (n×k if
+// transB). Large products run on runtime.GOMAXPROCS(0) goroutines, each owning a disjoint block
+// of C, so the result does not depend on the thread count. Safe for concurrent use. Inconsistent
+// dimensions, strides or slice lengths panic (a programmer error).
+func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmWith(active, runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// checkMatrix panics unless x holds a rows×cols row-major matrix with row stride ld.
+func checkMatrix(name string, x []float32, rows, cols, ld int) {
+	if ld < max(cols, 1) {
+		panic(fmt.Sprintf("kernel.Gemm: ld%s = %d < %d columns", name, ld, cols))
+	}
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if need := (rows-1)*ld + cols; len(x) < need {
+		panic(fmt.Sprintf("kernel.Gemm: len(%s) = %d < %d needed for %d×%d with ld%s = %d", name, len(x), need, rows, cols, name, ld))
+	}
+}
+
+// checkGemm validates the arguments of Gemm.
+func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernel.Gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	if transA {
+		checkMatrix("a", a, k, m, lda)
+	} else {
+		checkMatrix("a", a, m, k, lda)
+	}
+	if transB {
+		checkMatrix("b", b, n, k, ldb)
+	} else {
+		checkMatrix("b", b, k, n, ldb)
+	}
+	checkMatrix("c", c, m, n, ldc)
+}
+
+// Cache blocking: a kc×nc panel of op(B) and an mc×kc block of op(A) are packed per step.
+const (
+	blockK = 256
+	blockM = 128
+	blockN = 2048
+	// parallelFlops is the product size (2·m·n·k) below which Gemm stays on the calling goroutine.
+	parallelFlops = 1 << 20
+)
+
+// microKernel computes C[0:mr, 0:nr] += Ã·B̃ where Ã is a packed kc×mr strip (a[p*mr+i]) and B̃ is
+// a kc×nr block with row stride bs (a packed, zero-padded nrMax-wide strip, or op(B) itself).
+type microKernel func(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int)
+
+// impl is one code path: the tile shape and micro-kernel used by the blocked driver.
+type impl struct {
+	name   string
+	mr, nr int
+	micro  microKernel
+	// directB reports that micro reads at most nr columns of B, so op(B) may be passed unpacked
+	// with its own row stride when B is not transposed.
+	directB bool
+	dot     func(x, y []float32) float32
+	axpy    func(alpha float32, x, y []float32)
+	scale   func(alpha float32, x []float32)
+}
+
+// workspace holds the packing buffers of one worker goroutine.
+type workspace struct {
+	a, b []float32
+}
+
+var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// gemmWith runs Gemm on code path p with at most threads goroutines.
+func gemmWith(p *impl, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	g := gemmArgs{p: p, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+	flops := 2 * float64(m) * float64(n) * float64(k)
+	nt := 1
+	if threads > 1 && flops >= parallelFlops {
+		nt = min(threads, int(flops/parallelFlops))
+	}
+	tilesM, tilesN := (m+p.mr-1)/p.mr, (n+p.nr-1)/p.nr
+	// Each worker owns whole tiles of C. Splitting n duplicates the packing of A (m·k per
+	// worker), splitting m duplicates the packing of B (n·k): split the cheaper one.
+	splitN := tilesN >= nt && (m <= n || tilesM < nt)
+	if !splitN && tilesM < nt {
+		nt = max(tilesM, tilesN)
+		splitN = tilesN >= tilesM
+	}
+	if nt <= 1 {
+		g.run(0, m, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	tiles, unit, size := tilesM, p.mr, m
+	if splitN {
+		tiles, unit, size = tilesN, p.nr, n
+	}
+	for t := range nt {
+		lo := min(size, tiles*t/nt*unit)
+		hi := min(size, tiles*(t+1)/nt*unit)
+		if lo >= hi {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if splitN {
+				g.run(0, m, lo, hi)
+			} else {
+				g.run(lo, hi, 0, n)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+type gemmArgs struct {
+	p              *impl
+	transA, transB bool
+	k              int
+	alpha          float32
+	a              []float32
+	lda            int
+	b              []float32
+	ldb            int
+	beta           float32
+	c              []float32
+	ldc            int
+}
+
+// run computes rows m0..m1 and columns n0..n1 of C.
+func (g *gemmArgs) run(m0, m1, n0, n1 int) {
+	scaleC(g.beta, g.c, g.ldc, m0, m1, n0, n1)
+	if g.k == 0 || g.alpha == 0 {
+		return
+	}
+	p := g.p
+	mr, nr := p.mr, p.nr
+	ws := workspaces.Get().(*workspace)
+	defer workspaces.Put(ws)
+	// B is used in place when few row strips of A reuse it: packing would cost as much as it saves.
+	direct := p.directB && !g.transB && m1-m0 <= 2*mr
+	for jc := n0; jc < n1; jc += blockN {
+		nc := min(blockN, n1-jc)
+		ncPad := (nc + nr - 1) / nr * nr
+		for pc := 0; pc < g.k; pc += blockK {
+			kc := min(blockK, g.k-pc)
+			var bp []float32
+			bs := nr
+			if direct {
+				bp, bs = g.b[pc*g.ldb+jc:], g.ldb
+			} else {
+				ws.b = grow(ws.b, kc*ncPad)
+				bp = ws.b
+				packB(bp, g.b, g.ldb, g.transB, pc, kc, jc, nc, nr)
+			}
+			for ic := m0; ic < m1; ic += blockM {
+				mc := min(blockM, m1-ic)
+				ws.a = grow(ws.a, kc*((mc+mr-1)/mr*mr))
+				packA(ws.a, g.a, g.lda, g.transA, g.alpha, ic, mc, pc, kc, mr)
+				for jr := 0; jr < nc; jr += nr {
+					nrr := min(nr, nc-jr)
+					var bj []float32
+					if direct {
+						bj = bp[jr:]
+					} else {
+						bj = bp[jr*kc:]
+					}
+					for ir := 0; ir < mc; ir += mr {
+						mrr := min(mr, mc-ir)
+						p.micro(mrr, nrr, kc, ws.a[ir*kc:], bj, bs, g.c[(ic+ir)*g.ldc+jc+jr:], g.ldc)
+					}
+				}
+			}
+		}
+	}
+}
+
+// scaleC sets C[m0:m1, n0:n1] ← beta·C (to 0 when beta == 0, whatever C held).
+func scaleC(beta float32, c []float32, ldc, m0, m1, n0, n1 int) {
+	if beta == 1 {
+		return
+	}
+	for i := m0; i < m1; i++ {
+		row := c[i*ldc+n0 : i*ldc+n1]
+		if beta == 0 {
+			clear(row)
+		} else {
+			Scale(beta, row)
+		}
+	}
+}
+
+// packA copies alpha·op(A)[ic:ic+mc, pc:pc+kc] into dst as strips of mr rows: strip s holds
+// element (s·mr+i, p) at dst[s·mr·kc + p·w + i], w = min(mr, rows left) (the last strip is narrower).
+func packA(dst, a []float32, lda int, trans bool, alpha float32, ic, mc, pc, kc, mr int) {
+	for s := 0; s < mc; s += mr {
+		w := min(mr, mc-s)
+		d := dst[s*kc : s*kc+w*kc]
+		if trans {
+			// op(A)[i, p] = A[p, i]: row p of A holds the strip's w values contiguously.
+			for p := range kc {
+				src := a[(pc+p)*lda+ic+s : (pc+p)*lda+ic+s+w]
+				dp := d[p*w : p*w+w]
+				for i, v := range src {
+					dp[i] = alpha * v
+				}
+			}
+			continue
+		}
+		for i := range w {
+			src := a[(ic+s+i)*lda+pc : (ic+s+i)*lda+pc+kc]
+			for p, v := range src {
+				d[p*w+i] = alpha * v
+			}
+		}
+	}
+}
+
+// packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as strips of nr columns: strip s holds element
+// (p, s·nr+j) at dst[s·kc + p·nr + j]; columns past nc are zero.
+func packB(dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
+	for s := 0; s < nc; s += nr {
+		w := min(nr, nc-s)
+		d := dst[s*kc : s*kc+nr*kc]
+		if trans {
+			// op(B)[p, j] = B[j, p]: row j of B holds column j of the strip.
+			for j := range w {
+				src := b[(jc+s+j)*ldb+pc : (jc+s+j)*ldb+pc+kc]
+				for p, v := range src {
+					d[p*nr+j] = v
+				}
+			}
+			if w < nr {
+				for p := range kc {
+					clear(d[p*nr+w : p*nr+nr])
+				}
+			}
+			continue
+		}
+		for p := range kc {
+			row := (pc + p) * ldb
+			copy(d[p*nr:p*nr+w], b[row+jc+s:row+jc+s+w])
+			clear(d[p*nr+w : p*nr+nr])
+		}
+	}
+}

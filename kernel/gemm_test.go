@@ -1,0 +1,264 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// naiveGemm is the reference: C = alpha·op(A)·op(B) + beta·C in float64.
+func naiveGemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) []float64 {
+	out := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			var s float64
+			for p := range k {
+				var av, bv float32
+				if transA {
+					av = a[p*lda+i]
+				} else {
+					av = a[i*lda+p]
+				}
+				if transB {
+					bv = b[j*ldb+p]
+				} else {
+					bv = b[p*ldb+j]
+				}
+				s += float64(av) * float64(bv)
+			}
+			v := float64(alpha) * s
+			if beta != 0 {
+				v += float64(beta) * float64(c[i*ldc+j])
+			}
+			out[i*n+j] = v
+		}
+	}
+	return out
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+type gemmCase struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float32
+	padA, padB     int
+	padC           int
+}
+
+func (tc gemmCase) String() string {
+	return fmt.Sprintf("tA=%v tB=%v m=%d n=%d k=%d alpha=%g beta=%g pad=%d/%d/%d", tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, tc.beta, tc.padA, tc.padB, tc.padC)
+}
+
+// check runs one case on path p with threads goroutines and compares with naiveGemm.
+func (tc gemmCase) check(t *testing.T, r *rand.Rand, p *impl, threads int) {
+	t.Helper()
+	ar, ac := tc.m, tc.k
+	if tc.transA {
+		ar, ac = tc.k, tc.m
+	}
+	br, bc := tc.k, tc.n
+	if tc.transB {
+		br, bc = tc.n, tc.k
+	}
+	lda, ldb, ldc := ac+tc.padA, bc+tc.padB, tc.n+tc.padC
+	a := randSlice(r, max(0, (ar-1)*lda+ac))
+	b := randSlice(r, max(0, (br-1)*ldb+bc))
+	c := randSlice(r, max(0, tc.m*ldc))
+	if tc.beta == 0 {
+		for i := range c {
+			if i%3 == 0 {
+				c[i] = float32(math.NaN())
+			}
+		}
+	}
+	c0 := append([]float32(nil), c...)
+	want := naiveGemm(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
+	gemmWith(p, threads, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
+	// Each output is a sum of k products of N(0,1) values: float32 rounding error grows ~ k·ε·|terms|.
+	tol := 1e-5 * float64(tc.k+4) * (math.Abs(float64(tc.alpha)) + math.Abs(float64(tc.beta)) + 1)
+	for i := range tc.m {
+		for j := range ldc {
+			got := c[i*ldc+j]
+			if j >= tc.n {
+				if math.Float32bits(got) != math.Float32bits(c0[i*ldc+j]) {
+					t.Fatalf("%s %v: C[%d,%d] in the stride padding changed: %v → %v", p.name, tc, i, j, c0[i*ldc+j], got)
+				}
+				continue
+			}
+			if w := want[i*tc.n+j]; !(math.Abs(float64(got)-w) <= tol) {
+				t.Fatalf("%s threads=%d %v: C[%d,%d] = %v, want %v (tol %g)", p.name, threads, tc, i, j, got, w, tol)
+			}
+		}
+	}
+}
+
+func TestGemmSmallShapes(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	n := 300
+	if testing.Short() {
+		n = 60
+	}
+	for _, p := range impls {
+		t.Run(p.name, func(t *testing.T) {
+			for it := range n {
+				tc := gemmCase{
+					transA: it&1 != 0, transB: it&2 != 0,
+					m: 1 + r.IntN(70), n: 1 + r.IntN(70), k: 1 + r.IntN(70),
+					alpha: []float32{1, -0.5, 2}[r.IntN(3)], beta: []float32{0, 1, 0.25}[r.IntN(3)],
+				}
+				if it%5 == 0 {
+					tc.padA, tc.padB, tc.padC = r.IntN(9), r.IntN(9), r.IntN(9)
+				}
+				tc.check(t, r, p, 1+it%3)
+			}
+		})
+	}
+}
+
+func TestGemmEdges(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	dims := []int{1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65}
+	for _, p := range impls {
+		t.Run(p.name, func(t *testing.T) {
+			for _, d := range dims {
+				for tr := range 4 {
+					tA, tB := tr&1 != 0, tr&2 != 0
+					gemmCase{transA: tA, transB: tB, m: d, n: 37, k: 29, alpha: 1, beta: 0}.check(t, r, p, 2)
+					gemmCase{transA: tA, transB: tB, m: 13, n: d, k: 29, alpha: 1, beta: 1}.check(t, r, p, 2)
+					gemmCase{transA: tA, transB: tB, m: 9, n: 21, k: d, alpha: -1, beta: 0.5, padA: 3, padB: 1, padC: 2}.check(t, r, p, 1)
+				}
+			}
+		})
+	}
+}
+
+// TestGemmBlocked crosses the cache-block boundaries in every dimension, with several threads.
+func TestGemmBlocked(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	cases := []gemmCase{
+		{m: blockM + 37, n: 2*blockN/3 + 19, k: blockK + 45, alpha: 1, beta: 0},
+		{transA: true, transB: true, m: 2*blockM + 5, n: 90, k: 2*blockK + 3, alpha: 0.5, beta: 1, padA: 4, padB: 7, padC: 1},
+		{transB: true, m: 1, n: blockN + 70, k: blockK + 1, alpha: 1, beta: 0},
+		{transA: true, m: 3, n: 513, k: 300, alpha: 2, beta: 0.5},
+	}
+	if testing.Short() {
+		cases = cases[2:]
+	}
+	for _, p := range impls {
+		for _, tc := range cases {
+			for _, threads := range []int{1, 2, 3} {
+				tc.check(t, r, p, threads)
+			}
+		}
+	}
+}
+
+func TestGemmDegenerate(t *testing.T) {
+	for _, p := range impls {
+		// k == 0: C = beta·C.
+		c := []float32{1, 2, 3, float32(math.NaN())}
+		gemmWith(p, 1, false, false, 2, 2, 0, 1, nil, 1, nil, 2, 0.5, c, 2)
+		if c[0] != 0.5 || c[2] != 1.5 || !math.IsNaN(float64(c[3])) {
+			t.Errorf("%s: k=0 beta=0.5 gave %v", p.name, c)
+		}
+		// alpha == 0, beta == 0: C = 0 even where C held NaN.
+		c = []float32{1, float32(math.NaN())}
+		gemmWith(p, 1, false, false, 1, 2, 1, 0, []float32{1}, 1, []float32{1, 1}, 2, 0, c, 2)
+		if c[0] != 0 || c[1] != 0 {
+			t.Errorf("%s: alpha=0 beta=0 gave %v", p.name, c)
+		}
+		// m == 0 / n == 0 touch nothing.
+		gemmWith(p, 1, false, false, 0, 5, 5, 1, nil, 5, make([]float32, 25), 5, 0, nil, 5)
+	}
+}
+
+func TestGemmDeterministicAcrossThreads(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	m, n, k := 300, 260, 520
+	a, b := randSlice(r, m*k), randSlice(r, k*n)
+	for _, p := range impls {
+		ref := make([]float32, m*n)
+		gemmWith(p, 1, false, true, m, n, k, 1, a, k, b, k, 0, ref, n)
+		for _, threads := range []int{2, 3, 4} {
+			c := make([]float32, m*n)
+			gemmWith(p, threads, false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+			for i := range c {
+				if math.Float32bits(c[i]) != math.Float32bits(ref[i]) {
+					t.Fatalf("%s: threads=%d differs from 1 thread at %d: %v vs %v", p.name, threads, i, c[i], ref[i])
+				}
+			}
+		}
+	}
+}
+
+func TestGemmPanics(t *testing.T) {
+	cases := map[string]func(){
+		"short a": func() {
+			Gemm(false, false, 2, 2, 2, 1, make([]float32, 3), 2, make([]float32, 4), 2, 0, make([]float32, 4), 2)
+		},
+		"small ld": func() {
+			Gemm(false, false, 2, 2, 2, 1, make([]float32, 4), 1, make([]float32, 4), 2, 0, make([]float32, 4), 2)
+		},
+		"short c": func() {
+			Gemm(false, true, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 3), 2)
+		},
+		"negative": func() { Gemm(false, false, -1, 2, 2, 1, nil, 2, nil, 2, 0, nil, 2) },
+	}
+	for name, f := range cases {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestVectorHelpers(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, p := range impls {
+		for _, n := range []int{0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100, 257} {
+			x, y := randSlice(r, n), randSlice(r, n)
+			var want float64
+			for i := range x {
+				want += float64(x[i]) * float64(y[i])
+			}
+			if got := p.dot(x, y); math.Abs(float64(got)-want) > 1e-5*float64(n+1) {
+				t.Errorf("%s: dot n=%d = %v, want %v", p.name, n, got, want)
+			}
+			y2 := append([]float32(nil), y...)
+			p.axpy(-1.5, x, y2)
+			for i := range y2 {
+				if w := y[i] - 1.5*x[i]; math.Abs(float64(y2[i]-w)) > 1e-6*(1+math.Abs(float64(w))) {
+					t.Fatalf("%s: axpy n=%d [%d] = %v, want %v", p.name, n, i, y2[i], w)
+				}
+			}
+			x2 := append([]float32(nil), x...)
+			p.scale(0.3, x2)
+			for i := range x2 {
+				if w := 0.3 * x[i]; x2[i] != w {
+					t.Fatalf("%s: scale n=%d [%d] = %v, want %v", p.name, n, i, x2[i], w)
+				}
+			}
+		}
+	}
+	// Public wrappers use the active path.
+	if got := Dot([]float32{1, 2, 3}, []float32{4, 5, 6}); got != 32 {
+		t.Errorf("Dot = %v, want 32", got)
+	}
+	y := []float32{1, 1}
+	Axpy(2, []float32{3, 4}, y)
+	if y[0] != 7 || y[1] != 9 {
+		t.Errorf("Axpy = %v, want [7 9]", y)
+	}
+}
