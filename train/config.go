@@ -1,0 +1,276 @@
+package train
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is every knob of a CompactionRL run: the model, the suite, the
+// agent loop, the supervised warm start, the RL method and the run itself.
+// It is read from YAML strictly (an unknown field is an error naming it);
+// fields left out keep DefaultConfig's values.
+type Config struct {
+	Seed  int64       `yaml:"seed"`
+	Model ModelConfig `yaml:"model"`
+	Suite SuiteConfig `yaml:"suite"`
+	Agent AgentConfig `yaml:"agent"`
+	SFT   SFTConfig   `yaml:"sft"`
+	RL    RLConfig    `yaml:"rl"`
+	Run   RunConfig   `yaml:"run"`
+}
+
+// ModelConfig picks the policy architecture: a named preset of the
+// built-in model, optionally with fields overridden (0 keeps the preset's).
+type ModelConfig struct {
+	Preset    string `yaml:"preset"`
+	Tokenizer string `yaml:"tokenizer"` // tokenizer.json path; "" trains/uses the suite's built-in one
+	Dim       int    `yaml:"dim"`
+	Layers    int    `yaml:"layers"`
+	Heads     int    `yaml:"heads"`
+	KVHeads   int    `yaml:"kv_heads"`
+	FFN       int    `yaml:"ffn"`
+	MaxSeq    int    `yaml:"max_seq"`
+	Init      string `yaml:"init"` // checkpoint directory to start from instead of random weights
+}
+
+// SuiteConfig selects the built-in long-horizon suite and its difficulty.
+type SuiteConfig struct {
+	Name string `yaml:"name"`
+	// Seeds [TrainSeedStart, TestSeedStart) are training tasks;
+	// [TestSeedStart, TestSeedStart+Run.EvalEpisodes) are held out.
+	TrainSeedStart int64 `yaml:"train_seed_start"`
+	TestSeedStart  int64 `yaml:"test_seed_start"`
+	// Knobs are passed to the suite by name (its own validation names a bad one).
+	Knobs map[string]float64 `yaml:"knobs"`
+}
+
+// AgentConfig is the compaction-aware agent loop (DESIGN.md §1).
+type AgentConfig struct {
+	Context          int     `yaml:"context"`            // C: the context window in tokens
+	Reserve          int     `yaml:"reserve"`            // T_comp: compact when C − |h| < reserve
+	KeepLast         int     `yaml:"keep_last"`          // k: steps re-included after a summary
+	MaxCompactions   int     `yaml:"max_compactions"`    // per episode
+	MaxTurns         int     `yaml:"max_turns"`          // per episode
+	MaxActionTokens  int     `yaml:"max_action_tokens"`  // one policy reply
+	MaxSummaryTokens int     `yaml:"max_summary_tokens"` // one summary
+	ObservationCap   int     `yaml:"observation_cap"`    // tokens of one observation (head + tail)
+	Temperature      float64 `yaml:"temperature"`        // rollout sampling temperature
+	EvalTemperature  float64 `yaml:"eval_temperature"`   // 0: greedy evaluation
+	NoCompaction     bool    `yaml:"no_compaction"`      // single window: an episode that fills it is overlong
+}
+
+// SFTConfig is the supervised warm start on the scripted expert.
+type SFTConfig struct {
+	Episodes  int     `yaml:"episodes"`   // expert demonstrations
+	Steps     int     `yaml:"steps"`      // optimiser steps
+	BatchSize int     `yaml:"batch_size"` // segments per step
+	LR        float64 `yaml:"lr"`
+	ExpertP   float64 `yaml:"expert_p"` // probability the expert's summary keeps each fact
+}
+
+// RLConfig is the method: rollouts, advantages, loss and optimisation.
+type RLConfig struct {
+	Estimator       string  `yaml:"estimator"` // cross-gae | independent | concat | grpo | dr-grpo
+	Gamma           float64 `yaml:"gamma"`
+	Lambda          float64 `yaml:"lambda"` // fixed λ; 0 uses λ = 1 − 1/(α·l)
+	Alpha           float64 `yaml:"alpha"`
+	GroupSize       int     `yaml:"group_size"` // rollouts per task (grpo needs > 1)
+	LossMode        string  `yaml:"loss_mode"`  // token-mean | seq-mean-token-mean | seq-mean-token-sum | episode-mean-token-mean
+	ClipLow         float64 `yaml:"clip_low"`
+	ClipHigh        float64 `yaml:"clip_high"`
+	DualClip        float64 `yaml:"dual_clip"` // c > 1 bounds the loss for negative advantages; 0 off
+	MaskOverlong    bool    `yaml:"mask_overlong"`
+	SummaryTraining bool    `yaml:"summary_training"` // false masks summary tokens out of the loss
+	PPOEpochs       int     `yaml:"ppo_epochs"`       // passes over one iteration's rollouts
+	MiniBatches     int     `yaml:"mini_batches"`     // optimiser steps per epoch
+	MicroBatch      int     `yaml:"micro_batch"`      // segments per forward/backward (memory only: never changes the update)
+	LR              float64 `yaml:"lr"`
+	WarmupSteps     int     `yaml:"warmup_steps"`
+	WeightDecay     float64 `yaml:"weight_decay"`
+	GradClip        float64 `yaml:"grad_clip"`
+	CriticLR        float64 `yaml:"critic_lr"`
+	CriticWarmup    int     `yaml:"critic_warmup"` // value-only steps before the first policy update
+	ValueUpdates    int     `yaml:"value_updates"` // value steps per policy step
+	ValueClip       float64 `yaml:"value_clip"`
+}
+
+// RunConfig is the run: length, evaluation, workers, outputs.
+type RunConfig struct {
+	Dir             string `yaml:"dir"`
+	Iterations      int    `yaml:"iterations"`
+	Episodes        int    `yaml:"episodes"` // rollouts per iteration
+	Workers         int    `yaml:"workers"`  // concurrent rollout workers
+	EvalEvery       int    `yaml:"eval_every"`
+	EvalEpisodes    int    `yaml:"eval_episodes"` // held-out seeds per evaluation
+	CheckpointEvery int    `yaml:"checkpoint_every"`
+	Threads         int    `yaml:"threads"` // compute threads for the built-in model; 0: all cores
+}
+
+// DefaultConfig is the demo-sized default: the paper's method settings with
+// a run small enough for two cores.
+func DefaultConfig() Config {
+	return Config{
+		Seed:  1,
+		Model: ModelConfig{Preset: "tiny"},
+		Suite: SuiteConfig{Name: "facts", TrainSeedStart: 0, TestSeedStart: 1_000_000},
+		Agent: AgentConfig{
+			Context: 512, Reserve: 128, KeepLast: 2, MaxCompactions: 3, MaxTurns: 40,
+			MaxActionTokens: 32, MaxSummaryTokens: 64, ObservationCap: 96,
+			Temperature: 1, EvalTemperature: 0,
+		},
+		SFT: SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6},
+		RL: RLConfig{
+			Estimator: "cross-gae", Gamma: 1, Lambda: 0, Alpha: 1.5, GroupSize: 1,
+			LossMode: "token-mean", ClipLow: 0.2, ClipHigh: 0.28, DualClip: 0,
+			MaskOverlong: true, SummaryTraining: true,
+			PPOEpochs: 1, MiniBatches: 1, MicroBatch: 4,
+			LR: 1e-4, WarmupSteps: 0, WeightDecay: 0, GradClip: 1,
+			CriticLR: 1e-3, CriticWarmup: 50, ValueUpdates: 2, ValueClip: 0.2,
+		},
+		Run: RunConfig{Dir: "runs/default", Iterations: 10, Episodes: 16, Workers: 2, EvalEvery: 5, EvalEpisodes: 32, CheckpointEvery: 5},
+	}
+}
+
+// Estimators, loss modes: the values Validate accepts.
+var (
+	Estimators = []string{"cross-gae", "independent", "concat", "grpo", "dr-grpo"}
+	LossModes  = []string{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "episode-mean-token-mean"}
+)
+
+// ParseConfig decodes YAML over DefaultConfig strictly and validates it.
+func ParseConfig(r io.Reader) (Config, error) {
+	c := DefaultConfig()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return c, err
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, err
+		}
+	}
+	return c, c.Validate()
+}
+
+// LoadConfig reads and validates a YAML config file.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	defer f.Close()
+	c, err := ParseConfig(f)
+	if err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// YAML encodes the config (all fields, so a run directory records exactly
+// what ran).
+func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
+
+func oneOf(field, v string, allowed []string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
+}
+
+// Validate reports the first unusable field by its YAML path.
+func (c Config) Validate() error {
+	pos := func(field string, v int) error {
+		if v <= 0 {
+			return fmt.Errorf("%s: %d must be positive", field, v)
+		}
+		return nil
+	}
+	nonneg := func(field string, v int) error {
+		if v < 0 {
+			return fmt.Errorf("%s: %d must not be negative", field, v)
+		}
+		return nil
+	}
+	for _, e := range []error{
+		pos("agent.context", c.Agent.Context),
+		pos("agent.reserve", c.Agent.Reserve),
+		nonneg("agent.keep_last", c.Agent.KeepLast),
+		nonneg("agent.max_compactions", c.Agent.MaxCompactions),
+		pos("agent.max_turns", c.Agent.MaxTurns),
+		pos("agent.max_action_tokens", c.Agent.MaxActionTokens),
+		pos("agent.max_summary_tokens", c.Agent.MaxSummaryTokens),
+		pos("agent.observation_cap", c.Agent.ObservationCap),
+		nonneg("sft.episodes", c.SFT.Episodes),
+		nonneg("sft.steps", c.SFT.Steps),
+		pos("sft.batch_size", c.SFT.BatchSize),
+		pos("rl.group_size", c.RL.GroupSize),
+		pos("rl.ppo_epochs", c.RL.PPOEpochs),
+		pos("rl.mini_batches", c.RL.MiniBatches),
+		pos("rl.micro_batch", c.RL.MicroBatch),
+		nonneg("rl.warmup_steps", c.RL.WarmupSteps),
+		nonneg("rl.critic_warmup", c.RL.CriticWarmup),
+		nonneg("rl.value_updates", c.RL.ValueUpdates),
+		nonneg("run.iterations", c.Run.Iterations),
+		pos("run.episodes", c.Run.Episodes),
+		pos("run.workers", c.Run.Workers),
+		nonneg("run.eval_every", c.Run.EvalEvery),
+		nonneg("run.eval_episodes", c.Run.EvalEpisodes),
+		nonneg("run.checkpoint_every", c.Run.CheckpointEvery),
+		nonneg("run.threads", c.Run.Threads),
+		oneOf("rl.estimator", c.RL.Estimator, Estimators),
+		oneOf("rl.loss_mode", c.RL.LossMode, LossModes),
+	} {
+		if e != nil {
+			return e
+		}
+	}
+	switch {
+	case c.Model.Preset == "":
+		return errors.New("model.preset: must be set")
+	case c.Suite.Name == "":
+		return errors.New("suite.name: must be set")
+	case c.Suite.TestSeedStart <= c.Suite.TrainSeedStart:
+		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Suite.TestSeedStart, c.Suite.TrainSeedStart)
+	case c.Agent.Reserve >= c.Agent.Context:
+		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Context)
+	case c.Agent.MaxSummaryTokens >= c.Agent.Reserve && !c.Agent.NoCompaction:
+		return fmt.Errorf("agent.max_summary_tokens: %d must fit in agent.reserve %d with the summary instruction", c.Agent.MaxSummaryTokens, c.Agent.Reserve)
+	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
+		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
+	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
+		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
+	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
+		return errors.New("sft.episodes: must be positive when sft.steps > 0")
+	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
+		return fmt.Errorf("learning rates must not be negative (sft.lr %g, rl.lr %g, rl.critic_lr %g)", c.SFT.LR, c.RL.LR, c.RL.CriticLR)
+	case c.RL.Gamma <= 0 || c.RL.Gamma > 1:
+		return fmt.Errorf("rl.gamma: %g must be in (0, 1]", c.RL.Gamma)
+	case c.RL.Lambda < 0 || c.RL.Lambda > 1:
+		return fmt.Errorf("rl.lambda: %g must be in [0, 1] (0: derived from alpha)", c.RL.Lambda)
+	case c.RL.Lambda == 0 && c.RL.Alpha <= 0:
+		return fmt.Errorf("rl.alpha: %g must be positive when rl.lambda is 0", c.RL.Alpha)
+	case c.RL.ClipLow <= 0 || c.RL.ClipLow >= 1 || c.RL.ClipHigh <= 0:
+		return fmt.Errorf("rl.clip_low %g must be in (0, 1) and rl.clip_high %g positive", c.RL.ClipLow, c.RL.ClipHigh)
+	case c.RL.DualClip != 0 && c.RL.DualClip <= 1:
+		return fmt.Errorf("rl.dual_clip: %g must be 0 (off) or above 1", c.RL.DualClip)
+	case (c.RL.Estimator == "grpo" || c.RL.Estimator == "dr-grpo") && c.RL.GroupSize < 2:
+		return fmt.Errorf("rl.group_size: %d must be at least 2 for estimator %s", c.RL.GroupSize, c.RL.Estimator)
+	case c.Run.Episodes%c.RL.GroupSize != 0:
+		return fmt.Errorf("run.episodes: %d must be a multiple of rl.group_size %d", c.Run.Episodes, c.RL.GroupSize)
+	case c.RL.GradClip < 0 || c.RL.WeightDecay < 0 || c.RL.ValueClip < 0:
+		return fmt.Errorf("rl.grad_clip %g, weight_decay %g, value_clip %g must not be negative", c.RL.GradClip, c.RL.WeightDecay, c.RL.ValueClip)
+	case c.Run.Dir == "":
+		return errors.New("run.dir: must be set")
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package train
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestParseConfigDefaultsAndOverrides(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader("seed: 7\nrl:\n  estimator: independent\n  clip_high: 0.3\nrun:\n  iterations: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := DefaultConfig()
+	if c.Seed != 7 || c.RL.Estimator != "independent" || c.RL.ClipHigh != 0.3 || c.Run.Iterations != 3 {
+		t.Errorf("overrides not applied: %+v", c)
+	}
+	if c.RL.ClipLow != d.RL.ClipLow || c.Agent.Context != d.Agent.Context || c.Model.Preset != d.Model.Preset {
+		t.Error("fields left out must keep their defaults")
+	}
+	if e, err := ParseConfig(strings.NewReader("")); err != nil || e.Seed != d.Seed {
+		t.Errorf("empty config: %v, %v", e, err)
+	}
+}
+
+func TestParseConfigUnknownFieldNamed(t *testing.T) {
+	_, err := ParseConfig(strings.NewReader("rl:\n  clip_hihg: 0.3\n"))
+	if err == nil || !strings.Contains(err.Error(), "clip_hihg") {
+		t.Fatalf("err = %v, want one naming clip_hihg", err)
+	}
+}
+
+func TestValidateNamesField(t *testing.T) {
+	for yml, field := range map[string]string{
+		"rl: {estimator: ppo}":                             "rl.estimator",
+		"rl: {loss_mode: sum}":                             "rl.loss_mode",
+		"agent: {context: 100, reserve: 200}":              "agent.reserve",
+		"rl: {estimator: grpo}":                            "rl.group_size",
+		"sft: {expert_p: 1.5}":                             "sft.expert_p",
+		"run: {workers: 0}":                                "run.workers",
+		"rl: {gamma: 0}":                                   "rl.gamma",
+		"rl: {group_size: 3}":                              "run.episodes",
+		"suite: {train_seed_start: 5, test_seed_start: 5}": "suite.test_seed_start",
+	} {
+		_, err := ParseConfig(strings.NewReader(yml))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: err = %v, want one naming %s", yml, err, field)
+		}
+	}
+}
+
+func TestConfigYAMLRoundTrip(t *testing.T) {
+	c := DefaultConfig()
+	c.Suite.Knobs = map[string]float64{"facts": 6}
+	c.RL.LossMode = "seq-mean-token-mean"
+	b, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseConfig(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.RL.LossMode != c.RL.LossMode || back.Suite.Knobs["facts"] != 6 || back.Agent != c.Agent || back.Run != c.Run {
+		t.Errorf("round trip changed the config:\n%s", b)
+	}
+}
