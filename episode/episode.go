@@ -75,3 +75,13 @@ func (e *Episode) NumOptimised() int {
 	}
 	return n
 }
+
+// NumOptimised returns the number of response tokens with LossMask 1
+// (whether or not the segment is trainable).
+func (s *Segment) NumOptimised() int {
+	n := 0
+	for _, m := range s.LossMask {
+		n += m
+	}
+	return n
+}

@@ -1,0 +1,398 @@
+package episode
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// DefaultMaxLineBytes bounds one JSONL line (one episode) unless
+// Reader.MaxLineBytes says otherwise. Long-horizon episodes can be several
+// MiB a line; the bound only keeps a corrupt stream from exhausting memory.
+const DefaultMaxLineBytes = 1 << 30
+
+// LineError is a failure to read one line of episode JSONL. Field is the
+// path inside the episode ("segments[2].loss_mask[5]") when known.
+type LineError struct {
+	Line  int
+	Field string
+	Err   error
+}
+
+func (e *LineError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("line %d: %s: %v", e.Line, e.Field, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Reader reads episodes from JSONL, one episode a line, streaming: memory
+// holds one line at a time. Blank lines are skipped (they still count for
+// line numbers). A bad line gives a *LineError; the next call to Next goes
+// on with the following line, so a caller may report and continue or stop.
+//
+// Decoding is strict: the line must be one JSON object, valid UTF-8, with
+// no unknown fields (unless AllowUnknownFields), and with the required
+// fields present: id, task, reward, status, segments, and in every segment
+// kind, trainable, prompt_ids, response_ids, loss_mask. Arrays may be null
+// (read as empty); scalars may not. The episode must then pass
+// Episode.Validate. Empty slices and maps are returned as nil.
+type Reader struct {
+	// MaxLineBytes bounds a line; 0 means DefaultMaxLineBytes.
+	MaxLineBytes int
+	// AllowUnknownFields makes the reader ignore fields outside the schema
+	// instead of rejecting the line.
+	AllowUnknownFields bool
+
+	r    *bufio.Reader
+	line int
+	buf  []byte
+	eof  bool
+}
+
+// NewReader returns a Reader reading from r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, 1<<16)}
+}
+
+// Line returns the number of the line last read (1-based).
+func (r *Reader) Line() int { return r.line }
+
+// Next returns the next episode, or io.EOF after the last one.
+func (r *Reader) Next() (Episode, error) {
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return Episode{}, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		ep, err := r.decode(line)
+		if err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return Episode{}, &LineError{Line: r.line, Field: fe.Field, Err: errors.New(fe.Msg)}
+			}
+			return Episode{}, &LineError{Line: r.line, Err: err}
+		}
+		return ep, nil
+	}
+}
+
+// readLine returns the next line without its newline; the slice is valid
+// until the next call.
+func (r *Reader) readLine() ([]byte, error) {
+	if r.eof {
+		return nil, io.EOF
+	}
+	max := r.MaxLineBytes
+	if max <= 0 {
+		max = DefaultMaxLineBytes
+	}
+	r.line++
+	r.buf = r.buf[:0]
+	tooLong := false
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		if !tooLong {
+			if len(r.buf)+len(chunk) > max+1 { // +1: the newline
+				tooLong = true
+				r.buf = r.buf[:0]
+			} else {
+				r.buf = append(r.buf, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			if tooLong {
+				return nil, &LineError{Line: r.line, Err: fmt.Errorf("line longer than %d bytes", max)}
+			}
+			return r.buf[:len(r.buf)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			r.eof = true
+			if tooLong {
+				return nil, &LineError{Line: r.line, Err: fmt.Errorf("line longer than %d bytes", max)}
+			}
+			if len(r.buf) == 0 {
+				r.line--
+				return nil, io.EOF
+			}
+			return r.buf, nil
+		default:
+			r.eof = true
+			return nil, fmt.Errorf("line %d: read: %w", r.line, err)
+		}
+	}
+}
+
+type rawEpisode struct {
+	ID       json.RawMessage `json:"id"`
+	Task     json.RawMessage `json:"task"`
+	Group    json.RawMessage `json:"group"`
+	Reward   json.RawMessage `json:"reward"`
+	Status   json.RawMessage `json:"status"`
+	Segments json.RawMessage `json:"segments"`
+	Metrics  json.RawMessage `json:"metrics"`
+	Meta     json.RawMessage `json:"meta"`
+}
+
+type rawSegment struct {
+	Kind        json.RawMessage `json:"kind"`
+	Trainable   json.RawMessage `json:"trainable"`
+	PromptIDs   json.RawMessage `json:"prompt_ids"`
+	ResponseIDs json.RawMessage `json:"response_ids"`
+	LossMask    json.RawMessage `json:"loss_mask"`
+	Logprobs    json.RawMessage `json:"logprobs"`
+	Values      json.RawMessage `json:"values"`
+	Advantages  json.RawMessage `json:"advantages"`
+	Returns     json.RawMessage `json:"returns"`
+}
+
+func (r *Reader) decodeObject(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if !r.AllowUnknownFields {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func (r *Reader) decode(line []byte) (Episode, error) {
+	if !utf8.Valid(line) {
+		return Episode{}, errors.New("invalid UTF-8")
+	}
+	var raw rawEpisode
+	if len(bytes.TrimSpace(line)) > 0 && bytes.TrimSpace(line)[0] != '{' {
+		return Episode{}, errors.New("not a JSON object")
+	}
+	if err := r.decodeObject(line, &raw); err != nil {
+		return Episode{}, err
+	}
+	var ep Episode
+	if err := scalar(raw.ID, "id", &ep.ID); err != nil {
+		return Episode{}, err
+	}
+	if err := scalar(raw.Task, "task", &ep.Task); err != nil {
+		return Episode{}, err
+	}
+	if raw.Group != nil {
+		if err := scalar(raw.Group, "group", &ep.Group); err != nil {
+			return Episode{}, err
+		}
+	}
+	if err := scalar(raw.Reward, "reward", &ep.Reward); err != nil {
+		return Episode{}, err
+	}
+	if err := scalar(raw.Status, "status", &ep.Status); err != nil {
+		return Episode{}, err
+	}
+	var segs []json.RawMessage
+	if err := array(raw.Segments, "segments", true, &segs); err != nil {
+		return Episode{}, err
+	}
+	if err := object(raw.Metrics, "metrics", &ep.Metrics); err != nil {
+		return Episode{}, err
+	}
+	if err := object(raw.Meta, "meta", &ep.Meta); err != nil {
+		return Episode{}, err
+	}
+	if len(segs) > 0 {
+		ep.Segments = make([]Segment, len(segs))
+	}
+	for i, rs := range segs {
+		if err := r.decodeSegment(rs, fmt.Sprintf("segments[%d]", i), &ep.Segments[i]); err != nil {
+			return Episode{}, err
+		}
+	}
+	if len(ep.Metrics) == 0 {
+		ep.Metrics = nil
+	}
+	if len(ep.Meta) == 0 {
+		ep.Meta = nil
+	}
+	if err := ep.Validate(); err != nil {
+		return Episode{}, err
+	}
+	return ep, nil
+}
+
+func (r *Reader) decodeSegment(data []byte, path string, s *Segment) error {
+	var raw rawSegment
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		return fieldErr(path, "not a JSON object")
+	}
+	if err := r.decodeObject(data, &raw); err != nil {
+		return fieldErr(path, "%v", err)
+	}
+	if err := scalar(raw.Kind, path+".kind", &s.Kind); err != nil {
+		return err
+	}
+	if err := scalar(raw.Trainable, path+".trainable", &s.Trainable); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name     string
+		raw      json.RawMessage
+		dst      *[]int
+		required bool
+	}{
+		{"prompt_ids", raw.PromptIDs, &s.PromptIDs, true},
+		{"response_ids", raw.ResponseIDs, &s.ResponseIDs, true},
+		{"loss_mask", raw.LossMask, &s.LossMask, true},
+	} {
+		if err := array(f.raw, path+"."+f.name, f.required, f.dst); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *[]float64
+	}{
+		{"logprobs", raw.Logprobs, &s.Logprobs},
+		{"values", raw.Values, &s.Values},
+		{"advantages", raw.Advantages, &s.Advantages},
+		{"returns", raw.Returns, &s.Returns},
+	} {
+		if err := array(f.raw, path+"."+f.name, false, f.dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var null = []byte("null")
+
+// scalar decodes a required, non-null scalar field.
+func scalar[T any](raw json.RawMessage, field string, dst *T) error {
+	if raw == nil {
+		return fieldErr(field, "missing")
+	}
+	if bytes.Equal(raw, null) {
+		return fieldErr(field, "null, want a value")
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fieldErr(field, "%v", typeErr(err))
+	}
+	return nil
+}
+
+// array decodes an array field; null reads as empty, and an empty result
+// is stored as nil.
+func array[T any](raw json.RawMessage, field string, required bool, dst *[]T) error {
+	if raw == nil {
+		if required {
+			return fieldErr(field, "missing")
+		}
+		return nil
+	}
+	if bytes.Equal(raw, null) {
+		return nil
+	}
+	if raw[0] != '[' {
+		return fieldErr(field, "not an array")
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fieldErr(field, "%v", typeErr(err))
+	}
+	if len(*dst) == 0 {
+		*dst = nil
+	}
+	return nil
+}
+
+func object[T any](raw json.RawMessage, field string, dst *map[string]T) error {
+	if raw == nil || bytes.Equal(raw, null) {
+		return nil
+	}
+	if raw[0] != '{' {
+		return fieldErr(field, "not an object")
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fieldErr(field, "%v", typeErr(err))
+	}
+	return nil
+}
+
+// typeErr rewords encoding/json's type errors without Go type names'
+// struct-field context, which is meaningless to a JSONL author.
+func typeErr(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("cannot use %s as %s", te.Value, te.Type)
+	}
+	return err
+}
+
+// Writer writes episodes as JSONL, one episode a line. Every episode is
+// validated first, so a Writer never writes a line a Reader rejects.
+// Call Flush when done.
+type Writer struct {
+	w   *bufio.Writer
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// NewWriter returns a Writer writing to w.
+func NewWriter(w io.Writer) *Writer {
+	wr := &Writer{w: bufio.NewWriterSize(w, 1<<16)}
+	wr.enc = json.NewEncoder(&wr.buf)
+	wr.enc.SetEscapeHTML(false)
+	return wr
+}
+
+// Write writes one episode as one line.
+func (w *Writer) Write(ep *Episode) error {
+	if err := ep.Validate(); err != nil {
+		return fmt.Errorf("write episode %q: %w", ep.ID, err)
+	}
+	out := *ep
+	if out.Segments == nil {
+		out.Segments = []Segment{}
+	}
+	normalised := false
+	for i := range out.Segments {
+		s := &out.Segments[i]
+		if s.PromptIDs == nil || s.ResponseIDs == nil || s.LossMask == nil {
+			if !normalised {
+				out.Segments = append([]Segment(nil), out.Segments...)
+				normalised = true
+				s = &out.Segments[i]
+			}
+			if s.PromptIDs == nil {
+				s.PromptIDs = []int{}
+			}
+			if s.ResponseIDs == nil {
+				s.ResponseIDs = []int{}
+			}
+			if s.LossMask == nil {
+				s.LossMask = []int{}
+			}
+		}
+	}
+	w.buf.Reset()
+	if err := w.enc.Encode(&out); err != nil {
+		return fmt.Errorf("write episode %q: %w", ep.ID, err)
+	}
+	if _, err := w.w.Write(w.buf.Bytes()); err != nil {
+		return fmt.Errorf("write episode %q: %w", ep.ID, err)
+	}
+	return nil
+}
+
+// Flush writes buffered lines to the underlying writer.
+func (w *Writer) Flush() error { return w.w.Flush() }
