@@ -1,0 +1,189 @@
+package model
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/compactrl/compactrl/kernel"
+)
+
+// parallel runs fn over [0, n) split into chunks of at least grain items on
+// up to GOMAXPROCS goroutines. Every index is handled by exactly one call,
+// so per-index work is race-free and independent of the split.
+func parallel(n, grain int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	workers := runtime.GOMAXPROCS(0)
+	chunks := min(workers, (n+grain-1)/max(grain, 1))
+	if chunks <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for c := range chunks {
+		lo, hi := n*c/chunks, n*(c+1)/chunks
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// linear computes y[N, out] = x[N, in] · Wᵀ (W is [out, in]).
+func linear(y, x []float32, w *Param, n int) {
+	out, in := w.Shape[0], w.Shape[1]
+	kernel.Gemm(false, true, n, out, in, 1, x, in, w.Data, in, 0, y, out)
+}
+
+// linearBack accumulates dW += dyᵀ · x and computes dx = dy · W
+// (dx += dy · W when accumulate is set).
+func linearBack(dx, dy, x []float32, w *Param, n int, accumulate bool) {
+	out, in := w.Shape[0], w.Shape[1]
+	kernel.Gemm(true, false, out, in, n, 1, dy, out, x, in, 1, w.Grad, in)
+	if dx == nil {
+		return
+	}
+	beta := float32(0)
+	if accumulate {
+		beta = 1
+	}
+	kernel.Gemm(false, false, n, in, out, 1, dy, out, w.Data, in, beta, dx, in)
+}
+
+// rmsnorm computes, per row, y = x · r · w with r = 1/sqrt(mean(x²) + eps),
+// and stores r in rinv.
+func rmsnorm(y, rinv, x, w []float32, n, d int, eps float64) {
+	parallel(n, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xr := x[i*d : i*d+d]
+			r := float32(1 / math.Sqrt(float64(kernel.Dot(xr, xr))/float64(d)+eps))
+			rinv[i] = r
+			yr := y[i*d : i*d+d]
+			for j, v := range xr {
+				yr[j] = v * r * w[j]
+			}
+		}
+	})
+}
+
+// normChunk is the row block over which rmsnormBack sums partial weight
+// gradients; fixed so that the sum order never depends on the thread count.
+const normChunk = 64
+
+// rmsnormBack back-propagates y = x·r·w: with g = w ⊙ dy,
+// dx = r·g − x·r³·(g·x)/d (added to dx), and dw += Σ_rows dy ⊙ x·r.
+// scratch must hold ceil(n/normChunk)·d floats.
+func rmsnormBack(dx, dy, x, rinv []float32, w *Param, n, d int, scratch []float32) {
+	nc := (n + normChunk - 1) / normChunk
+	part := scratch[:nc*d]
+	clear(part)
+	parallel(nc, 1, func(clo, chi int) {
+		for c := clo; c < chi; c++ {
+			pw := part[c*d : c*d+d]
+			for i := c * normChunk; i < min(n, (c+1)*normChunk); i++ {
+				xr, dyr, dxr := x[i*d:i*d+d], dy[i*d:i*d+d], dx[i*d:i*d+d]
+				r := rinv[i]
+				var gx float32
+				for j, v := range xr {
+					gx += w.Data[j] * dyr[j] * v
+					pw[j] += dyr[j] * v * r
+				}
+				k := r * r * r * gx / float32(d)
+				for j, v := range xr {
+					dxr[j] += r*w.Data[j]*dyr[j] - k*v
+				}
+			}
+		}
+	})
+	for c := 0; c < nc; c++ {
+		kernel.Axpy(1, part[c*d:c*d+d], w.Grad)
+	}
+}
+
+// rope rotates each head of row vectors in place (HF rotate_half):
+// for i < h = HeadDim/2, (a, b) = (x_i, x_{i+h}) ↦ (a·cos − b·sin, b·cos + a·sin)
+// with the angle of position pos[row]. inverse applies the transpose
+// rotation (the backward pass).
+func (m *Model) rope(x []float32, pos []int32, heads int, inverse bool) {
+	hd := m.Cfg.HeadDim()
+	half := hd / 2
+	width := heads * hd
+	parallel(len(pos), 32, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			p := int(pos[r]) * half
+			c, s := m.cos[p:p+half], m.sin[p:p+half]
+			row := x[r*width : r*width+width]
+			for h := 0; h < heads; h++ {
+				a := row[h*hd : h*hd+half]
+				b := row[h*hd+half : h*hd+hd]
+				if inverse {
+					for i := range a {
+						ai, bi := a[i], b[i]
+						a[i] = ai*c[i] + bi*s[i]
+						b[i] = bi*c[i] - ai*s[i]
+					}
+					continue
+				}
+				for i := range a {
+					ai, bi := a[i], b[i]
+					a[i] = ai*c[i] - bi*s[i]
+					b[i] = bi*c[i] + ai*s[i]
+				}
+			}
+		}
+	})
+}
+
+func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+
+// swiglu computes a = silu(g) ⊙ u, silu(g) = g·σ(g).
+func swiglu(a, g, u []float32) {
+	parallel(len(a), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a[i] = g[i] * sigmoid(g[i]) * u[i]
+		}
+	})
+}
+
+// swigluBack turns da into dg = da·u·σ(g)(1 + g(1−σ(g))) and du = da·silu(g).
+func swigluBack(dg, du, da, g, u []float32) {
+	parallel(len(da), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s := sigmoid(g[i])
+			dg[i] = da[i] * u[i] * s * (1 + g[i]*(1-s))
+			du[i] = da[i] * g[i] * s
+		}
+	})
+}
+
+// logSoftmax writes log softmax(z) into out and returns the entropy
+// −Σ p log p of the distribution.
+func logSoftmax(out, z []float32) float64 {
+	mx := z[0]
+	for _, v := range z {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(float64(v - mx))
+	}
+	lse := float64(mx) + math.Log(sum)
+	var ent float64
+	for i, v := range z {
+		lp := float64(v) - lse
+		out[i] = float32(lp)
+		ent -= math.Exp(lp) * lp
+	}
+	return ent
+}
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
