@@ -59,7 +59,7 @@ func (m *Model) NewScorer() *Scorer { return &Scorer{m: m} }
 // Model returns the scored model.
 func (s *Scorer) Model() *Model { return s.m }
 
-func (s *Scorer) prepare(seqs []Seq) error {
+func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
 	cfg := s.m.Cfg
 	s.ready = false
 	s.n = 0
@@ -86,7 +86,10 @@ func (s *Scorer) prepare(seqs []Seq) error {
 			}
 			s.tokens = append(s.tokens, int32(tok))
 			s.pos = append(s.pos, int32(t))
-			if t >= q.From {
+			if allRows {
+				s.targets = append(s.targets, int32(s.n+t))
+				s.tgtTok = append(s.tgtTok, 0)
+			} else if t >= q.From {
 				s.targets = append(s.targets, int32(s.n+t-1))
 				s.tgtTok = append(s.tgtTok, int32(tok))
 			}
@@ -121,9 +124,32 @@ func (s *Scorer) prepare(seqs []Seq) error {
 // Forward runs the model on seqs and returns the per-target outputs: log-
 // probabilities and entropies for a policy, values for a critic.
 func (s *Scorer) Forward(seqs []Seq) (*Output, error) {
-	if err := s.prepare(seqs); err != nil {
+	if err := s.prepare(seqs, false); err != nil {
 		return nil, err
 	}
+	return s.forward(false), nil
+}
+
+// Logits returns the policy's logits at every position of tokens:
+// row t scores the token that would follow tokens[:t+1].
+func (s *Scorer) Logits(tokens []int) ([][]float32, error) {
+	if s.m.Value {
+		return nil, errors.New("logits: model is a critic")
+	}
+	if err := s.prepare([]Seq{{Tokens: tokens, From: 1}}, true); err != nil {
+		return nil, err
+	}
+	s.forward(true)
+	V := s.m.Cfg.Vocab
+	rows := make([][]float32, len(tokens))
+	for t := range rows {
+		rows[t] = append([]float32(nil), s.logp[t*V:t*V+V]...)
+	}
+	return rows, nil
+}
+
+// forward runs the prepared batch; with raw set it stops at the logits.
+func (s *Scorer) forward(raw bool) *Output {
 	m, cfg := s.m, s.m.Cfg
 	n, d := s.n, cfg.Dim
 	x := s.acts[0].x
@@ -166,6 +192,9 @@ func (s *Scorer) Forward(seqs []Seq) (*Output, error) {
 	} else {
 		V := cfg.Vocab
 		kernel.Gemm(false, true, M, V, d, 1, s.hg, d, m.headWeight().Data, d, 0, s.logp, V)
+		if raw {
+			return nil
+		}
 		ent := make([]float64, M)
 		parallel(M, 8, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
@@ -177,7 +206,7 @@ func (s *Scorer) Forward(seqs []Seq) (*Output, error) {
 		out.Entropy = s.split(func(i int) float64 { return ent[i] })
 	}
 	s.ready = true
-	return out, nil
+	return out
 }
 
 // split arranges per-target values by sequence.
