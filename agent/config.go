@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config is the agent loop's budget and limits, all lengths in tokens of the
+// policy's tokenizer.
+type Config struct {
+	Window  int // C: the context window
+	Reserve int // T_comp: compact before a policy call when C − |h| < T_comp
+
+	KeepLast        int // k: steps re-included after a compaction (reduced until they fit)
+	MaxCompactions  int // compactions allowed per episode; then the loop runs until the window is full
+	MaxTurns        int // policy action calls per episode
+	MaxFormatErrors int // this many invalid actions in a row end the episode as format_error
+
+	MaxActionTokens  int // A: tokens one action may sample (its stop token included)
+	MaxSummaryTokens int // S: tokens one summary may sample (its stop token included)
+	// MaxObservationTokens caps one observation's content (head + tail with
+	// a marker). 0 derives the largest cap the reserve allows (see Budget).
+	MaxObservationTokens int
+
+	// NoCompaction is the baseline: never compact; the episode ends
+	// overlong when the window is full.
+	NoCompaction bool
+
+	Temperature float64
+	TopP        float64
+
+	SystemPrompt       string // s
+	SummaryInstruction string // the text of q_sum
+	ResumeText         string // the text that introduces the summary in resume(S)
+}
+
+// DefaultSummaryInstruction asks for what DESIGN.md §1 lists.
+const DefaultSummaryInstruction = "Your context is full. Write a summary of your work so far that lets you continue without it: " +
+	"the goal (the task will not be shown again), what is done (do not redo it), the key facts observed, " +
+	"unresolved errors, the current state and the next step."
+
+// DefaultResumeText introduces the summary after a compaction.
+const DefaultResumeText = "Your context was compacted. Your summary of the work so far follows; continue the task from it."
+
+// DefaultConfig follows the paper (k = 2, 3 compactions, 250 turns) with a
+// small window suited to the built-in suite and model.
+func DefaultConfig() Config {
+	return Config{
+		Window:             768,
+		Reserve:            320,
+		KeepLast:           2,
+		MaxCompactions:     3,
+		MaxTurns:           250,
+		MaxFormatErrors:    3,
+		MaxActionTokens:    32,
+		MaxSummaryTokens:   96,
+		Temperature:        1,
+		TopP:               1,
+		SummaryInstruction: DefaultSummaryInstruction,
+		ResumeText:         DefaultResumeText,
+	}
+}
+
+// Budget is the loop's derived token arithmetic. With
+//
+//	Q = |q_sum|, S = MaxSummaryTokens, A = MaxActionTokens, O = ObservationCap,
+//	Step = A + O + 4   (markers: [Assistant], a forced EndOfTurn when the
+//	                    action hit its limit, [Observation], EndOfTurn)
+//
+// the loop keeps these invariants, checked by New:
+//
+//	Reserve ≥ Q + S + Step            a step taken with C − |h| ≥ Reserve leaves room for q_sum and the longest summary
+//	C − ResumeMax ≥ Reserve          the resumed context with k = 0 never triggers again at once
+//	ResumeMax = |s| + |resume(·)| + S
+//
+// so every segment (prompt + response) stays ≤ C.
+type Budget struct {
+	Window         int
+	Reserve        int
+	SystemTokens   int // |[System] s [EndOfTurn]|
+	SummaryPrompt  int // Q
+	ObservationCap int // O
+	StepMax        int // A + O + 4
+	ResumeMax      int // |s| + resume overhead + S
+	MarkerMax      int // the longest omission marker
+}
+
+// minObservationCap is the least cap New accepts beyond the marker: an
+// observation must keep some head and tail.
+const minObservationCap = 8
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Window <= 0 {
+		errs = append(errs, fmt.Errorf("window %d must be positive", c.Window))
+	}
+	if c.Reserve <= 0 || c.Reserve >= c.Window {
+		errs = append(errs, fmt.Errorf("reserve %d must be in (0, window %d)", c.Reserve, c.Window))
+	}
+	if c.KeepLast < 0 {
+		errs = append(errs, fmt.Errorf("keep_last %d must be ≥ 0", c.KeepLast))
+	}
+	if c.MaxCompactions < 0 {
+		errs = append(errs, fmt.Errorf("max_compactions %d must be ≥ 0", c.MaxCompactions))
+	}
+	if c.MaxTurns <= 0 {
+		errs = append(errs, fmt.Errorf("max_turns %d must be positive", c.MaxTurns))
+	}
+	if c.MaxFormatErrors <= 0 {
+		errs = append(errs, fmt.Errorf("max_format_errors %d must be positive", c.MaxFormatErrors))
+	}
+	if c.MaxActionTokens <= 0 {
+		errs = append(errs, fmt.Errorf("max_action_tokens %d must be positive", c.MaxActionTokens))
+	}
+	if c.MaxSummaryTokens <= 0 {
+		errs = append(errs, fmt.Errorf("max_summary_tokens %d must be positive", c.MaxSummaryTokens))
+	}
+	if c.MaxObservationTokens < 0 {
+		errs = append(errs, fmt.Errorf("max_observation_tokens %d must be ≥ 0", c.MaxObservationTokens))
+	}
+	return errors.Join(errs...)
+}
