@@ -1,5 +1,9 @@
 module github.com/compactrl/compactrl
 
-go 1.26
+go 1.26.0
 
-require gopkg.in/yaml.v3 v3.0.1 // indirect
+require (
+	golang.org/x/sys v0.50.0 // indirect
+	gonum.org/v1/gonum v0.17.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)

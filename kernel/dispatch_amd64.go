@@ -1,3 +1,119 @@
 package kernel
 
-func available() []*impl { return []*impl{generic} }
+import "golang.org/x/sys/cpu"
+
+//go:generate sh -c "cd asm && go run . -out ../kernel_amd64.s -stubs ../stubs_amd64.go -pkg kernel"
+
+// Tile shapes of the generated micro-kernels (asm/gen.go).
+const (
+	mr512, nr512 = 6, 64
+	mr256, nr256 = 6, 16
+)
+
+var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, dot: dotAVX512, axpy: axpyAVX512, scale: scaleAVX512, peak: peakAVX512}
+
+var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
+
+// available lists the code paths this CPU and OS support, fastest first.
+func available() []*impl {
+	var out []*impl
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		out = append(out, avx512)
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		out = append(out, avx2)
+	}
+	return append(out, generic)
+}
+
+type tileFunc func(kc int, a, b []float32, bs int, c []float32, ldc int, mask uint32)
+
+var tiles512 = [mr512][nr512 / 16]tileFunc{
+	{gemm512m1n1, gemm512m1n2, gemm512m1n3, gemm512m1n4},
+	{gemm512m2n1, gemm512m2n2, gemm512m2n3, gemm512m2n4},
+	{gemm512m3n1, gemm512m3n2, gemm512m3n3, gemm512m3n4},
+	{gemm512m4n1, gemm512m4n2, gemm512m4n3, gemm512m4n4},
+	{gemm512m5n1, gemm512m5n2, gemm512m5n3, gemm512m5n4},
+	{gemm512m6n1, gemm512m6n2, gemm512m6n3, gemm512m6n4},
+}
+
+var tiles256 = [mr256][nr256 / 8]tileFunc{
+	{gemm256m1n1, gemm256m1n2},
+	{gemm256m2n1, gemm256m2n2},
+	{gemm256m3n1, gemm256m3n2},
+	{gemm256m4n1, gemm256m4n2},
+	{gemm256m5n1, gemm256m5n2},
+	{gemm256m6n1, gemm256m6n2},
+}
+
+// micro512 runs the AVX-512 tile of nr columns: whole zmm vectors, the last under a mask, so it
+// reads and writes only the nr columns of B and C.
+func micro512(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
+	nv := (nr + 15) / 16
+	rem := nr - 16*(nv-1)
+	tiles512[mr-1][nv-1](kc, a, b, bs, c, ldc, uint32(1)<<rem-1)
+}
+
+// micro256 runs the AVX2 tile. B is always a zero-padded packed strip; a tile whose width is not
+// a whole number of ymm vectors is computed into a scratch tile and added to C.
+func micro256(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
+	nv := (nr + 7) / 8
+	if nr%8 == 0 {
+		tiles256[mr-1][nv-1](kc, a, b, bs, c, ldc, 0)
+		return
+	}
+	var t [mr256 * nr256]float32
+	tiles256[mr-1][nv-1](kc, a, b, bs, t[:], nr256, 0)
+	for i := range mr {
+		row := c[i*ldc : i*ldc+nr]
+		for j := range row {
+			row[j] += t[i*nr256+j]
+		}
+	}
+}
+
+func dotAVX512(x, y []float32) float32 {
+	n := len(x) &^ 15
+	return dot512(x[:n], y[:n]) + dotGo(x[n:], y[n:])
+}
+
+func dotAVX2(x, y []float32) float32 {
+	n := len(x) &^ 7
+	return dot256(x[:n], y[:n]) + dotGo(x[n:], y[n:])
+}
+
+func axpyAVX512(alpha float32, x, y []float32) {
+	n := len(x) &^ 15
+	axpy512(alpha, x[:n], y[:n])
+	axpyGo(alpha, x[n:], y[n:])
+}
+
+func axpyAVX2(alpha float32, x, y []float32) {
+	n := len(x) &^ 7
+	axpy256(alpha, x[:n], y[:n])
+	axpyGo(alpha, x[n:], y[n:])
+}
+
+func scaleAVX512(alpha float32, x []float32) {
+	n := len(x) &^ 15
+	scale512(alpha, x[:n])
+	scaleGo(alpha, x[n:])
+}
+
+func scaleAVX2(alpha float32, x []float32) {
+	n := len(x) &^ 7
+	scale256(alpha, x[:n])
+	scaleGo(alpha, x[n:])
+}
+
+// peakAVX512 runs iters rounds of 24 independent zmm FMAs and returns the flops done.
+func peakAVX512(iters int) float64 {
+	fmaPeak512(iters)
+	return float64(iters) * 24 * 16 * 2
+}
+
+// peakAVX2 runs iters rounds of 12 independent ymm FMAs and returns the flops done.
+func peakAVX2(iters int) float64 {
+	fmaPeak256(iters)
+	return float64(iters) * 12 * 8 * 2
+}

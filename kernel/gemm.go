@@ -71,6 +71,8 @@ type impl struct {
 	dot     func(x, y []float32) float32
 	axpy    func(alpha float32, x, y []float32)
 	scale   func(alpha float32, x []float32)
+	// peak runs iters rounds of independent FMAs and returns the flops done.
+	peak func(iters int) float64
 }
 
 // workspace holds the packing buffers of one worker goroutine.

@@ -1,7 +1,9 @@
 package kernel
 
+import "runtime"
+
 // generic is the pure-Go code path, used where no SIMD path applies.
-var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, dot: dotGo, axpy: axpyGo, scale: scaleGo}
+var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
 
 // microGo is the pure-Go micro-kernel: C[0:mr, 0:nr] += Σ_p a[p·mr+i]·b[p·bs+j].
 func microGo(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
@@ -105,4 +107,22 @@ func scaleGo(alpha float32, x []float32) {
 	for i := range x {
 		x[i] *= alpha
 	}
+}
+
+// peakGo runs iters rounds of 8 independent scalar multiply-adds and returns the flops done.
+func peakGo(iters int) float64 {
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	x, y := float32(iters&1), float32(0.5)
+	for range iters {
+		s0 += x * y
+		s1 += x * y
+		s2 += x * y
+		s3 += x * y
+		s4 += x * y
+		s5 += x * y
+		s6 += x * y
+		s7 += x * y
+	}
+	runtime.KeepAlive(s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7)
+	return float64(iters) * 8 * 2
 }

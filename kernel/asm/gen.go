@@ -1,0 +1,307 @@
+// Command asm generates the amd64 assembly of package kernel with avo:
+//
+//	cd kernel/asm && go run . -out ../kernel_amd64.s -stubs ../stubs_amd64.go -pkg kernel
+//
+// (go generate in package kernel runs exactly this). The output is committed, so building
+// package kernel needs neither this module nor avo.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Tile limits of the micro-kernels; they must match kernel's mr512/nr512 and mr256/nr256.
+const (
+	mr512, nv512 = 6, 4 // rows × zmm vectors (16 floats): 6×64 tile, 24 accumulators
+	mr256, nv256 = 6, 2 // rows × ymm vectors (8 floats): 6×16 tile, 12 accumulators
+)
+
+const gemmSig = "func(kc int, a, b []float32, bs int, c []float32, ldc int, mask uint32)"
+
+func main() {
+	for mr := 1; mr <= mr512; mr++ {
+		for nv := 1; nv <= nv512; nv++ {
+			gemmTile(true, mr, nv)
+		}
+	}
+	for mr := 1; mr <= mr256; mr++ {
+		for nv := 1; nv <= nv256; nv++ {
+			gemmTile(false, mr, nv)
+		}
+	}
+	dot(true)
+	dot(false)
+	axpy(true)
+	axpy(false)
+	scale(true)
+	scale(false)
+	peak(true)
+	peak(false)
+	Generate()
+}
+
+func vec(wide bool) VecVirtual {
+	if wide {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// zero clears v (VPXORD for zmm: VXORPS on zmm would need AVX512DQ).
+func zero(wide bool, v VecVirtual) {
+	if wide {
+		VPXORD(v, v, v)
+	} else {
+		VXORPS(v, v, v)
+	}
+}
+
+func suffix(wide bool) string {
+	if wide {
+		return "512"
+	}
+	return "256"
+}
+
+// gemmTile emits gemm{512,256}m<mr>n<nv>: C[0:mr, 0:nv·w] += Σ_p a[p·mr+i]·b[p·bs+j] for a
+// packed kc×mr strip a and a kc×(nv·w) block b with row stride bs floats (w = 16 or 8 floats).
+// The 512-bit kernel loads the last vector of each B row and of each C row under the 16-bit
+// mask, so it never touches columns past the tile; the 256-bit kernel uses whole vectors.
+func gemmTile(wide bool, mr, nv int) {
+	TEXT(fmt.Sprintf("gemm%sm%dn%d", suffix(wide), mr, nv), NOSPLIT, gemmSig)
+	Doc(fmt.Sprintf("C[0:%d, 0:%d vectors] += packed A strip · B block.", mr, nv))
+	vbytes := 32
+	if wide {
+		vbytes = 64
+	}
+	kc := Load(Param("kc"), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	bp := Load(Param("b").Base(), GP64())
+	bs := Load(Param("bs"), GP64())
+	SHLQ(Imm(2), bs)
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	if wide {
+		mask := Load(Param("mask"), GP32())
+		KMOVW(mask, K1)
+	}
+	acc := make([][]VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, nv)
+		for j := range acc[i] {
+			acc[i][j] = vec(wide)
+			zero(wide, acc[i][j])
+		}
+	}
+	bv := make([]VecVirtual, nv)
+	for j := range bv {
+		bv[j] = vec(wide)
+	}
+	bc := vec(wide)
+	loop := fmt.Sprintf("loop_%s_%d_%d", suffix(wide), mr, nv)
+	done := fmt.Sprintf("done_%s_%d_%d", suffix(wide), mr, nv)
+	TESTQ(kc, kc)
+	JZ(LabelRef(done))
+	Label(loop)
+	for j := range bv {
+		m := Mem{Base: bp, Disp: vbytes * j}
+		if wide && j == nv-1 {
+			VMOVUPS_Z(m, K1, bv[j])
+		} else {
+			VMOVUPS(m, bv[j])
+		}
+	}
+	for i := range mr {
+		VBROADCASTSS(Mem{Base: ap, Disp: 4 * i}, bc)
+		for j := range nv {
+			VFMADD231PS(bv[j], bc, acc[i][j])
+		}
+	}
+	ADDQ(U32(4*mr), ap)
+	ADDQ(bs, bp)
+	DECQ(kc)
+	JNZ(LabelRef(loop))
+	Label(done)
+	for i := range mr {
+		for j := range nv {
+			m := Mem{Base: cp, Disp: vbytes * j}
+			if wide && j == nv-1 {
+				VMOVUPS_Z(m, K1, bc)
+				VADDPS(acc[i][j], bc, bc)
+				VMOVUPS(bc, K1, m)
+			} else {
+				VADDPS(m, acc[i][j], acc[i][j])
+				VMOVUPS(acc[i][j], m)
+			}
+		}
+		if i < mr-1 {
+			ADDQ(ldc, cp)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// hsum leaves the sum of the lanes of v (zmm or ymm) in the low lane of the returned xmm.
+func hsum(wide bool, v VecVirtual) VecVirtual {
+	var y VecVirtual
+	if wide {
+		y = YMM()
+		VEXTRACTF64X4(Imm(1), v, y)
+		VADDPS(v.AsY(), y, y)
+	} else {
+		y = v
+	}
+	x := XMM()
+	VEXTRACTF128(Imm(1), y, x)
+	VADDPS(y.AsX(), x, x)
+	t := XMM()
+	VMOVHLPS(x, x, t)
+	VADDPS(t, x, x)
+	VMOVSHDUP(x, t)
+	VADDSS(t, x, x)
+	return x
+}
+
+// dot emits dot{512,256}(x, y []float32) float32 = Σ x[i]·y[i] over the first len(x) rounded down
+// to whole vectors (the caller adds the tail); four accumulators over blocks of four vectors.
+func dot(wide bool) {
+	TEXT("dot"+suffix(wide), NOSPLIT, "func(x, y []float32) float32")
+	Doc("Σ x[i]·y[i] over whole vectors of x (the caller adds the tail).")
+	w := 8
+	if wide {
+		w = 16
+	}
+	xp := Load(Param("x").Base(), GP64())
+	yp := Load(Param("y").Base(), GP64())
+	n := Load(Param("x").Len(), GP64())
+	acc := []VecVirtual{vec(wide), vec(wide), vec(wide), vec(wide)}
+	for _, a := range acc {
+		zero(wide, a)
+	}
+	s := suffix(wide)
+	Label("dot4_" + s)
+	CMPQ(n, U32(4*w))
+	JL(LabelRef("dot1_" + s))
+	for j, a := range acc {
+		t := vec(wide)
+		VMOVUPS(Mem{Base: xp, Disp: 4 * w * j}, t)
+		VFMADD231PS(Mem{Base: yp, Disp: 4 * w * j}, t, a)
+	}
+	ADDQ(U32(16*w), xp)
+	ADDQ(U32(16*w), yp)
+	SUBQ(U32(4*w), n)
+	JMP(LabelRef("dot4_" + s))
+	Label("dot1_" + s)
+	CMPQ(n, U32(w))
+	JL(LabelRef("dotsum_" + s))
+	t := vec(wide)
+	VMOVUPS(Mem{Base: xp}, t)
+	VFMADD231PS(Mem{Base: yp}, t, acc[0])
+	ADDQ(U32(4*w), xp)
+	ADDQ(U32(4*w), yp)
+	SUBQ(U32(w), n)
+	JMP(LabelRef("dot1_" + s))
+	Label("dotsum_" + s)
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	r := hsum(wide, acc[0])
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// axpy emits axpy{512,256}(alpha, x, y): y[i] += alpha·x[i] over whole vectors of x.
+func axpy(wide bool) {
+	TEXT("axpy"+suffix(wide), NOSPLIT, "func(alpha float32, x, y []float32)")
+	Doc("y[i] += alpha·x[i] over whole vectors of x (the caller does the tail).")
+	w := 8
+	if wide {
+		w = 16
+	}
+	al := vec(wide)
+	VBROADCASTSS(NewParamAddr("alpha", 0), al)
+	xp := Load(Param("x").Base(), GP64())
+	yp := Load(Param("y").Base(), GP64())
+	n := Load(Param("x").Len(), GP64())
+	s := suffix(wide)
+	Label("axpy_" + s)
+	CMPQ(n, U32(w))
+	JL(LabelRef("axpydone_" + s))
+	t := vec(wide)
+	VMOVUPS(Mem{Base: yp}, t)
+	VFMADD231PS(Mem{Base: xp}, al, t)
+	VMOVUPS(t, Mem{Base: yp})
+	ADDQ(U32(4*w), xp)
+	ADDQ(U32(4*w), yp)
+	SUBQ(U32(w), n)
+	JMP(LabelRef("axpy_" + s))
+	Label("axpydone_" + s)
+	VZEROUPPER()
+	RET()
+}
+
+// scale emits scale{512,256}(alpha, x): x[i] *= alpha over whole vectors of x.
+func scale(wide bool) {
+	TEXT("scale"+suffix(wide), NOSPLIT, "func(alpha float32, x []float32)")
+	Doc("x[i] *= alpha over whole vectors of x (the caller does the tail).")
+	w := 8
+	if wide {
+		w = 16
+	}
+	al := vec(wide)
+	VBROADCASTSS(NewParamAddr("alpha", 0), al)
+	xp := Load(Param("x").Base(), GP64())
+	n := Load(Param("x").Len(), GP64())
+	s := suffix(wide)
+	Label("scale_" + s)
+	CMPQ(n, U32(w))
+	JL(LabelRef("scaledone_" + s))
+	t := vec(wide)
+	VMULPS(Mem{Base: xp}, al, t)
+	VMOVUPS(t, Mem{Base: xp})
+	ADDQ(U32(4*w), xp)
+	SUBQ(U32(w), n)
+	JMP(LabelRef("scale_" + s))
+	Label("scaledone_" + s)
+	VZEROUPPER()
+	RET()
+}
+
+// peak emits fmaPeak{512,256}(iters int): iters rounds of independent FMAs on 24 zmm (12 ymm)
+// accumulators, enough to fill both FMA ports whatever their latency: 768 (192) flops a round.
+func peak(wide bool) {
+	TEXT("fmaPeak"+suffix(wide), NOSPLIT, "func(iters int)")
+	Doc("iters rounds of independent FMAs (the machine's FMA peak).")
+	n := Load(Param("iters"), GP64())
+	cnt := 12
+	if wide {
+		cnt = 24
+	}
+	acc := make([]VecVirtual, cnt)
+	for i := range acc {
+		acc[i] = vec(wide)
+		zero(wide, acc[i])
+	}
+	x, y := vec(wide), vec(wide)
+	zero(wide, x)
+	zero(wide, y)
+	s := suffix(wide)
+	TESTQ(n, n)
+	JZ(LabelRef("peakdone_" + s))
+	Label("peak_" + s)
+	for _, a := range acc {
+		VFMADD231PS(x, y, a)
+	}
+	DECQ(n)
+	JNZ(LabelRef("peak_" + s))
+	Label("peakdone_" + s)
+	VZEROUPPER()
+	RET()
+}
