@@ -1,0 +1,264 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+)
+
+// Bubblewrap runs sessions under bwrap (https://github.com/containers/bubblewrap):
+//
+//   - namespaces: every one bwrap can unshare (user, pid, net, ipc, uts,
+//     cgroup): only a loopback interface, no route out;
+//   - filesystem: a fresh root (remounted read-only) holding /usr and /etc bound read-only
+//     (the /bin, /lib, /lib64, /sbin symlinks of a merged-/usr system are
+//     recreated; non-symlink ones are bound read-only), ROBinds, /dev, /proc,
+//     a size-limited tmpfs /tmp, Spec.Workdir read-write at /app, Spec.Mounts;
+//   - identity: when the caller is root, bwrap itself runs as the
+//     unprivileged UID:GID (default 65534, "nobody"), because the kernel never
+//     applies RLIMIT_NPROC to real uid 0: as root a fork bomb is not contained.
+//     The writable mounts are chowned to that uid. As a non-root caller the
+//     sandbox runs as the caller;
+//   - limits: inside, before the persistent shell starts, `ulimit` sets
+//     RLIMIT_AS (memory), RLIMIT_NPROC (processes, counted per user
+//     namespace, so sessions do not share the budget) and RLIMIT_FSIZE,
+//     soft and hard, so sandboxed code cannot raise them;
+//   - lifetime: bwrap runs in its own process group with --die-with-parent
+//     and --new-session; killing the group kills bwrap, whose pid-namespace
+//     init then takes every sandboxed process with it.
+//
+// cgroups are not used: on the machines this was built on the cgroup
+// hierarchies are read-only, so memory is bounded per process (address
+// space), not per session.
+type Bubblewrap struct {
+	Path    string   // bwrap binary; default /usr/bin/bwrap
+	ROBinds []string // extra host paths bound read-only at the same place (e.g. /opt/tool)
+	UID     int      // uid to run as when the caller is root; 0 means 65534
+	GID     int      // gid to run as when the caller is root; 0 means 65534
+}
+
+// Start implements Runner.
+func (b Bubblewrap) Start(ctx context.Context, spec Spec) (Session, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	l, err := b.newLauncher(spec)
+	if err != nil {
+		return nil, err
+	}
+	return newShellSession(l, spec.Limits)
+}
+
+func (b Bubblewrap) path() string {
+	if b.Path != "" {
+		return b.Path
+	}
+	return "/usr/bin/bwrap"
+}
+
+// Available reports whether the bwrap binary exists and can start a
+// sandbox on this machine.
+func (b Bubblewrap) Available() error {
+	p := b.path()
+	if _, err := os.Stat(p); err != nil {
+		return fmt.Errorf("bubblewrap: %w", err)
+	}
+	out, err := exec.Command(p, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bubblewrap: %s cannot create a sandbox here: %v: %s", p, err, out)
+	}
+	return nil
+}
+
+type bwrapLauncher struct {
+	path string
+	args []string
+	cred *syscall.Credential
+}
+
+func (b Bubblewrap) newLauncher(spec Spec) (*bwrapLauncher, error) {
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		uid, gid := b.UID, b.GID
+		if uid == 0 {
+			uid = 65534
+		}
+		if gid == 0 {
+			gid = 65534
+		}
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		if err := chownTree(spec.Workdir, uid, gid); err != nil {
+			return nil, err
+		}
+		for _, m := range spec.Mounts {
+			if m.Writable {
+				if err := chownTree(m.Host, uid, gid); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	for _, m := range append([]Mount{{Host: spec.Workdir, Target: AppDir}}, spec.Mounts...) {
+		if _, err := os.Stat(m.Host); err != nil {
+			return nil, fmt.Errorf("sandbox: mount %s: %w", m.Target, err)
+		}
+		if cred != nil {
+			if err := searchable(m.Host, int(cred.Uid)); err != nil {
+				return nil, fmt.Errorf("sandbox: mount %s: %w", m.Target, err)
+			}
+		}
+	}
+	return &bwrapLauncher{path: b.path(), args: bwrapArgs(spec, b.ROBinds, hostRootLinks()), cred: cred}, nil
+}
+
+// hostRootLinks maps each of /bin, /lib, /lib64, /sbin, /lib32, /libx32 to
+// its symlink target on the host ("" when it is a real directory, absent
+// when missing).
+func hostRootLinks() map[string]string {
+	links := map[string]string{}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if t, err := os.Readlink(d); err == nil {
+				links[d] = t
+				continue
+			}
+		}
+		links[d] = ""
+	}
+	return links
+}
+
+// bwrapArgs builds bwrap's command line for spec (pure, for tests).
+func bwrapArgs(spec Spec, roBinds []string, rootLinks map[string]string) []string {
+	lim := spec.Limits.withDefaults()
+	a := []string{
+		"--unshare-all", "--die-with-parent", "--new-session",
+		"--hostname", "sandbox",
+		"--ro-bind", "/usr", "/usr",
+	}
+	dirs := make([]string, 0, len(rootLinks))
+	for d := range rootLinks {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		if t := rootLinks[d]; t != "" {
+			a = append(a, "--symlink", t, d)
+		} else {
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	a = append(a, "--ro-bind", "/etc", "/etc")
+	for _, p := range roBinds {
+		a = append(a, "--ro-bind", p, p)
+	}
+	a = append(a,
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--size", fmt.Sprint(lim.TmpBytes), "--tmpfs", "/tmp",
+		"--bind", spec.Workdir, AppDir,
+	)
+	for _, m := range spec.Mounts {
+		if m.Writable {
+			a = append(a, "--bind", m.Host, m.Target)
+		} else {
+			a = append(a, "--ro-bind", m.Host, m.Target)
+		}
+	}
+	a = append(a, "--remount-ro", "/", "--chdir", AppDir, "--clearenv")
+	env := baseEnv(spec.Env)
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a = append(a, "--setenv", k, env[k])
+	}
+	a = append(a, "--", "/bin/bash", "--noprofile", "--norc", "-c", limitScript(lim)+"exec /bin/bash --noprofile --norc")
+	return a
+}
+
+// limitScript sets the per-process limits (soft and hard) in a shell.
+func limitScript(l Limits) string {
+	return fmt.Sprintf("ulimit -v %d && ulimit -u %d && ulimit -f %d || exit 97; ",
+		l.MemoryBytes/1024, l.Processes, l.FileSizeBytes/1024)
+}
+
+func (l *bwrapLauncher) command() (*exec.Cmd, error) {
+	cmd := exec.Command(l.path, l.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: l.cred}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	return cmd, nil
+}
+
+func (l *bwrapLauncher) kill(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Process.Kill()
+}
+
+func (l *bwrapLauncher) close() error { return nil }
+
+// searchable checks that uid can reach p: every ancestor directory must be
+// searchable by others (or owned by uid), since bwrap opens the mount
+// sources as the sandbox user. MkdirTemp makes such directories.
+func searchable(p string, uid int) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return err
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm()&0o001 == 0 && !(ok && int(st.Uid) == uid) {
+			return fmt.Errorf("%s (mode %v) is not searchable by the sandbox uid %d: create workspaces with sandbox.MkdirTemp or chmod o+x", d, fi.Mode().Perm(), uid)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// MkdirTemp is os.MkdirTemp with mode 0711, so that the unprivileged
+// sandbox user can reach mounts below it.
+func MkdirTemp(dir, pattern string) (string, error) {
+	d, err := os.MkdirTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(d, 0o711); err != nil {
+		os.RemoveAll(d)
+		return "", err
+	}
+	return d, nil
+}
+
+// chownTree gives uid:gid every file under root (symlinks themselves, not
+// their targets).
+func chownTree(root string, uid, gid int) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox: chown %s to %d:%d: %w", root, uid, gid, err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+// Package sandbox runs an agent's shell commands confined: no network, a
+// read-only system, one writable task directory seen as /app, a wall-clock
+// timeout per command, memory / process-count / file-size limits, and output
+// capped to a head and a tail.
+//
+// Data flow: an environment (env/harbor, env/swebench) asks a Runner to Start
+// a Session for a Spec (the host directory to expose as /app, extra mounts,
+// environment variables, limits). The Session keeps one bash process alive
+// inside the sandbox for the whole episode, so `cd`, shell variables and
+// exported environment survive between actions. Exec sends one command to
+// that shell, framed by a per-session random sentinel that carries the exit
+// status back, and returns the (capped) interleaved stdout+stderr. A command
+// that outlives its timeout kills the whole sandbox; the shell is restarted
+// (files under /app survive, shell state does not) and the Result says so.
+//
+// Two Runners share the Session protocol: Bubblewrap (bwrap, the default,
+// works without a container engine) and Container (docker / podman CLI, for
+// tasks that need an image).
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Mount exposes a host path inside the sandbox.
+type Mount struct {
+	Host     string // host path (file or directory)
+	Target   string // absolute path inside the sandbox
+	Writable bool
+}
+
+// Limits bound what one session may consume. Zero fields take the defaults
+// of DefaultLimits.
+type Limits struct {
+	MemoryBytes   int64 // address-space limit per process (RLIMIT_AS)
+	Processes     int   // process/thread count limit (RLIMIT_NPROC, per sandbox user namespace)
+	FileSizeBytes int64 // largest file a process may write (RLIMIT_FSIZE)
+	TmpBytes      int64 // size of the tmpfs mounted at /tmp (bwrap)
+	OutputBytes   int   // output kept per command: half from the head, half from the tail
+	CPUs          float64
+}
+
+// DefaultLimits are used for every zero field of a Spec's Limits.
+var DefaultLimits = Limits{
+	MemoryBytes:   4 << 30,
+	Processes:     256,
+	FileSizeBytes: 1 << 30,
+	TmpBytes:      512 << 20,
+	OutputBytes:   16 << 10,
+}
+
+// withDefaults returns l with zero fields replaced from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MemoryBytes > 0 {
+		d.MemoryBytes = l.MemoryBytes
+	}
+	if l.Processes > 0 {
+		d.Processes = l.Processes
+	}
+	if l.FileSizeBytes > 0 {
+		d.FileSizeBytes = l.FileSizeBytes
+	}
+	if l.TmpBytes > 0 {
+		d.TmpBytes = l.TmpBytes
+	}
+	if l.OutputBytes > 0 {
+		d.OutputBytes = l.OutputBytes
+	}
+	if l.CPUs > 0 {
+		d.CPUs = l.CPUs
+	}
+	return d
+}
+
+// Spec describes one session's sandbox.
+type Spec struct {
+	// Workdir is the host directory exposed writable at /app, the shell's
+	// working directory. Required.
+	Workdir string
+	Mounts  []Mount
+	// Env is added to the sandbox's minimal environment (PATH, HOME=/tmp,
+	// LANG, TERM=dumb, GOTOOLCHAIN=local, GOPROXY=off, GOFLAGS=-mod=mod).
+	Env    map[string]string
+	Limits Limits
+	// Image is the container image (Container runner only; Bubblewrap
+	// ignores it and runs on the host's read-only system).
+	Image string
+}
+
+// AppDir is where Spec.Workdir appears inside the sandbox.
+const AppDir = "/app"
+
+// Result is the outcome of one command.
+type Result struct {
+	Output    string // interleaved stdout+stderr, capped (see Truncated)
+	ExitCode  int    // the command's exit status; -1 when it timed out or the shell died
+	TimedOut  bool   // the command outlived its timeout and was killed
+	Truncated bool   // the output was longer than Limits.OutputBytes; the middle was cut
+	// Restarted reports that the shell was restarted after this command
+	// (timeout, or the command exited the shell): shell state (cwd,
+	// variables) was lost, files under /app were not.
+	Restarted bool
+	Duration  time.Duration
+}
+
+// Session is one episode's persistent shell.
+type Session interface {
+	// Exec runs cmd in the persistent shell with stdin from /dev/null and
+	// waits at most timeout (≤ 0: no limit beyond ctx). An error means the
+	// sandbox itself failed (infrastructure), never that the command did.
+	Exec(ctx context.Context, cmd string, timeout time.Duration) (Result, error)
+	// Close kills everything the session started. Safe to call twice.
+	Close() error
+}
+
+// Runner starts sessions.
+type Runner interface {
+	Start(ctx context.Context, spec Spec) (Session, error)
+}
+
+func (s Spec) validate() error {
+	if s.Workdir == "" {
+		return fmt.Errorf("sandbox spec: Workdir is empty")
+	}
+	for _, m := range s.Mounts {
+		if m.Host == "" || len(m.Target) == 0 || m.Target[0] != '/' {
+			return fmt.Errorf("sandbox spec: mount %q -> %q: host must be set and target absolute", m.Host, m.Target)
+		}
+	}
+	return nil
+}
+
+// baseEnv is the environment every sandboxed shell starts from.
+func baseEnv(extra map[string]string) map[string]string {
+	env := map[string]string{
+		"PATH":                    "/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":                    "/tmp",
+		"LANG":                    "C.UTF-8",
+		"TERM":                    "dumb",
+		"GOTOOLCHAIN":             "local",
+		"GOPROXY":                 "off",
+		"GOFLAGS":                 "-mod=mod",
+		"PYTHONDONTWRITEBYTECODE": "1",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
