@@ -1,0 +1,231 @@
+package tokenizer
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// preTokenizer names the word-splitting rules. Each is a hand-written
+// equivalent of the regular expression in its comment (Go's regexp lacks
+// the (?!\S) lookahead).
+type preTokenizer int
+
+const (
+	// preGPT2 is GPT-2's
+	//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+	preGPT2 preTokenizer = iota
+	// preLlama3 is Llama-3's
+	//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+	//    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+	preLlama3
+	// preQwen2 is preLlama3 with \p{N} (one digit a word) instead of \p{N}{1,3}.
+	preQwen2
+)
+
+const (
+	patGPT2   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+	patLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	patQwen2  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+// Rune classes of the patterns. Invalid UTF-8 bytes decode as RuneError of
+// width 1 and fall in classOther, so every byte lands in some word.
+const (
+	classOther = iota
+	classLetter
+	classNumber
+	classSpace
+)
+
+func classOf(r rune) int {
+	if r < utf8.RuneSelf {
+		return asciiClass[r]
+	}
+	switch {
+	case unicode.IsLetter(r):
+		return classLetter
+	case unicode.IsNumber(r):
+		return classNumber
+	case unicode.IsSpace(r):
+		return classSpace
+	}
+	return classOther
+}
+
+var asciiClass = func() [128]int {
+	var t [128]int
+	for c := 0; c < 128; c++ {
+		t[c] = classOf128(rune(c))
+	}
+	return t
+}()
+
+func classOf128(r rune) int {
+	switch {
+	case unicode.IsLetter(r):
+		return classLetter
+	case unicode.IsNumber(r):
+		return classNumber
+	case unicode.IsSpace(r):
+		return classSpace
+	}
+	return classOther
+}
+
+func runeAt(s string, i int) (rune, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return rune(c), 1
+	}
+	return utf8.DecodeRuneInString(s[i:])
+}
+
+// runEnd returns the end of the maximal run of class cls starting at i.
+func runEnd(s string, i, cls int) int {
+	for i < len(s) {
+		r, w := runeAt(s, i)
+		if classOf(r) != cls {
+			break
+		}
+		i += w
+	}
+	return i
+}
+
+// contraction returns the length of 's 't 're 've 'm 'll 'd at s[i:]
+// (s[i] == '\”), case-insensitively when fold is set, or 0.
+func contraction(s string, i int, fold bool) int {
+	lower := func(c byte) byte {
+		if fold && c >= 'A' && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	if i+1 >= len(s) {
+		return 0
+	}
+	switch lower(s[i+1]) {
+	case 's', 't', 'm', 'd':
+		return 2
+	case 'r', 'v':
+		if i+2 < len(s) && lower(s[i+2]) == 'e' {
+			return 3
+		}
+	case 'l':
+		if i+2 < len(s) && lower(s[i+2]) == 'l' {
+			return 3
+		}
+	}
+	return 0
+}
+
+// spaceMatch implements \s+(?!\S)|\s+ at i (s[i] is whitespace).
+func spaceMatch(s string, i int) int {
+	end := runEnd(s, i, classSpace)
+	if end == len(s) {
+		return end
+	}
+	// the run is followed by non-space: leave its last rune for the next word
+	last := end
+	for last > i {
+		last--
+		if utf8.RuneStart(s[last]) {
+			break
+		}
+	}
+	if last > i {
+		return last
+	}
+	return end
+}
+
+// split calls fn with each word of s in order; the words concatenate to s.
+func (p preTokenizer) split(s string, fn func(word string)) {
+	for i := 0; i < len(s); {
+		var n int
+		if p == preGPT2 {
+			n = matchGPT2(s, i)
+		} else {
+			n = matchLlama3(s, i, p == preLlama3)
+		}
+		fn(s[i : i+n])
+		i += n
+	}
+}
+
+func matchGPT2(s string, i int) int {
+	if s[i] == '\'' {
+		if n := contraction(s, i, false); n > 0 {
+			return n
+		}
+	}
+	r, w := runeAt(s, i)
+	cls := classOf(r)
+	start := i
+	if r == ' ' && i+1 < len(s) {
+		r2, _ := runeAt(s, i+1)
+		if c2 := classOf(r2); c2 != classSpace {
+			return runEnd(s, i+1, c2) - start
+		}
+	}
+	if cls != classSpace {
+		return runEnd(s, i+w, cls) - start
+	}
+	return spaceMatch(s, i) - start
+}
+
+func matchLlama3(s string, i int, threeDigits bool) int {
+	if s[i] == '\'' {
+		if n := contraction(s, i, true); n > 0 {
+			return n
+		}
+	}
+	r, w := runeAt(s, i)
+	cls := classOf(r)
+	// [^\r\n\p{L}\p{N}]?\p{L}+
+	if cls == classLetter {
+		return runEnd(s, i+w, classLetter) - i
+	}
+	if cls != classNumber && r != '\r' && r != '\n' && i+w < len(s) {
+		if r2, _ := runeAt(s, i+w); classOf(r2) == classLetter {
+			return runEnd(s, i+w, classLetter) - i
+		}
+	}
+	// \p{N}{1,3} or \p{N}
+	if cls == classNumber {
+		j := i + w
+		max := 1
+		if threeDigits {
+			max = 3
+		}
+		for k := 1; k < max && j < len(s); k++ {
+			r2, w2 := runeAt(s, j)
+			if classOf(r2) != classNumber {
+				break
+			}
+			j += w2
+		}
+		return j - i
+	}
+	// ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+	j := i
+	if r == ' ' && i+1 < len(s) {
+		if r2, _ := runeAt(s, i+1); classOf(r2) == classOther {
+			j = i + 1
+		}
+	}
+	if r2, _ := runeAt(s, j); classOf(r2) == classOther {
+		j = runEnd(s, j, classOther)
+		for j < len(s) && (s[j] == '\r' || s[j] == '\n') {
+			j++
+		}
+		return j - i
+	}
+	// here s[i] is whitespace. \s*[\r\n]+ : up to the run's last newline.
+	end := runEnd(s, i, classSpace)
+	for k := end - 1; k >= i; k-- {
+		if s[k] == '\r' || s[k] == '\n' {
+			return k + 1 - i
+		}
+	}
+	return spaceMatch(s, i) - i
+}
