@@ -1,0 +1,337 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/kernel"
+)
+
+// Finished is a completed request of a Decoder.
+type Finished struct {
+	ID         int
+	Completion infer.Completion
+}
+
+type decSeq struct {
+	id      int
+	req     infer.Request
+	limit   int         // tokens it may still produce in total
+	kc, vc  [][]float32 // per layer KV cache [capacity, KVHeads·HeadDim]
+	n       int         // cached positions
+	pending []int       // tokens to feed at the next step
+	stop    map[int]bool
+	rng     *rand.Rand
+	out     infer.Completion
+}
+
+// Decoder samples continuations of many prompts at once with a KV cache per
+// sequence. Each Step feeds, in one batched forward, the whole prompt of
+// every sequence added since the last Step (prefill) and the last sampled
+// token of every running one (decode), then samples one token for each.
+// Sequences may join between Steps and leave when they finish, so a caller
+// can run continuous batching on top. Not safe for concurrent use.
+//
+// Log-probabilities returned are those of the model's own distribution
+// (softmax of the logits at temperature 1, before top-p truncation), the
+// π_θ that Scorer.Forward computes for PPO; they equal the sampling
+// distribution's when Temperature is 1 and TopP is 0 or 1. Temperature 0
+// samples greedily (the first maximal logit).
+type Decoder struct {
+	m      *Model
+	nextID int
+	active []*decSeq
+
+	tokens, pos        []int32
+	rows               []int // first packed row of each sequence
+	x, h, r, q, k, v   []float32
+	att, tmp, g, u, a  []float32
+	last, lastH, lastR []float32
+	logits             []float32
+	probs              [][]float32
+	order              [][]int32
+}
+
+// NewDecoder returns a Decoder over m. m must be a policy, and its weights
+// must not change while the Decoder holds sequences.
+func (m *Model) NewDecoder() *Decoder { return &Decoder{m: m} }
+
+// Active is the number of unfinished sequences.
+func (d *Decoder) Active() int { return len(d.active) }
+
+// Add queues req and returns its id (reported in Finished). The number of
+// tokens is capped so that prompt plus completion fit in MaxSeq.
+func (d *Decoder) Add(req infer.Request) (int, error) {
+	cfg := d.m.Cfg
+	switch {
+	case d.m.Value:
+		return 0, errors.New("decoder: model is a critic")
+	case len(req.Prompt) == 0:
+		return 0, errors.New("decoder: empty prompt")
+	case len(req.Prompt) >= cfg.MaxSeq:
+		return 0, fmt.Errorf("decoder: prompt of %d tokens leaves no room in max_seq %d", len(req.Prompt), cfg.MaxSeq)
+	case req.MaxTokens < 0:
+		return 0, fmt.Errorf("decoder: max_tokens %d is negative", req.MaxTokens)
+	case req.Temperature < 0 || math.IsNaN(req.Temperature):
+		return 0, fmt.Errorf("decoder: temperature %g is negative", req.Temperature)
+	case req.TopP < 0 || req.TopP > 1 || math.IsNaN(req.TopP):
+		return 0, fmt.Errorf("decoder: top_p %g outside [0, 1]", req.TopP)
+	}
+	for i, t := range req.Prompt {
+		if t < 0 || t >= cfg.Vocab {
+			return 0, fmt.Errorf("decoder: prompt token %d = %d outside vocab [0, %d)", i, t, cfg.Vocab)
+		}
+	}
+	s := &decSeq{
+		id:      d.nextID,
+		req:     req,
+		limit:   min(req.MaxTokens, cfg.MaxSeq-len(req.Prompt)),
+		pending: slices.Clone(req.Prompt),
+		stop:    make(map[int]bool, len(req.Stop)),
+		rng:     rand.New(rand.NewPCG(uint64(req.Seed), 0x73616d706c6572)),
+	}
+	for _, t := range req.Stop {
+		s.stop[t] = true
+	}
+	d.nextID++
+	d.active = append(d.active, s)
+	return s.id, nil
+}
+
+// Step advances every active sequence by one token and returns those that
+// finished (a stop token or their token limit).
+func (d *Decoder) Step() []Finished {
+	var done []Finished
+	// Requests with no room for a token finish without a forward.
+	keep := d.active[:0]
+	for _, s := range d.active {
+		if s.limit <= 0 {
+			s.out.FinishReason = infer.FinishLength
+			done = append(done, Finished{s.id, s.out})
+			continue
+		}
+		keep = append(keep, s)
+	}
+	d.active = keep
+	if len(d.active) == 0 {
+		return done
+	}
+	d.forward()
+	V := d.m.Cfg.Vocab
+	for len(d.probs) < len(d.active) {
+		d.probs = append(d.probs, make([]float32, V))
+		d.order = append(d.order, make([]int32, V))
+	}
+	toks := make([]int, len(d.active))
+	lps := make([]float64, len(d.active))
+	parallel(len(d.active), 4, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s := d.active[i]
+			toks[i], lps[i] = sampleToken(d.logits[i*V:i*V+V], s.req.Temperature, s.req.TopP, s.rng, d.probs[i], d.order[i])
+		}
+	})
+	keep = d.active[:0]
+	for i, s := range d.active {
+		s.out.Tokens = append(s.out.Tokens, toks[i])
+		s.out.Logprobs = append(s.out.Logprobs, lps[i])
+		switch {
+		case s.stop[toks[i]]:
+			s.out.FinishReason = infer.FinishStop
+		case len(s.out.Tokens) >= s.limit:
+			s.out.FinishReason = infer.FinishLength
+		default:
+			s.pending = append(s.pending[:0], toks[i])
+			keep = append(keep, s)
+			continue
+		}
+		done = append(done, Finished{s.id, s.out})
+	}
+	clear(d.active[len(keep):])
+	d.active = keep
+	return done
+}
+
+// Generate runs reqs to completion in one batch and returns their
+// completions in order.
+func (m *Model) Generate(ctx context.Context, reqs []infer.Request) ([]infer.Completion, error) {
+	d := m.NewDecoder()
+	idx := make(map[int]int, len(reqs))
+	for i, r := range reqs {
+		id, err := d.Add(r)
+		if err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+		idx[id] = i
+	}
+	out := make([]infer.Completion, len(reqs))
+	for len(idx) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for _, f := range d.Step() {
+			out[idx[f.ID]] = f.Completion
+			delete(idx, f.ID)
+		}
+	}
+	return out, nil
+}
+
+// forward feeds every active sequence's pending tokens through the model,
+// appending their keys and values to the caches, and leaves in d.logits the
+// logits after each sequence's last pending token.
+func (d *Decoder) forward() {
+	m, cfg := d.m, d.m.Cfg
+	dim, hd, F := cfg.Dim, cfg.HeadDim(), cfg.FFN
+	qw, kw := cfg.Heads*hd, cfg.KVHeads*hd
+	d.tokens, d.pos, d.rows = d.tokens[:0], d.pos[:0], d.rows[:0]
+	for _, s := range d.active {
+		if s.kc == nil {
+			capacity := len(s.req.Prompt) + s.limit
+			s.kc, s.vc = make([][]float32, cfg.Layers), make([][]float32, cfg.Layers)
+			for l := range s.kc {
+				s.kc[l], s.vc[l] = make([]float32, capacity*kw), make([]float32, capacity*kw)
+			}
+		}
+		d.rows = append(d.rows, len(d.tokens))
+		for i, t := range s.pending {
+			d.tokens = append(d.tokens, int32(t))
+			d.pos = append(d.pos, int32(s.n+i))
+		}
+	}
+	n := len(d.tokens)
+	d.x, d.h, d.r = grow(d.x, n*dim), grow(d.h, n*dim), grow(d.r, n)
+	d.q, d.k, d.v, d.att = grow(d.q, n*qw), grow(d.k, n*kw), grow(d.v, n*kw), grow(d.att, n*qw)
+	d.g, d.u, d.a = grow(d.g, n*F), grow(d.u, n*F), grow(d.a, n*F)
+	for i, tok := range d.tokens {
+		copy(d.x[i*dim:i*dim+dim], m.Embed.Data[int(tok)*dim:int(tok)*dim+dim])
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	group := cfg.Heads / cfg.KVHeads
+	maxCtx := 0
+	for _, s := range d.active {
+		maxCtx = max(maxCtx, s.n+len(s.pending))
+	}
+	for l := range m.Layers {
+		w := &m.Layers[l]
+		rmsnorm(d.h, d.r, d.x, w.AttnNorm.Data, n, dim, cfg.NormEps)
+		linear(d.q, d.h, w.Wq, n)
+		linear(d.k, d.h, w.Wk, n)
+		linear(d.v, d.h, w.Wv, n)
+		m.rope(d.q, d.pos, cfg.Heads, false)
+		m.rope(d.k, d.pos, cfg.KVHeads, false)
+		for i, s := range d.active {
+			r0 := d.rows[i]
+			copy(s.kc[l][s.n*kw:], d.k[r0*kw:(r0+len(s.pending))*kw])
+			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+len(s.pending))*kw])
+		}
+		parallel(len(d.active)*cfg.KVHeads, 1, func(lo, hi int) {
+			scores := make([]float32, maxCtx)
+			for t := lo; t < hi; t++ {
+				s, g := d.active[t/cfg.KVHeads], t%cfg.KVHeads
+				r0 := d.rows[t/cfg.KVHeads]
+				kb, vb := s.kc[l][g*hd:], s.vc[l][g*hd:]
+				for i := range s.pending {
+					r := r0 + i
+					for h := g * group; h < (g+1)*group; h++ {
+						c := r*qw + h*hd
+						attendRow(d.att[c:c+hd], d.q[c:c+hd], kb, vb, kw, s.n+i+1, scale, scores)
+					}
+				}
+			}
+		})
+		kernel.Gemm(false, true, n, dim, qw, 1, d.att, qw, w.Wo.Data, qw, 1, d.x, dim)
+		rmsnorm(d.h, d.r, d.x, w.MLPNorm.Data, n, dim, cfg.NormEps)
+		linear(d.g, d.h, w.Wg, n)
+		linear(d.u, d.h, w.Wu, n)
+		swiglu(d.a, d.g, d.u)
+		kernel.Gemm(false, true, n, dim, F, 1, d.a, F, w.Wd.Data, F, 1, d.x, dim)
+	}
+	B := len(d.active)
+	d.last, d.lastH, d.lastR = grow(d.last, B*dim), grow(d.lastH, B*dim), grow(d.lastR, B)
+	for i, s := range d.active {
+		r := d.rows[i] + len(s.pending) - 1
+		copy(d.last[i*dim:i*dim+dim], d.x[r*dim:r*dim+dim])
+		s.n += len(s.pending)
+		s.pending = s.pending[:0]
+	}
+	rmsnorm(d.lastH, d.lastR, d.last, m.Norm.Data, B, dim, cfg.NormEps)
+	V := cfg.Vocab
+	d.logits = grow(d.logits, B*V)
+	kernel.Gemm(false, true, B, V, dim, 1, d.lastH, dim, m.headWeight().Data, dim, 0, d.logits, V)
+}
+
+// sampleToken draws a token from softmax(z/T), truncated to the smallest
+// set of most likely tokens whose mass reaches topP when 0 < topP < 1, and
+// returns it with its log-probability under softmax(z) (temperature 1,
+// untruncated). T = 0 picks argmax z. probs and order are scratch of len(z).
+func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float32, order []int32) (int, float64) {
+	best := 0
+	for i, v := range z {
+		if v > z[best] {
+			best = i
+		}
+	}
+	mx := float64(z[best])
+	var sum float64
+	for _, v := range z {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	if temp == 0 {
+		return best, float64(z[best]) - lse
+	}
+	var total float64
+	for i, v := range z {
+		p := math.Exp((float64(v) - mx) / temp)
+		probs[i] = float32(p)
+		total += p
+	}
+	tok := best // if rounding leaves u ≥ 0 after the walk
+	if topP > 0 && topP < 1 {
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int {
+			switch {
+			case probs[a] > probs[b]:
+				return -1
+			case probs[a] < probs[b]:
+				return 1
+			}
+			return int(a - b)
+		})
+		var kept float64
+		k := 0
+		for k < len(order) {
+			kept += float64(probs[order[k]])
+			k++
+			if kept >= topP*total {
+				break
+			}
+		}
+		u := rng.Float64() * kept
+		tok = int(order[k-1])
+		for _, i := range order[:k] {
+			u -= float64(probs[i])
+			if u < 0 {
+				tok = int(i)
+				break
+			}
+		}
+	} else {
+		u := rng.Float64() * total
+		for i, p := range probs {
+			u -= float64(p)
+			if u < 0 {
+				tok = i
+				break
+			}
+		}
+	}
+	return tok, float64(z[tok]) - lse
+}

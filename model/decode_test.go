@@ -1,0 +1,163 @@
+package model
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/compactrl/compactrl/infer"
+)
+
+func decodeModel(t *testing.T) *Model {
+	t.Helper()
+	cfg := Config{Vocab: 61, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, FFN: 48, MaxSeq: 96, RopeTheta: 10000, NormEps: 1e-5}
+	m, err := New(cfg, 17, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perturbed(m, rand.New(rand.NewPCG(1, 1)), 0.1)
+	return m
+}
+
+func randPrompt(rng *rand.Rand, n, vocab int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = rng.IntN(vocab)
+	}
+	return p
+}
+
+// The KV-cached decode must give the log-probabilities that scoring the
+// whole sequence gives.
+func TestDecodeMatchesScoring(t *testing.T) {
+	m := decodeModel(t)
+	rng := rand.New(rand.NewPCG(2, 3))
+	var reqs []infer.Request
+	for i, n := range []int{1, 9, 30, 4} {
+		reqs = append(reqs, infer.Request{Prompt: randPrompt(rng, n, 61), MaxTokens: 20 + i, Temperature: 1, Seed: int64(i)})
+	}
+	reqs[1].TopP = 0.8
+	reqs[2].Temperature = 0.7
+	reqs[3].Temperature = 0
+	comps, err := m.Generate(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []Seq
+	for i, c := range comps {
+		if len(c.Tokens) != reqs[i].MaxTokens || c.FinishReason != infer.FinishLength {
+			t.Fatalf("request %d: %d tokens, finish %q", i, len(c.Tokens), c.FinishReason)
+		}
+		seqs = append(seqs, Seq{Tokens: append(slices.Clone(reqs[i].Prompt), c.Tokens...), From: len(reqs[i].Prompt)})
+	}
+	out, err := m.NewScorer().Forward(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range comps {
+		for j, lp := range c.Logprobs {
+			if d := math.Abs(lp - out.LogProbs[i][j]); d > 1e-4 {
+				t.Fatalf("request %d token %d: decode log-prob %.6f, scoring %.6f", i, j, lp, out.LogProbs[i][j])
+			}
+		}
+	}
+	// Greedy decoding picks the argmax, whose log-prob is the row's largest.
+	for j, lp := range comps[3].Logprobs {
+		if lp < math.Log(1.0/61)-1e-9 {
+			t.Fatalf("greedy token %d has log-prob %.4f below uniform", j, lp)
+		}
+	}
+}
+
+func TestDecodeDeterministicAndBatchIndependent(t *testing.T) {
+	m := decodeModel(t)
+	rng := rand.New(rand.NewPCG(4, 5))
+	req := infer.Request{Prompt: randPrompt(rng, 12, 61), MaxTokens: 15, Temperature: 1, TopP: 0.9, Seed: 42}
+	alone, err := m.Generate(context.Background(), []infer.Request{req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := infer.Request{Prompt: randPrompt(rng, 30, 61), MaxTokens: 7, Temperature: 1, Seed: 1}
+	batch, err := m.Generate(context.Background(), []infer.Request{other, req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tokens are identical; log-probs may differ in the last bits, as the GEMM
+	// kernel's tiling depends on the batch's row count.
+	if !slices.Equal(alone[0].Tokens, batch[1].Tokens) {
+		t.Fatalf("same seed and prompt, different batch: %v vs %v", alone[0].Tokens, batch[1].Tokens)
+	}
+	for i, lp := range alone[0].Logprobs {
+		if math.Abs(lp-batch[1].Logprobs[i]) > 1e-5 {
+			t.Fatalf("token %d: log-prob %g alone, %g in a batch", i, lp, batch[1].Logprobs[i])
+		}
+	}
+	req.Seed = 43
+	diff, _ := m.Generate(context.Background(), []infer.Request{req})
+	if slices.Equal(diff[0].Tokens, alone[0].Tokens) {
+		t.Fatalf("different seeds gave identical samples %v", diff[0].Tokens)
+	}
+}
+
+func TestDecodeStopAndLimits(t *testing.T) {
+	m := decodeModel(t)
+	rng := rand.New(rand.NewPCG(6, 7))
+	prompt := randPrompt(rng, 5, 61)
+	free, _ := m.Generate(context.Background(), []infer.Request{{Prompt: prompt, MaxTokens: 30, Temperature: 1, Seed: 3}})
+	stopTok := free[0].Tokens[4]
+	first := slices.Index(free[0].Tokens, stopTok)
+	got, err := m.Generate(context.Background(), []infer.Request{{Prompt: prompt, MaxTokens: 30, Temperature: 1, Seed: 3, Stop: []int{stopTok}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].FinishReason != infer.FinishStop || !slices.Equal(got[0].Tokens, free[0].Tokens[:first+1]) {
+		t.Fatalf("stop at %d: got %v (%s), free run %v", stopTok, got[0].Tokens, got[0].FinishReason, free[0].Tokens)
+	}
+	// MaxSeq caps the completion; MaxTokens 0 gives an empty one.
+	long, err := m.Generate(context.Background(), []infer.Request{{Prompt: randPrompt(rng, 90, 61), MaxTokens: 50, Temperature: 1}, {Prompt: prompt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(long[0].Tokens) != 6 || long[0].FinishReason != infer.FinishLength || len(long[1].Tokens) != 0 {
+		t.Fatalf("limits: %d tokens (%s), %d tokens", len(long[0].Tokens), long[0].FinishReason, len(long[1].Tokens))
+	}
+	for _, bad := range []infer.Request{{}, {Prompt: []int{61}}, {Prompt: prompt, TopP: 2}, {Prompt: make([]int, 96)}} {
+		if _, err := m.Generate(context.Background(), []infer.Request{bad}); err == nil {
+			t.Errorf("request %+v accepted", bad)
+		}
+	}
+}
+
+// sampleToken's empirical frequencies follow softmax(z/T) restricted to
+// the top-p nucleus.
+func TestSampleTokenDistribution(t *testing.T) {
+	z := []float32{2, 1, 0, -1}
+	rng := rand.New(rand.NewPCG(8, 9))
+	probs, order := make([]float32, 4), make([]int32, 4)
+	p := make([]float64, 4)
+	var tot float64
+	for i, v := range z {
+		p[i] = math.Exp(float64(v) / 0.5)
+		tot += p[i]
+	}
+	// With T = 0.5: p ≈ [.865, .117, .016, .002]; top-p 0.95 keeps two tokens.
+	counts := make([]int, 4)
+	const n = 20000
+	for i := 0; i < n; i++ {
+		tok, lp := sampleToken(z, 0.5, 0.95, rng, probs, order)
+		counts[tok]++
+		want := float64(z[tok]) - math.Log(math.Exp(2)+math.Exp(1)+1+math.Exp(-1))
+		if math.Abs(lp-want) > 1e-6 {
+			t.Fatalf("log-prob %g, want %g (temperature-1 model log-prob)", lp, want)
+		}
+	}
+	if counts[2]+counts[3] != 0 {
+		t.Fatalf("tokens outside the nucleus sampled: %v", counts)
+	}
+	want0 := p[0] / (p[0] + p[1])
+	if got := float64(counts[0]) / n; math.Abs(got-want0) > 0.01 {
+		t.Fatalf("frequency of token 0 %.4f, want %.4f", got, want0)
+	}
+}
