@@ -1,0 +1,393 @@
+package rl
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/compactrl/compactrl/episode"
+)
+
+// Aggregation names how per-token losses are weighted into the step loss.
+type Aggregation string
+
+const (
+	// TokenMean weights every optimised token of the step 1/|M|.
+	TokenMean Aggregation = "token-mean"
+	// SeqMeanTokenMean averages within each segment, then over segments.
+	SeqMeanTokenMean Aggregation = "seq-mean-token-mean"
+	// SeqMeanTokenSum sums within each segment, then averages over segments.
+	SeqMeanTokenSum Aggregation = "seq-mean-token-sum"
+	// EpisodeMeanTokenMean averages within each episode, then over episodes.
+	EpisodeMeanTokenMean Aggregation = "episode-mean-token-mean"
+)
+
+// Aggregations lists every aggregation mode, the default first.
+func Aggregations() []Aggregation {
+	return []Aggregation{TokenMean, SeqMeanTokenMean, SeqMeanTokenSum, EpisodeMeanTokenMean}
+}
+
+// ParseAggregation returns the aggregation mode named s.
+func ParseAggregation(s string) (Aggregation, error) {
+	for _, a := range Aggregations() {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown loss aggregation %q, want one of %v", s, Aggregations())
+}
+
+// Token is one optimised token of an optimiser step: where it sits
+// (Episodes[Ep].Segments[Seg].ResponseIDs[Pos]) and what the losses need.
+// A micro-batch is any subset of a step's tokens; because Weight is fixed
+// for the whole step, the micro-batches' losses and gradients add up to
+// the step's.
+type Token struct {
+	Ep, Seg, Pos int
+	// OldLogp is log π_old of the token (the sampler's logprob).
+	OldLogp float64
+	// Adv is the advantage Â.
+	Adv float64
+	// Return is the critic target G; OldValue the value V_old at sampling.
+	Return, OldValue float64
+	// Weight is w, the token's weight in the step loss Σ w_t ℓ_t.
+	Weight float64
+}
+
+// StepConfig configures StepTokens.
+type StepConfig struct {
+	Agg Aggregation
+	// MaskOverlong leaves overlong episodes out (infra_error always is).
+	MaskOverlong bool
+	// Critic requires Values and Returns on every trainable segment.
+	Critic bool
+}
+
+// StepTokens collects the tokens of one optimiser step: every mask-1
+// token of every trainable segment of every unmasked episode, in episode,
+// segment, position order, with weights from AssignWeights. Trainable
+// segments with optimised tokens must carry Logprobs and Advantages (and
+// Values and Returns when cfg.Critic).
+func StepTokens(eps []episode.Episode, cfg StepConfig) ([]Token, error) {
+	if _, err := ParseAggregation(string(cfg.Agg)); err != nil {
+		return nil, err
+	}
+	var toks []Token
+	for ei := range eps {
+		ep := &eps[ei]
+		if Masked(ep, cfg.MaskOverlong) {
+			continue
+		}
+		for si := range ep.Segments {
+			s := &ep.Segments[si]
+			if !s.Trainable {
+				continue
+			}
+			n := len(s.ResponseIDs)
+			if len(s.LossMask) != n {
+				return nil, fmt.Errorf("episode %q: segments[%d].loss_mask: length %d, want %d", ep.ID, si, len(s.LossMask), n)
+			}
+			if s.NumOptimised() == 0 {
+				continue
+			}
+			need := []namedSlice{{"logprobs", s.Logprobs}, {"advantages", s.Advantages}}
+			if cfg.Critic {
+				need = append(need, namedSlice{"values", s.Values}, namedSlice{"returns", s.Returns})
+			}
+			for _, f := range need {
+				if len(f.v) != n {
+					return nil, fmt.Errorf("episode %q: segments[%d].%s: length %d, want %d", ep.ID, si, f.name, len(f.v), n)
+				}
+			}
+			for t, m := range s.LossMask {
+				if m == 0 {
+					continue
+				}
+				tok := Token{Ep: ei, Seg: si, Pos: t, OldLogp: s.Logprobs[t], Adv: s.Advantages[t]}
+				if cfg.Critic {
+					tok.Return, tok.OldValue = s.Returns[t], s.Values[t]
+				}
+				toks = append(toks, tok)
+			}
+		}
+	}
+	return toks, AssignWeights(toks, cfg.Agg)
+}
+
+type namedSlice struct {
+	name string
+	v    []float64
+}
+
+// AssignWeights sets every token's Weight from counts over tokens, which
+// must be the whole optimiser step (never one micro-batch of it):
+//
+//	token-mean:              w = 1/|M|
+//	seq-mean-token-mean:     w = 1/(S·n_s)
+//	seq-mean-token-sum:      w = 1/S
+//	episode-mean-token-mean: w = 1/(E·n_e)
+//
+// |M| the number of tokens, S the number of distinct segments (Ep, Seg)
+// and n_s the tokens of the token's segment, E the number of distinct
+// episodes and n_e the tokens of the token's episode.
+func AssignWeights(tokens []Token, agg Aggregation) error {
+	if _, err := ParseAggregation(string(agg)); err != nil {
+		return err
+	}
+	if len(tokens) == 0 {
+		return nil
+	}
+	switch agg {
+	case TokenMean:
+		w := 1 / float64(len(tokens))
+		for i := range tokens {
+			tokens[i].Weight = w
+		}
+		return nil
+	case SeqMeanTokenMean, SeqMeanTokenSum:
+		segs := counts(tokens, func(t *Token) [2]int { return [2]int{t.Ep, t.Seg} })
+		S := float64(len(segs))
+		for i := range tokens {
+			t := &tokens[i]
+			if agg == SeqMeanTokenSum {
+				t.Weight = 1 / S
+			} else {
+				t.Weight = 1 / (S * float64(segs[[2]int{t.Ep, t.Seg}]))
+			}
+		}
+	case EpisodeMeanTokenMean:
+		eps := counts(tokens, func(t *Token) [2]int { return [2]int{t.Ep, 0} })
+		E := float64(len(eps))
+		for i := range tokens {
+			t := &tokens[i]
+			t.Weight = 1 / (E * float64(eps[[2]int{t.Ep, 0}]))
+		}
+	}
+	return nil
+}
+
+// counts returns the number of tokens per key; runs of equal keys (the
+// usual layout) cost one map update each.
+func counts(tokens []Token, key func(*Token) [2]int) map[[2]int]int {
+	m := map[[2]int]int{}
+	last, run := key(&tokens[0]), 0
+	for i := range tokens {
+		k := key(&tokens[i])
+		if k != last {
+			m[last] += run
+			last, run = k, 0
+		}
+		run++
+	}
+	m[last] += run
+	return m
+}
+
+// PPOConfig configures PPOLoss.
+type PPOConfig struct {
+	// ClipLow and ClipHigh are ε_low and ε_high: ρ is clipped to
+	// [1−ε_low, 1+ε_high].
+	ClipLow, ClipHigh float64
+	// DualClip is the dual-clip constant c > 1; 0 turns it off.
+	DualClip float64
+}
+
+// DefaultPPOConfig is the paper's setting: ε_low 0.2, ε_high 0.28, no dual clip.
+func DefaultPPOConfig() PPOConfig { return PPOConfig{ClipLow: 0.2, ClipHigh: 0.28} }
+
+// Validate checks the configuration's ranges.
+func (c PPOConfig) Validate() error {
+	if !(c.ClipLow >= 0 && c.ClipLow < 1) {
+		return fmt.Errorf("clip low %v not in [0, 1)", c.ClipLow)
+	}
+	if !(c.ClipHigh >= 0) || math.IsInf(c.ClipHigh, 0) {
+		return fmt.Errorf("clip high %v: want a finite value ≥ 0", c.ClipHigh)
+	}
+	if (c.DualClip != 0 && !(c.DualClip > 1)) || math.IsInf(c.DualClip, 0) {
+		return fmt.Errorf("dual clip %v: want c > 1, or 0 for off", c.DualClip)
+	}
+	return nil
+}
+
+// MaxLogRatio bounds |log ρ| before exponentiation; beyond it the token's
+// gradient is 0 (as torch's clamp gives).
+const MaxLogRatio = 20
+
+// PPOStats are per-token statistics of one PPOLoss call; Add combines the
+// calls of one step's micro-batches.
+type PPOStats struct {
+	// Tokens is the number of tokens seen.
+	Tokens int
+	// ClippedHigh counts tokens with Â > 0 and ρ > 1+ε_high, ClippedLow
+	// tokens with Â < 0 and ρ < 1−ε_low: the clipped branch is the strict
+	// minimum and the gradient is 0. DualClipped counts tokens with Â < 0
+	// and ρ > c. LogRatioClamped counts |log ρ| > MaxLogRatio.
+	ClippedHigh, ClippedLow, DualClipped, LogRatioClamped int
+	// K1Sum and K3Sum sum the estimators k1 = −log ρ and
+	// k3 = ρ − 1 − log ρ of KL(π_old ‖ π_θ), tokens sampled from π_old.
+	K1Sum, K3Sum float64
+	// RatioMax is the largest ρ seen.
+	RatioMax float64
+}
+
+// Add accumulates o into s.
+func (s *PPOStats) Add(o PPOStats) {
+	s.Tokens += o.Tokens
+	s.ClippedHigh += o.ClippedHigh
+	s.ClippedLow += o.ClippedLow
+	s.DualClipped += o.DualClipped
+	s.LogRatioClamped += o.LogRatioClamped
+	s.K1Sum += o.K1Sum
+	s.K3Sum += o.K3Sum
+	s.RatioMax = math.Max(s.RatioMax, o.RatioMax)
+}
+
+// ClipFrac is the fraction of tokens whose gradient the clip removed
+// (ClippedHigh + ClippedLow, dual clip not included).
+func (s PPOStats) ClipFrac() float64 { return frac(s.ClippedHigh+s.ClippedLow, s.Tokens) }
+
+// DualClipFrac is the fraction of tokens the dual clip capped.
+func (s PPOStats) DualClipFrac() float64 { return frac(s.DualClipped, s.Tokens) }
+
+// ApproxKL is the mean k3 estimate of KL(π_old ‖ π_θ) (non-negative, low
+// variance; Schulman 2020).
+func (s PPOStats) ApproxKL() float64 {
+	if s.Tokens == 0 {
+		return 0
+	}
+	return s.K3Sum / float64(s.Tokens)
+}
+
+func frac(n, d int) float64 {
+	if d == 0 {
+		return 0
+	}
+	return float64(n) / float64(d)
+}
+
+// PPOLoss returns the weighted PPO clipped surrogate L = Σ_t w_t ℓ_t over
+// tokens, with logp[t] = log π_θ of tokens[t], and dL/dlogp[t]:
+//
+//	ρ = exp(logp − OldLogp)
+//	ℓ = −min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â)
+//	dual clip (Â < 0):  ℓ ← min(ℓ, −cÂ)
+//	dℓ/dlogp = −ρÂ where the unclipped branch is active, else 0
+//
+// Ties (ρ at a clip boundary) count as unclipped. Summing the results over
+// a partition of a step's tokens gives the step's loss and gradient.
+func PPOLoss(tokens []Token, logp []float64, cfg PPOConfig) (loss float64, grad []float64, st PPOStats, err error) {
+	if len(logp) != len(tokens) {
+		return 0, nil, st, fmt.Errorf("ppo loss: %d logprobs for %d tokens", len(logp), len(tokens))
+	}
+	if err := cfg.Validate(); err != nil {
+		return 0, nil, st, fmt.Errorf("ppo loss: %w", err)
+	}
+	lo, hi, c := 1-cfg.ClipLow, 1+cfg.ClipHigh, cfg.DualClip
+	grad = make([]float64, len(tokens))
+	st.Tokens = len(tokens)
+	for i := range tokens {
+		t := &tokens[i]
+		lr := logp[i] - t.OldLogp
+		if math.IsNaN(lr) || math.IsInf(logp[i], 0) {
+			return 0, nil, st, fmt.Errorf("ppo loss: token %d (episode %d segment %d position %d): non-finite log-ratio (logp %v, old %v)", i, t.Ep, t.Seg, t.Pos, logp[i], t.OldLogp)
+		}
+		clamped := false
+		if lr > MaxLogRatio {
+			lr, clamped = MaxLogRatio, true
+		} else if lr < -MaxLogRatio {
+			lr, clamped = -MaxLogRatio, true
+		}
+		rho := math.Exp(lr)
+		st.K1Sum -= lr
+		st.K3Sum += rho - 1 - lr
+		st.RatioMax = math.Max(st.RatioMax, rho)
+		if clamped {
+			st.LogRatioClamped++
+		}
+		a := t.Adv
+		var l, g float64
+		switch {
+		case a > 0 && rho > hi:
+			l = -hi * a
+			st.ClippedHigh++
+		case a < 0 && rho < lo:
+			l = -lo * a
+			st.ClippedLow++
+		case a < 0 && c != 0 && rho > c:
+			l = -c * a
+			st.DualClipped++
+		default:
+			l, g = -rho*a, -rho*a
+		}
+		if clamped {
+			g = 0
+		}
+		loss += t.Weight * l
+		grad[i] = t.Weight * g
+	}
+	return loss, grad, st, nil
+}
+
+// ValueConfig configures ValueLoss.
+type ValueConfig struct {
+	// Clip is ε_v: V is clipped to [V_old − ε_v, V_old + ε_v]; 0 turns
+	// clipping off.
+	Clip float64
+}
+
+// ValueStats are per-token statistics of one ValueLoss call.
+type ValueStats struct {
+	Tokens int
+	// Clipped counts tokens where the clipped error is the strict maximum
+	// (gradient 0).
+	Clipped int
+	// SqErrSum sums the unclipped (V − G)².
+	SqErrSum float64
+}
+
+// Add accumulates o into s.
+func (s *ValueStats) Add(o ValueStats) {
+	s.Tokens += o.Tokens
+	s.Clipped += o.Clipped
+	s.SqErrSum += o.SqErrSum
+}
+
+// ClipFrac is the fraction of tokens whose value gradient the clip removed.
+func (s ValueStats) ClipFrac() float64 { return frac(s.Clipped, s.Tokens) }
+
+// ValueLoss returns the weighted clipped value loss L = Σ_t w_t ℓ_t, with
+// v[t] the critic's value V of tokens[t] and G its Return, and dL/dv[t]:
+//
+//	V_c = V_old + clip(V − V_old, −ε_v, ε_v)
+//	ℓ = ½ max((V − G)², (V_c − G)²)
+//	dℓ/dV = V − G where the unclipped error is the maximum, else 0
+func ValueLoss(tokens []Token, v []float64, cfg ValueConfig) (loss float64, grad []float64, st ValueStats, err error) {
+	if len(v) != len(tokens) {
+		return 0, nil, st, fmt.Errorf("value loss: %d values for %d tokens", len(v), len(tokens))
+	}
+	if !(cfg.Clip >= 0) || math.IsInf(cfg.Clip, 0) {
+		return 0, nil, st, fmt.Errorf("value loss: clip %v: want a finite value ≥ 0", cfg.Clip)
+	}
+	grad = make([]float64, len(tokens))
+	st.Tokens = len(tokens)
+	for i := range tokens {
+		t := &tokens[i]
+		if math.IsNaN(v[i]) || math.IsInf(v[i], 0) {
+			return 0, nil, st, fmt.Errorf("value loss: token %d (episode %d segment %d position %d): non-finite value %v", i, t.Ep, t.Seg, t.Pos, v[i])
+		}
+		d := v[i] - t.Return
+		e := d * d
+		st.SqErrSum += e
+		g := d
+		if cfg.Clip > 0 {
+			vc := t.OldValue + math.Max(-cfg.Clip, math.Min(cfg.Clip, v[i]-t.OldValue))
+			dc := vc - t.Return
+			if dc*dc > e {
+				e, g = dc*dc, 0
+				st.Clipped++
+			}
+		}
+		loss += t.Weight * 0.5 * e
+		grad[i] = t.Weight * g
+	}
+	return loss, grad, st, nil
+}
