@@ -1,0 +1,53 @@
+// Package remote implements infer.Sampler over HTTP inference servers —
+// llama.cpp's llama-server, vLLM and SGLang — and a Pool that spreads
+// requests over many such endpoints.
+//
+// Data flow: the agent loop calls Pool.Sample with a token-id prompt; the
+// pool picks the least-loaded healthy endpoint that has a free slot, sends
+// one attempt through that endpoint's engine (LlamaCpp, VLLM or SGLang),
+// validates the answer (one log-prob per token, finite, ≤ 0, at most
+// MaxTokens, a stop finish ends on a stop id) and either returns it or
+// retries with exponential backoff on another endpoint. When every attempt
+// fails the error is an *UnavailableError (errors.Is(err, ErrUnavailable)),
+// which the agent loop turns into an infra_error episode (masked, never
+// scored 0). A malformed answer is never returned as a completion.
+//
+// Every engine is token-in / token-out: the prompt goes as token ids and
+// the sampled ids come back as ids, with log π_old(token) for each, so the
+// trainer sees exactly what was sampled, never a re-tokenisation of text.
+//
+// What log-probability each engine reports (π_old, DESIGN.md §1):
+//
+//   - llama.cpp: with Temperature > 0 the client asks for
+//     post_sampling_probs and returns log p, p the probability of the
+//     chosen token in the distribution actually sampled from: softmax(z/T)
+//     restricted to the top-p nucleus and renormalised (the client disables
+//     top-k, min-p, typical-p, penalties, DRY and XTC and orders the
+//     samplers temperature → top-p, so that is the whole chain). With top_p
+//     = 1 this is log softmax(z/T). With Temperature = 0 (greedy) the
+//     sampling distribution is a point mass, so the client returns the raw
+//     model log-probability log softmax(z) instead. Both are checked
+//     against the server's full distribution in the tests.
+//   - vLLM: whatever the server's --logprobs-mode says; the default
+//     raw_logprobs is log softmax(z) at temperature 1; processed_logprobs
+//     gives the temperature/top-p processed distribution.
+//   - SGLang: log-probs at the sampling temperature by default
+//     (SGLANG_RETURN_ORIGINAL_LOGPROB=1 on the server gives temperature 1).
+//
+// Stop ids. vLLM and SGLang take stop_token_ids and keep the stop token in
+// the output ids. llama.cpp's completion API has no stop-token-id option
+// and its string stops drop the stop token from the log-prob list (checked
+// against build 11669), so the LlamaCpp engine streams the completion and
+// closes the stream at the first stop id: the returned tokens are exactly
+// the sampled prefix up to and including the stop token. Every engine also
+// truncates at the first stop id client-side.
+//
+// Why net/http and not github.com/openai/openai-go: the fields this package
+// needs are all outside the OpenAI schema that client types — llama.cpp's
+// logprobs.content[] with id/prob, post_sampling_probs and samplers; vLLM's
+// choices[].token_ids and "token_id:N" tokens; SGLang's /generate is not an
+// OpenAI endpoint at all — so every response would be read through the raw
+// JSON escape hatch anyway, and the client's own retry loop would have to
+// be disabled because retries here go across endpoints. What remained for
+// the library was marshalling six request fields.
+package remote

@@ -1,0 +1,92 @@
+package remote
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/compactrl/compactrl/infer"
+)
+
+// Engine kinds.
+const (
+	KindLlamaCpp = "llamacpp"
+	KindVLLM     = "vllm"
+	KindSGLang   = "sglang"
+)
+
+// Endpoint describes one inference server.
+type Endpoint struct {
+	Kind          string // KindLlamaCpp, KindVLLM or KindSGLang
+	URL           string // base URL, e.g. http://10.0.0.5:8000
+	Model         string // vLLM's model name; unused by the others
+	MaxConcurrent int    // in-flight limit in a Pool; ≤ 0: DefaultMaxConcurrent
+}
+
+// ParseEndpoint reads "KIND=URL[,model=NAME][,max=N]", for example
+// "vllm=http://10.0.0.5:8000,model=Qwen/Qwen3-8B,max=64".
+func ParseEndpoint(spec string) (Endpoint, error) {
+	parts := strings.Split(spec, ",")
+	kind, u, ok := strings.Cut(parts[0], "=")
+	if !ok {
+		return Endpoint{}, fmt.Errorf("endpoint %q: want KIND=URL[,model=NAME][,max=N]", spec)
+	}
+	e := Endpoint{Kind: strings.TrimSpace(kind), URL: strings.TrimSpace(u)}
+	switch e.Kind {
+	case KindLlamaCpp, KindVLLM, KindSGLang:
+	default:
+		return Endpoint{}, fmt.Errorf("endpoint %q: kind %q is not %s, %s or %s", spec, e.Kind, KindLlamaCpp, KindVLLM, KindSGLang)
+	}
+	pu, err := url.Parse(e.URL)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return Endpoint{}, fmt.Errorf("endpoint %q: URL %q is not an http(s) URL", spec, e.URL)
+	}
+	for _, kv := range parts[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return Endpoint{}, fmt.Errorf("endpoint %q: option %q is not key=value", spec, kv)
+		case k == "model":
+			e.Model = v
+		case k == "max":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return Endpoint{}, fmt.Errorf("endpoint %q: max=%q is not a positive integer", spec, v)
+			}
+			e.MaxConcurrent = n
+		default:
+			return Endpoint{}, fmt.Errorf("endpoint %q: unknown option %q", spec, k)
+		}
+	}
+	return e, nil
+}
+
+// Engine returns the single-attempt engine for e. A nil client means a
+// fresh http.Client.
+func (e Endpoint) Engine(client *http.Client) (infer.Sampler, error) {
+	switch e.Kind {
+	case KindLlamaCpp:
+		return NewLlamaCpp(e.URL, client), nil
+	case KindVLLM:
+		return NewVLLM(e.URL, e.Model, client), nil
+	case KindSGLang:
+		return NewSGLang(e.URL, client), nil
+	}
+	return nil, fmt.Errorf("endpoint %s: unknown kind %q", e.URL, e.Kind)
+}
+
+// Dial builds a Pool over endpoints, sharing client (nil: a fresh one).
+func Dial(cfg PoolConfig, client *http.Client, endpoints ...Endpoint) (*Pool, error) {
+	client = httpClient(client)
+	bs := make([]Backend, len(endpoints))
+	for i, e := range endpoints {
+		s, err := e.Engine(client)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = Backend{Name: e.Kind + "=" + e.URL, Sampler: s, MaxConcurrent: e.MaxConcurrent}
+	}
+	return NewPool(cfg, bs...)
+}
