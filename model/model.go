@@ -18,6 +18,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
+
+	"github.com/compactrl/compactrl/optim"
 )
 
 // Param is one named parameter tensor, with Hugging Face naming and shape
@@ -217,4 +220,21 @@ func (m *Model) headWeight() *Param {
 		return m.LMHead
 	}
 	return m.Embed
+}
+
+// OptimParams views the parameters for package optim (sharing memory),
+// allocating gradients if needed.
+func (m *Model) OptimParams() []optim.Param {
+	m.EnsureGrads()
+	ps := make([]optim.Param, len(m.params))
+	for i, p := range m.params {
+		ps[i] = optim.Param{Name: p.Name, Data: p.Data, Grad: p.Grad}
+	}
+	return ps
+}
+
+// IsNorm reports whether name is an RMSNorm weight (conventionally exempt
+// from weight decay).
+func IsNorm(name string) bool {
+	return strings.HasSuffix(name, "layernorm.weight") || name == "model.norm.weight"
 }
