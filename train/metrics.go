@@ -1,0 +1,207 @@
+package train
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+)
+
+// Metrics is one line of RUN_DIR/metrics.jsonl: one RL iteration. Means are
+// over the iteration's training rollouts unless named eval_*; the eval_*
+// fields are present only on iterations that evaluated (before the
+// iteration's update) and on the final record (iteration = Iterations,
+// evaluation only). NaN values (nothing to average) are left out.
+type Metrics struct {
+	Iteration int `json:"iteration"`
+
+	Episodes      int     `json:"episodes,omitempty"`
+	Reward        float64 `json:"reward"`
+	Pass          float64 `json:"pass"` // fraction of training rollouts that passed
+	Compactions   float64 `json:"compactions"`
+	Turns         float64 `json:"turns"`
+	SummaryTokens float64 `json:"summary_tokens"`
+	SummaryQual   float64 `json:"summary_quality"`
+	Overlong      float64 `json:"overlong_frac"`
+	InfraErrors   int     `json:"infra_errors"`
+
+	Segments        int     `json:"segments"`         // trainable segments after masking
+	TokensOptimised int     `json:"tokens_optimised"` // |M| of the iteration
+	PolicyLoss      float64 `json:"policy_loss"`
+	ClipFrac        float64 `json:"clip_frac"`
+	ApproxKL        float64 `json:"approx_kl"` // mean of (ρ−1) − log ρ
+	Entropy         float64 `json:"entropy"`
+	GradNorm        float64 `json:"grad_norm"`
+	ValueLoss       float64 `json:"value_loss"`
+	CriticGradNorm  float64 `json:"critic_grad_norm"`
+	ValueWarmupLoss float64 `json:"value_warmup_loss"` // last critic warm-up step's loss (first iteration only)
+	// LogprobMaxDiff is max |log π_trainer − log π_sampler| over the
+	// iteration's first optimiser step, before any update: 0 up to float
+	// rounding when the sampler serves the trainer's weights.
+	LogprobMaxDiff float64 `json:"logprob_max_abs_diff"`
+	Advantage      float64 `json:"advantage_mean"`
+	LR             float64 `json:"lr"`
+
+	RolloutTokensPerS float64 `json:"rollout_tokens_per_s"`
+	TrainTokensPerS   float64 `json:"train_tokens_per_s"`
+	TimeRolloutS      float64 `json:"time_rollout_s"`
+	TimeTrainS        float64 `json:"time_train_s"`
+	TimeEvalS         float64 `json:"time_eval_s"`
+
+	EvalPass1Compact   *float64 `json:"eval_pass1_compact,omitempty"`
+	EvalPass1Single    *float64 `json:"eval_pass1_single,omitempty"`
+	EvalSummaryQuality *float64 `json:"eval_summary_quality,omitempty"`
+	EvalCompactions    *float64 `json:"eval_compactions,omitempty"`
+	EvalPassCompacted  *float64 `json:"eval_pass_compacted,omitempty"`
+}
+
+func fp(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func (m *Metrics) setEval(ev EvalResult) {
+	m.EvalPass1Compact = fp(ev.Pass1Compact)
+	m.EvalPass1Single = fp(ev.Pass1Single)
+	m.EvalSummaryQuality = fp(ev.SummaryQuality)
+	m.EvalCompactions = fp(ev.Compactions)
+	m.EvalPassCompacted = fp(ev.PassCompacted)
+}
+
+// MarshalJSON writes the fields in declaration order, leaving out
+// non-finite numbers (JSON has none, and a missing field is a gap in a
+// plot, not a zero) and nil eval fields.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	rv := reflect.ValueOf(m)
+	rt := rv.Type()
+	first := true
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		f := rv.Field(i)
+		var x any
+		switch f.Kind() {
+		case reflect.Pointer:
+			if f.IsNil() {
+				continue
+			}
+			x = f.Elem().Interface()
+		default:
+			x = f.Interface()
+		}
+		if v, ok := x.(float64); ok && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		k, _ := json.Marshal(name)
+		v, err := json.Marshal(x)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Line is a one-line human summary for logs.
+func (m Metrics) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "iter %3d  reward %.3f  pass %.3f  compactions %.2f  summary_q %s  clip %.3f  kl %.4f  vloss %.4f  H %.3f  roll %.1fs train %.1fs",
+		m.Iteration, m.Reward, m.Pass, m.Compactions, fmtNaN(m.SummaryQual), m.ClipFrac, m.ApproxKL, m.ValueLoss, m.Entropy, m.TimeRolloutS, m.TimeTrainS)
+	if m.EvalPass1Compact != nil {
+		fmt.Fprintf(&b, "  eval pass@1 %.3f", *m.EvalPass1Compact)
+		if m.EvalPass1Single != nil {
+			fmt.Fprintf(&b, " (single %.3f)", *m.EvalPass1Single)
+		}
+	}
+	return b.String()
+}
+
+func fmtNaN(v float64) string {
+	if math.IsNaN(v) {
+		return "  -  "
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+type metricsWriter struct {
+	f *os.File
+}
+
+func openMetrics(path string) (*metricsWriter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("metrics %s: %w", path, err)
+	}
+	return &metricsWriter{f}, nil
+}
+
+// Write appends one record and syncs it, so a killed run loses no finished
+// iteration.
+func (w *metricsWriter) Write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("metrics %s: %w", w.f.Name(), err)
+	}
+	if _, err := w.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("metrics %s: %w", w.f.Name(), err)
+	}
+	return w.f.Sync()
+}
+
+func (w *metricsWriter) Close() error { return w.f.Close() }
+
+// truncateMetrics keeps the records of iterations below keep (all of them
+// written by the run being resumed), dropping any later or partial line.
+func (t *Trainer) truncateMetrics(keep int) error {
+	path := filepath.Join(t.Cfg.Run.Dir, "metrics.jsonl")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("metrics %s: %w", path, err)
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var rec struct {
+			Iteration *int `json:"iteration"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) != nil || rec.Iteration == nil {
+			continue // a line cut by the kill
+		}
+		if *rec.Iteration < keep {
+			out.Write(sc.Bytes())
+			out.WriteByte('\n')
+		}
+	}
+	return writeAtomic(path, out.Bytes())
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

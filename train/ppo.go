@@ -1,0 +1,324 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/rl"
+)
+
+func (t *Trainer) advantageConfig() rl.AdvantageConfig {
+	c := rl.DefaultAdvantageConfig()
+	c.Estimator = rl.Estimator(t.Cfg.RL.Estimator)
+	c.Gamma = t.Cfg.RL.Gamma
+	c.MaskOverlong = t.Cfg.RL.MaskOverlong
+	if t.Cfg.RL.Lambda > 0 {
+		c.Alpha, c.Lambda = 0, t.Cfg.RL.Lambda
+	} else {
+		c.Alpha = t.Cfg.RL.Alpha
+	}
+	return c
+}
+
+// advantages runs the configured estimator over the iteration's episodes
+// (values already scored) and attaches each item's optimised tokens.
+func (t *Trainer) advantages(eps []episode.Episode, items []*item) error {
+	if err := rl.ComputeAdvantages(eps, t.advantageConfig()); err != nil {
+		return fmt.Errorf("advantages: %w", err)
+	}
+	critic := rl.Estimator(t.Cfg.RL.Estimator).UsesValues()
+	toks, err := rl.StepTokens(eps, rl.StepConfig{Agg: rl.Aggregation(t.Cfg.RL.LossMode), MaskOverlong: t.Cfg.RL.MaskOverlong, Critic: critic})
+	if err != nil {
+		return fmt.Errorf("step tokens: %w", err)
+	}
+	byKey := map[[2]int]*item{}
+	for _, it := range items {
+		it.toks = it.toks[:0]
+		byKey[[2]int{it.ep, it.seg}] = it
+	}
+	for _, tk := range toks {
+		it, ok := byKey[[2]int{tk.Ep, tk.Seg}]
+		if !ok {
+			return fmt.Errorf("step tokens: episode %d segment %d is not a prepared item", tk.Ep, tk.Seg)
+		}
+		it.toks = append(it.toks, tk)
+	}
+	return nil
+}
+
+// weigh fixes the loss weights of one optimiser step over all of mb's
+// tokens (never one micro-batch), with the run's loss mode for the policy
+// and token-mean for the value loss; it returns the token count |M|.
+func weigh(mb []*item, agg rl.Aggregation) (int, error) {
+	var flat []rl.Token
+	for _, it := range mb {
+		flat = append(flat, it.toks...)
+	}
+	if err := rl.AssignWeights(flat, agg); err != nil {
+		return 0, err
+	}
+	k := 0
+	for _, it := range mb {
+		for i := range it.toks {
+			it.toks[i].Weight = flat[k].Weight
+			k++
+		}
+	}
+	return len(flat), nil
+}
+
+type policyStats struct {
+	ppo      rl.PPOStats
+	loss     float64
+	entropy  float64
+	maxDiff  float64
+	gradNorm float64
+	lr       float64
+	tokens   int // tokens through forward/backward
+}
+
+// policyStep is one optimiser step of the policy on mini-batch mb:
+//
+//	L = Σ_{t∈M} w_t ℓ_t,  ℓ_t the PPO clipped surrogate (rl.PPOLoss)
+//
+// with w_t fixed over mb before it is split into micro-batches, so the
+// accumulated gradient is the same for any micro-batch size.
+func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, error) {
+	var st policyStats
+	if _, err := weigh(mb, rl.Aggregation(t.Cfg.RL.LossMode)); err != nil {
+		return st, err
+	}
+	pc := rl.PPOConfig{ClipLow: t.Cfg.RL.ClipLow, ClipHigh: t.Cfg.RL.ClipHigh, DualClip: t.Cfg.RL.DualClip}
+	n, err := t.forEachMicro(ctx, t.Policy, mb, true, func(it *item, out Output) ([]float64, error) {
+		if len(out.Logprobs) != len(it.seq.Response) || len(out.Entropy) != len(it.seq.Response) {
+			return nil, fmt.Errorf("policy returned %d log-probs and %d entropies for %d response tokens", len(out.Logprobs), len(out.Entropy), len(it.seq.Response))
+		}
+		lp := make([]float64, len(it.toks))
+		for k, tk := range it.toks {
+			lp[k] = out.Logprobs[tk.Pos]
+			st.entropy += out.Entropy[tk.Pos]
+			st.maxDiff = math.Max(st.maxDiff, math.Abs(lp[k]-tk.OldLogp))
+		}
+		loss, g, ps, err := rl.PPOLoss(it.toks, lp, pc)
+		if err != nil {
+			return nil, err
+		}
+		st.loss += loss
+		st.ppo.Add(ps)
+		d := make([]float64, len(it.seq.Response))
+		for k, tk := range it.toks {
+			d[tk.Pos] = g[k]
+		}
+		return d, nil
+	})
+	st.tokens = n
+	if err != nil {
+		return st, fmt.Errorf("policy step: %w", err)
+	}
+	st.lr = lr(t.Cfg.RL.LR, t.Cfg.RL.WarmupSteps, t.state.PolicySteps)
+	if st.gradNorm, err = t.Policy.Step(ctx, st.lr); err != nil {
+		return st, fmt.Errorf("policy step: %w", err)
+	}
+	t.state.PolicySteps++
+	if st.ppo.Tokens > 0 {
+		st.entropy /= float64(st.ppo.Tokens)
+	}
+	return st, nil
+}
+
+type valueStats struct {
+	loss, gradNorm float64
+	tokens         int
+}
+
+// valueStep is one critic step on mb: the token-mean clipped value loss
+// (rl.ValueLoss) with clip ε_v, or unclipped when clip is 0.
+func (t *Trainer) valueStep(ctx context.Context, mb []*item, clip float64) (valueStats, error) {
+	var st valueStats
+	if _, err := weigh(mb, rl.TokenMean); err != nil {
+		return st, err
+	}
+	vc := rl.ValueConfig{Clip: clip}
+	n, err := t.forEachMicro(ctx, t.critic, mb, true, func(it *item, out Output) ([]float64, error) {
+		if len(out.Values) != len(it.seq.Response) {
+			return nil, fmt.Errorf("critic returned %d values for %d response tokens", len(out.Values), len(it.seq.Response))
+		}
+		v := make([]float64, len(it.toks))
+		for k, tk := range it.toks {
+			v[k] = out.Values[tk.Pos]
+		}
+		loss, g, _, err := rl.ValueLoss(it.toks, v, vc)
+		if err != nil {
+			return nil, err
+		}
+		st.loss += loss
+		d := make([]float64, len(it.seq.Response))
+		for k, tk := range it.toks {
+			d[tk.Pos] = g[k]
+		}
+		return d, nil
+	})
+	st.tokens = n
+	if err != nil {
+		return st, fmt.Errorf("value step: %w", err)
+	}
+	if st.gradNorm, err = t.critic.Step(ctx, t.Cfg.RL.CriticLR); err != nil {
+		return st, fmt.Errorf("value step: %w", err)
+	}
+	t.state.CriticSteps++
+	return st, nil
+}
+
+// iteration is one RL iteration: rollouts with the current policy, critic
+// values, advantages, (critic warm-up before the run's first policy
+// update), PPO epochs over mini-batches with value updates, publish.
+func (t *Trainer) iteration(ctx context.Context, it int, m *Metrics, res *Result) error {
+	cfg := t.Cfg
+	tasks, samples := t.trainSeeds(it)
+	t0 := t.now()
+	bar := newBar(t.Progress, fmt.Sprintf("iter %d rollouts", it), len(tasks))
+	eps, err := t.Collector.Collect(ctx, Rollouts{
+		Sampler: t.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples,
+		Temperature: cfg.Agent.Temperature, NoCompaction: cfg.Agent.NoCompaction, Progress: bar.Set,
+	})
+	bar.Done()
+	if err != nil {
+		return fmt.Errorf("iteration %d rollouts: %w", it, err)
+	}
+	if len(eps) != len(tasks) {
+		return fmt.Errorf("iteration %d rollouts: %d episodes for %d tasks", it, len(eps), len(tasks))
+	}
+	for j := range eps {
+		eps[j].Group = fmt.Sprintf("%d/%d", it, j/cfg.RL.GroupSize)
+	}
+	tRoll := t.now().Sub(t0)
+	s := summarize(eps)
+	m.Episodes, m.Reward, m.Pass, m.Compactions, m.Turns = s.n, s.reward, s.pass, s.compactions, s.turns
+	m.SummaryTokens, m.SummaryQual, m.InfraErrors = s.summaryTokens, s.summaryQuality, s.infra
+	m.Overlong = float64(s.overlong) / float64(max(1, s.n))
+	m.TimeRolloutS = tRoll.Seconds()
+	m.RolloutTokensPerS = float64(s.sampledTokens) / math.Max(tRoll.Seconds(), 1e-9)
+	res.TimeRollout += tRoll
+	res.RolloutTokens += s.sampledTokens
+
+	t1 := t.now()
+	items, err := t.prepare(eps)
+	if err != nil {
+		return fmt.Errorf("iteration %d: %w", it, err)
+	}
+	m.Segments = len(items)
+	tokens := 0
+	if len(items) > 0 {
+		tokens, err = t.update(ctx, it, eps, items, m)
+		if err != nil {
+			return fmt.Errorf("iteration %d: %w", it, err)
+		}
+	}
+	if err := t.Policy.Publish(ctx); err != nil {
+		return fmt.Errorf("iteration %d publish: %w", it, err)
+	}
+	tTrain := t.now().Sub(t1)
+	m.TimeTrainS = tTrain.Seconds()
+	m.TrainTokensPerS = float64(tokens) / math.Max(tTrain.Seconds(), 1e-9)
+	res.TimeTrain += tTrain
+	res.TrainTokens += tokens
+	return nil
+}
+
+// update is the optimisation part of an iteration; it returns the tokens
+// that went through the models.
+func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, items []*item, m *Metrics) (int, error) {
+	cfg := t.Cfg
+	tokens := 0
+	usesValues := rl.Estimator(cfg.RL.Estimator).UsesValues()
+	// Without a value-based estimator (grpo, dr-grpo: SUPO-style) the
+	// critic is neither scored nor trained.
+	score := func() error {
+		if usesValues {
+			n, err := t.scoreValues(ctx, eps, items)
+			tokens += n
+			if err != nil {
+				return err
+			}
+		}
+		return t.advantages(eps, items)
+	}
+	if err := score(); err != nil {
+		return tokens, err
+	}
+	if !t.state.CriticWarmed && usesValues {
+		// Warm-up regresses the critic on the first rollouts' returns
+		// without value clipping: V_old is the untrained critic's.
+		mbs := chunks(shuffled(items, cfg.Seed, it, -1), cfg.RL.MiniBatches)
+		for k := 0; k < cfg.RL.CriticWarmup; k++ {
+			vs, err := t.valueStep(ctx, mbs[k%len(mbs)], 0)
+			tokens += vs.tokens
+			if err != nil {
+				return tokens, fmt.Errorf("critic warm-up: %w", err)
+			}
+			m.ValueWarmupLoss = vs.loss
+		}
+		t.state.CriticWarmed = true
+		if cfg.RL.CriticWarmup > 0 && usesValues {
+			if err := score(); err != nil {
+				return tokens, err
+			}
+		}
+	}
+	var sumAdv float64
+	for _, itm := range items {
+		for _, tk := range itm.toks {
+			sumAdv += tk.Adv
+			m.TokensOptimised++
+		}
+	}
+	m.Advantage = sumAdv / float64(max(1, m.TokensOptimised))
+
+	var ppo rl.PPOStats
+	var loss, ent, vloss, vgn, gn float64
+	var steps, vsteps int
+	first := true
+	for epoch := 0; epoch < cfg.RL.PPOEpochs; epoch++ {
+		for _, mb := range chunks(shuffled(items, cfg.Seed, it, epoch), cfg.RL.MiniBatches) {
+			ps, err := t.policyStep(ctx, mb)
+			tokens += ps.tokens
+			if err != nil {
+				return tokens, err
+			}
+			if first {
+				m.LogprobMaxDiff = ps.maxDiff
+				first = false
+			}
+			ppo.Add(ps.ppo)
+			loss += ps.loss
+			ent += ps.entropy * float64(ps.ppo.Tokens)
+			gn += ps.gradNorm
+			m.LR = ps.lr
+			steps++
+			for v := 0; usesValues && v < cfg.RL.ValueUpdates; v++ {
+				vs, err := t.valueStep(ctx, mb, cfg.RL.ValueClip)
+				tokens += vs.tokens
+				if err != nil {
+					return tokens, err
+				}
+				vloss += vs.loss
+				vgn += vs.gradNorm
+				vsteps++
+			}
+		}
+	}
+	m.PolicyLoss = loss / float64(max(1, steps))
+	m.GradNorm = gn / float64(max(1, steps))
+	m.ClipFrac = ppo.ClipFrac()
+	m.ApproxKL = ppo.ApproxKL()
+	m.Entropy = ent / float64(max(1, ppo.Tokens))
+	if vsteps > 0 {
+		m.ValueLoss = vloss / float64(vsteps)
+		m.CriticGradNorm = vgn / float64(vsteps)
+	} else {
+		m.ValueLoss, m.CriticGradNorm = math.NaN(), math.NaN()
+	}
+	return tokens, nil
+}

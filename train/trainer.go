@@ -1,0 +1,484 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/rl"
+)
+
+// Trainer runs one CompactionRL run: warm start, critic warm-up, PPO
+// iterations with periodic held-out evaluation, metrics and checkpoints.
+type Trainer struct {
+	Cfg    Config
+	Policy Policy
+	// NewCritic builds the value model from the (warm-started) policy; the
+	// paper initialises it from the policy checkpoint.
+	NewCritic func(ctx context.Context, p Policy) (Model, error)
+	Collector Collector
+	Expert    ExpertCollector // nil or SFT.Steps == 0: no warm start
+	Progress  io.Writer       // progress bars; nil: none
+	Log       io.Writer       // one line per iteration; nil: none
+	// Resume continues from the run directory's latest checkpoint.
+	Resume bool
+
+	critic Model
+	state  State
+	clock  func() time.Time
+}
+
+// State is what a checkpoint records besides the weights: enough to
+// continue the run exactly where it stopped. Every random choice of an
+// iteration derives from (Seed, iteration), so no generator state beyond
+// these counters is needed.
+type State struct {
+	Seed         int64 `json:"seed"`
+	Iteration    int   `json:"iteration"` // the next RL iteration to run
+	SFTDone      bool  `json:"sft_done"`
+	CriticWarmed bool  `json:"critic_warmed"`
+	PolicySteps  int   `json:"policy_steps"`
+	CriticSteps  int   `json:"critic_steps"`
+}
+
+// EvalResult is one held-out evaluation: pass@1 with compaction and in a
+// single window, on Run.EvalEpisodes seeds each.
+type EvalResult struct {
+	Episodes       int     `json:"episodes"`
+	Pass1Compact   float64 `json:"pass1_compact"`
+	Pass1Single    float64 `json:"pass1_single"`
+	SummaryQuality float64 `json:"summary_quality"` // mean over compacted episodes that summarised; NaN if none
+	Compactions    float64 `json:"compactions"`     // per episode, with compaction
+	// PassCompacted is pass@1 over the episodes that compacted at least once.
+	PassCompacted float64 `json:"pass_compacted"`
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	Before, After EvalResult // held-out evaluation after the warm start and at the end
+	Iterations    int
+	Wall          time.Duration
+	TimeSFT       time.Duration
+	TimeRollout   time.Duration
+	TimeTrain     time.Duration
+	TimeEval      time.Duration
+	RolloutTokens int // sampled policy tokens in training rollouts
+	TrainTokens   int // tokens through forward+backward passes
+	RunDir        string
+}
+
+// item is one trainable segment in an optimiser step: the sequence the
+// model scores and its optimised tokens (rl.Token, positions into the
+// response) with their weights for the current step.
+type item struct {
+	ep, seg int
+	seq     Sequence
+	toks    []rl.Token
+}
+
+func (t *Trainer) now() time.Time {
+	if t.clock != nil {
+		return t.clock()
+	}
+	return time.Now()
+}
+
+// Run executes the whole run and returns its evaluation before and after RL.
+func (t *Trainer) Run(ctx context.Context) (Result, error) {
+	cfg := t.Cfg
+	start := t.now()
+	res := Result{RunDir: cfg.Run.Dir}
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	if t.Policy == nil || t.Collector == nil || t.NewCritic == nil {
+		return res, errors.New("trainer: Policy, Collector and NewCritic must be set")
+	}
+	dir := cfg.Run.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	y, err := cfg.YAML()
+	if err != nil {
+		return res, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), y, 0o644); err != nil {
+		return res, fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	t.state = State{Seed: cfg.Seed}
+	resumed := false
+	if t.Resume {
+		ok, err := t.restore(ctx)
+		if err != nil {
+			return res, err
+		}
+		resumed = ok
+	}
+	if !resumed {
+		if err := t.truncateMetrics(0); err != nil {
+			return res, err
+		}
+		t0 := t.now()
+		if err := t.warmStart(ctx); err != nil {
+			return res, err
+		}
+		res.TimeSFT = t.now().Sub(t0)
+		if t.critic, err = t.NewCritic(ctx, t.Policy); err != nil {
+			return res, fmt.Errorf("new critic: %w", err)
+		}
+		t.state.SFTDone = true
+		if err := t.checkpoint(); err != nil {
+			return res, err
+		}
+	} else if err := t.truncateMetrics(t.state.Iteration); err != nil {
+		return res, err
+	}
+
+	mw, err := openMetrics(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		return res, err
+	}
+	defer mw.Close()
+
+	haveBefore := false
+	for it := t.state.Iteration; it < cfg.Run.Iterations; it++ {
+		m := Metrics{Iteration: it}
+		if cfg.Run.EvalEvery > 0 && it%cfg.Run.EvalEvery == 0 {
+			t0 := t.now()
+			ev, err := t.Evaluate(ctx, fmt.Sprintf("eval %d", it))
+			if err != nil {
+				return res, err
+			}
+			m.setEval(ev)
+			m.TimeEvalS = t.now().Sub(t0).Seconds()
+			res.TimeEval += t.now().Sub(t0)
+			if it == 0 {
+				res.Before, haveBefore = ev, true
+			}
+		}
+		if err := t.iteration(ctx, it, &m, &res); err != nil {
+			return res, err
+		}
+		t.state.Iteration = it + 1
+		if err := mw.Write(m); err != nil {
+			return res, err
+		}
+		if t.Log != nil {
+			fmt.Fprintln(t.Log, m.Line())
+		}
+		if (cfg.Run.CheckpointEvery > 0 && (it+1)%cfg.Run.CheckpointEvery == 0) || it+1 == cfg.Run.Iterations {
+			if err := t.checkpoint(); err != nil {
+				return res, err
+			}
+		}
+	}
+	// The final evaluation is its own record, at iteration = Iterations.
+	t0 := t.now()
+	ev, err := t.Evaluate(ctx, "final eval")
+	if err != nil {
+		return res, err
+	}
+	res.TimeEval += t.now().Sub(t0)
+	res.After = ev
+	if !haveBefore && cfg.Run.Iterations == 0 {
+		res.Before = ev
+	}
+	m := Metrics{Iteration: cfg.Run.Iterations}
+	m.setEval(ev)
+	m.TimeEvalS = t.now().Sub(t0).Seconds()
+	if err := mw.Write(m); err != nil {
+		return res, err
+	}
+	res.Iterations = cfg.Run.Iterations
+	res.Wall = t.now().Sub(start)
+	return res, nil
+}
+
+// mix is a splitmix64 chain: a well-spread 64-bit value from the inputs, so
+// every seed of the run derives from (run seed, purpose, indices).
+func mix(vals ...int64) int64 {
+	var h uint64 = 0x9e3779b97f4a7c15
+	for _, v := range vals {
+		h ^= uint64(v)
+		h += 0x9e3779b97f4a7c15
+		z := h
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		h = z ^ (z >> 31)
+	}
+	return int64(h >> 1)
+}
+
+const (
+	purposeTask = iota + 1
+	purposeSample
+	purposeShuffle
+	purposeEval
+	purposeSFT
+)
+
+// trainSeeds returns the task seeds and sampling seeds of iteration it:
+// Episodes/GroupSize tasks drawn from the training range, GroupSize
+// rollouts of each.
+func (t *Trainer) trainSeeds(it int) (tasks, samples []int64) {
+	cfg := t.Cfg
+	span := cfg.Suite.TestSeedStart - cfg.Suite.TrainSeedStart
+	g := cfg.RL.GroupSize
+	for j := 0; j < cfg.Run.Episodes; j++ {
+		task := cfg.Suite.TrainSeedStart + mix(cfg.Seed, purposeTask, int64(it), int64(j/g))%span
+		tasks = append(tasks, task)
+		samples = append(samples, mix(cfg.Seed, purposeSample, int64(it), int64(j)))
+	}
+	return tasks, samples
+}
+
+// Evaluate runs the held-out seeds with compaction and in a single window,
+// at the evaluation temperature, and returns pass@1 for both.
+func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error) {
+	cfg := t.Cfg
+	n := cfg.Run.EvalEpisodes
+	ev := EvalResult{Episodes: n, SummaryQuality: math.NaN()}
+	if n == 0 {
+		return ev, nil
+	}
+	seeds := make([]int64, n)
+	samples := make([]int64, n)
+	for j := range seeds {
+		seeds[j] = cfg.Suite.TestSeedStart + int64(j)
+		samples[j] = mix(cfg.Seed, purposeEval, int64(j))
+	}
+	for _, single := range []bool{false, true} {
+		name := label + " (compaction)"
+		if single {
+			name = label + " (single window)"
+		}
+		bar := newBar(t.Progress, name, n)
+		eps, err := t.Collector.Collect(ctx, Rollouts{
+			Sampler: t.Policy.Sampler(), Seeds: seeds, SampleSeeds: samples,
+			Temperature: cfg.Agent.EvalTemperature, NoCompaction: single, Progress: bar.Set,
+		})
+		bar.Done()
+		if err != nil {
+			return ev, fmt.Errorf("%s: %w", name, err)
+		}
+		s := summarize(eps)
+		if single {
+			ev.Pass1Single = s.pass
+		} else {
+			ev.Pass1Compact, ev.SummaryQuality, ev.Compactions, ev.PassCompacted = s.pass, s.summaryQuality, s.compactions, s.passCompacted
+		}
+	}
+	return ev, nil
+}
+
+// Passed is the success criterion of pass@1: the episode finished with the
+// full reward.
+func Passed(e *episode.Episode) bool {
+	return e.Status == episode.StatusOK && e.Reward >= 1-1e-9
+}
+
+type epSummary struct {
+	n, infra, overlong            int
+	reward, pass                  float64
+	compactions, turns            float64
+	summaryQuality, summaryTokens float64
+	passCompacted                 float64
+	sampledTokens                 int
+}
+
+func nanMean(sum float64, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// summarize computes episode-level means. Infrastructure failures are
+// excluded from reward and pass@1 (never scored 0) but counted.
+func summarize(eps []episode.Episode) epSummary {
+	var s epSummary
+	var nScored, nQ, nSum, nComp, passComp int
+	var sumR, sumPass, sumC, sumT, sumQ, sumLen float64
+	for i := range eps {
+		e := &eps[i]
+		s.n++
+		for j := range e.Segments {
+			seg := &e.Segments[j]
+			for _, m := range seg.LossMask {
+				s.sampledTokens += m
+			}
+			if seg.Kind == episode.KindSummary {
+				sumLen += float64(summaryLen(seg.LossMask))
+				nSum++
+			}
+		}
+		if e.Status == episode.StatusInfraError {
+			s.infra++
+			continue
+		}
+		if e.Status == episode.StatusOverlong {
+			s.overlong++
+		}
+		nScored++
+		sumR += e.Reward
+		p := 0.0
+		if Passed(e) {
+			p = 1
+		}
+		sumPass += p
+		c := e.Metrics["compactions"]
+		sumC += c
+		if c > 0 {
+			nComp++
+			passComp += int(p)
+		}
+		sumT += e.Metrics["turns"]
+		if q, ok := e.Metrics["summary_quality"]; ok {
+			sumQ += q
+			nQ++
+		}
+	}
+	s.reward = nanMean(sumR, nScored)
+	s.pass = nanMean(sumPass, nScored)
+	s.compactions = nanMean(sumC, nScored)
+	s.turns = nanMean(sumT, nScored)
+	s.summaryQuality = nanMean(sumQ, nQ)
+	s.summaryTokens = nanMean(sumLen, nSum)
+	s.passCompacted = nanMean(float64(passComp), nComp)
+	return s
+}
+
+// summaryLen is the length of the last run of mask-1 tokens: the summary,
+// the last policy output of a summary segment.
+func summaryLen(mask []int) int {
+	n := 0
+	i := len(mask) - 1
+	for i >= 0 && mask[i] == 0 {
+		i--
+	}
+	for i >= 0 && mask[i] == 1 {
+		n++
+		i--
+	}
+	return n
+}
+
+// prepare applies the run's masks in place: infrastructure failures always,
+// overlong episodes when MaskOverlong, and summary tokens when summary
+// training is off. It returns the trainable items.
+func (t *Trainer) prepare(eps []episode.Episode) ([]*item, error) {
+	var items []*item
+	for ei := range eps {
+		e := &eps[ei]
+		masked := e.Status == episode.StatusInfraError || (e.Status == episode.StatusOverlong && t.Cfg.RL.MaskOverlong)
+		for si := range e.Segments {
+			seg := &e.Segments[si]
+			if masked {
+				seg.Trainable = false
+			}
+			if !t.Cfg.RL.SummaryTraining && seg.Kind == episode.KindSummary {
+				seg.LossMask = append([]int(nil), seg.LossMask...)
+				i := len(seg.LossMask) - 1
+				for i >= 0 && seg.LossMask[i] == 0 {
+					i--
+				}
+				for i >= 0 && seg.LossMask[i] == 1 {
+					seg.LossMask[i] = 0
+					i--
+				}
+			}
+		}
+		for si := range e.Segments {
+			seg := &e.Segments[si]
+			if !seg.Trainable || seg.NumOptimised() == 0 {
+				continue
+			}
+			if len(seg.Logprobs) != len(seg.ResponseIDs) {
+				return nil, fmt.Errorf("episode %s segment %d: %d sampler log-probs for %d response tokens", e.ID, si, len(seg.Logprobs), len(seg.ResponseIDs))
+			}
+			items = append(items, &item{ep: ei, seg: si, seq: Sequence{Prompt: seg.PromptIDs, Response: seg.ResponseIDs}})
+		}
+	}
+	return items, nil
+}
+
+// forEachMicro runs Forward (and, with fn, Backward of fn's dL/d(output))
+// over items in micro-batches of Cfg.RL.MicroBatch segments. It returns the
+// number of tokens processed.
+func (t *Trainer) forEachMicro(ctx context.Context, m Model, items []*item, grad bool, fn func(it *item, out Output) ([]float64, error)) (int, error) {
+	mb := t.Cfg.RL.MicroBatch
+	tokens := 0
+	for lo := 0; lo < len(items); lo += mb {
+		hi := min(lo+mb, len(items))
+		seqs := make([]Sequence, hi-lo)
+		for i, it := range items[lo:hi] {
+			seqs[i] = it.seq
+			tokens += len(it.seq.Prompt) + len(it.seq.Response)
+		}
+		outs, err := m.Forward(ctx, seqs, grad)
+		if err != nil {
+			return tokens, err
+		}
+		if len(outs) != len(seqs) {
+			return tokens, fmt.Errorf("forward returned %d outputs for %d sequences", len(outs), len(seqs))
+		}
+		douts := make([][]float64, len(seqs))
+		for i, it := range items[lo:hi] {
+			if douts[i], err = fn(it, outs[i]); err != nil {
+				return tokens, err
+			}
+		}
+		if grad {
+			if err := m.Backward(ctx, douts); err != nil {
+				return tokens, err
+			}
+		}
+	}
+	return tokens, nil
+}
+
+// scoreValues fills every trainable segment's Values from the critic.
+func (t *Trainer) scoreValues(ctx context.Context, eps []episode.Episode, items []*item) (int, error) {
+	return t.forEachMicro(ctx, t.critic, items, false, func(it *item, out Output) ([]float64, error) {
+		if len(out.Values) != len(it.seq.Response) {
+			return nil, fmt.Errorf("critic returned %d values for %d response tokens", len(out.Values), len(it.seq.Response))
+		}
+		eps[it.ep].Segments[it.seg].Values = out.Values
+		return nil, nil
+	})
+}
+
+// lr is the schedule: linear warm-up over WarmupSteps, then constant.
+func lr(base float64, warmup, step int) float64 {
+	if warmup > 0 && step < warmup {
+		return base * float64(step+1) / float64(warmup)
+	}
+	return base
+}
+
+// shuffled returns a permutation of items fixed by (seed, iteration, epoch).
+func shuffled(items []*item, seed int64, it, epoch int) []*item {
+	out := append([]*item(nil), items...)
+	r := rand.New(rand.NewPCG(uint64(mix(seed, purposeShuffle, int64(it), int64(epoch))), 0))
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// chunks splits items into k nearly equal consecutive parts (fewer if there
+// are fewer items).
+func chunks(items []*item, k int) [][]*item {
+	k = min(k, len(items))
+	var out [][]*item
+	for i := 0; i < k; i++ {
+		lo, hi := i*len(items)/k, (i+1)*len(items)/k
+		out = append(out, items[lo:hi])
+	}
+	return out
+}

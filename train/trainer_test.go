@@ -1,0 +1,330 @@
+package train
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/compactrl/compactrl/episode"
+)
+
+func testConfig(t *testing.T) Config {
+	c := DefaultConfig()
+	c.Seed = 3
+	c.Run.Dir = t.TempDir()
+	c.Run.Iterations = 12
+	c.Run.Episodes = 32
+	c.Run.EvalEvery = 4
+	c.Run.EvalEpisodes = 16
+	c.Run.CheckpointEvery = 1
+	c.SFT.Steps = 0
+	c.RL.LR = 0.2
+	c.RL.CriticLR = 0.05
+	c.RL.CriticWarmup = 5
+	c.RL.MicroBatch = 5
+	c.RL.MiniBatches = 2
+	c.RL.PPOEpochs = 2
+	return c
+}
+
+func newTestTrainer(cfg Config, env *memoryTask) *Trainer {
+	p := newBigram(env.V, false, cfg.Seed)
+	return &Trainer{
+		Cfg: cfg, Policy: p, Collector: env, Expert: env,
+		NewCritic: func(ctx context.Context, _ Policy) (Model, error) { return newBigram(env.V, true, cfg.Seed+1), nil },
+	}
+}
+
+func readMetrics(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("metrics line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// stripTiming drops the wall-clock fields, which no two runs share.
+func stripTiming(recs []map[string]any) []map[string]any {
+	for _, r := range recs {
+		for k := range r {
+			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") {
+				delete(r, k)
+			}
+		}
+	}
+	return recs
+}
+
+func TestTrainingRaisesReward(t *testing.T) {
+	cfg := testConfig(t)
+	tr := newTestTrainer(cfg, newMemoryTask())
+	res, err := tr.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readMetrics(t, cfg.Run.Dir)
+	if len(recs) != cfg.Run.Iterations+1 {
+		t.Fatalf("%d metrics records, want %d (one per iteration + final eval)", len(recs), cfg.Run.Iterations+1)
+	}
+	first := (recs[0]["reward"].(float64) + recs[1]["reward"].(float64)) / 2
+	n := cfg.Run.Iterations
+	last := (recs[n-1]["reward"].(float64) + recs[n-2]["reward"].(float64)) / 2
+	t.Logf("reward %.3f → %.3f; eval pass@1 %.3f → %.3f; summary quality → %.3f", first, last, res.Before.Pass1Compact, res.After.Pass1Compact, res.After.SummaryQuality)
+	if last < first+0.3 {
+		t.Errorf("reward did not rise: %.3f → %.3f", first, last)
+	}
+	if res.After.Pass1Compact <= res.Before.Pass1Compact {
+		t.Errorf("held-out pass@1 did not rise: %.3f → %.3f", res.Before.Pass1Compact, res.After.Pass1Compact)
+	}
+	if d := recs[0]["logprob_max_abs_diff"].(float64); d > 1e-12 {
+		t.Errorf("trainer and sampler log-probs differ by %g on the first step", d)
+	}
+	for _, k := range []string{"eval_pass1_compact", "eval_pass1_single"} {
+		if _, ok := recs[0][k]; !ok {
+			t.Errorf("iteration 0 lacks %s", k)
+		}
+		if _, ok := recs[1][k]; ok {
+			t.Errorf("iteration 1 has %s (eval_every 4)", k)
+		}
+	}
+	for _, k := range []string{"clip_frac", "approx_kl", "value_loss", "entropy", "summary_quality", "compactions", "turns", "summary_tokens", "rollout_tokens_per_s", "train_tokens_per_s", "time_rollout_s", "time_train_s"} {
+		if _, ok := recs[2][k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+}
+
+// The update must not depend on how a step is cut into micro-batches: loss
+// weights are fixed over the whole optimiser step.
+func TestMicroBatchSizeDoesNotChangeUpdate(t *testing.T) {
+	for _, mode := range []string{"token-mean", "seq-mean-token-mean"} {
+		var weights [][]float64
+		var metrics [][]map[string]any
+		for _, mb := range []int{1, 3, 1000} {
+			cfg := testConfig(t)
+			cfg.Run.Iterations = 2
+			cfg.Run.EvalEvery = 0
+			cfg.Run.EvalEpisodes = 0
+			cfg.RL.LossMode = mode
+			cfg.RL.MicroBatch = mb
+			tr := newTestTrainer(cfg, newMemoryTask())
+			if _, err := tr.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			weights = append(weights, tr.Policy.(*bigram).W)
+			metrics = append(metrics, stripTiming(readMetrics(t, cfg.Run.Dir)))
+		}
+		for i := 1; i < len(weights); i++ {
+			for k := range weights[0] {
+				if d := math.Abs(weights[i][k] - weights[0][k]); d > 1e-12 {
+					t.Fatalf("%s: micro-batch size changed weight %d by %g", mode, k, d)
+				}
+			}
+			if !reflect.DeepEqual(metrics[i], metrics[0]) {
+				t.Errorf("%s: micro-batch size changed the metrics:\n%v\n%v", mode, metrics[i], metrics[0])
+			}
+		}
+	}
+}
+
+var errKilled = errors.New("killed")
+
+// A run killed in the middle of an iteration and resumed from its last
+// checkpoint gives the same metrics and weights as an uninterrupted run.
+func TestResumeAfterKillReproducesRun(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations = 6
+	cfg.Run.EvalEvery = 2
+	cfg.SFT.Steps = 5
+	cfg.SFT.Episodes = 8
+	full := newTestTrainer(cfg, newMemoryTask())
+	if _, err := full.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := stripTiming(readMetrics(t, cfg.Run.Dir))
+
+	for _, every := range []int{1, 2} {
+		cfg2 := cfg
+		cfg2.Run.Dir = t.TempDir()
+		cfg2.Run.CheckpointEvery = every
+		env := newMemoryTask()
+		// Collect calls: eval 0 (2 calls), iter 0, iter 1, eval 2 (2), iter 2, iter 3 → kill in iteration 3's rollouts.
+		env.beforeCollect = func(call int) error {
+			if call == 8 {
+				return errKilled
+			}
+			return nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := newTestTrainer(cfg2, env).Run(ctx); !errors.Is(err, errKilled) {
+			t.Fatalf("interrupted run: err = %v", err)
+		}
+		cancel()
+		got := readMetrics(t, cfg2.Run.Dir)
+		if len(got) != 3 {
+			t.Fatalf("checkpoint_every %d: %d records before the kill, want 3", every, len(got))
+		}
+		tr := newTestTrainer(cfg2, newMemoryTask())
+		tr.Resume = true
+		if _, err := tr.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got = stripTiming(readMetrics(t, cfg2.Run.Dir))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("checkpoint_every %d: resumed metrics differ:\n got %v\nwant %v", every, got, want)
+		}
+		if !reflect.DeepEqual(tr.Policy.(*bigram).W, full.Policy.(*bigram).W) {
+			t.Errorf("checkpoint_every %d: resumed weights differ", every)
+		}
+	}
+}
+
+func TestResumeWithoutCheckpointStartsFresh(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations = 1
+	tr := newTestTrainer(cfg, newMemoryTask())
+	tr.Resume = true
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LatestCheckpoint(cfg.Run.Dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Seed++
+	tr = newTestTrainer(cfg, newMemoryTask())
+	tr.Resume = true
+	if _, err := tr.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "seed") {
+		t.Errorf("resume with another seed: err = %v", err)
+	}
+}
+
+func TestWarmStartLearnsFromExpert(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations = 0
+	cfg.SFT.Steps = 150
+	cfg.SFT.Episodes = 64
+	cfg.SFT.ExpertP = 1
+	cfg.SFT.LR = 0.05
+	res, err := newTestTrainer(cfg, newMemoryTask()).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.After.Pass1Compact < 0.9 {
+		t.Errorf("after SFT on a perfect expert, pass@1 = %.3f", res.After.Pass1Compact)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.Run.Dir, "sft.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != cfg.SFT.Steps {
+		t.Errorf("sft.jsonl has %d lines, want %d", n, cfg.SFT.Steps)
+	}
+}
+
+func TestGRPOTrainsWithoutCritic(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations = 3
+	cfg.RL.Estimator = "grpo"
+	cfg.RL.GroupSize = 4
+	tr := newTestTrainer(cfg, newMemoryTask())
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs := readMetrics(t, cfg.Run.Dir)
+	if _, ok := recs[0]["value_loss"]; ok {
+		t.Error("grpo must not train the critic (value_loss present)")
+	}
+}
+
+func TestPrepareMasks(t *testing.T) {
+	seg := func(kind episode.Kind) episode.Segment {
+		return episode.Segment{Kind: kind, Trainable: true, PromptIDs: []int{1}, ResponseIDs: []int{2, 3, 4, 5}, LossMask: []int{1, 0, 1, 1}, Logprobs: []float64{0, 0, 0, 0}}
+	}
+	eps := []episode.Episode{
+		{ID: "ok", Status: episode.StatusOK, Segments: []episode.Segment{seg(episode.KindSummary), seg(episode.KindExec)}},
+		{ID: "long", Status: episode.StatusOverlong, Segments: []episode.Segment{seg(episode.KindExec)}},
+		{ID: "infra", Status: episode.StatusInfraError, Segments: []episode.Segment{seg(episode.KindExec)}},
+	}
+	cfg := DefaultConfig()
+	cfg.RL.SummaryTraining = false
+	tr := &Trainer{Cfg: cfg}
+	items, err := tr.prepare(eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 2 || items[0].ep != 0 || items[1].ep != 0 {
+		t.Fatalf("items = %+v, want the two segments of the ok episode", items)
+	}
+	if got := eps[0].Segments[0].LossMask; !reflect.DeepEqual(got, []int{1, 0, 0, 0}) {
+		t.Errorf("summary mask = %v, want the summary (last policy run) masked: [1 0 0 0]", got)
+	}
+	if got := eps[0].Segments[1].LossMask; !reflect.DeepEqual(got, []int{1, 0, 1, 1}) {
+		t.Errorf("exec mask changed: %v", got)
+	}
+	if eps[1].Segments[0].Trainable || eps[2].Segments[0].Trainable {
+		t.Error("overlong and infra_error episodes must be masked")
+	}
+}
+
+func TestMetricsJSONLeavesOutNaN(t *testing.T) {
+	m := Metrics{Iteration: 2, Reward: 0.5, SummaryQual: math.NaN()}
+	m.setEval(EvalResult{Pass1Compact: 0.25, Pass1Single: 0.5, SummaryQuality: math.NaN()})
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := back["summary_quality"]; ok {
+		t.Error("NaN summary_quality written")
+	}
+	if _, ok := back["eval_summary_quality"]; ok {
+		t.Error("NaN eval_summary_quality written")
+	}
+	if back["eval_pass1_compact"] != 0.25 || back["reward"] != 0.5 || back["iteration"] != 2.0 {
+		t.Errorf("fields lost: %s", b)
+	}
+}
+
+func TestSeedsDeterministicAndHeldOut(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Run.Episodes = 8
+	cfg.RL.GroupSize = 2
+	tr := &Trainer{Cfg: cfg}
+	a, sa := tr.trainSeeds(3)
+	b, sb := tr.trainSeeds(3)
+	if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(sa, sb) {
+		t.Fatal("seeds not deterministic")
+	}
+	for j, s := range a {
+		if s < cfg.Suite.TrainSeedStart || s >= cfg.Suite.TestSeedStart {
+			t.Errorf("train seed %d outside the training range", s)
+		}
+		if j%2 == 1 && s != a[j-1] {
+			t.Errorf("group members %d, %d have different tasks", j-1, j)
+		}
+		if j%2 == 1 && sa[j] == sa[j-1] {
+			t.Errorf("group members %d, %d share a sampling seed", j-1, j)
+		}
+	}
+}
