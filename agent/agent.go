@@ -187,6 +187,9 @@ func (r *run) sampledTokens(c infer.Completion) {
 }
 
 func (r *run) closeSegment() {
+	if r.seg.Kind == "" {
+		r.seg.Kind = episode.KindExec
+	}
 	if len(r.seg.ResponseIDs) > 0 {
 		r.ep.Segments = append(r.ep.Segments, r.seg)
 	}

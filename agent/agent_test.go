@@ -138,6 +138,9 @@ func testConfig() Config {
 func checkEpisode(t *testing.T, a *Agent, ep episode.Episode, calls []call) {
 	t.Helper()
 	cfg := a.Config()
+	if err := ep.Validate(); err != nil {
+		t.Fatalf("invalid episode: %v", err)
+	}
 	ci := 0
 	for si, s := range ep.Segments {
 		if n := len(s.PromptIDs) + len(s.ResponseIDs); n > cfg.Window {

@@ -1,0 +1,281 @@
+package vault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/infer"
+)
+
+// Expert is the suite's scripted policy, an infer.Sampler: it decodes its
+// prompt (the agent's current context), reconstructs what it knows from what
+// is visible there only — the task, or the summary after a compaction, and
+// the actions and observations since — and replies with the next action:
+// read every page of every file in order, answer as soon as every asked key
+// has a value (after the last page, unknown keys are answered "?"). Asked to
+// summarise (the prompt ends with the Summary marker) it writes
+//
+//	goal: report k1 k2 … from N files
+//	found: k1=v1 …        (each fact kept with probability P)
+//	at: file F page Q of M
+//
+// so with P = 1 it succeeds whenever the window and compactions suffice, and
+// with P < 1 it fails when a dropped fact is not seen again.
+//
+// It is a demonstrator, not a policy to do PPO on: its output is
+// deterministic given the request's Seed and its log-probs are all 0.
+type Expert struct {
+	tok  agent.Tokenizer
+	tmpl agent.Template
+	p    float64
+	seed int64
+}
+
+// NewExpert returns the scripted expert keeping each fact in a summary with
+// probability p ∈ [0, 1]; seed is mixed with each request's Seed.
+func NewExpert(tok agent.Tokenizer, tmpl agent.Template, p float64, seed int64) (*Expert, error) {
+	if !(p >= 0 && p <= 1) {
+		return nil, fmt.Errorf("expert: summary keep probability %v not in [0, 1]", p)
+	}
+	if tok == nil {
+		return nil, errors.New("expert: tokenizer is required")
+	}
+	return &Expert{tok: tok, tmpl: tmpl, p: p, seed: seed}, nil
+}
+
+// knowledge is what the expert can see in its context.
+type knowledge struct {
+	keys   []string
+	files  int
+	found  map[string]string
+	file   int         // the file being worked on (0: none yet)
+	page   int         // the last page read of file
+	pages  map[int]int // page counts learned
+	goalOK bool
+}
+
+var (
+	taskRE    = regexp.MustCompile(`report the values of ([a-z ]+)\. the vault has (\d+) files`)
+	goalRE    = regexp.MustCompile(`goal: report ([a-z ]+) from (\d+) files`)
+	atRE      = regexp.MustCompile(`at: file (\d+)(?: page (\d+) of (\d+))?`)
+	openObsRE = regexp.MustCompile(`^file (\d+) has (\d+) pages`)
+	readObsRE = regexp.MustCompile(`^file (\d+) page (\d+)`)
+)
+
+// omitted is part of the agent's truncation marker: lines containing it
+// were cut and are not trusted.
+const omitted = "tokens omitted]"
+
+func (k *knowledge) fromTask(text string) {
+	if m := taskRE.FindStringSubmatch(text); m != nil {
+		k.keys = strings.Fields(m[1])
+		k.files, _ = strconv.Atoi(m[2])
+		k.goalOK = true
+	}
+}
+
+// fromSummary replaces everything known by what the summary says: after a
+// compaction the summary is all that is left of the earlier context.
+func (k *knowledge) fromSummary(text string) {
+	*k = knowledge{found: map[string]string{}, pages: map[int]int{}}
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, "goal:"):
+			if m := goalRE.FindStringSubmatch(line); m != nil {
+				k.keys = strings.Fields(m[1])
+				k.files, _ = strconv.Atoi(m[2])
+				k.goalOK = true
+			}
+		case strings.HasPrefix(line, "found:"):
+			for _, f := range facts(line) {
+				k.found[f.Key] = f.Value
+			}
+		case strings.HasPrefix(line, "at:"):
+			if m := atRE.FindStringSubmatch(line); m != nil {
+				k.file, _ = strconv.Atoi(m[1])
+				if m[2] != "" {
+					k.page, _ = strconv.Atoi(m[2])
+					n, _ := strconv.Atoi(m[3])
+					k.pages[k.file] = n
+				}
+			}
+		}
+	}
+}
+
+func (k *knowledge) asked(key string) bool { return slices.Contains(k.keys, key) }
+
+func (k *knowledge) observe(action, obs string) {
+	a, err := ParseAction(action)
+	if err != nil {
+		return
+	}
+	switch a.Verb {
+	case Open:
+		if m := openObsRE.FindStringSubmatch(obs); m != nil {
+			f, _ := strconv.Atoi(m[1])
+			n, _ := strconv.Atoi(m[2])
+			k.pages[f] = n
+			if f != k.file {
+				k.file, k.page = f, 0
+			}
+		}
+	case Read:
+		if m := readObsRE.FindStringSubmatch(obs); m != nil {
+			f, _ := strconv.Atoi(m[1])
+			p, _ := strconv.Atoi(m[2])
+			k.file, k.page = f, p
+		}
+		for _, line := range strings.Split(obs, "\n") {
+			if !strings.HasPrefix(line, "record ") || strings.Contains(line, omitted) {
+				continue
+			}
+			for _, f := range facts(line) {
+				if k.asked(f.Key) {
+					k.found[f.Key] = f.Value
+				}
+			}
+		}
+	}
+}
+
+// next is the expert's action given what it knows.
+func (k *knowledge) next() string {
+	complete := k.goalOK
+	for _, key := range k.keys {
+		if _, ok := k.found[key]; !ok {
+			complete = false
+		}
+	}
+	switch {
+	case complete:
+		return k.answer()
+	case k.file == 0:
+		return "open 1"
+	case k.pages[k.file] == 0:
+		return fmt.Sprintf("open %d", k.file)
+	case k.page < k.pages[k.file]:
+		return fmt.Sprintf("read %d %d", k.file, k.page+1)
+	case k.file < k.files:
+		return fmt.Sprintf("open %d", k.file+1)
+	}
+	return k.answer()
+}
+
+func (k *knowledge) answer() string {
+	parts := []string{"answer"}
+	for _, key := range k.keys {
+		v, ok := k.found[key]
+		if !ok {
+			v = "?"
+		}
+		parts = append(parts, key+"="+v)
+	}
+	if len(parts) == 1 {
+		parts = append(parts, "unknown=?")
+	}
+	return strings.Join(parts, " ")
+}
+
+// summary writes the summary, keeping each fact with probability p.
+func (k *knowledge) summary(rng *rand.Rand, p float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "goal: report %s from %d files\nfound:", strings.Join(k.keys, " "), k.files)
+	n := 0
+	for _, key := range k.keys {
+		v, ok := k.found[key]
+		if !ok {
+			continue
+		}
+		if rng.Float64() < p {
+			fmt.Fprintf(&b, " %s=%s", key, v)
+			n++
+		}
+	}
+	if n == 0 {
+		b.WriteString(" none")
+	}
+	switch {
+	case k.file == 0:
+		b.WriteString("\nat: start")
+	case k.pages[k.file] == 0:
+		fmt.Fprintf(&b, "\nat: file %d", k.file)
+	default:
+		fmt.Fprintf(&b, "\nat: file %d page %d of %d", k.file, k.page, k.pages[k.file])
+	}
+	return b.String()
+}
+
+// read reconstructs the expert's knowledge from a context and reports
+// whether the open turn at its end asks for a summary.
+func (e *Expert) read(prompt []int) (k knowledge, summarise bool, err error) {
+	turns := e.tmpl.Split(prompt)
+	if len(turns) == 0 {
+		return k, false, errors.New("expert: empty prompt")
+	}
+	last := turns[len(turns)-1]
+	switch {
+	case last.Closed || len(last.IDs) != 0:
+		return k, false, errors.New("expert: prompt does not end with an open marker")
+	case last.Marker == e.tmpl.Summary:
+		summarise = true
+	case last.Marker != e.tmpl.Assistant:
+		return k, false, fmt.Errorf("expert: prompt ends with marker %d, want assistant or summary", last.Marker)
+	}
+	k = knowledge{found: map[string]string{}, pages: map[int]int{}}
+	action := ""
+	for _, t := range turns[:len(turns)-1] {
+		text := e.tok.Decode(t.IDs)
+		switch t.Marker {
+		case e.tmpl.User:
+			if !k.goalOK {
+				k.fromTask(text)
+			}
+		case e.tmpl.Summary:
+			k.fromSummary(text)
+		case e.tmpl.Assistant:
+			action = text
+		case e.tmpl.Observation:
+			k.observe(action, text)
+			action = ""
+		}
+	}
+	return k, summarise, nil
+}
+
+// Sample implements infer.Sampler.
+func (e *Expert) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	if err := ctx.Err(); err != nil {
+		return infer.Completion{}, err
+	}
+	k, summarise, err := e.read(req.Prompt)
+	if err != nil {
+		return infer.Completion{}, err
+	}
+	var text string
+	if summarise {
+		rng := rand.New(rand.NewPCG(uint64(req.Seed), uint64(e.seed)))
+		text = k.summary(rng, e.p)
+	} else {
+		text = k.next()
+	}
+	ids := e.tok.Encode(text)
+	c := infer.Completion{FinishReason: infer.FinishStop}
+	if len(req.Stop) > 0 {
+		ids = append(ids, req.Stop[0])
+	}
+	if len(ids) > req.MaxTokens {
+		ids = ids[:max(req.MaxTokens, 0)]
+		c.FinishReason = infer.FinishLength
+	}
+	c.Tokens = ids
+	c.Logprobs = make([]float64, len(ids))
+	return c, nil
+}

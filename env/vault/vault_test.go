@@ -1,0 +1,307 @@
+package vault
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/tokenizer"
+)
+
+var (
+	tokOnce sync.Once
+	tok     *tokenizer.Tokenizer
+	tmpl    agent.Template
+	tokErr  error
+)
+
+func defaultTok(t *testing.T) (*tokenizer.Tokenizer, agent.Template) {
+	t.Helper()
+	tokOnce.Do(func() { tok, tmpl, tokErr = DefaultTokenizer() })
+	if tokErr != nil {
+		t.Fatal(tokErr)
+	}
+	return tok, tmpl
+}
+
+type stats struct {
+	n, success, compactions, turns, quality, withQ float64
+	status                                         map[episode.Status]int
+}
+
+func (s stats) rate() float64 { return s.success / s.n }
+
+// runExpert plays n test seeds with the expert keeping facts with
+// probability p, at the agent's default config.
+func runExpert(t *testing.T, vc Config, p float64, noCompaction bool, n int) stats {
+	t.Helper()
+	tk, tm := defaultTok(t)
+	cfg := agent.DefaultConfig()
+	cfg.SystemPrompt = SystemPrompt
+	cfg.NoCompaction = noCompaction
+	ex, err := NewExpert(tk, tm, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(cfg, tk, tm, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stats{status: map[episode.Status]int{}}
+	for i := range n {
+		env, err := New(vc, TestSeeds().Start+int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep, err := a.Run(context.Background(), env, int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Status == episode.StatusInfraError {
+			t.Fatalf("seed %d: infra_error: %s", i, ep.Meta[agent.MetaError])
+		}
+		if err := ep.Validate(); err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		s.n++
+		s.status[ep.Status]++
+		if ep.Reward == 1 {
+			s.success++
+		}
+		s.compactions += ep.Metrics[agent.MetricCompactions]
+		s.turns += ep.Metrics[agent.MetricTurns]
+		if q, ok := ep.Metrics[agent.MetricSummaryQuality]; ok {
+			s.quality += q
+			s.withQ++
+		}
+	}
+	return s
+}
+
+func TestExpertNeedsMemory(t *testing.T) {
+	n := 300
+	if testing.Short() {
+		n = 100
+	}
+	vc := DefaultConfig()
+	full := runExpert(t, vc, 1, false, n)
+	base := runExpert(t, vc, 1, true, n)
+	lossy := runExpert(t, vc, 0.5, false, n)
+	mid := runExpert(t, vc, 0.7, false, n)
+	t.Logf("p=1: success %.3f, compactions %.2f, turns %.1f, quality %.3f %v", full.rate(), full.compactions/full.n, full.turns/full.n, full.quality/full.withQ, full.status)
+	t.Logf("p=1 no compaction: success %.3f %v", base.rate(), base.status)
+	t.Logf("p=0.7: success %.3f quality %.3f; p=0.5: success %.3f quality %.3f", mid.rate(), mid.quality/mid.withQ, lossy.rate(), lossy.quality/lossy.withQ)
+	if full.rate() < 0.95 {
+		t.Errorf("lossless expert with compaction: success %.3f < 0.95", full.rate())
+	}
+	if base.rate() > 0.5*full.rate() {
+		t.Errorf("without compaction success %.3f is not far below %.3f: the suite does not need memory", base.rate(), full.rate())
+	}
+	if !(lossy.rate() < mid.rate() && mid.rate() < full.rate()-0.1) {
+		t.Errorf("summary quality does not matter: success p=1 %.3f, p=0.7 %.3f, p=0.5 %.3f", full.rate(), mid.rate(), lossy.rate())
+	}
+	if c := full.compactions / full.n; c < 2 || c > 4 {
+		t.Errorf("default task needs %.2f compactions on average, want 2–4", c)
+	}
+	if q := full.quality / full.withQ; q != 1 {
+		t.Errorf("lossless summaries have quality %.3f", q)
+	}
+	if q := lossy.quality / lossy.withQ; q > 0.8 || q < 0.2 {
+		t.Errorf("p=0.5 summaries have quality %.3f", q)
+	}
+}
+
+func TestGenerationDeterministicAndSplit(t *testing.T) {
+	a, _ := New(DefaultConfig(), 42)
+	b, _ := New(DefaultConfig(), 42)
+	c, _ := New(DefaultConfig(), 43)
+	if a.Task() != b.Task() || a.PageText(2, 1) != b.PageText(2, 1) {
+		t.Fatal("same seed, different vault")
+	}
+	if a.Task() == c.Task() && a.PageText(1, 1) == c.PageText(1, 1) {
+		t.Fatal("different seeds, same vault")
+	}
+	if TrainSeeds().Contains(TestSeeds().Start) || !TestSeeds().Contains(TestSeeds().Start) || TrainSeeds().End > TestSeeds().Start {
+		t.Fatal("train and test seeds overlap")
+	}
+	if _, err := Split("dev"); err == nil {
+		t.Fatal("unknown split accepted")
+	}
+	// Every asked fact is on exactly one page, with its value.
+	for _, k := range a.Keys() {
+		v, _ := a.Truth(k)
+		n := 0
+		for f := 1; f <= DefaultConfig().Files; f++ {
+			for p := 1; p <= a.NumPages(f); p++ {
+				n += strings.Count(a.PageText(f, p), "record "+k+"=")
+				if strings.Contains(a.PageText(f, p), "record "+k+"="+v+"\n") || strings.HasSuffix(a.PageText(f, p), "record "+k+"="+v) {
+					n += 100
+				}
+			}
+		}
+		if n != 101 {
+			t.Fatalf("key %s: count %d", k, n)
+		}
+	}
+	for _, bad := range []Config{{}, {Files: 1, Pages: 1, Facts: 100}, {Files: 1, Pages: 1, Facts: 1, NoiseLines: -1}} {
+		if _, err := New(bad, 1); err == nil {
+			t.Fatalf("bad config %+v accepted", bad)
+		}
+	}
+}
+
+func TestStepAndReward(t *testing.T) {
+	ctx := context.Background()
+	e, _ := New(DefaultConfig(), 7)
+	if task, _ := e.Reset(ctx); !strings.Contains(task, strings.Join(e.Keys(), " ")) {
+		t.Fatalf("task %q lacks the keys", task)
+	}
+	st, _ := e.Step(ctx, "open 1")
+	if st.Invalid || st.Done || !strings.HasPrefix(st.Observation, "file 1 has ") {
+		t.Fatalf("open: %+v", st)
+	}
+	for _, bad := range []string{"", "  ", "jump 3", "open", "open x", "read 1", "answer", "answer amber", "answer Amber=3", "answer a=1 a=2"} {
+		st, err := e.Step(ctx, bad)
+		if err != nil || !st.Invalid || st.Done || !strings.HasPrefix(st.Observation, "invalid action: ") {
+			t.Fatalf("%q: %+v %v", bad, st, err)
+		}
+	}
+	for _, out := range []string{"open 99", "read 99 1", "read 1 99", "open 0"} {
+		st, _ := e.Step(ctx, out)
+		if st.Invalid || st.Done || !strings.Contains(st.Observation, "no ") {
+			t.Fatalf("%q: %+v", out, st)
+		}
+	}
+	// Summary quality before any fact was seen is 1; after reading the page
+	// of the first key, a summary without it scores lower.
+	k := e.Keys()[0]
+	v, _ := e.Truth(k)
+	if q := e.SummaryQuality("nothing"); q != 1 {
+		t.Fatalf("quality with nothing seen: %v", q)
+	}
+	fp := e.where[k]
+	e.Step(ctx, "read "+itoa(fp[0])+" "+itoa(fp[1]))
+	seen := 0
+	for _, kk := range e.Keys() {
+		if e.seen[kk] {
+			seen++
+		}
+	}
+	if q := e.SummaryQuality("found: " + k + "=" + v); math.Abs(q-1) > 1e-12 && seen == 1 {
+		t.Fatalf("quality with the seen fact kept: %v", q)
+	}
+	if q := e.SummaryQuality("found: " + k + "=0"); q != 0 && seen == 1 {
+		t.Fatalf("quality with a wrong value: %v", q)
+	}
+	kept, lost := e.SummaryAudit("goal: … found: none")
+	if len(kept) != 0 || len(lost) != seen {
+		t.Fatalf("audit %v %v", kept, lost)
+	}
+	// All right: reward 1; metrics.
+	var ans []string
+	for _, kk := range e.Keys() {
+		vv, _ := e.Truth(kk)
+		ans = append(ans, kk+"="+vv)
+	}
+	st, _ = e.Step(ctx, "answer "+strings.Join(ans, " "))
+	if !st.Done || st.Reward != 1 || e.Metrics()["answer_accuracy"] != 1 {
+		t.Fatalf("right answer: %+v %v", st, e.Metrics())
+	}
+	if _, err := e.Step(ctx, "open 1"); err == nil {
+		t.Fatal("step after done accepted")
+	}
+	// One wrong: reward 0, or 3/4 with partial credit.
+	for _, partial := range []bool{false, true} {
+		cfg := DefaultConfig()
+		cfg.PartialCredit = partial
+		e, _ := New(cfg, 7)
+		wrong := append([]string{e.Keys()[0] + "=?"}, ans[1:]...)
+		st, _ := e.Step(ctx, "answer "+strings.Join(wrong, " "))
+		want := 0.0
+		if partial {
+			want = 0.75
+		}
+		if !st.Done || st.Reward != want {
+			t.Fatalf("partial=%v: reward %v want %v", partial, st.Reward, want)
+		}
+	}
+}
+
+func itoa(n int) string { return Action{Verb: Open, File: n}.String()[len("open "):] }
+
+func TestExpertReadsOnlyItsContext(t *testing.T) {
+	tk, tm := defaultTok(t)
+	ex, _ := NewExpert(tk, tm, 1, 1)
+	e, _ := New(DefaultConfig(), 3)
+	// A context with the task and no steps: open 1.
+	prompt := []int{tm.System}
+	prompt = append(prompt, tk.Encode(SystemPrompt)...)
+	prompt = append(prompt, tm.EndOfTurn, tm.User)
+	prompt = append(prompt, tk.Encode(e.Task())...)
+	prompt = append(prompt, tm.EndOfTurn, tm.Assistant)
+	c, err := ex.Sample(context.Background(), inferReq(prompt, 32, tm))
+	if err != nil || tk.Decode(c.Tokens[:len(c.Tokens)-1]) != "open 1" || c.Tokens[len(c.Tokens)-1] != tm.EndOfTurn {
+		t.Fatalf("first action %q %v", tk.Decode(c.Tokens), err)
+	}
+	// A resumed context whose summary holds every fact: answer at once.
+	var found []string
+	for _, k := range e.Keys() {
+		v, _ := e.Truth(k)
+		found = append(found, k+"="+v)
+	}
+	summary := "goal: report " + strings.Join(e.Keys(), " ") + " from 5 files\nfound: " + strings.Join(found, " ") + "\nat: file 2 page 1 of 3"
+	resumed := []int{tm.System, tm.EndOfTurn, tm.Summary}
+	resumed = append(resumed, tk.Encode(summary)...)
+	resumed = append(resumed, tm.EndOfTurn, tm.Assistant)
+	c, _ = ex.Sample(context.Background(), inferReq(resumed, 32, tm))
+	if got := tk.Decode(c.Tokens[:len(c.Tokens)-1]); got != "answer "+strings.Join(found, " ") {
+		t.Fatalf("resumed with all facts: %q", got)
+	}
+	// The same with one fact missing continues where the summary says.
+	summary = "goal: report " + strings.Join(e.Keys(), " ") + " from 5 files\nfound: " + found[0] + "\nat: file 2 page 1 of 3"
+	resumed = append([]int{tm.System, tm.EndOfTurn, tm.Summary}, tk.Encode(summary)...)
+	resumed = append(resumed, tm.EndOfTurn, tm.Assistant)
+	c, _ = ex.Sample(context.Background(), inferReq(resumed, 32, tm))
+	if got := tk.Decode(c.Tokens[:len(c.Tokens)-1]); got != "read 2 2" {
+		t.Fatalf("resumed mid-file: %q", got)
+	}
+	// Asked to summarise: the summary states the goal and the progress; a
+	// tight MaxTokens truncates with FinishLength.
+	sumPrompt := append(append([]int{}, resumed[:len(resumed)-1]...), tm.User, tm.EndOfTurn, tm.Summary)
+	c, _ = ex.Sample(context.Background(), inferReq(sumPrompt, 96, tm))
+	if got := tk.Decode(c.Tokens); !strings.HasPrefix(got, "goal: report "+strings.Join(e.Keys(), " ")) || !strings.Contains(got, "at: file 2 page 1 of 3") {
+		t.Fatalf("summary %q", got)
+	}
+	c, _ = ex.Sample(context.Background(), inferReq(sumPrompt, 3, tm))
+	if len(c.Tokens) != 3 || c.FinishReason != "length" || len(c.Logprobs) != 3 {
+		t.Fatalf("truncated summary %+v", c)
+	}
+	// Prompts that ask for nothing are errors, not guesses.
+	if _, err := ex.Sample(context.Background(), inferReq(prompt[:len(prompt)-1], 32, tm)); err == nil {
+		t.Fatal("closed prompt accepted")
+	}
+	if _, err := NewExpert(tk, tm, 1.5, 0); err == nil {
+		t.Fatal("p = 1.5 accepted")
+	}
+}
+
+func TestCorpusCoversTheLanguage(t *testing.T) {
+	texts, err := Corpus(DefaultConfig(), 0, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(texts, "\n")
+	for _, want := range []string{SystemPrompt, "task: report", "open 1", "read 1 1", "record ", "note ", "goal: report", "found:", "at: file", "answer ", "keys right", "invalid action", "tokens omitted]"} {
+		if !strings.Contains(all, want) {
+			t.Fatalf("corpus lacks %q", want)
+		}
+	}
+	tk, _ := defaultTok(t)
+	if tk.VocabSize() > DefaultVocabSize || tk.VocabSize() < 500 {
+		t.Fatalf("default vocabulary %d", tk.VocabSize())
+	}
+}
