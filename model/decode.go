@@ -103,6 +103,21 @@ func (d *Decoder) Add(req infer.Request) (int, error) {
 	return s.id, nil
 }
 
+// Remove drops an unfinished sequence (e.g. its caller gave up) and
+// reports whether it was active.
+func (d *Decoder) Remove(id int) bool {
+	for i, s := range d.active {
+		if s.id == id {
+			d.active = slices.Delete(d.active, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// Model is the model the Decoder samples from.
+func (d *Decoder) Model() *Model { return d.m }
+
 // Step advances every active sequence by one token and returns those that
 // finished (a stop token or their token limit).
 func (d *Decoder) Step() []Finished {
