@@ -28,8 +28,9 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"demo":   {"run the main job on the embedded default", runDemo},
-		"report": {"render a run directory's metrics as an HTML report", runReport},
+		"advantages": {"fill episode JSONL (stdin) with advantages and returns (stdout)", runAdvantages},
+		"demo":       {"run the main job on the embedded default", runDemo},
+		"report":     {"render a run directory's metrics as an HTML report", runReport},
 	}
 }
 
