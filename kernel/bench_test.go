@@ -14,42 +14,48 @@ import (
 // benchShapes are square sizes plus the model's shapes: a training projection (m = batch·seq)
 // and batched decode (m = batch).
 var benchShapes = []struct {
-	name    string
-	transB  bool
-	m, n, k int
+	name           string
+	transA, transB bool
+	m, n, k        int
 }{
-	{"64³", false, 64, 64, 64},
-	{"256³", false, 256, 256, 256},
-	{"1024³", false, 1024, 1024, 1024},
-	{"train_4096x256x256", false, 4096, 256, 256},
-	{"train_4096x256x256_tB", true, 4096, 256, 256},
-	{"decode_32x1024x256", false, 32, 1024, 256},
-	{"decode_32x1024x256_tB", true, 32, 1024, 256},
-	{"decode_1x1024x256", false, 1, 1024, 256},
-	{"decode_1x1024x256_tB", true, 1, 1024, 256},
-	{"decode_4x1024x256_tB", true, 4, 1024, 256},
+	{"64³", false, false, 64, 64, 64},
+	{"256³", false, false, 256, 256, 256},
+	{"1024³", false, false, 1024, 1024, 1024},
+	{"train_4096x256x256", false, false, 4096, 256, 256},
+	{"train_4096x256x256_tB", false, true, 4096, 256, 256},
+	// The "bench" model (d=256, FFN 688, 2048 tokens): forward x·Wᵀ, dW = dyᵀ·x, dx = dy·W.
+	{"fwd_2048x688x256_tB", false, true, 2048, 688, 256},
+	{"dW_688x256x2048_tA", true, false, 688, 256, 2048},
+	{"dx_2048x256x688", false, false, 2048, 256, 688},
+	{"decode_32x1024x256", false, false, 32, 1024, 256},
+	{"decode_32x1024x256_tB", false, true, 32, 1024, 256},
+	{"decode_64x1024x256_tB", false, true, 64, 1024, 256},
+	{"decode_1x1024x256", false, false, 1, 1024, 256},
+	{"decode_1x1024x256_tB", false, true, 1, 1024, 256},
+	{"decode_4x1024x256_tB", false, true, 4, 1024, 256},
 }
 
-func benchGemm(b *testing.B, f func(tB bool, m, n, k int, a, bm, c []float32)) {
+func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32)) {
 	for _, s := range benchShapes {
 		b.Run(s.name, func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 1))
 			a, bm, c := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n), make([]float32, s.m*s.n)
-			f(s.transB, s.m, s.n, s.k, a, bm, c)
+			f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
 			b.ResetTimer()
 			for b.Loop() {
-				f(s.transB, s.m, s.n, s.k, a, bm, c)
+				f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
 			}
 			b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
 }
 
-func ldb(tB bool, n, k int) int {
-	if tB {
-		return k
+// ld returns the row stride of a stored rows×cols matrix, transposed if t.
+func ld(t bool, rows, cols int) int {
+	if t {
+		return rows
 	}
-	return n
+	return cols
 }
 
 // BenchmarkGemm measures every code path at 1 and GOMAXPROCS threads, and gonum's blas32.Gemm
@@ -62,22 +68,25 @@ func BenchmarkGemm(b *testing.B) {
 	for _, p := range impls {
 		for _, t := range threads {
 			b.Run(fmt.Sprintf("%s/threads=%d", p.name, t), func(b *testing.B) {
-				benchGemm(b, func(tB bool, m, n, k int, a, bm, c []float32) {
-					gemmWith(p, t, false, tB, m, n, k, 1, a, k, bm, ldb(tB, n, k), 0, c, n)
+				benchGemm(b, func(tA, tB bool, m, n, k int, a, bm, c []float32) {
+					gemmWith(p, t, tA, tB, m, n, k, 1, a, ld(tA, m, k), bm, ld(tB, k, n), 0, c, n)
 				})
 			})
 		}
 	}
 	b.Run("gonum", func(b *testing.B) {
 		blas32.Use(gonum.Implementation{})
-		benchGemm(b, func(tB bool, m, n, k int, a, bm, c []float32) {
-			tr := blas.NoTrans
-			br, bc := k, n
+		benchGemm(b, func(tA, tB bool, m, n, k int, a, bm, c []float32) {
+			ta, ar, ac := blas.NoTrans, m, k
+			if tA {
+				ta, ar, ac = blas.Trans, k, m
+			}
+			tr, br, bc := blas.NoTrans, k, n
 			if tB {
 				tr, br, bc = blas.Trans, n, k
 			}
-			blas32.Gemm(blas.NoTrans, tr, 1,
-				blas32.General{Rows: m, Cols: k, Stride: k, Data: a},
+			blas32.Gemm(ta, tr, 1,
+				blas32.General{Rows: ar, Cols: ac, Stride: ac, Data: a},
 				blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bm},
 				0, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
 		})
@@ -94,4 +103,38 @@ func BenchmarkPeak(b *testing.B) {
 			b.ReportMetric(g, "GFLOP/s")
 		})
 	}
+}
+
+func BenchmarkVector(b *testing.B) {
+	for _, p := range impls {
+		for _, n := range []int{32, 64, 256, 4096} {
+			r := rand.New(rand.NewPCG(2, 2))
+			x, y := randSlice(r, n), randSlice(r, n)
+			b.Run(fmt.Sprintf("%s/dot/n=%d", p.name, n), func(b *testing.B) {
+				var s float32
+				for b.Loop() {
+					s += p.dot(x, y)
+				}
+				_ = s
+			})
+			b.Run(fmt.Sprintf("%s/axpy/n=%d", p.name, n), func(b *testing.B) {
+				for b.Loop() {
+					p.axpy(1e-3, x, y)
+				}
+			})
+		}
+	}
+	x, y := make([]float32, 64), make([]float32, 64)
+	b.Run("public/Dot/n=64", func(b *testing.B) {
+		var s float32
+		for b.Loop() {
+			s += Dot(x, y)
+		}
+		_ = s
+	})
+	b.Run("public/Axpy/n=64", func(b *testing.B) {
+		for b.Loop() {
+			Axpy(1e-3, x, y)
+		}
+	})
 }

@@ -10,14 +10,14 @@ const (
 	mr256, nr256 = 6, 16
 )
 
-var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, dot: dotAVX512, axpy: axpyAVX512, scale: scaleAVX512, peak: peakAVX512}
+var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, dotT: dotTAVX512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
 
 var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
 
 // available lists the code paths this CPU and OS support, fastest first.
 func available() []*impl {
 	var out []*impl
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasBMI2 {
 		out = append(out, avx512)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
@@ -72,9 +72,15 @@ func micro256(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
 	}
 }
 
-func dotAVX512(x, y []float32) float32 {
-	n := len(x) &^ 15
-	return dot512(x[:n], y[:n]) + dotGo(x[n:], y[n:])
+var dotTiles512 = [4][4]func(k int, a []float32, lda int, b []float32, ldb int, out []float32){
+	{dotT512m1n1, dotT512m1n2, dotT512m1n3, dotT512m1n4},
+	{dotT512m2n1, dotT512m2n2, dotT512m2n3, dotT512m2n4},
+	{dotT512m3n1, dotT512m3n2, dotT512m3n3, dotT512m3n4},
+	{dotT512m4n1, dotT512m4n2, dotT512m4n3, dotT512m4n4},
+}
+
+func dotTAVX512(mr, nb, k int, a []float32, lda int, b []float32, ldb int, out *[16]float32) {
+	dotTiles512[mr-1][nb-1](k, a, lda, b, ldb, out[:])
 }
 
 func dotAVX2(x, y []float32) float32 {
@@ -82,22 +88,10 @@ func dotAVX2(x, y []float32) float32 {
 	return dot256(x[:n], y[:n]) + dotGo(x[n:], y[n:])
 }
 
-func axpyAVX512(alpha float32, x, y []float32) {
-	n := len(x) &^ 15
-	axpy512(alpha, x[:n], y[:n])
-	axpyGo(alpha, x[n:], y[n:])
-}
-
 func axpyAVX2(alpha float32, x, y []float32) {
 	n := len(x) &^ 7
 	axpy256(alpha, x[:n], y[:n])
 	axpyGo(alpha, x[n:], y[n:])
-}
-
-func scaleAVX512(alpha float32, x []float32) {
-	n := len(x) &^ 15
-	scale512(alpha, x[:n])
-	scaleGo(alpha, x[n:])
 }
 
 func scaleAVX2(alpha float32, x []float32) {

@@ -52,6 +52,8 @@ const (
 	blockK = 256
 	blockM = 128
 	blockN = 2048
+	// dotMaxM is the largest m for which A·Bᵀ runs as dot products of rows instead of packing B.
+	dotMaxM = 16
 	// parallelFlops is the product size (2·m·n·k) below which Gemm stays on the calling goroutine.
 	parallelFlops = 1 << 20
 )
@@ -71,6 +73,9 @@ type impl struct {
 	dot     func(x, y []float32) float32
 	axpy    func(alpha float32, x, y []float32)
 	scale   func(alpha float32, x []float32)
+	// dotT, when set, computes out[i·4+j] = row i of a · row j of b for i < mr ≤ 4, j < nb ≤ 4:
+	// the tile kernel of A·Bᵀ for few rows of A (batched decode), which needs no packing of B.
+	dotT func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, out *[16]float32)
 	// peak runs iters rounds of independent FMAs and returns the flops done.
 	peak func(iters int) float64
 }
@@ -100,6 +105,10 @@ func gemmWith(p *impl, threads int, transA, transB bool, m, n, k int, alpha floa
 	nt := 1
 	if threads > 1 && flops >= parallelFlops {
 		nt = min(threads, int(flops/parallelFlops))
+	}
+	if p.dotT != nil && transB && m <= dotMaxM && k > 0 && alpha != 0 {
+		g.dotT(nt, m, n)
+		return
 	}
 	tilesM, tilesN := (m+p.mr-1)/p.mr, (n+p.nr-1)/p.nr
 	// Each worker owns whole tiles of C. Splitting n duplicates the packing of A (m·k per
@@ -247,11 +256,15 @@ func packB(dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
 		w := min(nr, nc-s)
 		d := dst[s*kc : s*kc+nr*kc]
 		if trans {
-			// op(B)[p, j] = B[j, p]: row j of B holds column j of the strip.
-			for j := range w {
-				src := b[(jc+s+j)*ldb+pc : (jc+s+j)*ldb+pc+kc]
-				for p, v := range src {
-					d[p*nr+j] = v
+			// op(B)[p, j] = B[j, p]: row j of B holds column j of the strip. Blocks of 8 values
+			// of p keep the 8 destination rows in L1 while all w source rows are read.
+			for p0 := 0; p0 < kc; p0 += 8 {
+				pe := min(p0+8, kc)
+				for j := range w {
+					off := (jc+s+j)*ldb + pc
+					for p, v := range b[off+p0 : off+pe] {
+						d[(p0+p)*nr+j] = v
+					}
 				}
 			}
 			if w < nr {
@@ -267,4 +280,54 @@ func packB(dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
 			clear(d[p*nr+w : p*nr+nr])
 		}
 	}
+}
+
+// dotT computes C = alpha·op(A)·Bᵀ + beta·C with the dot-product tile kernel on nt goroutines,
+// each owning a range of columns of C. op(A) is first copied to contiguous rows if transposed.
+func (g *gemmArgs) dotT(nt, m, n int) {
+	a, lda := g.a, g.lda
+	if g.transA {
+		ws := workspaces.Get().(*workspace)
+		defer workspaces.Put(ws)
+		ws.a = grow(ws.a, m*g.k)
+		for p := range g.k {
+			for i, v := range g.a[p*g.lda : p*g.lda+m] {
+				ws.a[i*g.k+p] = v
+			}
+		}
+		a, lda = ws.a, g.k
+	}
+	cols := func(n0, n1 int) {
+		scaleC(g.beta, g.c, g.ldc, 0, m, n0, n1)
+		var out [16]float32
+		for j := n0; j < n1; j += 4 {
+			nb := min(4, n1-j)
+			for i0 := 0; i0 < m; i0 += 4 {
+				mr := min(4, m-i0)
+				g.p.dotT(mr, nb, g.k, a[i0*lda:], lda, g.b[j*g.ldb:], g.ldb, &out)
+				for i := range mr {
+					row := g.c[(i0+i)*g.ldc+j : (i0+i)*g.ldc+j+nb]
+					for jj := range row {
+						row[jj] += g.alpha * out[i*4+jj]
+					}
+				}
+			}
+		}
+	}
+	nt = min(nt, (n+3)/4)
+	if nt <= 1 {
+		cols(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	tiles := (n + 3) / 4
+	for t := range nt {
+		lo, hi := tiles*t/nt*4, min(n, tiles*(t+1)/nt*4)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cols(lo, hi)
+		}()
+	}
+	wg.Wait()
 }

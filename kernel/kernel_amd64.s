@@ -2384,8 +2384,1944 @@ done_256_6_2:
 	VZEROUPPER
 	RET
 
+// func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m1n1(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a_base+8(FP), CX
+	MOVQ   b_base+40(FP), DX
+	XORQ   BX, BX
+	VPXORD Z0, Z0, Z0
+	MOVQ   AX, SI
+	SHRQ   $0x04, SI
+	JZ     dottail_1_1
+
+dotloop_1_1:
+	VMOVUPS     (CX)(BX*1), Z1
+	VMOVUPS     (DX)(BX*1), Z2
+	VFMADD231PS Z1, Z2, Z0
+	ADDQ        $0x40, BX
+	DECQ        SI
+	JNZ         dotloop_1_1
+
+dottail_1_1:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_1_1
+	MOVL        $0x00000001, SI
+	SHLXL       AX, SI, SI
+	DECL        SI
+	KMOVW       SI, K1
+	VMOVUPS.Z   (CX)(BX*1), K1, Z1
+	VMOVUPS.Z   (DX)(BX*1), K1, Z2
+	VFMADD231PS Z1, Z2, Z0
+
+dotsum_1_1:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m1n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m1n2(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a_base+8(FP), DX
+	MOVQ   b_base+40(FP), BX
+	LEAQ   (BX)(CX*1), CX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   AX, DI
+	SHRQ   $0x04, DI
+	JZ     dottail_1_2
+
+dotloop_1_2:
+	VMOVUPS     (DX)(SI*1), Z2
+	VMOVUPS     (BX)(SI*1), Z3
+	VFMADD231PS Z2, Z3, Z0
+	VMOVUPS     (CX)(SI*1), Z3
+	VFMADD231PS Z2, Z3, Z1
+	ADDQ        $0x40, SI
+	DECQ        DI
+	JNZ         dotloop_1_2
+
+dottail_1_2:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_1_2
+	MOVL        $0x00000001, DI
+	SHLXL       AX, DI, DI
+	DECL        DI
+	KMOVW       DI, K1
+	VMOVUPS.Z   (DX)(SI*1), K1, Z2
+	VMOVUPS.Z   (BX)(SI*1), K1, Z3
+	VFMADD231PS Z2, Z3, Z0
+	VMOVUPS.Z   (CX)(SI*1), K1, Z3
+	VFMADD231PS Z2, Z3, Z1
+
+dotsum_1_2:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m1n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m1n3(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a_base+8(FP), DX
+	MOVQ   b_base+40(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), CX
+	XORQ   DI, DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	MOVQ   AX, R8
+	SHRQ   $0x04, R8
+	JZ     dottail_1_3
+
+dotloop_1_3:
+	VMOVUPS     (DX)(DI*1), Z3
+	VMOVUPS     (BX)(DI*1), Z4
+	VFMADD231PS Z3, Z4, Z0
+	VMOVUPS     (SI)(DI*1), Z4
+	VFMADD231PS Z3, Z4, Z1
+	VMOVUPS     (CX)(DI*1), Z4
+	VFMADD231PS Z3, Z4, Z2
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         dotloop_1_3
+
+dottail_1_3:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_1_3
+	MOVL        $0x00000001, R8
+	SHLXL       AX, R8, R8
+	DECL        R8
+	KMOVW       R8, K1
+	VMOVUPS.Z   (DX)(DI*1), K1, Z3
+	VMOVUPS.Z   (BX)(DI*1), K1, Z4
+	VFMADD231PS Z3, Z4, Z0
+	VMOVUPS.Z   (SI)(DI*1), K1, Z4
+	VFMADD231PS Z3, Z4, Z1
+	VMOVUPS.Z   (CX)(DI*1), K1, Z4
+	VFMADD231PS Z3, Z4, Z2
+
+dotsum_1_3:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X3, X0, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m1n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m1n4(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a_base+8(FP), DX
+	MOVQ   b_base+40(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), CX
+	XORQ   R8, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   AX, R9
+	SHRQ   $0x04, R9
+	JZ     dottail_1_4
+
+dotloop_1_4:
+	VMOVUPS     (DX)(R8*1), Z4
+	VMOVUPS     (BX)(R8*1), Z5
+	VFMADD231PS Z4, Z5, Z0
+	VMOVUPS     (SI)(R8*1), Z5
+	VFMADD231PS Z4, Z5, Z1
+	VMOVUPS     (DI)(R8*1), Z5
+	VFMADD231PS Z4, Z5, Z2
+	VMOVUPS     (CX)(R8*1), Z5
+	VFMADD231PS Z4, Z5, Z3
+	ADDQ        $0x40, R8
+	DECQ        R9
+	JNZ         dotloop_1_4
+
+dottail_1_4:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_1_4
+	MOVL        $0x00000001, R9
+	SHLXL       AX, R9, R9
+	DECL        R9
+	KMOVW       R9, K1
+	VMOVUPS.Z   (DX)(R8*1), K1, Z4
+	VMOVUPS.Z   (BX)(R8*1), K1, Z5
+	VFMADD231PS Z4, Z5, Z0
+	VMOVUPS.Z   (SI)(R8*1), K1, Z5
+	VFMADD231PS Z4, Z5, Z1
+	VMOVUPS.Z   (DI)(R8*1), K1, Z5
+	VFMADD231PS Z4, Z5, Z2
+	VMOVUPS.Z   (CX)(R8*1), K1, Z5
+	VFMADD231PS Z4, Z5, Z3
+
+dotsum_1_4:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m2n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m2n1(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), DX
+	LEAQ   (DX)(CX*1), CX
+	MOVQ   b_base+40(FP), BX
+	XORQ   SI, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   AX, DI
+	SHRQ   $0x04, DI
+	JZ     dottail_2_1
+
+dotloop_2_1:
+	VMOVUPS     (DX)(SI*1), Z2
+	VMOVUPS     (CX)(SI*1), Z3
+	VMOVUPS     (BX)(SI*1), Z4
+	VFMADD231PS Z2, Z4, Z0
+	VFMADD231PS Z3, Z4, Z1
+	ADDQ        $0x40, SI
+	DECQ        DI
+	JNZ         dotloop_2_1
+
+dottail_2_1:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_2_1
+	MOVL        $0x00000001, DI
+	SHLXL       AX, DI, DI
+	DECL        DI
+	KMOVW       DI, K1
+	VMOVUPS.Z   (DX)(SI*1), K1, Z2
+	VMOVUPS.Z   (CX)(SI*1), K1, Z3
+	VMOVUPS.Z   (BX)(SI*1), K1, Z4
+	VFMADD231PS Z2, Z4, Z0
+	VFMADD231PS Z3, Z4, Z1
+
+dotsum_2_1:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X2, X0, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m2n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m2n2(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), CX
+	MOVQ   b_base+40(FP), SI
+	LEAQ   (SI)(DX*1), DX
+	XORQ   DI, DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   AX, R8
+	SHRQ   $0x04, R8
+	JZ     dottail_2_2
+
+dotloop_2_2:
+	VMOVUPS     (BX)(DI*1), Z4
+	VMOVUPS     (CX)(DI*1), Z5
+	VMOVUPS     (SI)(DI*1), Z6
+	VFMADD231PS Z4, Z6, Z0
+	VFMADD231PS Z5, Z6, Z2
+	VMOVUPS     (DX)(DI*1), Z6
+	VFMADD231PS Z4, Z6, Z1
+	VFMADD231PS Z5, Z6, Z3
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         dotloop_2_2
+
+dottail_2_2:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_2_2
+	MOVL        $0x00000001, R8
+	SHLXL       AX, R8, R8
+	DECL        R8
+	KMOVW       R8, K1
+	VMOVUPS.Z   (BX)(DI*1), K1, Z4
+	VMOVUPS.Z   (CX)(DI*1), K1, Z5
+	VMOVUPS.Z   (SI)(DI*1), K1, Z6
+	VFMADD231PS Z4, Z6, Z0
+	VFMADD231PS Z5, Z6, Z2
+	VMOVUPS.Z   (DX)(DI*1), K1, Z6
+	VFMADD231PS Z4, Z6, Z1
+	VFMADD231PS Z5, Z6, Z3
+
+dotsum_2_2:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m2n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m2n3(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), CX
+	MOVQ   b_base+40(FP), SI
+	LEAQ   (SI)(DX*1), DI
+	LEAQ   (DI)(DX*1), DX
+	XORQ   R8, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   AX, R9
+	SHRQ   $0x04, R9
+	JZ     dottail_2_3
+
+dotloop_2_3:
+	VMOVUPS     (BX)(R8*1), Z6
+	VMOVUPS     (CX)(R8*1), Z7
+	VMOVUPS     (SI)(R8*1), Z8
+	VFMADD231PS Z6, Z8, Z0
+	VFMADD231PS Z7, Z8, Z3
+	VMOVUPS     (DI)(R8*1), Z8
+	VFMADD231PS Z6, Z8, Z1
+	VFMADD231PS Z7, Z8, Z4
+	VMOVUPS     (DX)(R8*1), Z8
+	VFMADD231PS Z6, Z8, Z2
+	VFMADD231PS Z7, Z8, Z5
+	ADDQ        $0x40, R8
+	DECQ        R9
+	JNZ         dotloop_2_3
+
+dottail_2_3:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_2_3
+	MOVL        $0x00000001, R9
+	SHLXL       AX, R9, R9
+	DECL        R9
+	KMOVW       R9, K1
+	VMOVUPS.Z   (BX)(R8*1), K1, Z6
+	VMOVUPS.Z   (CX)(R8*1), K1, Z7
+	VMOVUPS.Z   (SI)(R8*1), K1, Z8
+	VFMADD231PS Z6, Z8, Z0
+	VFMADD231PS Z7, Z8, Z3
+	VMOVUPS.Z   (DI)(R8*1), K1, Z8
+	VFMADD231PS Z6, Z8, Z1
+	VFMADD231PS Z7, Z8, Z4
+	VMOVUPS.Z   (DX)(R8*1), K1, Z8
+	VFMADD231PS Z6, Z8, Z2
+	VFMADD231PS Z7, Z8, Z5
+
+dotsum_2_3:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X6, X0, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 24(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m2n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m2n4(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), CX
+	MOVQ   b_base+40(FP), SI
+	LEAQ   (SI)(DX*1), DI
+	LEAQ   (DI)(DX*1), R8
+	LEAQ   (R8)(DX*1), DX
+	XORQ   R9, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   AX, R10
+	SHRQ   $0x04, R10
+	JZ     dottail_2_4
+
+dotloop_2_4:
+	VMOVUPS     (BX)(R9*1), Z8
+	VMOVUPS     (CX)(R9*1), Z9
+	VMOVUPS     (SI)(R9*1), Z10
+	VFMADD231PS Z8, Z10, Z0
+	VFMADD231PS Z9, Z10, Z4
+	VMOVUPS     (DI)(R9*1), Z10
+	VFMADD231PS Z8, Z10, Z1
+	VFMADD231PS Z9, Z10, Z5
+	VMOVUPS     (R8)(R9*1), Z10
+	VFMADD231PS Z8, Z10, Z2
+	VFMADD231PS Z9, Z10, Z6
+	VMOVUPS     (DX)(R9*1), Z10
+	VFMADD231PS Z8, Z10, Z3
+	VFMADD231PS Z9, Z10, Z7
+	ADDQ        $0x40, R9
+	DECQ        R10
+	JNZ         dotloop_2_4
+
+dottail_2_4:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_2_4
+	MOVL        $0x00000001, R10
+	SHLXL       AX, R10, R10
+	DECL        R10
+	KMOVW       R10, K1
+	VMOVUPS.Z   (BX)(R9*1), K1, Z8
+	VMOVUPS.Z   (CX)(R9*1), K1, Z9
+	VMOVUPS.Z   (SI)(R9*1), K1, Z10
+	VFMADD231PS Z8, Z10, Z0
+	VFMADD231PS Z9, Z10, Z4
+	VMOVUPS.Z   (DI)(R9*1), K1, Z10
+	VFMADD231PS Z8, Z10, Z1
+	VFMADD231PS Z9, Z10, Z5
+	VMOVUPS.Z   (R8)(R9*1), K1, Z10
+	VFMADD231PS Z8, Z10, Z2
+	VFMADD231PS Z9, Z10, Z6
+	VMOVUPS.Z   (DX)(R9*1), K1, Z10
+	VFMADD231PS Z8, Z10, Z3
+	VFMADD231PS Z9, Z10, Z7
+
+dotsum_2_4:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 28(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m3n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m3n1(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), DX
+	LEAQ   (DX)(CX*1), BX
+	LEAQ   (BX)(CX*1), CX
+	MOVQ   b_base+40(FP), SI
+	XORQ   DI, DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	MOVQ   AX, R8
+	SHRQ   $0x04, R8
+	JZ     dottail_3_1
+
+dotloop_3_1:
+	VMOVUPS     (DX)(DI*1), Z3
+	VMOVUPS     (BX)(DI*1), Z4
+	VMOVUPS     (CX)(DI*1), Z5
+	VMOVUPS     (SI)(DI*1), Z6
+	VFMADD231PS Z3, Z6, Z0
+	VFMADD231PS Z4, Z6, Z1
+	VFMADD231PS Z5, Z6, Z2
+	ADDQ        $0x40, DI
+	DECQ        R8
+	JNZ         dotloop_3_1
+
+dottail_3_1:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_3_1
+	MOVL        $0x00000001, R8
+	SHLXL       AX, R8, R8
+	DECL        R8
+	KMOVW       R8, K1
+	VMOVUPS.Z   (DX)(DI*1), K1, Z3
+	VMOVUPS.Z   (BX)(DI*1), K1, Z4
+	VMOVUPS.Z   (CX)(DI*1), K1, Z5
+	VMOVUPS.Z   (SI)(DI*1), K1, Z6
+	VFMADD231PS Z3, Z6, Z0
+	VFMADD231PS Z4, Z6, Z1
+	VFMADD231PS Z5, Z6, Z2
+
+dotsum_3_1:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X3, X0, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m3n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m3n2(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), CX
+	MOVQ   b_base+40(FP), DI
+	LEAQ   (DI)(DX*1), DX
+	XORQ   R8, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   AX, R9
+	SHRQ   $0x04, R9
+	JZ     dottail_3_2
+
+dotloop_3_2:
+	VMOVUPS     (BX)(R8*1), Z6
+	VMOVUPS     (SI)(R8*1), Z7
+	VMOVUPS     (CX)(R8*1), Z8
+	VMOVUPS     (DI)(R8*1), Z9
+	VFMADD231PS Z6, Z9, Z0
+	VFMADD231PS Z7, Z9, Z2
+	VFMADD231PS Z8, Z9, Z4
+	VMOVUPS     (DX)(R8*1), Z9
+	VFMADD231PS Z6, Z9, Z1
+	VFMADD231PS Z7, Z9, Z3
+	VFMADD231PS Z8, Z9, Z5
+	ADDQ        $0x40, R8
+	DECQ        R9
+	JNZ         dotloop_3_2
+
+dottail_3_2:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_3_2
+	MOVL        $0x00000001, R9
+	SHLXL       AX, R9, R9
+	DECL        R9
+	KMOVW       R9, K1
+	VMOVUPS.Z   (BX)(R8*1), K1, Z6
+	VMOVUPS.Z   (SI)(R8*1), K1, Z7
+	VMOVUPS.Z   (CX)(R8*1), K1, Z8
+	VMOVUPS.Z   (DI)(R8*1), K1, Z9
+	VFMADD231PS Z6, Z9, Z0
+	VFMADD231PS Z7, Z9, Z2
+	VFMADD231PS Z8, Z9, Z4
+	VMOVUPS.Z   (DX)(R8*1), K1, Z9
+	VFMADD231PS Z6, Z9, Z1
+	VFMADD231PS Z7, Z9, Z3
+	VFMADD231PS Z8, Z9, Z5
+
+dotsum_3_2:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X6, X0, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 36(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m3n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m3n3(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), CX
+	MOVQ   b_base+40(FP), DI
+	LEAQ   (DI)(DX*1), R8
+	LEAQ   (R8)(DX*1), DX
+	XORQ   R9, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	MOVQ   AX, R10
+	SHRQ   $0x04, R10
+	JZ     dottail_3_3
+
+dotloop_3_3:
+	VMOVUPS     (BX)(R9*1), Z9
+	VMOVUPS     (SI)(R9*1), Z10
+	VMOVUPS     (CX)(R9*1), Z11
+	VMOVUPS     (DI)(R9*1), Z12
+	VFMADD231PS Z9, Z12, Z0
+	VFMADD231PS Z10, Z12, Z3
+	VFMADD231PS Z11, Z12, Z6
+	VMOVUPS     (R8)(R9*1), Z12
+	VFMADD231PS Z9, Z12, Z1
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z7
+	VMOVUPS     (DX)(R9*1), Z12
+	VFMADD231PS Z9, Z12, Z2
+	VFMADD231PS Z10, Z12, Z5
+	VFMADD231PS Z11, Z12, Z8
+	ADDQ        $0x40, R9
+	DECQ        R10
+	JNZ         dotloop_3_3
+
+dottail_3_3:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_3_3
+	MOVL        $0x00000001, R10
+	SHLXL       AX, R10, R10
+	DECL        R10
+	KMOVW       R10, K1
+	VMOVUPS.Z   (BX)(R9*1), K1, Z9
+	VMOVUPS.Z   (SI)(R9*1), K1, Z10
+	VMOVUPS.Z   (CX)(R9*1), K1, Z11
+	VMOVUPS.Z   (DI)(R9*1), K1, Z12
+	VFMADD231PS Z9, Z12, Z0
+	VFMADD231PS Z10, Z12, Z3
+	VFMADD231PS Z11, Z12, Z6
+	VMOVUPS.Z   (R8)(R9*1), K1, Z12
+	VFMADD231PS Z9, Z12, Z1
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z7
+	VMOVUPS.Z   (DX)(R9*1), K1, Z12
+	VFMADD231PS Z9, Z12, Z2
+	VFMADD231PS Z10, Z12, Z5
+	VFMADD231PS Z11, Z12, Z8
+
+dotsum_3_3:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y9
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF32X4 $0x01, Y9, X0
+	VADDPS        X9, X0, X0
+	VMOVHLPS      X0, X0, X9
+	VADDPS        X9, X0, X0
+	VMOVSHDUP     X0, X9
+	VADDSS        X9, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 24(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 36(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 40(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m3n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m3n4(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), CX
+	MOVQ   b_base+40(FP), DI
+	LEAQ   (DI)(DX*1), R8
+	LEAQ   (R8)(DX*1), R9
+	LEAQ   (R9)(DX*1), DX
+	XORQ   R10, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   AX, R11
+	SHRQ   $0x04, R11
+	JZ     dottail_3_4
+
+dotloop_3_4:
+	VMOVUPS     (BX)(R10*1), Z12
+	VMOVUPS     (SI)(R10*1), Z13
+	VMOVUPS     (CX)(R10*1), Z14
+	VMOVUPS     (DI)(R10*1), Z15
+	VFMADD231PS Z12, Z15, Z0
+	VFMADD231PS Z13, Z15, Z4
+	VFMADD231PS Z14, Z15, Z8
+	VMOVUPS     (R8)(R10*1), Z15
+	VFMADD231PS Z12, Z15, Z1
+	VFMADD231PS Z13, Z15, Z5
+	VFMADD231PS Z14, Z15, Z9
+	VMOVUPS     (R9)(R10*1), Z15
+	VFMADD231PS Z12, Z15, Z2
+	VFMADD231PS Z13, Z15, Z6
+	VFMADD231PS Z14, Z15, Z10
+	VMOVUPS     (DX)(R10*1), Z15
+	VFMADD231PS Z12, Z15, Z3
+	VFMADD231PS Z13, Z15, Z7
+	VFMADD231PS Z14, Z15, Z11
+	ADDQ        $0x40, R10
+	DECQ        R11
+	JNZ         dotloop_3_4
+
+dottail_3_4:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_3_4
+	MOVL        $0x00000001, R11
+	SHLXL       AX, R11, R11
+	DECL        R11
+	KMOVW       R11, K1
+	VMOVUPS.Z   (BX)(R10*1), K1, Z12
+	VMOVUPS.Z   (SI)(R10*1), K1, Z13
+	VMOVUPS.Z   (CX)(R10*1), K1, Z14
+	VMOVUPS.Z   (DI)(R10*1), K1, Z15
+	VFMADD231PS Z12, Z15, Z0
+	VFMADD231PS Z13, Z15, Z4
+	VFMADD231PS Z14, Z15, Z8
+	VMOVUPS.Z   (R8)(R10*1), K1, Z15
+	VFMADD231PS Z12, Z15, Z1
+	VFMADD231PS Z13, Z15, Z5
+	VFMADD231PS Z14, Z15, Z9
+	VMOVUPS.Z   (R9)(R10*1), K1, Z15
+	VFMADD231PS Z12, Z15, Z2
+	VFMADD231PS Z13, Z15, Z6
+	VFMADD231PS Z14, Z15, Z10
+	VMOVUPS.Z   (DX)(R10*1), K1, Z15
+	VFMADD231PS Z12, Z15, Z3
+	VFMADD231PS Z13, Z15, Z7
+	VFMADD231PS Z14, Z15, Z11
+
+dotsum_3_4:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y12
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X12, X0, X0
+	VMOVHLPS      X0, X0, X12
+	VADDPS        X12, X0, X0
+	VMOVSHDUP     X0, X12
+	VADDSS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 36(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 40(AX)
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 44(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m4n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m4n1(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), DX
+	LEAQ   (DX)(CX*1), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), CX
+	MOVQ   b_base+40(FP), DI
+	XORQ   R8, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	MOVQ   AX, R9
+	SHRQ   $0x04, R9
+	JZ     dottail_4_1
+
+dotloop_4_1:
+	VMOVUPS     (DX)(R8*1), Z4
+	VMOVUPS     (BX)(R8*1), Z5
+	VMOVUPS     (SI)(R8*1), Z6
+	VMOVUPS     (CX)(R8*1), Z7
+	VMOVUPS     (DI)(R8*1), Z8
+	VFMADD231PS Z4, Z8, Z0
+	VFMADD231PS Z5, Z8, Z1
+	VFMADD231PS Z6, Z8, Z2
+	VFMADD231PS Z7, Z8, Z3
+	ADDQ        $0x40, R8
+	DECQ        R9
+	JNZ         dotloop_4_1
+
+dottail_4_1:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_4_1
+	MOVL        $0x00000001, R9
+	SHLXL       AX, R9, R9
+	DECL        R9
+	KMOVW       R9, K1
+	VMOVUPS.Z   (DX)(R8*1), K1, Z4
+	VMOVUPS.Z   (BX)(R8*1), K1, Z5
+	VMOVUPS.Z   (SI)(R8*1), K1, Z6
+	VMOVUPS.Z   (CX)(R8*1), K1, Z7
+	VMOVUPS.Z   (DI)(R8*1), K1, Z8
+	VFMADD231PS Z4, Z8, Z0
+	VFMADD231PS Z5, Z8, Z1
+	VFMADD231PS Z6, Z8, Z2
+	VFMADD231PS Z7, Z8, Z3
+
+dotsum_4_1:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X4, X0, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 48(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m4n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m4n2(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), CX
+	MOVQ   b_base+40(FP), R8
+	LEAQ   (R8)(DX*1), DX
+	XORQ   R9, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	MOVQ   AX, R10
+	SHRQ   $0x04, R10
+	JZ     dottail_4_2
+
+dotloop_4_2:
+	VMOVUPS     (BX)(R9*1), Z8
+	VMOVUPS     (SI)(R9*1), Z9
+	VMOVUPS     (DI)(R9*1), Z10
+	VMOVUPS     (CX)(R9*1), Z11
+	VMOVUPS     (R8)(R9*1), Z12
+	VFMADD231PS Z8, Z12, Z0
+	VFMADD231PS Z9, Z12, Z2
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z6
+	VMOVUPS     (DX)(R9*1), Z12
+	VFMADD231PS Z8, Z12, Z1
+	VFMADD231PS Z9, Z12, Z3
+	VFMADD231PS Z10, Z12, Z5
+	VFMADD231PS Z11, Z12, Z7
+	ADDQ        $0x40, R9
+	DECQ        R10
+	JNZ         dotloop_4_2
+
+dottail_4_2:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_4_2
+	MOVL        $0x00000001, R10
+	SHLXL       AX, R10, R10
+	DECL        R10
+	KMOVW       R10, K1
+	VMOVUPS.Z   (BX)(R9*1), K1, Z8
+	VMOVUPS.Z   (SI)(R9*1), K1, Z9
+	VMOVUPS.Z   (DI)(R9*1), K1, Z10
+	VMOVUPS.Z   (CX)(R9*1), K1, Z11
+	VMOVUPS.Z   (R8)(R9*1), K1, Z12
+	VFMADD231PS Z8, Z12, Z0
+	VFMADD231PS Z9, Z12, Z2
+	VFMADD231PS Z10, Z12, Z4
+	VFMADD231PS Z11, Z12, Z6
+	VMOVUPS.Z   (DX)(R9*1), K1, Z12
+	VFMADD231PS Z8, Z12, Z1
+	VFMADD231PS Z9, Z12, Z3
+	VFMADD231PS Z10, Z12, Z5
+	VFMADD231PS Z11, Z12, Z7
+
+dotsum_4_2:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 36(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 48(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 52(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m4n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m4n3(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), CX
+	MOVQ   b_base+40(FP), R8
+	LEAQ   (R8)(DX*1), R9
+	LEAQ   (R9)(DX*1), DX
+	XORQ   R10, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	MOVQ   AX, R11
+	SHRQ   $0x04, R11
+	JZ     dottail_4_3
+
+dotloop_4_3:
+	VMOVUPS     (BX)(R10*1), Z12
+	VMOVUPS     (SI)(R10*1), Z13
+	VMOVUPS     (DI)(R10*1), Z14
+	VMOVUPS     (CX)(R10*1), Z15
+	VMOVUPS     (R8)(R10*1), Z16
+	VFMADD231PS Z12, Z16, Z0
+	VFMADD231PS Z13, Z16, Z3
+	VFMADD231PS Z14, Z16, Z6
+	VFMADD231PS Z15, Z16, Z9
+	VMOVUPS     (R9)(R10*1), Z16
+	VFMADD231PS Z12, Z16, Z1
+	VFMADD231PS Z13, Z16, Z4
+	VFMADD231PS Z14, Z16, Z7
+	VFMADD231PS Z15, Z16, Z10
+	VMOVUPS     (DX)(R10*1), Z16
+	VFMADD231PS Z12, Z16, Z2
+	VFMADD231PS Z13, Z16, Z5
+	VFMADD231PS Z14, Z16, Z8
+	VFMADD231PS Z15, Z16, Z11
+	ADDQ        $0x40, R10
+	DECQ        R11
+	JNZ         dotloop_4_3
+
+dottail_4_3:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_4_3
+	MOVL        $0x00000001, R11
+	SHLXL       AX, R11, R11
+	DECL        R11
+	KMOVW       R11, K1
+	VMOVUPS.Z   (BX)(R10*1), K1, Z12
+	VMOVUPS.Z   (SI)(R10*1), K1, Z13
+	VMOVUPS.Z   (DI)(R10*1), K1, Z14
+	VMOVUPS.Z   (CX)(R10*1), K1, Z15
+	VMOVUPS.Z   (R8)(R10*1), K1, Z16
+	VFMADD231PS Z12, Z16, Z0
+	VFMADD231PS Z13, Z16, Z3
+	VFMADD231PS Z14, Z16, Z6
+	VFMADD231PS Z15, Z16, Z9
+	VMOVUPS.Z   (R9)(R10*1), K1, Z16
+	VFMADD231PS Z12, Z16, Z1
+	VFMADD231PS Z13, Z16, Z4
+	VFMADD231PS Z14, Z16, Z7
+	VFMADD231PS Z15, Z16, Z10
+	VMOVUPS.Z   (DX)(R10*1), K1, Z16
+	VFMADD231PS Z12, Z16, Z2
+	VFMADD231PS Z13, Z16, Z5
+	VFMADD231PS Z14, Z16, Z8
+	VFMADD231PS Z15, Z16, Z11
+
+dotsum_4_3:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y12
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X12, X0, X0
+	VMOVHLPS      X0, X0, X12
+	VADDPS        X12, X0, X0
+	VMOVSHDUP     X0, X12
+	VADDSS        X12, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 24(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 36(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 40(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 48(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 52(AX)
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 56(AX)
+	VZEROUPPER
+	RET
+
+// func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// Requires: AVX, AVX512F, AVX512VL, BMI2
+TEXT ·dotT512m4n4(SB), NOSPLIT, $0-96
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   ldb+64(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a_base+8(FP), BX
+	LEAQ   (BX)(CX*1), SI
+	LEAQ   (SI)(CX*1), DI
+	LEAQ   (DI)(CX*1), CX
+	MOVQ   b_base+40(FP), R8
+	LEAQ   (R8)(DX*1), R9
+	LEAQ   (R9)(DX*1), R10
+	LEAQ   (R10)(DX*1), DX
+	XORQ   R11, R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   AX, R12
+	SHRQ   $0x04, R12
+	JZ     dottail_4_4
+
+dotloop_4_4:
+	VMOVUPS     (BX)(R11*1), Z16
+	VMOVUPS     (SI)(R11*1), Z17
+	VMOVUPS     (DI)(R11*1), Z18
+	VMOVUPS     (CX)(R11*1), Z19
+	VMOVUPS     (R8)(R11*1), Z20
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z4
+	VFMADD231PS Z18, Z20, Z8
+	VFMADD231PS Z19, Z20, Z12
+	VMOVUPS     (R9)(R11*1), Z20
+	VFMADD231PS Z16, Z20, Z1
+	VFMADD231PS Z17, Z20, Z5
+	VFMADD231PS Z18, Z20, Z9
+	VFMADD231PS Z19, Z20, Z13
+	VMOVUPS     (R10)(R11*1), Z20
+	VFMADD231PS Z16, Z20, Z2
+	VFMADD231PS Z17, Z20, Z6
+	VFMADD231PS Z18, Z20, Z10
+	VFMADD231PS Z19, Z20, Z14
+	VMOVUPS     (DX)(R11*1), Z20
+	VFMADD231PS Z16, Z20, Z3
+	VFMADD231PS Z17, Z20, Z7
+	VFMADD231PS Z18, Z20, Z11
+	VFMADD231PS Z19, Z20, Z15
+	ADDQ        $0x40, R11
+	DECQ        R12
+	JNZ         dotloop_4_4
+
+dottail_4_4:
+	ANDQ        $0x0f, AX
+	JZ          dotsum_4_4
+	MOVL        $0x00000001, R12
+	SHLXL       AX, R12, R12
+	DECL        R12
+	KMOVW       R12, K1
+	VMOVUPS.Z   (BX)(R11*1), K1, Z16
+	VMOVUPS.Z   (SI)(R11*1), K1, Z17
+	VMOVUPS.Z   (DI)(R11*1), K1, Z18
+	VMOVUPS.Z   (CX)(R11*1), K1, Z19
+	VMOVUPS.Z   (R8)(R11*1), K1, Z20
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z4
+	VFMADD231PS Z18, Z20, Z8
+	VFMADD231PS Z19, Z20, Z12
+	VMOVUPS.Z   (R9)(R11*1), K1, Z20
+	VFMADD231PS Z16, Z20, Z1
+	VFMADD231PS Z17, Z20, Z5
+	VFMADD231PS Z18, Z20, Z9
+	VFMADD231PS Z19, Z20, Z13
+	VMOVUPS.Z   (R10)(R11*1), K1, Z20
+	VFMADD231PS Z16, Z20, Z2
+	VFMADD231PS Z17, Z20, Z6
+	VFMADD231PS Z18, Z20, Z10
+	VFMADD231PS Z19, Z20, Z14
+	VMOVUPS.Z   (DX)(R11*1), K1, Z20
+	VFMADD231PS Z16, Z20, Z3
+	VFMADD231PS Z17, Z20, Z7
+	VFMADD231PS Z18, Z20, Z11
+	VFMADD231PS Z19, Z20, Z15
+
+dotsum_4_4:
+	MOVQ          out_base+72(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VADDPS        Y0, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPS        X16, X0, X0
+	VMOVHLPS      X0, X0, X16
+	VADDPS        X16, X0, X0
+	VMOVSHDUP     X0, X16
+	VADDSS        X16, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y3, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(AX)
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y5, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(AX)
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y6, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 24(AX)
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y7, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 28(AX)
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 32(AX)
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y9, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 36(AX)
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y10, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 40(AX)
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y11, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 44(AX)
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 48(AX)
+	VEXTRACTF64X4 $0x01, Z13, Y0
+	VADDPS        Y13, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 52(AX)
+	VEXTRACTF64X4 $0x01, Z14, Y0
+	VADDPS        Y14, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 56(AX)
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPS        Y15, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 60(AX)
+	VZEROUPPER
+	RET
+
 // func dot512(x []float32, y []float32) float32
-// Requires: AVX, AVX512F, SSE
+// Requires: AVX, AVX512F, AVX512VL, BMI2, SSE
 TEXT ·dot512(SB), NOSPLIT, $0-52
 	MOVQ   x_base+0(FP), AX
 	MOVQ   y_base+24(FP), CX
@@ -2413,13 +4349,24 @@ dot4_512:
 
 dot1_512:
 	CMPQ        DX, $0x00000010
-	JL          dotsum_512
+	JL          dottail_512
 	VMOVUPS     (AX), Z4
-	VFMADD231PS (CX), Z4, Z0
+	VFMADD231PS (CX), Z4, Z1
 	ADDQ        $0x00000040, AX
 	ADDQ        $0x00000040, CX
 	SUBQ        $0x00000010, DX
 	JMP         dot1_512
+
+dottail_512:
+	TESTQ       DX, DX
+	JZ          dotsum_512
+	MOVL        $0x00000001, BX
+	SHLXL       DX, BX, BX
+	DECL        BX
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z4
+	VMOVUPS.Z   (CX), K1, Z5
+	VFMADD231PS Z4, Z5, Z2
 
 dotsum_512:
 	VADDPS        Z1, Z0, Z0
@@ -2427,7 +4374,7 @@ dotsum_512:
 	VADDPS        Z2, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
 	VADDPS        Y0, Y1, Y1
-	VEXTRACTF128  $0x01, Y1, X0
+	VEXTRACTF32X4 $0x01, Y1, X0
 	VADDPS        X1, X0, X0
 	VMOVHLPS      X0, X0, X1
 	VADDPS        X1, X0, X0
@@ -2466,15 +4413,15 @@ dot4_256:
 
 dot1_256:
 	CMPQ        DX, $0x00000008
-	JL          dotsum_256
+	JL          dottail_256
 	VMOVUPS     (AX), Y4
-	VFMADD231PS (CX), Y4, Y0
+	VFMADD231PS (CX), Y4, Y1
 	ADDQ        $0x00000020, AX
 	ADDQ        $0x00000020, CX
 	SUBQ        $0x00000008, DX
 	JMP         dot1_256
 
-dotsum_256:
+dottail_256:
 	VADDPS       Y1, Y0, Y0
 	VADDPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0
@@ -2489,23 +4436,55 @@ dotsum_256:
 	RET
 
 // func axpy512(alpha float32, x []float32, y []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, BMI2
 TEXT ·axpy512(SB), NOSPLIT, $0-56
 	VBROADCASTSS alpha+0(FP), Z0
 	MOVQ         x_base+8(FP), AX
 	MOVQ         y_base+32(FP), CX
 	MOVQ         x_len+16(FP), DX
 
-axpy_512:
+axpy4_512:
+	CMPQ        DX, $0x00000040
+	JL          axpy1_512
+	VMOVUPS     (CX), Z1
+	VFMADD231PS (AX), Z0, Z1
+	VMOVUPS     Z1, (CX)
+	VMOVUPS     64(CX), Z1
+	VFMADD231PS 64(AX), Z0, Z1
+	VMOVUPS     Z1, 64(CX)
+	VMOVUPS     128(CX), Z1
+	VFMADD231PS 128(AX), Z0, Z1
+	VMOVUPS     Z1, 128(CX)
+	VMOVUPS     192(CX), Z1
+	VFMADD231PS 192(AX), Z0, Z1
+	VMOVUPS     Z1, 192(CX)
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x00000040, DX
+	JMP         axpy4_512
+
+axpy1_512:
 	CMPQ        DX, $0x00000010
-	JL          axpydone_512
+	JL          axpytail_512
 	VMOVUPS     (CX), Z1
 	VFMADD231PS (AX), Z0, Z1
 	VMOVUPS     Z1, (CX)
 	ADDQ        $0x00000040, AX
 	ADDQ        $0x00000040, CX
 	SUBQ        $0x00000010, DX
-	JMP         axpy_512
+	JMP         axpy1_512
+
+axpytail_512:
+	TESTQ       DX, DX
+	JZ          axpydone_512
+	MOVL        $0x00000001, BX
+	SHLXL       DX, BX, BX
+	DECL        BX
+	KMOVW       BX, K1
+	VMOVUPS.Z   (AX), K1, Z1
+	VMOVUPS.Z   (CX), K1, Z2
+	VFMADD231PS Z1, Z0, Z2
+	VMOVUPS     Z2, K1, (CX)
 
 axpydone_512:
 	VZEROUPPER
@@ -2519,23 +4498,43 @@ TEXT ·axpy256(SB), NOSPLIT, $0-56
 	MOVQ         y_base+32(FP), CX
 	MOVQ         x_len+16(FP), DX
 
-axpy_256:
+axpy4_256:
+	CMPQ        DX, $0x00000020
+	JL          axpy1_256
+	VMOVUPS     (CX), Y1
+	VFMADD231PS (AX), Y0, Y1
+	VMOVUPS     Y1, (CX)
+	VMOVUPS     32(CX), Y1
+	VFMADD231PS 32(AX), Y0, Y1
+	VMOVUPS     Y1, 32(CX)
+	VMOVUPS     64(CX), Y1
+	VFMADD231PS 64(AX), Y0, Y1
+	VMOVUPS     Y1, 64(CX)
+	VMOVUPS     96(CX), Y1
+	VFMADD231PS 96(AX), Y0, Y1
+	VMOVUPS     Y1, 96(CX)
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         axpy4_256
+
+axpy1_256:
 	CMPQ        DX, $0x00000008
-	JL          axpydone_256
+	JL          axpytail_256
 	VMOVUPS     (CX), Y1
 	VFMADD231PS (AX), Y0, Y1
 	VMOVUPS     Y1, (CX)
 	ADDQ        $0x00000020, AX
 	ADDQ        $0x00000020, CX
 	SUBQ        $0x00000008, DX
-	JMP         axpy_256
+	JMP         axpy1_256
 
-axpydone_256:
+axpytail_256:
 	VZEROUPPER
 	RET
 
 // func scale512(alpha float32, x []float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, BMI2
 TEXT ·scale512(SB), NOSPLIT, $0-32
 	VBROADCASTSS alpha+0(FP), Z0
 	MOVQ         x_base+8(FP), AX
@@ -2543,12 +4542,23 @@ TEXT ·scale512(SB), NOSPLIT, $0-32
 
 scale_512:
 	CMPQ    CX, $0x00000010
-	JL      scaledone_512
+	JL      scaletail_512
 	VMULPS  (AX), Z0, Z1
 	VMOVUPS Z1, (AX)
 	ADDQ    $0x00000040, AX
 	SUBQ    $0x00000010, CX
 	JMP     scale_512
+
+scaletail_512:
+	TESTQ     CX, CX
+	JZ        scaledone_512
+	MOVL      $0x00000001, DX
+	SHLXL     CX, DX, DX
+	DECL      DX
+	KMOVW     DX, K1
+	VMOVUPS.Z (AX), K1, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K1, (AX)
 
 scaledone_512:
 	VZEROUPPER
@@ -2563,14 +4573,14 @@ TEXT ·scale256(SB), NOSPLIT, $0-32
 
 scale_256:
 	CMPQ    CX, $0x00000008
-	JL      scaledone_256
+	JL      scaletail_256
 	VMULPS  (AX), Y0, Y1
 	VMOVUPS Y1, (AX)
 	ADDQ    $0x00000020, AX
 	SUBQ    $0x00000008, CX
 	JMP     scale_256
 
-scaledone_256:
+scaletail_256:
 	VZEROUPPER
 	RET
 

@@ -110,19 +110,67 @@ func gemm256m6n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int,
 // C[0:6, 0:2 vectors] += packed A strip · B block.
 func gemm256m6n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
 
-// Σ x[i]·y[i] over whole vectors of x (the caller adds the tail).
+// out[i·4+j] = row i of a · row j of b, for i < 1, j < 1.
+func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 1, j < 2.
+func dotT512m1n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 1, j < 3.
+func dotT512m1n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 1, j < 4.
+func dotT512m1n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 2, j < 1.
+func dotT512m2n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 2, j < 2.
+func dotT512m2n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 2, j < 3.
+func dotT512m2n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 2, j < 4.
+func dotT512m2n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 3, j < 1.
+func dotT512m3n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 3, j < 2.
+func dotT512m3n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 3, j < 3.
+func dotT512m3n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 3, j < 4.
+func dotT512m3n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 4, j < 1.
+func dotT512m4n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 4, j < 2.
+func dotT512m4n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 4, j < 3.
+func dotT512m4n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// out[i·4+j] = row i of a · row j of b, for i < 4, j < 4.
+func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+
+// Σ x[i]·y[i] for i < len(x).
 func dot512(x []float32, y []float32) float32
 
 // Σ x[i]·y[i] over whole vectors of x (the caller adds the tail).
 func dot256(x []float32, y []float32) float32
 
-// y[i] += alpha·x[i] over whole vectors of x (the caller does the tail).
+// y[i] += alpha·x[i] for i < len(x).
 func axpy512(alpha float32, x []float32, y []float32)
 
 // y[i] += alpha·x[i] over whole vectors of x (the caller does the tail).
 func axpy256(alpha float32, x []float32, y []float32)
 
-// x[i] *= alpha over whole vectors of x (the caller does the tail).
+// x[i] *= alpha for i < len(x).
 func scale512(alpha float32, x []float32)
 
 // x[i] *= alpha over whole vectors of x (the caller does the tail).

@@ -33,6 +33,11 @@ func main() {
 			gemmTile(false, mr, nv)
 		}
 	}
+	for mr := 1; mr <= 4; mr++ {
+		for nb := 1; nb <= 4; nb++ {
+			dotTile(mr, nb)
+		}
+	}
 	dot(true)
 	dot(false)
 	axpy(true)
@@ -148,6 +153,7 @@ func gemmTile(wide bool, mr, nv int) {
 }
 
 // hsum leaves the sum of the lanes of v (zmm or ymm) in the low lane of the returned xmm.
+// On zmm it may use X16–X31 and so needs AVX512VL.
 func hsum(wide bool, v VecVirtual) VecVirtual {
 	var y VecVirtual
 	if wide {
@@ -158,7 +164,12 @@ func hsum(wide bool, v VecVirtual) VecVirtual {
 		y = v
 	}
 	x := XMM()
-	VEXTRACTF128(Imm(1), y, x)
+	if wide {
+		// EVEX form: y may be one of Y16–Y31, which VEX cannot encode.
+		VEXTRACTF32X4(Imm(1), y, x)
+	} else {
+		VEXTRACTF128(Imm(1), y, x)
+	}
 	VADDPS(y.AsX(), x, x)
 	t := XMM()
 	VMOVHLPS(x, x, t)
@@ -168,18 +179,121 @@ func hsum(wide bool, v VecVirtual) VecVirtual {
 	return x
 }
 
-// dot emits dot{512,256}(x, y []float32) float32 = Σ x[i]·y[i] over the first len(x) rounded down
-// to whole vectors (the caller adds the tail); four accumulators over blocks of four vectors.
+// dotTile emits dotT512m<mr>n<nb>: out[i·4+j] = Σ_p a[i·lda+p]·b[j·ldb+p] for i < mr, j < nb,
+// p < k: the C tile of A·Bᵀ as dot products of rows (both contiguous along k). The k tail is
+// loaded under a mask, so no row is read past its k values.
+func dotTile(mr, nb int) {
+	TEXT(fmt.Sprintf("dotT512m%dn%d", mr, nb), NOSPLIT, "func(k int, a []float32, lda int, b []float32, ldb int, out []float32)")
+	Doc(fmt.Sprintf("out[i·4+j] = row i of a · row j of b, for i < %d, j < %d.", mr, nb))
+	k := GP64()
+	Load(Param("k"), k)
+	lda := Load(Param("lda"), GP64())
+	SHLQ(Imm(2), lda)
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(Imm(2), ldb)
+	ap := make([]GPVirtual, mr)
+	ap[0] = GP64()
+	Load(Param("a").Base(), ap[0])
+	for i := 1; i < mr; i++ {
+		ap[i] = GP64()
+		LEAQ(Mem{Base: ap[i-1], Index: lda, Scale: 1}, ap[i])
+	}
+	bp := make([]GPVirtual, nb)
+	bp[0] = GP64()
+	Load(Param("b").Base(), bp[0])
+	for j := 1; j < nb; j++ {
+		bp[j] = GP64()
+		LEAQ(Mem{Base: bp[j-1], Index: ldb, Scale: 1}, bp[j])
+	}
+	// The rows now sit in registers; lda and ldb become the byte offset p·4 common to all rows.
+	off := GP64()
+	XORQ(off, off)
+	acc := make([][]VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, nb)
+		for j := range acc[i] {
+			acc[i][j] = ZMM()
+			zero(true, acc[i][j])
+		}
+	}
+	av := make([]VecVirtual, mr)
+	for i := range av {
+		av[i] = ZMM()
+	}
+	bv := ZMM()
+	name := fmt.Sprintf("%d_%d", mr, nb)
+	body := func(masked bool) {
+		for i := range mr {
+			m := Mem{Base: ap[i], Index: off, Scale: 1}
+			if masked {
+				VMOVUPS_Z(m, K1, av[i])
+			} else {
+				VMOVUPS(m, av[i])
+			}
+		}
+		for j := range nb {
+			m := Mem{Base: bp[j], Index: off, Scale: 1}
+			if masked {
+				VMOVUPS_Z(m, K1, bv)
+			} else {
+				VMOVUPS(m, bv)
+			}
+			for i := range mr {
+				VFMADD231PS(av[i], bv, acc[i][j])
+			}
+		}
+	}
+	full := GP64()
+	MOVQ(k, full)
+	SHRQ(Imm(4), full)
+	JZ(LabelRef("dottail_" + name))
+	Label("dotloop_" + name)
+	body(false)
+	ADDQ(Imm(64), off)
+	DECQ(full)
+	JNZ(LabelRef("dotloop_" + name))
+	Label("dottail_" + name)
+	ANDQ(Imm(15), k)
+	JZ(LabelRef("dotsum_" + name))
+	tailMask(k)
+	body(true)
+	Label("dotsum_" + name)
+	op := Load(Param("out").Base(), GP64())
+	for i := range mr {
+		for j := range nb {
+			x := hsum(true, acc[i][j])
+			VMOVSS(x, Mem{Base: op, Disp: 4 * (4*i + j)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// tailMask sets K1 to the low n bits (0 ≤ n < 16) for a masked last vector.
+func tailMask(n Register) {
+	mask := GP32()
+	MOVL(U32(1), mask)
+	SHLXL(n.(GPVirtual).As32(), mask, mask)
+	DECL(mask)
+	KMOVW(mask, K1)
+}
+
+// dot emits dot{512,256}(x, y []float32) float32 = Σ x[i]·y[i], four accumulators over blocks of
+// four vectors. The 512-bit one does the tail under a mask; the 256-bit one stops at the last
+// whole vector (the caller adds the tail).
 func dot(wide bool) {
 	TEXT("dot"+suffix(wide), NOSPLIT, "func(x, y []float32) float32")
-	Doc("Σ x[i]·y[i] over whole vectors of x (the caller adds the tail).")
 	w := 8
 	if wide {
 		w = 16
+		Doc("Σ x[i]·y[i] for i < len(x).")
+	} else {
+		Doc("Σ x[i]·y[i] over whole vectors of x (the caller adds the tail).")
 	}
 	xp := Load(Param("x").Base(), GP64())
 	yp := Load(Param("y").Base(), GP64())
-	n := Load(Param("x").Len(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
 	acc := []VecVirtual{vec(wide), vec(wide), vec(wide), vec(wide)}
 	for _, a := range acc {
 		zero(wide, a)
@@ -199,14 +313,24 @@ func dot(wide bool) {
 	JMP(LabelRef("dot4_" + s))
 	Label("dot1_" + s)
 	CMPQ(n, U32(w))
-	JL(LabelRef("dotsum_" + s))
+	JL(LabelRef("dottail_" + s))
 	t := vec(wide)
 	VMOVUPS(Mem{Base: xp}, t)
-	VFMADD231PS(Mem{Base: yp}, t, acc[0])
+	VFMADD231PS(Mem{Base: yp}, t, acc[1])
 	ADDQ(U32(4*w), xp)
 	ADDQ(U32(4*w), yp)
 	SUBQ(U32(w), n)
 	JMP(LabelRef("dot1_" + s))
+	Label("dottail_" + s)
+	if wide {
+		TESTQ(n, n)
+		JZ(LabelRef("dotsum_" + s))
+		tailMask(n)
+		u, v := vec(wide), vec(wide)
+		VMOVUPS_Z(Mem{Base: xp}, K1, u)
+		VMOVUPS_Z(Mem{Base: yp}, K1, v)
+		VFMADD231PS(u, v, acc[2])
+	}
 	Label("dotsum_" + s)
 	VADDPS(acc[1], acc[0], acc[0])
 	VADDPS(acc[3], acc[2], acc[2])
@@ -217,23 +341,40 @@ func dot(wide bool) {
 	RET()
 }
 
-// axpy emits axpy{512,256}(alpha, x, y): y[i] += alpha·x[i] over whole vectors of x.
+// axpy emits axpy{512,256}(alpha, x, y): y[i] += alpha·x[i] (512: all i < len(x), the tail under
+// a mask; 256: whole vectors only, the caller does the tail).
 func axpy(wide bool) {
 	TEXT("axpy"+suffix(wide), NOSPLIT, "func(alpha float32, x, y []float32)")
-	Doc("y[i] += alpha·x[i] over whole vectors of x (the caller does the tail).")
 	w := 8
 	if wide {
 		w = 16
+		Doc("y[i] += alpha·x[i] for i < len(x).")
+	} else {
+		Doc("y[i] += alpha·x[i] over whole vectors of x (the caller does the tail).")
 	}
 	al := vec(wide)
 	VBROADCASTSS(NewParamAddr("alpha", 0), al)
 	xp := Load(Param("x").Base(), GP64())
 	yp := Load(Param("y").Base(), GP64())
-	n := Load(Param("x").Len(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
 	s := suffix(wide)
-	Label("axpy_" + s)
+	Label("axpy4_" + s)
+	CMPQ(n, U32(4*w))
+	JL(LabelRef("axpy1_" + s))
+	for j := range 4 {
+		t := vec(wide)
+		VMOVUPS(Mem{Base: yp, Disp: 4 * w * j}, t)
+		VFMADD231PS(Mem{Base: xp, Disp: 4 * w * j}, al, t)
+		VMOVUPS(t, Mem{Base: yp, Disp: 4 * w * j})
+	}
+	ADDQ(U32(16*w), xp)
+	ADDQ(U32(16*w), yp)
+	SUBQ(U32(4*w), n)
+	JMP(LabelRef("axpy4_" + s))
+	Label("axpy1_" + s)
 	CMPQ(n, U32(w))
-	JL(LabelRef("axpydone_" + s))
+	JL(LabelRef("axpytail_" + s))
 	t := vec(wide)
 	VMOVUPS(Mem{Base: yp}, t)
 	VFMADD231PS(Mem{Base: xp}, al, t)
@@ -241,34 +382,59 @@ func axpy(wide bool) {
 	ADDQ(U32(4*w), xp)
 	ADDQ(U32(4*w), yp)
 	SUBQ(U32(w), n)
-	JMP(LabelRef("axpy_" + s))
+	JMP(LabelRef("axpy1_" + s))
+	Label("axpytail_" + s)
+	if wide {
+		TESTQ(n, n)
+		JZ(LabelRef("axpydone_" + s))
+		tailMask(n)
+		u, v := vec(wide), vec(wide)
+		VMOVUPS_Z(Mem{Base: xp}, K1, u)
+		VMOVUPS_Z(Mem{Base: yp}, K1, v)
+		VFMADD231PS(u, al, v)
+		VMOVUPS(v, K1, Mem{Base: yp})
+	}
 	Label("axpydone_" + s)
 	VZEROUPPER()
 	RET()
 }
 
-// scale emits scale{512,256}(alpha, x): x[i] *= alpha over whole vectors of x.
+// scale emits scale{512,256}(alpha, x): x[i] *= alpha (512: all i, the tail under a mask; 256:
+// whole vectors only, the caller does the tail).
 func scale(wide bool) {
 	TEXT("scale"+suffix(wide), NOSPLIT, "func(alpha float32, x []float32)")
-	Doc("x[i] *= alpha over whole vectors of x (the caller does the tail).")
 	w := 8
 	if wide {
 		w = 16
+		Doc("x[i] *= alpha for i < len(x).")
+	} else {
+		Doc("x[i] *= alpha over whole vectors of x (the caller does the tail).")
 	}
 	al := vec(wide)
 	VBROADCASTSS(NewParamAddr("alpha", 0), al)
 	xp := Load(Param("x").Base(), GP64())
-	n := Load(Param("x").Len(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
 	s := suffix(wide)
 	Label("scale_" + s)
 	CMPQ(n, U32(w))
-	JL(LabelRef("scaledone_" + s))
+	JL(LabelRef("scaletail_" + s))
 	t := vec(wide)
 	VMULPS(Mem{Base: xp}, al, t)
 	VMOVUPS(t, Mem{Base: xp})
 	ADDQ(U32(4*w), xp)
 	SUBQ(U32(w), n)
 	JMP(LabelRef("scale_" + s))
+	Label("scaletail_" + s)
+	if wide {
+		TESTQ(n, n)
+		JZ(LabelRef("scaledone_" + s))
+		tailMask(n)
+		u := vec(wide)
+		VMOVUPS_Z(Mem{Base: xp}, K1, u)
+		VMULPS(u, al, u)
+		VMOVUPS(u, K1, Mem{Base: xp})
+	}
 	Label("scaledone_" + s)
 	VZEROUPPER()
 	RET()
