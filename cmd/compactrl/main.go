@@ -31,6 +31,7 @@ func commands() map[string]command {
 		"advantages": {"fill episode JSONL (stdin) with advantages and returns (stdout)", runAdvantages},
 		"demo":       {"run the main job on the embedded default", runDemo},
 		"report":     {"render a run directory's metrics as an HTML report", runReport},
+		"model":      {"create a checkpoint (init) or print its logits (logits)", runModel},
 	}
 }
 

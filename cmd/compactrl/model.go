@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/compactrl/compactrl/model"
+)
+
+// runModel dispatches `compactrl model init|logits`.
+func runModel(ctx context.Context, e env, args []string) error {
+	const usage = "usage: compactrl model init --preset NAME --seed N --out DIR\n       compactrl model logits --checkpoint DIR --tokens 1,2,3"
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, usage)
+		return errors.New("need a model subcommand (init or logits)")
+	}
+	switch args[0] {
+	case "init":
+		return runModelInit(e, args[1:])
+	case "logits":
+		return runModelLogits(e, args[1:])
+	}
+	fmt.Fprintln(e.stderr, usage)
+	return fmt.Errorf("unknown model subcommand %q", args[0])
+}
+
+// runModelInit writes a randomly initialised checkpoint (config.json +
+// model.safetensors). The tokenizer.json is not written here.
+func runModelInit(e env, args []string) error {
+	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	preset := fs.String("preset", "tiny", "architecture preset (tiny, small, bench, medium)")
+	seed := fs.Int64("seed", 0, "initialisation seed")
+	out := fs.String("out", "", "checkpoint directory to create")
+	value := fs.Bool("critic", false, "write a value model (score head) instead of a policy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("model init: --out is required")
+	}
+	cfg, err := model.Preset(*preset)
+	if err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	m, err := model.New(cfg, *seed, *value)
+	if err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	if err := m.Save(*out); err != nil {
+		return fmt.Errorf("model init: %w", err)
+	}
+	return json.NewEncoder(e.stdout).Encode(map[string]any{"checkpoint": *out, "preset": *preset, "params": m.NumParams()})
+}
+
+// runModelLogits prints the logits at every position as a JSON array of
+// vocab-sized arrays.
+func runModelLogits(e env, args []string) error {
+	fs := flag.NewFlagSet("model logits", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	dir := fs.String("checkpoint", "", "checkpoint directory")
+	toks := fs.String("tokens", "", "comma-separated token ids")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *toks == "" {
+		return errors.New("model logits: --checkpoint and --tokens are required")
+	}
+	var ids []int
+	for i, f := range strings.Split(*toks, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("model logits: --tokens item %d %q: %w", i, f, err)
+		}
+		ids = append(ids, v)
+	}
+	m, err := model.Load(*dir)
+	if err != nil {
+		return fmt.Errorf("model logits: %w", err)
+	}
+	rows, err := m.NewScorer().Logits(ids)
+	if err != nil {
+		return fmt.Errorf("model logits: %w", err)
+	}
+	return json.NewEncoder(e.stdout).Encode(rows)
+}
