@@ -39,15 +39,21 @@ type ModelConfig struct {
 	Init      string `yaml:"init"` // checkpoint directory to start from instead of random weights
 }
 
-// SuiteConfig selects the built-in long-horizon suite and its difficulty.
+// SuiteConfig selects the built-in long-horizon suite and its difficulty
+// knobs (env/vault: the facts that decide the reward are spread over many
+// pages, more than fit in one window).
 type SuiteConfig struct {
-	Name string `yaml:"name"`
+	Name string `yaml:"name"` // "vault"
 	// Seeds [TrainSeedStart, TestSeedStart) are training tasks;
 	// [TestSeedStart, TestSeedStart+Run.EvalEpisodes) are held out.
 	TrainSeedStart int64 `yaml:"train_seed_start"`
 	TestSeedStart  int64 `yaml:"test_seed_start"`
-	// Knobs are passed to the suite by name (its own validation names a bad one).
-	Knobs map[string]float64 `yaml:"knobs"`
+	Files          int   `yaml:"files"`       // files in the vault
+	Pages          int   `yaml:"pages"`       // pages per file (±1)
+	Facts          int   `yaml:"facts"`       // keys the task asks for
+	Distractors    int   `yaml:"distractors"` // records of other keys
+	NoiseLines     int   `yaml:"noise_lines"` // noise lines per page
+	PartialCredit  bool  `yaml:"partial_credit"`
 }
 
 // AgentConfig is the compaction-aware agent loop (DESIGN.md §1).
@@ -59,7 +65,7 @@ type AgentConfig struct {
 	MaxTurns         int     `yaml:"max_turns"`          // per episode
 	MaxActionTokens  int     `yaml:"max_action_tokens"`  // one policy reply
 	MaxSummaryTokens int     `yaml:"max_summary_tokens"` // one summary
-	ObservationCap   int     `yaml:"observation_cap"`    // tokens of one observation (head + tail)
+	ObservationCap   int     `yaml:"observation_cap"`    // tokens of one observation (head + tail); 0 derives the largest the reserve allows
 	Temperature      float64 `yaml:"temperature"`        // rollout sampling temperature
 	EvalTemperature  float64 `yaml:"eval_temperature"`   // 0: greedy evaluation
 	NoCompaction     bool    `yaml:"no_compaction"`      // single window: an episode that fills it is overlong
@@ -118,10 +124,11 @@ func DefaultConfig() Config {
 	return Config{
 		Seed:  1,
 		Model: ModelConfig{Preset: "tiny"},
-		Suite: SuiteConfig{Name: "facts", TrainSeedStart: 0, TestSeedStart: 1_000_000},
+		Suite: SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
+			Files: 5, Pages: 3, Facts: 4, Distractors: 6, NoiseLines: 5},
 		Agent: AgentConfig{
-			Context: 512, Reserve: 128, KeepLast: 2, MaxCompactions: 3, MaxTurns: 40,
-			MaxActionTokens: 32, MaxSummaryTokens: 64, ObservationCap: 96,
+			Context: 768, Reserve: 320, KeepLast: 2, MaxCompactions: 3, MaxTurns: 250,
+			MaxActionTokens: 32, MaxSummaryTokens: 96, ObservationCap: 0,
 			Temperature: 1, EvalTemperature: 0,
 		},
 		SFT: SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6},
@@ -209,7 +216,7 @@ func (c Config) Validate() error {
 		pos("agent.max_turns", c.Agent.MaxTurns),
 		pos("agent.max_action_tokens", c.Agent.MaxActionTokens),
 		pos("agent.max_summary_tokens", c.Agent.MaxSummaryTokens),
-		pos("agent.observation_cap", c.Agent.ObservationCap),
+		nonneg("agent.observation_cap", c.Agent.ObservationCap),
 		nonneg("sft.episodes", c.SFT.Episodes),
 		nonneg("sft.steps", c.SFT.Steps),
 		pos("sft.batch_size", c.SFT.BatchSize),
@@ -237,14 +244,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.Model.Preset == "":
 		return errors.New("model.preset: must be set")
-	case c.Suite.Name == "":
-		return errors.New("suite.name: must be set")
+	case c.Suite.Name != "vault":
+		return fmt.Errorf("suite.name: %q is not a built-in suite (known: vault)", c.Suite.Name)
 	case c.Suite.TestSeedStart <= c.Suite.TrainSeedStart:
 		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Suite.TestSeedStart, c.Suite.TrainSeedStart)
 	case c.Agent.Reserve >= c.Agent.Context:
 		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Context)
-	case c.Agent.MaxSummaryTokens >= c.Agent.Reserve && !c.Agent.NoCompaction:
-		return fmt.Errorf("agent.max_summary_tokens: %d must fit in agent.reserve %d with the summary instruction", c.Agent.MaxSummaryTokens, c.Agent.Reserve)
 	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
 		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:

@@ -51,7 +51,7 @@ func TestValidateNamesField(t *testing.T) {
 
 func TestConfigYAMLRoundTrip(t *testing.T) {
 	c := DefaultConfig()
-	c.Suite.Knobs = map[string]float64{"facts": 6}
+	c.Suite.Facts = 6
 	c.RL.LossMode = "seq-mean-token-mean"
 	b, err := c.YAML()
 	if err != nil {
@@ -61,7 +61,7 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.RL.LossMode != c.RL.LossMode || back.Suite.Knobs["facts"] != 6 || back.Agent != c.Agent || back.Run != c.Run {
+	if back.RL.LossMode != c.RL.LossMode || back.Suite != c.Suite || back.Agent != c.Agent || back.Run != c.Run {
 		t.Errorf("round trip changed the config:\n%s", b)
 	}
 }
