@@ -222,7 +222,7 @@ func (r *run) sample(ctx context.Context, maxTokens int) (infer.Completion, erro
 		if i < len(c.Tokens)-1 && id == r.a.tmpl.EndOfTurn {
 			return c, fmt.Errorf("sample call %d: stop token at %d of %d", r.calls, i, len(c.Tokens))
 		}
-		if math.IsNaN(c.Logprobs[i]) || c.Logprobs[i] > 0 {
+		if math.IsNaN(c.Logprobs[i]) || math.IsInf(c.Logprobs[i], 0) || c.Logprobs[i] > 0 {
 			return c, fmt.Errorf("sample call %d: log-prob %v at %d", r.calls, c.Logprobs[i], i)
 		}
 	}
@@ -281,7 +281,7 @@ func (a *Agent) Run(ctx context.Context, env Environment, seed int64) (episode.E
 	}
 	if mr, ok := env.(MetricsReporter); ok {
 		for k, v := range mr.Metrics() {
-			if _, taken := m[k]; !taken {
+			if _, taken := m[k]; !taken && !math.IsNaN(v) && !math.IsInf(v, 0) {
 				m[k] = v
 			}
 		}
@@ -425,7 +425,7 @@ func (r *run) compact(ctx context.Context) error {
 		r.ep.Meta[fmt.Sprintf("summary_%d_kept", idx)] = strings.Join(kept, " ")
 		r.ep.Meta[fmt.Sprintf("summary_%d_lost", idx)] = strings.Join(lost, " ")
 	}
-	if !math.IsNaN(q) {
+	if !math.IsNaN(q) && !math.IsInf(q, 0) {
 		r.quality = append(r.quality, q)
 		r.ep.Metrics[fmt.Sprintf("summary_%d_quality", idx)] = q
 	}

@@ -1,0 +1,280 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/tokenizer"
+)
+
+var (
+	tokOnce sync.Once
+	tok     *tokenizer.Tokenizer
+	tmpl    agent.Template
+	tokErr  error
+)
+
+func vaultAgent(t *testing.T, s func(infer.Sampler) infer.Sampler) (*agent.Agent, EnvFactory) {
+	t.Helper()
+	tokOnce.Do(func() { tok, tmpl, tokErr = vault.DefaultTokenizer() })
+	if tokErr != nil {
+		t.Fatal(tokErr)
+	}
+	ex, err := vault.NewExpert(tok, tmpl, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sampler infer.Sampler = ex
+	if s != nil {
+		sampler = s(ex)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.SystemPrompt = vault.SystemPrompt
+	a, err := agent.New(cfg, tok, tmpl, sampler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := func(seed int64) (agent.Environment, error) { return vault.New(vault.DefaultConfig(), seed) }
+	return a, envs
+}
+
+func readAll(t *testing.T, data []byte) []episode.Episode {
+	t.Helper()
+	r := episode.NewReader(bytes.NewReader(data))
+	var eps []episode.Episode
+	for {
+		ep, err := r.Next()
+		if err == io.EOF {
+			return eps
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep)
+	}
+}
+
+// lineCounter checks, at every progress call, that everything reported is
+// already on the underlying writer as complete lines.
+type lineCounter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lineCounter) lines() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Count(l.buf.Bytes(), []byte("\n"))
+}
+
+func TestPoolWritesEveryEpisodeDeterministically(t *testing.T) {
+	n := 64
+	if testing.Short() {
+		n = 16
+	}
+	a, envs := vaultAgent(t, nil)
+	run := func(workers int) []episode.Episode {
+		var out lineCounter
+		sink := NewJSONLSink(&out)
+		calls := 0
+		st, err := Run(context.Background(), Config{Workers: workers, Meta: map[string]string{"policy": "scripted"}},
+			Jobs("vault", vault.TestSeeds().Start, n), a, envs, sink, func(s Stats) {
+				calls++
+				if got := out.lines(); got != s.Episodes {
+					t.Errorf("progress at %d episodes but %d lines flushed", s.Episodes, got)
+				}
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Episodes != n || calls != n || st.SuccessRate() < 0.95 || st.MeanCompactions() < 1 || st.TokensPerSecond() <= 0 {
+			t.Fatalf("stats %s", st)
+		}
+		eps := readAll(t, out.buf.Bytes())
+		sort.Slice(eps, func(i, j int) bool { return eps[i].ID < eps[j].ID })
+		return eps
+	}
+	one, many := run(1), run(8)
+	if len(one) != n || !reflect.DeepEqual(one, many) {
+		t.Fatal("episodes differ between 1 and 8 workers")
+	}
+	if one[0].Meta["policy"] != "scripted" || one[0].Meta["seed"] == "" || one[0].Group != one[0].ID {
+		t.Fatalf("meta %v id %s group %s", one[0].Meta, one[0].ID, one[0].Group)
+	}
+}
+
+// flaky fails in different ways on chosen seeds.
+type flaky struct {
+	inner Runner
+	panic int64
+	err   int64
+}
+
+func (f flaky) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	switch seed {
+	case f.panic:
+		panic("boom")
+	case f.err:
+		return episode.Episode{Status: episode.StatusOK}, errors.New("runner broke")
+	}
+	return f.inner.Run(ctx, env, seed)
+}
+
+// errSampler fails every call with a prompt over 150 tokens: the third
+// call of every vault episode (after open 1 and read 1 1).
+type errSampler struct{ inner infer.Sampler }
+
+func (s errSampler) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	if len(req.Prompt) > 150 {
+		return infer.Completion{}, errors.New("engine out of memory")
+	}
+	return s.inner.Sample(ctx, req)
+}
+
+func TestFailuresAreInfraErrorsAndOthersContinue(t *testing.T) {
+	a, envs := vaultAgent(t, nil)
+	first := vault.TestSeeds().Start
+	badEnv := func(seed int64) (agent.Environment, error) {
+		if seed == first+3 {
+			return nil, errors.New("no such vault")
+		}
+		return envs(seed)
+	}
+	var out bytes.Buffer
+	st, err := Run(context.Background(), Config{Workers: 4}, Jobs("v", first, 20),
+		flaky{inner: a, panic: first + 5, err: first + 7}, badEnv, NewJSONLSink(&out), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := readAll(t, out.Bytes())
+	if len(eps) != 20 || st.Statuses[episode.StatusInfraError] != 3 {
+		t.Fatalf("%d episodes, stats %s", len(eps), st)
+	}
+	for _, ep := range eps {
+		bad := ep.ID == "v-1000003" || ep.ID == "v-1000005" || ep.ID == "v-1000007"
+		if bad != (ep.Status == episode.StatusInfraError) || (bad && ep.Meta[agent.MetaError] == "") || (bad && ep.Reward != 0) {
+			t.Fatalf("episode %s: status %s meta %v", ep.ID, ep.Status, ep.Meta)
+		}
+	}
+	// A sampler that errors mid-episode: infra_error with the partial
+	// segments, in every episode, and the pool still finishes.
+	a2, _ := vaultAgent(t, func(s infer.Sampler) infer.Sampler { return errSampler{s} })
+	out.Reset()
+	st, err = Run(context.Background(), Config{Workers: 3}, Jobs("v", first, 10), a2, envs, NewJSONLSink(&out), nil)
+	if err != nil || st.Episodes != 10 || st.Statuses[episode.StatusInfraError] != 10 {
+		t.Fatalf("sampler errors: %v %s", err, st)
+	}
+	for _, ep := range readAll(t, out.Bytes()) {
+		if !strings.Contains(ep.Meta[agent.MetaError], "engine out of memory") || len(ep.Segments) == 0 {
+			t.Fatalf("episode %s: %v, %d segments", ep.ID, ep.Meta, len(ep.Segments))
+		}
+	}
+}
+
+// blocker finishes episodes of even seeds at once and blocks the others
+// until the context is done.
+type blocker struct {
+	inner   Runner
+	started chan struct{}
+}
+
+func (b blocker) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	if seed%2 == 1 {
+		b.started <- struct{}{}
+		<-ctx.Done()
+		return episode.Episode{Status: episode.StatusInfraError}, ctx.Err()
+	}
+	return b.inner.Run(ctx, env, seed)
+}
+
+func TestCancelKeepsFinishedEpisodes(t *testing.T) {
+	a, envs := vaultAgent(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := blocker{inner: a, started: make(chan struct{}, 100)}
+	var out lineCounter
+	go func() {
+		// Both workers end up blocked on odd seeds: cancel then.
+		<-b.started
+		<-b.started
+		cancel()
+	}()
+	st, err := Run(ctx, Config{Workers: 2}, Jobs("v", 0, 1000), b, envs, NewJSONLSink(&out), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	eps := readAll(t, out.buf.Bytes())
+	if len(eps) != st.Episodes || len(eps) == 0 || len(eps) >= 1000 {
+		t.Fatalf("%d episodes written, stats %s", len(eps), st)
+	}
+	for _, ep := range eps {
+		if ep.Status != episode.StatusOK {
+			t.Fatalf("an interrupted episode was written: %s %s", ep.ID, ep.Status)
+		}
+	}
+	// A context cancelled before the start writes nothing and says so.
+	st, err = Run(ctx, Config{Workers: 2}, Jobs("v", 0, 10), a, envs, NewJSONLSink(io.Discard), nil)
+	if !errors.Is(err, context.Canceled) || st.Episodes != 0 {
+		t.Fatalf("pre-cancelled: %v %s", err, st)
+	}
+}
+
+type failSink struct{ after, n int }
+
+func (f *failSink) Write(ep *episode.Episode) error {
+	f.n++
+	if f.n > f.after {
+		return errors.New("disk full")
+	}
+	return nil
+}
+
+func TestSinkErrorStopsThePool(t *testing.T) {
+	a, envs := vaultAgent(t, nil)
+	st, err := Run(context.Background(), Config{Workers: 4}, Jobs("v", 0, 200), a, envs, &failSink{after: 5}, nil)
+	if err == nil || !strings.Contains(err.Error(), "disk full") || st.Episodes != 5 {
+		t.Fatalf("err %v stats %s", err, st)
+	}
+	if _, err := Run(context.Background(), Config{Workers: 0}, nil, a, envs, &failSink{}, nil); err == nil {
+		t.Fatal("0 workers accepted")
+	}
+}
+
+func TestStatsLine(t *testing.T) {
+	st := Stats{Statuses: map[episode.Status]int{}}
+	for _, ep := range []episode.Episode{
+		{Status: episode.StatusOK, Reward: 1, Metrics: map[string]float64{"compactions": 2, "turns": 10, "summary_quality": 1, "sampled_tokens": 100}},
+		{Status: episode.StatusOverlong, Metrics: map[string]float64{"compactions": 3, "turns": 20, "summary_quality": 0.5, "sampled_tokens": 300}},
+		{Status: episode.StatusOK, Reward: 0, Metrics: map[string]float64{"turns": 3, "sampled_tokens": 0}},
+	} {
+		st.add(&ep)
+	}
+	st.Elapsed = 2e9
+	if st.SuccessRate() != 1.0/3 || st.MeanCompactions() != 5.0/3 || st.MeanTurns() != 11 || st.MeanSummaryQuality() != 0.75 || st.TokensPerSecond() != 200 || st.EpisodesPerSecond() != 1.5 {
+		t.Fatalf("stats %s", st)
+	}
+	if !strings.Contains(st.String(), "success 0.333") || !strings.Contains(st.String(), "ok=2 overlong=1") {
+		t.Fatal(st.String())
+	}
+	if _, err := json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+}
