@@ -352,3 +352,14 @@ func (h *candHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// PreTokenizer names the word-splitting rules: "gpt2", "llama3" or "qwen2".
+func (t *Tokenizer) PreTokenizer() string {
+	switch t.pre {
+	case preLlama3:
+		return "llama3"
+	case preQwen2:
+		return "qwen2"
+	}
+	return "gpt2"
+}

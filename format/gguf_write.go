@@ -1,0 +1,431 @@
+package format
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+
+	"github.com/compactrl/compactrl/tokenizer"
+)
+
+// GGUF token types (llama.h: LLAMA_TOKEN_TYPE_*).
+const (
+	tokenTypeNormal  = 1
+	tokenTypeControl = 3
+	tokenTypeUnused  = 5
+)
+
+// GGUFAlignment is the data alignment WriteGGUF uses (general.alignment).
+const GGUFAlignment = 32
+
+type ggufKV struct {
+	key string
+	val any // uint32, int32, float32, bool, string, []string, []int32
+}
+
+// hfLayer matches the per-layer HF tensor names of LlamaForCausalLM.
+var hfLayer = regexp.MustCompile(`^model\.layers\.(\d+)\.(.+)$`)
+
+var hfLayerToGGUF = map[string]string{
+	"input_layernorm.weight":          "attn_norm.weight",
+	"self_attn.q_proj.weight":         "attn_q.weight",
+	"self_attn.k_proj.weight":         "attn_k.weight",
+	"self_attn.v_proj.weight":         "attn_v.weight",
+	"self_attn.o_proj.weight":         "attn_output.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight",
+	"mlp.gate_proj.weight":            "ffn_gate.weight",
+	"mlp.up_proj.weight":              "ffn_up.weight",
+	"mlp.down_proj.weight":            "ffn_down.weight",
+}
+
+// GGUFName maps a Hugging Face LlamaForCausalLM tensor name to llama.cpp's.
+func GGUFName(hf string) (string, bool) {
+	switch hf {
+	case "model.embed_tokens.weight":
+		return "token_embd.weight", true
+	case "model.norm.weight":
+		return "output_norm.weight", true
+	case "lm_head.weight":
+		return "output.weight", true
+	}
+	m := hfLayer.FindStringSubmatch(hf)
+	if m == nil {
+		return "", false
+	}
+	g, ok := hfLayerToGGUF[m[2]]
+	if !ok {
+		return "", false
+	}
+	return "blk." + m[1] + "." + g, true
+}
+
+// PermuteQK reorders the rows of a q_proj/k_proj weight [nHead·d, in] from
+// Hugging Face's rotate-half RoPE layout to llama.cpp's interleaved one:
+// within each head, output row 2j+i is input row i·d/2 + j (i ∈ {0,1},
+// j < d/2), i.e. rows reshaped (nHead, 2, d/2) and the last two axes swapped.
+// Rotating pairs (j, j+d/2) in HF become pairs (2j, 2j+1) in llama.cpp.
+func PermuteQK(w []float32, rows, cols, nHead int) ([]float32, error) {
+	if nHead <= 0 || rows%nHead != 0 || (rows/nHead)%2 != 0 || len(w) != rows*cols {
+		return nil, fmt.Errorf("permute q/k: %d×%d weight (%d values) with %d heads", rows, cols, len(w), nHead)
+	}
+	d := rows / nHead
+	half := d / 2
+	out := make([]float32, len(w))
+	for h := 0; h < nHead; h++ {
+		for i := 0; i < 2; i++ {
+			for j := 0; j < half; j++ {
+				src := h*d + i*half + j
+				dst := h*d + 2*j + i
+				copy(out[dst*cols:(dst+1)*cols], w[src*cols:(src+1)*cols])
+			}
+		}
+	}
+	return out, nil
+}
+
+// ggufTokenizerPre names the llama.cpp pre-tokenizer (tokenizer.ggml.pre)
+// that splits like tok.
+func ggufTokenizerPre(tok *tokenizer.Tokenizer) string {
+	switch tok.PreTokenizer() {
+	case "llama3":
+		return "llama-bpe"
+	case "qwen2":
+		return "qwen2"
+	}
+	return "gpt-2"
+}
+
+// WriteGGUF writes a llama.cpp GGUF v3 file (all tensors F32) of the
+// LlamaForCausalLM checkpoint ts (HF names, row-major) with configuration
+// cfg and vocabulary tok. q_proj/k_proj rows are permuted to llama.cpp's
+// RoPE layout (PermuteQK with num_attention_heads / num_key_value_heads);
+// lm_head is left out when embeddings are tied (llama.cpp then reuses
+// token_embd). Every tensor must be known and of the shape cfg implies.
+func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokenizer) error {
+	wrap := func(err error) error { return fmt.Errorf("write gguf %s: %w", path, err) }
+	if err := cfg.Validate(); err != nil {
+		return wrap(fmt.Errorf("config: %w", err))
+	}
+	if tok == nil {
+		return wrap(errors.New("no tokenizer"))
+	}
+	if tok.VocabSize() > cfg.VocabSize {
+		return wrap(fmt.Errorf("tokenizer has %d tokens, model vocab_size is %d", tok.VocabSize(), cfg.VocabSize))
+	}
+	gts, err := ggufTensors(cfg, ts)
+	if err != nil {
+		return wrap(err)
+	}
+	kvs := ggufMetadata(cfg, tok)
+	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts) })
+}
+
+func ggufTensors(cfg LlamaConfig, ts []Tensor) ([]Tensor, error) {
+	hd := cfg.HeadDimension()
+	nh, nkv := cfg.NumAttentionHeads, cfg.KVHeads()
+	h, ff, v := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
+	want := map[string][]int{
+		"model.embed_tokens.weight": {v, h},
+		"model.norm.weight":         {h},
+	}
+	if !cfg.TieWordEmbeddings {
+		want["lm_head.weight"] = []int{v, h}
+	}
+	for l := 0; l < cfg.NumHiddenLayers; l++ {
+		p := "model.layers." + strconv.Itoa(l) + "."
+		want[p+"input_layernorm.weight"] = []int{h}
+		want[p+"post_attention_layernorm.weight"] = []int{h}
+		want[p+"self_attn.q_proj.weight"] = []int{nh * hd, h}
+		want[p+"self_attn.k_proj.weight"] = []int{nkv * hd, h}
+		want[p+"self_attn.v_proj.weight"] = []int{nkv * hd, h}
+		want[p+"self_attn.o_proj.weight"] = []int{h, nh * hd}
+		want[p+"mlp.gate_proj.weight"] = []int{ff, h}
+		want[p+"mlp.up_proj.weight"] = []int{ff, h}
+		want[p+"mlp.down_proj.weight"] = []int{h, ff}
+	}
+	var out []Tensor
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if seen[t.Name] {
+			return nil, fmt.Errorf("tensor %q given twice", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Name == "lm_head.weight" && cfg.TieWordEmbeddings {
+			continue // tied: llama.cpp uses token_embd.weight
+		}
+		shape, ok := want[t.Name]
+		if !ok {
+			return nil, fmt.Errorf("tensor %q is not part of a LlamaForCausalLM with this config", t.Name)
+		}
+		if err := t.validate(); err != nil {
+			return nil, err
+		}
+		if !equalInts(t.Shape, shape) {
+			return nil, fmt.Errorf("tensor %q: shape %v, config implies %v", t.Name, t.Shape, shape)
+		}
+		name, _ := GGUFName(t.Name)
+		data := t.Data
+		var err error
+		switch {
+		case hfLayer.MatchString(t.Name) && hasSuffix(t.Name, "self_attn.q_proj.weight"):
+			data, err = PermuteQK(t.Data, shape[0], shape[1], nh)
+		case hfLayer.MatchString(t.Name) && hasSuffix(t.Name, "self_attn.k_proj.weight"):
+			data, err = PermuteQK(t.Data, shape[0], shape[1], nkv)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", t.Name, err)
+		}
+		out = append(out, Tensor{Name: name, Shape: shape, Data: data})
+	}
+	var missing []string
+	for n := range want {
+		if !seen[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return nil, fmt.Errorf("missing tensors %v", missing)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return ggufOrder(out[i].Name) < ggufOrder(out[j].Name) })
+	return out, nil
+}
+
+// ggufOrder sorts token_embd, blocks in numeric order (each in input
+// order), then output_norm, output.
+func ggufOrder(name string) string {
+	switch name {
+	case "token_embd.weight":
+		return "0"
+	case "output_norm.weight":
+		return "2"
+	case "output.weight":
+		return "3"
+	}
+	var l int
+	fmt.Sscanf(name, "blk.%d.", &l)
+	return fmt.Sprintf("1%08d", l)
+}
+
+func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) []ggufKV {
+	name := "compactrl"
+	kv := []ggufKV{
+		{"general.architecture", "llama"},
+		{"general.name", name},
+		{"general.alignment", uint32(GGUFAlignment)},
+		{"general.file_type", uint32(0)}, // LLAMA_FTYPE_ALL_F32
+		{"llama.vocab_size", uint32(cfg.VocabSize)},
+		{"llama.context_length", uint32(cfg.MaxPositionEmbeddings)},
+		{"llama.embedding_length", uint32(cfg.HiddenSize)},
+		{"llama.block_count", uint32(cfg.NumHiddenLayers)},
+		{"llama.feed_forward_length", uint32(cfg.IntermediateSize)},
+		{"llama.attention.head_count", uint32(cfg.NumAttentionHeads)},
+		{"llama.attention.head_count_kv", uint32(cfg.KVHeads())},
+		{"llama.attention.key_length", uint32(cfg.HeadDimension())},
+		{"llama.attention.value_length", uint32(cfg.HeadDimension())},
+		{"llama.attention.layer_norm_rms_epsilon", float32(cfg.RMSNormEps)},
+		{"llama.rope.freq_base", float32(cfg.RopeTheta)},
+		{"llama.rope.dimension_count", uint32(cfg.HeadDimension())},
+	}
+	tokens := tok.Tokens()
+	types := make([]int32, cfg.VocabSize)
+	for id := range tokens {
+		types[id] = tokenTypeNormal
+		if tok.IsSpecial(id) {
+			types[id] = tokenTypeControl
+		}
+	}
+	for id := len(tokens); id < cfg.VocabSize; id++ {
+		tokens = append(tokens, fmt.Sprintf("[PAD%d]", id))
+		types[id] = tokenTypeUnused
+	}
+	merges := tok.Merges()
+	ms := make([]string, len(merges))
+	for i, m := range merges {
+		ms[i] = m[0] + " " + m[1]
+	}
+	kv = append(kv,
+		ggufKV{"tokenizer.ggml.model", "gpt2"},
+		ggufKV{"tokenizer.ggml.pre", ggufTokenizerPre(tok)},
+		ggufKV{"tokenizer.ggml.tokens", tokens},
+		ggufKV{"tokenizer.ggml.token_type", types},
+		ggufKV{"tokenizer.ggml.merges", ms},
+	)
+	bos, eos := specialIDs(cfg, tok)
+	if bos >= 0 {
+		kv = append(kv, ggufKV{"tokenizer.ggml.bos_token_id", uint32(bos)})
+	}
+	if eos >= 0 {
+		kv = append(kv, ggufKV{"tokenizer.ggml.eos_token_id", uint32(eos)})
+	}
+	if cfg.PadTokenID != nil && *cfg.PadTokenID >= 0 {
+		kv = append(kv, ggufKV{"tokenizer.ggml.padding_token_id", uint32(*cfg.PadTokenID)})
+	}
+	kv = append(kv,
+		ggufKV{"tokenizer.ggml.add_bos_token", false},
+		ggufKV{"tokenizer.ggml.add_eos_token", false},
+	)
+	return kv
+}
+
+// specialIDs returns BOS and EOS ids: config.json's, else well-known special
+// token names of tok, else (EOS only) its first special token; -1 if none.
+func specialIDs(cfg LlamaConfig, tok *tokenizer.Tokenizer) (bos, eos int) {
+	bos, eos = -1, -1
+	if cfg.BosTokenID != nil {
+		bos = *cfg.BosTokenID
+	}
+	if cfg.EosTokenID != nil {
+		eos = *cfg.EosTokenID
+	}
+	find := func(names ...string) int {
+		for _, n := range names {
+			if id, ok := tok.SpecialID(n); ok {
+				return id
+			}
+		}
+		return -1
+	}
+	if bos < 0 {
+		bos = find("<|begin_of_text|>", "<s>", "<|endoftext|>")
+	}
+	if eos < 0 {
+		eos = find("<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<|im_end|>")
+	}
+	if eos < 0 {
+		if sp := tok.Specials(); len(sp) > 0 {
+			eos, _ = tok.SpecialID(sp[0])
+		}
+	}
+	return bos, eos
+}
+
+type countingWriter struct {
+	w   io.Writer
+	n   uint64
+	buf []byte
+}
+
+func (c *countingWriter) flush() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	k, err := c.w.Write(c.buf)
+	c.n += uint64(k)
+	c.buf = c.buf[:0]
+	return err
+}
+
+func (c *countingWriter) u32(v uint32) { c.buf = binary.LittleEndian.AppendUint32(c.buf, v) }
+func (c *countingWriter) u64(v uint64) { c.buf = binary.LittleEndian.AppendUint64(c.buf, v) }
+func (c *countingWriter) str(s string) {
+	c.u64(uint64(len(s)))
+	c.buf = append(c.buf, s...)
+}
+
+func (c *countingWriter) value(v any) error {
+	switch x := v.(type) {
+	case uint32:
+		c.u32(ggufUint32)
+		c.u32(x)
+	case int32:
+		c.u32(ggufInt32)
+		c.u32(uint32(x))
+	case float32:
+		c.u32(ggufFloat32)
+		c.u32(math.Float32bits(x))
+	case bool:
+		c.u32(ggufBool)
+		if x {
+			c.buf = append(c.buf, 1)
+		} else {
+			c.buf = append(c.buf, 0)
+		}
+	case string:
+		c.u32(ggufString)
+		c.str(x)
+	case []string:
+		c.u32(ggufArray)
+		c.u32(ggufString)
+		c.u64(uint64(len(x)))
+		for _, s := range x {
+			c.str(s)
+		}
+	case []int32:
+		c.u32(ggufArray)
+		c.u32(ggufInt32)
+		c.u64(uint64(len(x)))
+		for _, e := range x {
+			c.u32(uint32(e))
+		}
+	default:
+		return fmt.Errorf("unsupported metadata value %T", v)
+	}
+	return nil
+}
+
+// encodeGGUF writes header, metadata, tensor infos and F32 data, each
+// tensor's data starting at a multiple of GGUFAlignment.
+func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor) error {
+	c := &countingWriter{w: w}
+	c.buf = append(c.buf, ggufMagic...)
+	c.u32(3)
+	c.u64(uint64(len(ts)))
+	c.u64(uint64(len(kvs)))
+	for _, kv := range kvs {
+		c.str(kv.key)
+		if err := c.value(kv.val); err != nil {
+			return fmt.Errorf("metadata %q: %w", kv.key, err)
+		}
+	}
+	align := func(n uint64) uint64 { return (n + GGUFAlignment - 1) / GGUFAlignment * GGUFAlignment }
+	var off uint64
+	for _, t := range ts {
+		c.str(t.Name)
+		c.u32(uint32(len(t.Shape)))
+		for d := len(t.Shape) - 1; d >= 0; d-- {
+			c.u64(uint64(t.Shape[d]))
+		}
+		c.u32(GGMLTypeF32)
+		c.u64(off)
+		off = align(off + 4*uint64(len(t.Data)))
+	}
+	pad := func() {
+		n := c.n + uint64(len(c.buf))
+		for i := n; i < align(n); i++ {
+			c.buf = append(c.buf, 0)
+		}
+	}
+	pad()
+	for _, t := range ts {
+		for _, v := range t.Data {
+			c.u32(math.Float32bits(v))
+			if len(c.buf) >= 1<<16 {
+				if err := c.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		pad()
+	}
+	return c.flush()
+}
