@@ -10,7 +10,7 @@ const (
 	mr256, nr256 = 6, 16
 )
 
-var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, dotT: dotTAVX512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
+var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, dotT: dotTAVX512, packT16: packT16, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
 
 var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
 
@@ -72,15 +72,15 @@ func micro256(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
 	}
 }
 
-var dotTiles512 = [4][4]func(k int, a []float32, lda int, b []float32, ldb int, out []float32){
+var dotTiles512 = [4][4]func(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int){
 	{dotT512m1n1, dotT512m1n2, dotT512m1n3, dotT512m1n4},
 	{dotT512m2n1, dotT512m2n2, dotT512m2n3, dotT512m2n4},
 	{dotT512m3n1, dotT512m3n2, dotT512m3n3, dotT512m3n4},
 	{dotT512m4n1, dotT512m4n2, dotT512m4n3, dotT512m4n4},
 }
 
-func dotTAVX512(mr, nb, k int, a []float32, lda int, b []float32, ldb int, out *[16]float32) {
-	dotTiles512[mr-1][nb-1](k, a, lda, b, ldb, out[:])
+func dotTAVX512(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int) {
+	dotTiles512[mr-1][nb-1](k, a, lda, b, ldb, alpha, c, ldc)
 }
 
 func dotAVX2(x, y []float32) float32 {

@@ -52,8 +52,6 @@ const (
 	blockK = 256
 	blockM = 128
 	blockN = 2048
-	// dotMaxM is the largest m for which A·Bᵀ runs as dot products of rows instead of packing B.
-	dotMaxM = 16
 	// parallelFlops is the product size (2·m·n·k) below which Gemm stays on the calling goroutine.
 	parallelFlops = 1 << 20
 )
@@ -73,9 +71,12 @@ type impl struct {
 	dot     func(x, y []float32) float32
 	axpy    func(alpha float32, x, y []float32)
 	scale   func(alpha float32, x []float32)
-	// dotT, when set, computes out[i·4+j] = row i of a · row j of b for i < mr ≤ 4, j < nb ≤ 4:
-	// the tile kernel of A·Bᵀ for few rows of A (batched decode), which needs no packing of B.
-	dotT func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, out *[16]float32)
+	// dotT, when set, computes c[i·ldc+j] += alpha·(row i of a · row j of b) for i < mr ≤ 4,
+	// j < nb ≤ 4: the tile kernel of A·Bᵀ for few rows of A (batched decode), which needs no
+	// packing of B.
+	dotT func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
+	// packT16, when set, packs 16 columns of op(B) = Bᵀ: dst[p·ds + j] = b[j·ldb + p], j < 16, p < kc.
+	packT16 func(kc int, b []float32, ldb int, dst []float32, ds int)
 	// peak runs iters rounds of independent FMAs and returns the flops done.
 	peak func(iters int) float64
 }
@@ -106,7 +107,7 @@ func gemmWith(p *impl, threads int, transA, transB bool, m, n, k int, alpha floa
 	if threads > 1 && flops >= parallelFlops {
 		nt = min(threads, int(flops/parallelFlops))
 	}
-	if p.dotT != nil && transB && m <= dotMaxM && k > 0 && alpha != 0 {
+	if p.dotT != nil && transB && useDotT(m, k) && alpha != 0 {
 		g.dotT(nt, m, n)
 		return
 	}
@@ -184,7 +185,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 			} else {
 				ws.b = grow(ws.b, kc*ncPad)
 				bp = ws.b
-				packB(bp, g.b, g.ldb, g.transB, pc, kc, jc, nc, nr)
+				packB(p.packT16, bp, g.b, g.ldb, g.transB, pc, kc, jc, nc, nr)
 			}
 			for ic := m0; ic < m1; ic += blockM {
 				mc := min(blockM, m1-ic)
@@ -250,17 +251,24 @@ func packA(dst, a []float32, lda int, trans bool, alpha float32, ic, mc, pc, kc,
 }
 
 // packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as strips of nr columns: strip s holds element
-// (p, s·nr+j) at dst[s·kc + p·nr + j]; columns past nc are zero.
-func packB(dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
+// (p, s·nr+j) at dst[s·kc + p·nr + j]; columns past nc are zero. t16, if not nil, packs 16
+// transposed columns at a time.
+func packB(t16 func(kc int, b []float32, ldb int, dst []float32, ds int), dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
 	for s := 0; s < nc; s += nr {
 		w := min(nr, nc-s)
 		d := dst[s*kc : s*kc+nr*kc]
 		if trans {
 			// op(B)[p, j] = B[j, p]: row j of B holds column j of the strip. Blocks of 8 values
 			// of p keep the 8 destination rows in L1 while all w source rows are read.
+			j0 := 0
+			if t16 != nil {
+				for ; j0+16 <= w; j0 += 16 {
+					t16(kc, b[(jc+s+j0)*ldb+pc:], ldb, d[j0:], nr)
+				}
+			}
 			for p0 := 0; p0 < kc; p0 += 8 {
 				pe := min(p0+8, kc)
-				for j := range w {
+				for j := j0; j < w; j++ {
 					off := (jc+s+j)*ldb + pc
 					for p, v := range b[off+p0 : off+pe] {
 						d[(p0+p)*nr+j] = v
@@ -282,6 +290,13 @@ func packB(dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
 	}
 }
 
+// useDotT reports whether A·Bᵀ with m rows and depth k is faster as dot products of rows than
+// through packed B: packing B costs n·k and only pays off over enough rows, the dot kernel's
+// final reductions cost about as much as 64 of its multiply-adds (measured on AVX-512).
+func useDotT(m, k int) bool {
+	return k > 0 && (m <= 8 || m <= 40 && k >= 128 || m <= 64 && k >= 512)
+}
+
 // dotT computes C = alpha·op(A)·Bᵀ + beta·C with the dot-product tile kernel on nt goroutines,
 // each owning a range of columns of C. op(A) is first copied to contiguous rows if transposed.
 func (g *gemmArgs) dotT(nt, m, n int) {
@@ -299,18 +314,10 @@ func (g *gemmArgs) dotT(nt, m, n int) {
 	}
 	cols := func(n0, n1 int) {
 		scaleC(g.beta, g.c, g.ldc, 0, m, n0, n1)
-		var out [16]float32
 		for j := n0; j < n1; j += 4 {
 			nb := min(4, n1-j)
 			for i0 := 0; i0 < m; i0 += 4 {
-				mr := min(4, m-i0)
-				g.p.dotT(mr, nb, g.k, a[i0*lda:], lda, g.b[j*g.ldb:], g.ldb, &out)
-				for i := range mr {
-					row := g.c[(i0+i)*g.ldc+j : (i0+i)*g.ldc+j+nb]
-					for jj := range row {
-						row[jj] += g.alpha * out[i*4+jj]
-					}
-				}
+				g.p.dotT(min(4, m-i0), nb, g.k, a[i0*lda:], lda, g.b[j*g.ldb:], g.ldb, g.alpha, g.c[i0*g.ldc+j:], g.ldc)
 			}
 		}
 	}

@@ -2384,9 +2384,9 @@ done_256_6_2:
 	VZEROUPPER
 	RET
 
-// func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m1n1(SB), NOSPLIT, $0-96
+TEXT ·dotT512m1n1(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2420,22 +2420,69 @@ dottail_1_1:
 	VFMADD231PS Z1, Z2, Z0
 
 dotsum_1_1:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y0, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X0
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VMOVSS        X0, (AX)
+	VPXORD        Z3, Z3, Z3
+	VUNPCKLPS     Z3, Z0, Z1
+	VUNPCKHPS     Z3, Z0, Z0
+	VADDPS        Z0, Z1, Z0
+	VUNPCKLPS     Z3, Z3, Z1
+	VUNPCKHPS     Z3, Z3, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z3, Z3, Z2
+	VUNPCKHPS     Z3, Z3, Z4
+	VADDPS        Z4, Z2, Z2
+	VUNPCKLPS     Z3, Z3, Z4
+	VUNPCKHPS     Z3, Z3, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z3, Z3, Z5
+	VUNPCKHPS     Z3, Z3, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z3, Z3, Z6
+	VUNPCKHPS     Z3, Z3, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z3, Z3, Z7
+	VUNPCKHPS     Z3, Z3, Z8
+	VADDPS        Z8, Z7, Z7
+	VUNPCKLPS     Z3, Z3, Z8
+	VUNPCKHPS     Z3, Z3, Z3
+	VADDPS        Z3, Z8, Z3
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z4, Z2, Z1
+	VSHUFPS       $0xee, Z4, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z6, Z5, Z2
+	VSHUFPS       $0xee, Z6, Z5, Z4
+	VADDPS        Z4, Z2, Z2
+	VSHUFPS       $0x44, Z3, Z7, Z4
+	VSHUFPS       $0xee, Z3, Z7, Z3
+	VADDPS        Z3, Z4, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000001, CX
+	KMOVW         CX, K2
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
+	VADDPS        X0, X1, X1
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m1n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m1n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m1n2(SB), NOSPLIT, $0-96
+TEXT ·dotT512m1n2(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2475,31 +2522,69 @@ dottail_1_2:
 	VFMADD231PS Z2, Z3, Z1
 
 dotsum_1_2:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y0, Y2, Y2
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z4, Z4, Z4
+	VUNPCKLPS     Z1, Z0, Z2
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VUNPCKLPS     Z4, Z4, Z1
+	VUNPCKHPS     Z4, Z4, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z4, Z4, Z2
+	VUNPCKHPS     Z4, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z4, Z4, Z3
+	VUNPCKHPS     Z4, Z4, Z5
+	VADDPS        Z5, Z3, Z3
+	VUNPCKLPS     Z4, Z4, Z5
+	VUNPCKHPS     Z4, Z4, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z4, Z4, Z6
+	VUNPCKHPS     Z4, Z4, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z4, Z4, Z7
+	VUNPCKHPS     Z4, Z4, Z8
+	VADDPS        Z8, Z7, Z7
+	VUNPCKLPS     Z4, Z4, Z8
+	VUNPCKHPS     Z4, Z4, Z4
+	VADDPS        Z4, Z8, Z4
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z6, Z5, Z2
+	VSHUFPS       $0xee, Z6, Z5, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z4, Z7, Z3
+	VSHUFPS       $0xee, Z4, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000003, CX
+	KMOVW         CX, K2
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m1n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m1n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m1n3(SB), NOSPLIT, $0-96
+TEXT ·dotT512m1n3(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2545,40 +2630,69 @@ dottail_1_3:
 	VFMADD231PS Z3, Z4, Z2
 
 dotsum_1_3:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y3
-	VADDPS        Y0, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X3, X0, X0
-	VMOVHLPS      X0, X0, X3
-	VADDPS        X3, X0, X0
-	VMOVSHDUP     X0, X3
-	VADDSS        X3, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z5, Z5, Z5
+	VUNPCKLPS     Z1, Z0, Z3
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z3, Z0
+	VUNPCKLPS     Z5, Z2, Z1
+	VUNPCKHPS     Z5, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z5, Z5, Z2
+	VUNPCKHPS     Z5, Z5, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z5, Z5, Z3
+	VUNPCKHPS     Z5, Z5, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z5, Z5, Z4
+	VUNPCKHPS     Z5, Z5, Z6
+	VADDPS        Z6, Z4, Z4
+	VUNPCKLPS     Z5, Z5, Z6
+	VUNPCKHPS     Z5, Z5, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z5, Z5, Z7
+	VUNPCKHPS     Z5, Z5, Z8
+	VADDPS        Z8, Z7, Z7
+	VUNPCKLPS     Z5, Z5, Z8
+	VUNPCKHPS     Z5, Z5, Z5
+	VADDPS        Z5, Z8, Z5
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z6, Z4, Z2
+	VSHUFPS       $0xee, Z6, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z5, Z7, Z3
+	VSHUFPS       $0xee, Z5, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000007, CX
+	KMOVW         CX, K2
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m1n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m1n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m1n4(SB), NOSPLIT, $0-96
+TEXT ·dotT512m1n4(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2630,49 +2744,69 @@ dottail_1_4:
 	VFMADD231PS Z4, Z5, Z3
 
 dotsum_1_4:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y0, Y4, Y4
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z6, Z6, Z6
+	VUNPCKLPS     Z1, Z0, Z4
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VUNPCKLPS     Z3, Z2, Z1
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z6, Z6, Z2
+	VUNPCKHPS     Z6, Z6, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z6, Z6, Z3
+	VUNPCKHPS     Z6, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z6, Z6, Z4
+	VUNPCKHPS     Z6, Z6, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z6, Z6, Z5
+	VUNPCKHPS     Z6, Z6, Z7
+	VADDPS        Z7, Z5, Z5
+	VUNPCKLPS     Z6, Z6, Z7
+	VUNPCKHPS     Z6, Z6, Z8
+	VADDPS        Z8, Z7, Z7
+	VUNPCKLPS     Z6, Z6, Z8
+	VUNPCKHPS     Z6, Z6, Z6
+	VADDPS        Z6, Z8, Z6
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z6, Z7, Z3
+	VSHUFPS       $0xee, Z6, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x0000000f, CX
+	KMOVW         CX, K2
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m2n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m2n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m2n1(SB), NOSPLIT, $0-96
+TEXT ·dotT512m2n1(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2712,31 +2846,74 @@ dottail_2_1:
 	VFMADD231PS Z3, Z4, Z1
 
 dotsum_2_1:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	VADDPS        Y0, Y2, Y2
-	VEXTRACTF32X4 $0x01, Y2, X0
-	VADDPS        X2, X0, X0
-	VMOVHLPS      X0, X0, X2
-	VADDPS        X2, X0, X0
-	VMOVSHDUP     X0, X2
-	VADDSS        X2, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z5, Z5, Z5
+	VUNPCKLPS     Z5, Z0, Z2
+	VUNPCKHPS     Z5, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VUNPCKLPS     Z5, Z5, Z2
+	VUNPCKHPS     Z5, Z5, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z5, Z1, Z3
+	VUNPCKHPS     Z5, Z1, Z1
+	VADDPS        Z1, Z3, Z1
+	VUNPCKLPS     Z5, Z5, Z3
+	VUNPCKHPS     Z5, Z5, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z5, Z5, Z4
+	VUNPCKHPS     Z5, Z5, Z6
+	VADDPS        Z6, Z4, Z4
+	VUNPCKLPS     Z5, Z5, Z6
+	VUNPCKHPS     Z5, Z5, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z5, Z5, Z7
+	VUNPCKHPS     Z5, Z5, Z8
+	VADDPS        Z8, Z7, Z7
+	VUNPCKLPS     Z5, Z5, Z8
+	VUNPCKHPS     Z5, Z5, Z5
+	VADDPS        Z5, Z8, Z5
+	VSHUFPS       $0x44, Z2, Z0, Z8
+	VSHUFPS       $0xee, Z2, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z1, Z2
+	VSHUFPS       $0xee, Z3, Z1, Z1
+	VADDPS        Z1, Z2, Z1
+	VSHUFPS       $0x44, Z6, Z4, Z2
+	VSHUFPS       $0xee, Z6, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z5, Z7, Z3
+	VSHUFPS       $0xee, Z5, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000001, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m2n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m2n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m2n2(SB), NOSPLIT, $0-96
+TEXT ·dotT512m2n2(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2785,49 +2962,74 @@ dottail_2_2:
 	VFMADD231PS Z5, Z6, Z3
 
 dotsum_2_2:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y0, Y4, Y4
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z7, Z7, Z7
+	VUNPCKLPS     Z1, Z0, Z4
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VUNPCKLPS     Z7, Z7, Z1
+	VUNPCKHPS     Z7, Z7, Z4
+	VADDPS        Z4, Z1, Z1
+	VUNPCKLPS     Z3, Z2, Z4
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z4, Z2
+	VUNPCKLPS     Z7, Z7, Z3
+	VUNPCKHPS     Z7, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z7, Z7, Z4
+	VUNPCKHPS     Z7, Z7, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z7, Z7, Z5
+	VUNPCKHPS     Z7, Z7, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z7, Z7, Z6
+	VUNPCKHPS     Z7, Z7, Z8
+	VADDPS        Z8, Z6, Z6
+	VUNPCKLPS     Z7, Z7, Z8
+	VUNPCKHPS     Z7, Z7, Z7
+	VADDPS        Z7, Z8, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000003, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m2n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m2n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m2n3(SB), NOSPLIT, $0-96
+TEXT ·dotT512m2n3(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -2885,67 +3087,74 @@ dottail_2_3:
 	VFMADD231PS Z7, Z8, Z5
 
 dotsum_2_3:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y6
-	VADDPS        Y0, Y6, Y6
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X6, X0, X0
-	VMOVHLPS      X0, X0, X6
-	VADDPS        X6, X0, X0
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z9, Z9, Z9
+	VUNPCKLPS     Z1, Z0, Z6
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z6, Z0
+	VUNPCKLPS     Z9, Z2, Z1
+	VUNPCKHPS     Z9, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z9, Z5, Z3
+	VUNPCKHPS     Z9, Z5, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z9, Z9, Z4
+	VUNPCKHPS     Z9, Z9, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z9, Z9, Z5
+	VUNPCKHPS     Z9, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z9, Z9, Z6
+	VUNPCKHPS     Z9, Z9, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z9, Z9, Z7
+	VUNPCKHPS     Z9, Z9, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000007, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 24(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m2n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m2n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m2n4(SB), NOSPLIT, $0-96
+TEXT ·dotT512m2n4(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3012,85 +3221,74 @@ dottail_2_4:
 	VFMADD231PS Z9, Z10, Z7
 
 dotsum_2_4:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y0, Y8, Y8
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z11, Z11, Z11
+	VUNPCKLPS     Z1, Z0, Z8
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VUNPCKLPS     Z3, Z2, Z1
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z5, Z4, Z2
+	VUNPCKHPS     Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z7, Z6, Z3
+	VUNPCKHPS     Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z11, Z11, Z4
+	VUNPCKHPS     Z11, Z11, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z11, Z11, Z5
+	VUNPCKHPS     Z11, Z11, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z11, Z11, Z6
+	VUNPCKHPS     Z11, Z11, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z11, Z11, Z7
+	VUNPCKHPS     Z11, Z11, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x0000000f, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y6, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 24(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y7, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 28(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m3n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m3n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m3n1(SB), NOSPLIT, $0-96
+TEXT ·dotT512m3n1(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3136,40 +3334,79 @@ dottail_3_1:
 	VFMADD231PS Z5, Z6, Z2
 
 dotsum_3_1:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y3
-	VADDPS        Y0, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X0
-	VADDPS        X3, X0, X0
-	VMOVHLPS      X0, X0, X3
-	VADDPS        X3, X0, X0
-	VMOVSHDUP     X0, X3
-	VADDSS        X3, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z7, Z7, Z7
+	VUNPCKLPS     Z7, Z0, Z3
+	VUNPCKHPS     Z7, Z0, Z0
+	VADDPS        Z0, Z3, Z0
+	VUNPCKLPS     Z7, Z7, Z3
+	VUNPCKHPS     Z7, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z7, Z1, Z4
+	VUNPCKHPS     Z7, Z1, Z1
+	VADDPS        Z1, Z4, Z1
+	VUNPCKLPS     Z7, Z7, Z4
+	VUNPCKHPS     Z7, Z7, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z7, Z2, Z5
+	VUNPCKHPS     Z7, Z2, Z2
+	VADDPS        Z2, Z5, Z2
+	VUNPCKLPS     Z7, Z7, Z5
+	VUNPCKHPS     Z7, Z7, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z7, Z7, Z6
+	VUNPCKHPS     Z7, Z7, Z8
+	VADDPS        Z8, Z6, Z6
+	VUNPCKLPS     Z7, Z7, Z8
+	VUNPCKHPS     Z7, Z7, Z7
+	VADDPS        Z7, Z8, Z7
+	VSHUFPS       $0x44, Z3, Z0, Z8
+	VSHUFPS       $0xee, Z3, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z4, Z1, Z3
+	VSHUFPS       $0xee, Z4, Z1, Z1
+	VADDPS        Z1, Z3, Z1
+	VSHUFPS       $0x44, Z5, Z2, Z3
+	VSHUFPS       $0xee, Z5, Z2, Z2
+	VADDPS        Z2, Z3, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000001, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m3n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m3n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m3n2(SB), NOSPLIT, $0-96
+TEXT ·dotT512m3n2(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3227,67 +3464,79 @@ dottail_3_2:
 	VFMADD231PS Z8, Z9, Z5
 
 dotsum_3_2:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y6
-	VADDPS        Y0, Y6, Y6
-	VEXTRACTF32X4 $0x01, Y6, X0
-	VADDPS        X6, X0, X0
-	VMOVHLPS      X0, X0, X6
-	VADDPS        X6, X0, X0
-	VMOVSHDUP     X0, X6
-	VADDSS        X6, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z10, Z10, Z10
+	VUNPCKLPS     Z1, Z0, Z6
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z6, Z0
+	VUNPCKLPS     Z10, Z10, Z1
+	VUNPCKHPS     Z10, Z10, Z6
+	VADDPS        Z6, Z1, Z1
+	VUNPCKLPS     Z3, Z2, Z6
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z6, Z2
+	VUNPCKLPS     Z10, Z10, Z3
+	VUNPCKHPS     Z10, Z10, Z6
+	VADDPS        Z6, Z3, Z3
+	VUNPCKLPS     Z5, Z4, Z6
+	VUNPCKHPS     Z5, Z4, Z4
+	VADDPS        Z4, Z6, Z4
+	VUNPCKLPS     Z10, Z10, Z5
+	VUNPCKHPS     Z10, Z10, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z10, Z10, Z6
+	VUNPCKHPS     Z10, Z10, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z10, Z10, Z7
+	VUNPCKHPS     Z10, Z10, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000003, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 36(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m3n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m3n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m3n3(SB), NOSPLIT, $0-96
+TEXT ·dotT512m3n3(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3357,94 +3606,79 @@ dottail_3_3:
 	VFMADD231PS Z11, Z12, Z8
 
 dotsum_3_3:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y9
-	VADDPS        Y0, Y9, Y9
-	VEXTRACTF32X4 $0x01, Y9, X0
-	VADDPS        X9, X0, X0
-	VMOVHLPS      X0, X0, X9
-	VADDPS        X9, X0, X0
-	VMOVSHDUP     X0, X9
-	VADDSS        X9, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z13, Z13, Z13
+	VUNPCKLPS     Z1, Z0, Z9
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z9, Z0
+	VUNPCKLPS     Z13, Z2, Z1
+	VUNPCKHPS     Z13, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z13, Z5, Z3
+	VUNPCKHPS     Z13, Z5, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z7, Z6, Z4
+	VUNPCKHPS     Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z13, Z8, Z5
+	VUNPCKHPS     Z13, Z8, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z13, Z13, Z6
+	VUNPCKHPS     Z13, Z13, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z13, Z13, Z7
+	VUNPCKHPS     Z13, Z13, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000007, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 24(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y6, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y7, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 36(AX)
-	VEXTRACTF64X4 $0x01, Z8, Y0
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 40(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m3n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m3n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m3n4(SB), NOSPLIT, $0-96
+TEXT ·dotT512m3n4(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3526,121 +3760,79 @@ dottail_3_4:
 	VFMADD231PS Z14, Z15, Z11
 
 dotsum_3_4:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y12
-	VADDPS        Y0, Y12, Y12
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X12, X0, X0
-	VMOVHLPS      X0, X0, X12
-	VADDPS        X12, X0, X0
-	VMOVSHDUP     X0, X12
-	VADDSS        X12, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z16, Z16, Z16
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z12, Z0
+	VUNPCKLPS     Z3, Z2, Z1
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z5, Z4, Z2
+	VUNPCKHPS     Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z7, Z6, Z3
+	VUNPCKHPS     Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z9, Z8, Z4
+	VUNPCKHPS     Z9, Z8, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z11, Z10, Z5
+	VUNPCKHPS     Z11, Z10, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z16, Z16, Z6
+	VUNPCKHPS     Z16, Z16, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z16, Z16, Z7
+	VUNPCKHPS     Z16, Z16, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x0000000f, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y6, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 24(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y7, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 28(AX)
-	VEXTRACTF64X4 $0x01, Z8, Y0
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z9, Y0
-	VADDPS        Y9, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 36(AX)
-	VEXTRACTF64X4 $0x01, Z10, Y0
-	VADDPS        Y10, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 40(AX)
-	VEXTRACTF64X4 $0x01, Z11, Y0
-	VADDPS        Y11, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 44(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m4n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m4n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m4n1(SB), NOSPLIT, $0-96
+TEXT ·dotT512m4n1(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3692,49 +3884,84 @@ dottail_4_1:
 	VFMADD231PS Z7, Z8, Z3
 
 dotsum_4_1:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y0, Y4, Y4
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z9, Z9, Z9
+	VUNPCKLPS     Z9, Z0, Z4
+	VUNPCKHPS     Z9, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VUNPCKLPS     Z9, Z9, Z4
+	VUNPCKHPS     Z9, Z9, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z9, Z1, Z5
+	VUNPCKHPS     Z9, Z1, Z1
+	VADDPS        Z1, Z5, Z1
+	VUNPCKLPS     Z9, Z9, Z5
+	VUNPCKHPS     Z9, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z9, Z2, Z6
+	VUNPCKHPS     Z9, Z2, Z2
+	VADDPS        Z2, Z6, Z2
+	VUNPCKLPS     Z9, Z9, Z6
+	VUNPCKHPS     Z9, Z9, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z9, Z3, Z7
+	VUNPCKHPS     Z9, Z3, Z3
+	VADDPS        Z3, Z7, Z3
+	VUNPCKLPS     Z9, Z9, Z7
+	VUNPCKHPS     Z9, Z9, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z4, Z0, Z8
+	VSHUFPS       $0xee, Z4, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z5, Z1, Z4
+	VSHUFPS       $0xee, Z5, Z1, Z1
+	VADDPS        Z1, Z4, Z1
+	VSHUFPS       $0x44, Z6, Z2, Z4
+	VSHUFPS       $0xee, Z6, Z2, Z2
+	VADDPS        Z2, Z4, Z2
+	VSHUFPS       $0x44, Z7, Z3, Z4
+	VSHUFPS       $0xee, Z7, Z3, Z3
+	VADDPS        Z3, Z4, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000001, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 48(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m4n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m4n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m4n2(SB), NOSPLIT, $0-96
+TEXT ·dotT512m4n2(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3801,85 +4028,84 @@ dottail_4_2:
 	VFMADD231PS Z11, Z12, Z7
 
 dotsum_4_2:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y0, Y8, Y8
-	VEXTRACTF32X4 $0x01, Y8, X0
-	VADDPS        X8, X0, X0
-	VMOVHLPS      X0, X0, X8
-	VADDPS        X8, X0, X0
-	VMOVSHDUP     X0, X8
-	VADDSS        X8, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z13, Z13, Z13
+	VUNPCKLPS     Z1, Z0, Z8
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VUNPCKLPS     Z13, Z13, Z1
+	VUNPCKHPS     Z13, Z13, Z8
+	VADDPS        Z8, Z1, Z1
+	VUNPCKLPS     Z3, Z2, Z8
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z8, Z2
+	VUNPCKLPS     Z13, Z13, Z3
+	VUNPCKHPS     Z13, Z13, Z8
+	VADDPS        Z8, Z3, Z3
+	VUNPCKLPS     Z5, Z4, Z8
+	VUNPCKHPS     Z5, Z4, Z4
+	VADDPS        Z4, Z8, Z4
+	VUNPCKLPS     Z13, Z13, Z5
+	VUNPCKHPS     Z13, Z13, Z8
+	VADDPS        Z8, Z5, Z5
+	VUNPCKLPS     Z7, Z6, Z8
+	VUNPCKHPS     Z7, Z6, Z6
+	VADDPS        Z6, Z8, Z6
+	VUNPCKLPS     Z13, Z13, Z7
+	VUNPCKHPS     Z13, Z13, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000003, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 36(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y6, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 48(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y7, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 52(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m4n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m4n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m4n3(SB), NOSPLIT, $0-96
+TEXT ·dotT512m4n3(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -3961,121 +4187,84 @@ dottail_4_3:
 	VFMADD231PS Z15, Z16, Z11
 
 dotsum_4_3:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y12
-	VADDPS        Y0, Y12, Y12
-	VEXTRACTF32X4 $0x01, Y12, X0
-	VADDPS        X12, X0, X0
-	VMOVHLPS      X0, X0, X12
-	VADDPS        X12, X0, X0
-	VMOVSHDUP     X0, X12
-	VADDSS        X12, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z17, Z17, Z17
+	VUNPCKLPS     Z1, Z0, Z12
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z12, Z0
+	VUNPCKLPS     Z17, Z2, Z1
+	VUNPCKHPS     Z17, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z17, Z5, Z3
+	VUNPCKHPS     Z17, Z5, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z7, Z6, Z4
+	VUNPCKHPS     Z7, Z6, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z17, Z8, Z5
+	VUNPCKHPS     Z17, Z8, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z10, Z9, Z6
+	VUNPCKHPS     Z10, Z9, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z17, Z11, Z7
+	VUNPCKHPS     Z17, Z11, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x00000007, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 24(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y6, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y7, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 36(AX)
-	VEXTRACTF64X4 $0x01, Z8, Y0
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 40(AX)
-	VEXTRACTF64X4 $0x01, Z9, Y0
-	VADDPS        Y9, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 48(AX)
-	VEXTRACTF64X4 $0x01, Z10, Y0
-	VADDPS        Y10, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 52(AX)
-	VEXTRACTF64X4 $0x01, Z11, Y0
-	VADDPS        Y11, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 56(AX)
+	VMOVUPS       X1, K2, (AX)
 	VZEROUPPER
 	RET
 
-// func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 // Requires: AVX, AVX512F, AVX512VL, BMI2
-TEXT ·dotT512m4n4(SB), NOSPLIT, $0-96
+TEXT ·dotT512m4n4(SB), NOSPLIT, $0-112
 	MOVQ   k+0(FP), AX
 	MOVQ   lda+32(FP), CX
 	SHLQ   $0x02, CX
@@ -4172,151 +4361,398 @@ dottail_4_4:
 	VFMADD231PS Z19, Z20, Z15
 
 dotsum_4_4:
-	MOVQ          out_base+72(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y16
-	VADDPS        Y0, Y16, Y16
-	VEXTRACTF32X4 $0x01, Y16, X0
-	VADDPS        X16, X0, X0
-	VMOVHLPS      X0, X0, X16
-	VADDPS        X16, X0, X0
-	VMOVSHDUP     X0, X16
-	VADDSS        X16, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
+	VPXORD        Z21, Z21, Z21
+	VUNPCKLPS     Z1, Z0, Z16
+	VUNPCKHPS     Z1, Z0, Z0
+	VADDPS        Z0, Z16, Z0
+	VUNPCKLPS     Z3, Z2, Z1
+	VUNPCKHPS     Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z5, Z4, Z2
+	VUNPCKHPS     Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPS     Z7, Z6, Z3
+	VUNPCKHPS     Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z9, Z8, Z4
+	VUNPCKHPS     Z9, Z8, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPS     Z11, Z10, Z5
+	VUNPCKHPS     Z11, Z10, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPS     Z13, Z12, Z6
+	VUNPCKHPS     Z13, Z12, Z7
+	VADDPS        Z7, Z6, Z6
+	VUNPCKLPS     Z15, Z14, Z7
+	VUNPCKHPS     Z15, Z14, Z8
+	VADDPS        Z8, Z7, Z7
+	VSHUFPS       $0x44, Z1, Z0, Z8
+	VSHUFPS       $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z8, Z0
+	VSHUFPS       $0x44, Z3, Z2, Z1
+	VSHUFPS       $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFPS       $0x44, Z5, Z4, Z2
+	VSHUFPS       $0xee, Z5, Z4, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFPS       $0x44, Z7, Z6, Z3
+	VSHUFPS       $0xee, Z7, Z6, Z4
+	VADDPS        Z4, Z3, Z3
+	VSHUFF32X4    $0x44, Z1, Z0, Z4
+	VSHUFF32X4    $0xee, Z1, Z0, Z0
+	VADDPS        Z0, Z4, Z0
+	VSHUFF32X4    $0x44, Z3, Z2, Z1
+	VSHUFF32X4    $0xee, Z3, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z1, Z0, Z2
+	VSHUFF32X4    $0xdd, Z1, Z0, Z0
+	VADDPS        Z0, Z2, Z0
+	VBROADCASTSS  alpha+72(FP), Z1
+	VMULPS        Z1, Z0, Z0
+	MOVQ          c_base+80(FP), AX
+	MOVQ          ldc+104(FP), CX
+	SHLQ          $0x02, CX
+	MOVL          $0x0000000f, DX
+	KMOVW         DX, K2
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VMOVUPS.Z     (AX), K2, X2
+	VADDPS        X1, X2, X2
+	VMOVUPS       X2, K2, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VMOVUPS.Z     (AX), K2, X1
 	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y3, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 16(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 20(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y6, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 24(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y7, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 28(AX)
-	VEXTRACTF64X4 $0x01, Z8, Y0
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 32(AX)
-	VEXTRACTF64X4 $0x01, Z9, Y0
-	VADDPS        Y9, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 36(AX)
-	VEXTRACTF64X4 $0x01, Z10, Y0
-	VADDPS        Y10, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 40(AX)
-	VEXTRACTF64X4 $0x01, Z11, Y0
-	VADDPS        Y11, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 44(AX)
-	VEXTRACTF64X4 $0x01, Z12, Y0
-	VADDPS        Y12, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 48(AX)
-	VEXTRACTF64X4 $0x01, Z13, Y0
-	VADDPS        Y13, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 52(AX)
-	VEXTRACTF64X4 $0x01, Z14, Y0
-	VADDPS        Y14, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 56(AX)
-	VEXTRACTF64X4 $0x01, Z15, Y0
-	VADDPS        Y15, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X0, X1, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 60(AX)
+	VMOVUPS       X1, K2, (AX)
+	VZEROUPPER
+	RET
+
+// func packT16(kc int, b []float32, ldb int, dst []float32, ds int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·packT16(SB), NOSPLIT, $0-72
+	MOVQ kc+0(FP), AX
+	MOVQ b_base+8(FP), CX
+	MOVQ ldb+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ ds+64(FP), SI
+	SHLQ $0x02, SI
+	MOVQ AX, R8
+	SHRQ $0x04, R8
+	JZ   packtail
+
+packloop:
+	MOVQ       CX, DI
+	VMOVUPS    (DI), Z0
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z1
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z2
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z3
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z4
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z5
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z6
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z7
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z8
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z9
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z10
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z11
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z12
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z13
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z14
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Z15
+	VUNPCKLPS  Z1, Z0, Z16
+	VUNPCKHPS  Z1, Z0, Z0
+	VUNPCKLPS  Z3, Z2, Z1
+	VUNPCKHPS  Z3, Z2, Z2
+	VUNPCKLPS  Z5, Z4, Z3
+	VUNPCKHPS  Z5, Z4, Z4
+	VUNPCKLPS  Z7, Z6, Z5
+	VUNPCKHPS  Z7, Z6, Z6
+	VUNPCKLPS  Z9, Z8, Z7
+	VUNPCKHPS  Z9, Z8, Z8
+	VUNPCKLPS  Z11, Z10, Z9
+	VUNPCKHPS  Z11, Z10, Z10
+	VUNPCKLPS  Z13, Z12, Z11
+	VUNPCKHPS  Z13, Z12, Z12
+	VUNPCKLPS  Z15, Z14, Z13
+	VUNPCKHPS  Z15, Z14, Z14
+	VSHUFPS    $0x44, Z1, Z16, Z15
+	VSHUFPS    $0xee, Z1, Z16, Z1
+	VSHUFPS    $0x44, Z2, Z0, Z16
+	VSHUFPS    $0xee, Z2, Z0, Z0
+	VSHUFPS    $0x44, Z5, Z3, Z2
+	VSHUFPS    $0xee, Z5, Z3, Z3
+	VSHUFPS    $0x44, Z6, Z4, Z5
+	VSHUFPS    $0xee, Z6, Z4, Z4
+	VSHUFPS    $0x44, Z9, Z7, Z6
+	VSHUFPS    $0xee, Z9, Z7, Z7
+	VSHUFPS    $0x44, Z10, Z8, Z9
+	VSHUFPS    $0xee, Z10, Z8, Z8
+	VSHUFPS    $0x44, Z13, Z11, Z10
+	VSHUFPS    $0xee, Z13, Z11, Z11
+	VSHUFPS    $0x44, Z14, Z12, Z13
+	VSHUFPS    $0xee, Z14, Z12, Z12
+	VSHUFF32X4 $0x44, Z2, Z15, Z14
+	VSHUFF32X4 $0xee, Z2, Z15, Z2
+	VSHUFF32X4 $0x44, Z10, Z6, Z15
+	VSHUFF32X4 $0xee, Z10, Z6, Z6
+	VSHUFF32X4 $0x88, Z15, Z14, Z10
+	VSHUFF32X4 $0xdd, Z15, Z14, Z14
+	VSHUFF32X4 $0x88, Z6, Z2, Z15
+	VSHUFF32X4 $0xdd, Z6, Z2, Z2
+	VSHUFF32X4 $0x44, Z3, Z1, Z6
+	VSHUFF32X4 $0xee, Z3, Z1, Z1
+	VSHUFF32X4 $0x44, Z11, Z7, Z3
+	VSHUFF32X4 $0xee, Z11, Z7, Z7
+	VSHUFF32X4 $0x88, Z3, Z6, Z11
+	VSHUFF32X4 $0xdd, Z3, Z6, Z3
+	VSHUFF32X4 $0x88, Z7, Z1, Z6
+	VSHUFF32X4 $0xdd, Z7, Z1, Z1
+	VSHUFF32X4 $0x44, Z5, Z16, Z7
+	VSHUFF32X4 $0xee, Z5, Z16, Z5
+	VSHUFF32X4 $0x44, Z13, Z9, Z16
+	VSHUFF32X4 $0xee, Z13, Z9, Z9
+	VSHUFF32X4 $0x88, Z16, Z7, Z13
+	VSHUFF32X4 $0xdd, Z16, Z7, Z7
+	VSHUFF32X4 $0x88, Z9, Z5, Z16
+	VSHUFF32X4 $0xdd, Z9, Z5, Z5
+	VSHUFF32X4 $0x44, Z4, Z0, Z9
+	VSHUFF32X4 $0xee, Z4, Z0, Z0
+	VSHUFF32X4 $0x44, Z12, Z8, Z4
+	VSHUFF32X4 $0xee, Z12, Z8, Z8
+	VSHUFF32X4 $0x88, Z4, Z9, Z12
+	VSHUFF32X4 $0xdd, Z4, Z9, Z4
+	VSHUFF32X4 $0x88, Z8, Z0, Z9
+	VSHUFF32X4 $0xdd, Z8, Z0, Z0
+	MOVQ       BX, DI
+	VMOVUPS    Z10, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z11, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z13, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z12, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z14, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z3, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z7, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z4, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z15, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z6, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z16, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z9, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z2, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z1, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z5, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Z0, (DI)
+	ADDQ       $0x40, CX
+	MOVQ       SI, DI
+	SHLQ       $0x04, DI
+	ADDQ       DI, BX
+	DECQ       R8
+	JNZ        packloop
+
+packtail:
+	ANDQ       $0x0f, AX
+	JZ         packdone
+	MOVL       $0x00000001, DI
+	SHLXL      AX, DI, DI
+	DECL       DI
+	KMOVW      DI, K1
+	MOVQ       CX, DI
+	VMOVUPS.Z  (DI), K1, Z0
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z1
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z2
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z3
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z4
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z5
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z6
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z7
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z8
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z9
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z10
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z11
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z12
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z13
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z14
+	ADDQ       DX, DI
+	VMOVUPS.Z  (DI), K1, Z15
+	VUNPCKLPS  Z1, Z0, Z16
+	VUNPCKHPS  Z1, Z0, Z0
+	VUNPCKLPS  Z3, Z2, Z1
+	VUNPCKHPS  Z3, Z2, Z2
+	VUNPCKLPS  Z5, Z4, Z3
+	VUNPCKHPS  Z5, Z4, Z4
+	VUNPCKLPS  Z7, Z6, Z5
+	VUNPCKHPS  Z7, Z6, Z6
+	VUNPCKLPS  Z9, Z8, Z7
+	VUNPCKHPS  Z9, Z8, Z8
+	VUNPCKLPS  Z11, Z10, Z9
+	VUNPCKHPS  Z11, Z10, Z10
+	VUNPCKLPS  Z13, Z12, Z11
+	VUNPCKHPS  Z13, Z12, Z12
+	VUNPCKLPS  Z15, Z14, Z13
+	VUNPCKHPS  Z15, Z14, Z14
+	VSHUFPS    $0x44, Z1, Z16, Z15
+	VSHUFPS    $0xee, Z1, Z16, Z1
+	VSHUFPS    $0x44, Z2, Z0, Z16
+	VSHUFPS    $0xee, Z2, Z0, Z0
+	VSHUFPS    $0x44, Z5, Z3, Z2
+	VSHUFPS    $0xee, Z5, Z3, Z3
+	VSHUFPS    $0x44, Z6, Z4, Z5
+	VSHUFPS    $0xee, Z6, Z4, Z4
+	VSHUFPS    $0x44, Z9, Z7, Z6
+	VSHUFPS    $0xee, Z9, Z7, Z7
+	VSHUFPS    $0x44, Z10, Z8, Z9
+	VSHUFPS    $0xee, Z10, Z8, Z8
+	VSHUFPS    $0x44, Z13, Z11, Z10
+	VSHUFPS    $0xee, Z13, Z11, Z11
+	VSHUFPS    $0x44, Z14, Z12, Z13
+	VSHUFPS    $0xee, Z14, Z12, Z12
+	VSHUFF32X4 $0x44, Z2, Z15, Z14
+	VSHUFF32X4 $0xee, Z2, Z15, Z2
+	VSHUFF32X4 $0x44, Z10, Z6, Z15
+	VSHUFF32X4 $0xee, Z10, Z6, Z6
+	VSHUFF32X4 $0x88, Z15, Z14, Z10
+	VSHUFF32X4 $0xdd, Z15, Z14, Z14
+	VSHUFF32X4 $0x88, Z6, Z2, Z15
+	VSHUFF32X4 $0xdd, Z6, Z2, Z2
+	VSHUFF32X4 $0x44, Z3, Z1, Z6
+	VSHUFF32X4 $0xee, Z3, Z1, Z1
+	VSHUFF32X4 $0x44, Z11, Z7, Z3
+	VSHUFF32X4 $0xee, Z11, Z7, Z7
+	VSHUFF32X4 $0x88, Z3, Z6, Z11
+	VSHUFF32X4 $0xdd, Z3, Z6, Z3
+	VSHUFF32X4 $0x88, Z7, Z1, Z6
+	VSHUFF32X4 $0xdd, Z7, Z1, Z1
+	VSHUFF32X4 $0x44, Z5, Z16, Z7
+	VSHUFF32X4 $0xee, Z5, Z16, Z5
+	VSHUFF32X4 $0x44, Z13, Z9, Z16
+	VSHUFF32X4 $0xee, Z13, Z9, Z9
+	VSHUFF32X4 $0x88, Z16, Z7, Z13
+	VSHUFF32X4 $0xdd, Z16, Z7, Z7
+	VSHUFF32X4 $0x88, Z9, Z5, Z16
+	VSHUFF32X4 $0xdd, Z9, Z5, Z5
+	VSHUFF32X4 $0x44, Z4, Z0, Z9
+	VSHUFF32X4 $0xee, Z4, Z0, Z0
+	VSHUFF32X4 $0x44, Z12, Z8, Z4
+	VSHUFF32X4 $0xee, Z12, Z8, Z8
+	VSHUFF32X4 $0x88, Z4, Z9, Z12
+	VSHUFF32X4 $0xdd, Z4, Z9, Z4
+	VSHUFF32X4 $0x88, Z8, Z0, Z9
+	VSHUFF32X4 $0xdd, Z8, Z0, Z0
+	MOVQ       BX, DI
+	VMOVUPS    Z10, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000001
+	JLE        packdone
+	VMOVUPS    Z11, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000002
+	JLE        packdone
+	VMOVUPS    Z13, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000003
+	JLE        packdone
+	VMOVUPS    Z12, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000004
+	JLE        packdone
+	VMOVUPS    Z14, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000005
+	JLE        packdone
+	VMOVUPS    Z3, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000006
+	JLE        packdone
+	VMOVUPS    Z7, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000007
+	JLE        packdone
+	VMOVUPS    Z4, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000008
+	JLE        packdone
+	VMOVUPS    Z15, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x00000009
+	JLE        packdone
+	VMOVUPS    Z6, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x0000000a
+	JLE        packdone
+	VMOVUPS    Z16, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x0000000b
+	JLE        packdone
+	VMOVUPS    Z9, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x0000000c
+	JLE        packdone
+	VMOVUPS    Z2, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x0000000d
+	JLE        packdone
+	VMOVUPS    Z1, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x0000000e
+	JLE        packdone
+	VMOVUPS    Z5, (DI)
+	ADDQ       SI, DI
+	CMPQ       AX, $0x0000000f
+	JLE        packdone
+	VMOVUPS    Z0, (DI)
+
+packdone:
 	VZEROUPPER
 	RET
 

@@ -110,53 +110,56 @@ func gemm256m6n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int,
 // C[0:6, 0:2 vectors] += packed A strip · B block.
 func gemm256m6n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
 
-// out[i·4+j] = row i of a · row j of b, for i < 1, j < 1.
-func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 1, j < 1.
+func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 1, j < 2.
-func dotT512m1n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 1, j < 2.
+func dotT512m1n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 1, j < 3.
-func dotT512m1n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 1, j < 3.
+func dotT512m1n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 1, j < 4.
-func dotT512m1n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 1, j < 4.
+func dotT512m1n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 2, j < 1.
-func dotT512m2n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 2, j < 1.
+func dotT512m2n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 2, j < 2.
-func dotT512m2n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 2, j < 2.
+func dotT512m2n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 2, j < 3.
-func dotT512m2n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 2, j < 3.
+func dotT512m2n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 2, j < 4.
-func dotT512m2n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 2, j < 4.
+func dotT512m2n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 3, j < 1.
-func dotT512m3n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 3, j < 1.
+func dotT512m3n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 3, j < 2.
-func dotT512m3n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 3, j < 2.
+func dotT512m3n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 3, j < 3.
-func dotT512m3n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 3, j < 3.
+func dotT512m3n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 3, j < 4.
-func dotT512m3n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 3, j < 4.
+func dotT512m3n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 4, j < 1.
-func dotT512m4n1(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 4, j < 1.
+func dotT512m4n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 4, j < 2.
-func dotT512m4n2(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 4, j < 2.
+func dotT512m4n2(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 4, j < 3.
-func dotT512m4n3(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 4, j < 3.
+func dotT512m4n3(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 
-// out[i·4+j] = row i of a · row j of b, for i < 4, j < 4.
-func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, out []float32)
+// c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 4, j < 4.
+func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
+
+// dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc.
+func packT16(kc int, b []float32, ldb int, dst []float32, ds int)
 
 // Σ x[i]·y[i] for i < len(x).
 func dot512(x []float32, y []float32) float32

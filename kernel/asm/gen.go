@@ -38,6 +38,7 @@ func main() {
 			dotTile(mr, nb)
 		}
 	}
+	packT16()
 	dot(true)
 	dot(false)
 	axpy(true)
@@ -54,6 +55,15 @@ func vec(wide bool) VecVirtual {
 		return ZMM()
 	}
 	return YMM()
+}
+
+// paramAddr is the frame address of the named scalar parameter.
+func paramAddr(name string) Mem {
+	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
 }
 
 // zero clears v (VPXORD for zmm: VXORPS on zmm would need AVX512DQ).
@@ -179,12 +189,47 @@ func hsum(wide bool, v VecVirtual) VecVirtual {
 	return x
 }
 
-// dotTile emits dotT512m<mr>n<nb>: out[i·4+j] = Σ_p a[i·lda+p]·b[j·ldb+p] for i < mr, j < nb,
-// p < k: the C tile of A·Bᵀ as dot products of rows (both contiguous along k). The k tail is
+// reduce16 returns the vector whose lane i is the sum of the lanes of v[i]: the 16×16 transpose
+// of transpose16 with an add after each stage, so that every stage halves the vectors.
+func reduce16(v []VecVirtual) VecVirtual {
+	w := make([]VecVirtual, 8)
+	for i := range w {
+		lo, hi := ZMM(), ZMM()
+		VUNPCKLPS(v[2*i+1], v[2*i], lo)
+		VUNPCKHPS(v[2*i+1], v[2*i], hi)
+		w[i] = ZMM()
+		VADDPS(hi, lo, w[i])
+	}
+	// x[j], lane L: the sums of lane L of v[4j…4j+3].
+	x := make([]VecVirtual, 4)
+	for j := range x {
+		lo, hi := ZMM(), ZMM()
+		VSHUFPS(Imm(0x44), w[2*j+1], w[2*j], lo)
+		VSHUFPS(Imm(0xEE), w[2*j+1], w[2*j], hi)
+		x[j] = ZMM()
+		VADDPS(hi, lo, x[j])
+	}
+	y := make([]VecVirtual, 2)
+	for j := range y {
+		lo, hi := ZMM(), ZMM()
+		VSHUFF32X4(Imm(0x44), x[2*j+1], x[2*j], lo)
+		VSHUFF32X4(Imm(0xEE), x[2*j+1], x[2*j], hi)
+		y[j] = ZMM()
+		VADDPS(hi, lo, y[j])
+	}
+	lo, hi, r := ZMM(), ZMM(), ZMM()
+	VSHUFF32X4(Imm(0x88), y[1], y[0], lo)
+	VSHUFF32X4(Imm(0xDD), y[1], y[0], hi)
+	VADDPS(hi, lo, r)
+	return r
+}
+
+// dotTile emits dotT512m<mr>n<nb>: c[i·ldc+j] += alpha·Σ_p a[i·lda+p]·b[j·ldb+p] for i < mr,
+// j < nb, p < k: a tile of C += alpha·A·Bᵀ as dot products of rows (both contiguous along k). The k tail is
 // loaded under a mask, so no row is read past its k values.
 func dotTile(mr, nb int) {
-	TEXT(fmt.Sprintf("dotT512m%dn%d", mr, nb), NOSPLIT, "func(k int, a []float32, lda int, b []float32, ldb int, out []float32)")
-	Doc(fmt.Sprintf("out[i·4+j] = row i of a · row j of b, for i < %d, j < %d.", mr, nb))
+	TEXT(fmt.Sprintf("dotT512m%dn%d", mr, nb), NOSPLIT, "func(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)")
+	Doc(fmt.Sprintf("c[i·ldc+j] += alpha · (row i of a · row j of b), for i < %d, j < %d.", mr, nb))
 	k := GP64()
 	Load(Param("k"), k)
 	lda := Load(Param("lda"), GP64())
@@ -258,13 +303,139 @@ func dotTile(mr, nb int) {
 	tailMask(k)
 	body(true)
 	Label("dotsum_" + name)
-	op := Load(Param("out").Base(), GP64())
-	for i := range mr {
-		for j := range nb {
-			x := hsum(true, acc[i][j])
-			VMOVSS(x, Mem{Base: op, Disp: 4 * (4*i + j)})
+	v := make([]VecVirtual, 16)
+	z := ZMM()
+	zero(true, z)
+	for i := range 4 {
+		for j := range 4 {
+			if i < mr && j < nb {
+				v[4*i+j] = acc[i][j]
+			} else {
+				v[4*i+j] = z
+			}
 		}
 	}
+	r := reduce16(v)
+	al := ZMM()
+	VBROADCASTSS(paramAddr("alpha"), al)
+	VMULPS(al, r, r)
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	mask := GP32()
+	MOVL(U32(1<<nb-1), mask)
+	KMOVW(mask, K2)
+	for i := range mr {
+		x, t := XMM(), XMM()
+		VEXTRACTF32X4(Imm(uint64(i)), r, x)
+		VMOVUPS_Z(Mem{Base: cp}, K2, t)
+		VADDPS(x, t, t)
+		VMOVUPS(t, K2, Mem{Base: cp})
+		if i < mr-1 {
+			ADDQ(ldc, cp)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// transpose16 transposes the 16×16 block whose row i is r[i] and returns its rows: three stages
+// of in-lane unpacks, 64-bit shuffles and two 128-bit lane shuffles.
+func transpose16(r []VecVirtual) []VecVirtual {
+	a := make([]VecVirtual, 16)
+	for i := 0; i < 16; i += 2 {
+		a[i], a[i+1] = ZMM(), ZMM()
+		VUNPCKLPS(r[i+1], r[i], a[i])
+		VUNPCKHPS(r[i+1], r[i], a[i+1])
+	}
+	// b[4g+q], lane L: rows 4g…4g+3 of column 4L+q.
+	b := make([]VecVirtual, 16)
+	for g := 0; g < 16; g += 4 {
+		for h := range 2 {
+			b[g+2*h], b[g+2*h+1] = ZMM(), ZMM()
+			VSHUFPS(Imm(0x44), a[g+h+2], a[g+h], b[g+2*h])
+			VSHUFPS(Imm(0xEE), a[g+h+2], a[g+h], b[g+2*h+1])
+		}
+	}
+	t := make([]VecVirtual, 16)
+	for q := range 4 {
+		e0, e1, f0, f1 := ZMM(), ZMM(), ZMM(), ZMM()
+		VSHUFF32X4(Imm(0x44), b[4+q], b[q], e0)
+		VSHUFF32X4(Imm(0xEE), b[4+q], b[q], e1)
+		VSHUFF32X4(Imm(0x44), b[12+q], b[8+q], f0)
+		VSHUFF32X4(Imm(0xEE), b[12+q], b[8+q], f1)
+		for L, src := range [][2]VecVirtual{{e0, f0}, {e0, f0}, {e1, f1}, {e1, f1}} {
+			imm := uint64(0x88)
+			if L%2 == 1 {
+				imm = 0xDD
+			}
+			t[4*L+q] = ZMM()
+			VSHUFF32X4(Imm(imm), src[1], src[0], t[4*L+q])
+		}
+	}
+	return t
+}
+
+// packT16 emits packT16(kc, b, ldb, dst, ds): dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc,
+// the packing of 16 columns of op(B) = Bᵀ, in 16×16 blocks transposed in registers. The kc%16
+// tail is loaded under a mask and only its rows are stored.
+func packT16() {
+	TEXT("packT16", NOSPLIT, "func(kc int, b []float32, ldb int, dst []float32, ds int)")
+	Doc("dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc.")
+	kc := GP64()
+	Load(Param("kc"), kc)
+	bp := Load(Param("b").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(Imm(2), ldb)
+	dp := Load(Param("dst").Base(), GP64())
+	ds := Load(Param("ds"), GP64())
+	SHLQ(Imm(2), ds)
+	ptr := GP64()
+	block := func(masked bool, rem Register) {
+		r := make([]VecVirtual, 16)
+		MOVQ(bp, ptr)
+		for j := range r {
+			r[j] = ZMM()
+			if masked {
+				VMOVUPS_Z(Mem{Base: ptr}, K1, r[j])
+			} else {
+				VMOVUPS(Mem{Base: ptr}, r[j])
+			}
+			if j < 15 {
+				ADDQ(ldb, ptr)
+			}
+		}
+		t := transpose16(r)
+		MOVQ(dp, ptr)
+		for p, v := range t {
+			if masked && p > 0 {
+				CMPQ(rem, U32(p))
+				JLE(LabelRef("packdone"))
+			}
+			VMOVUPS(v, Mem{Base: ptr})
+			if p < 15 {
+				ADDQ(ds, ptr)
+			}
+		}
+	}
+	full := GP64()
+	MOVQ(kc, full)
+	SHRQ(Imm(4), full)
+	JZ(LabelRef("packtail"))
+	Label("packloop")
+	block(false, nil)
+	ADDQ(Imm(64), bp)
+	MOVQ(ds, ptr)
+	SHLQ(Imm(4), ptr)
+	ADDQ(ptr, dp)
+	DECQ(full)
+	JNZ(LabelRef("packloop"))
+	Label("packtail")
+	ANDQ(Imm(15), kc)
+	JZ(LabelRef("packdone"))
+	tailMask(kc)
+	block(true, kc)
+	Label("packdone")
 	VZEROUPPER()
 	RET()
 }
@@ -353,7 +524,7 @@ func axpy(wide bool) {
 		Doc("y[i] += alpha·x[i] over whole vectors of x (the caller does the tail).")
 	}
 	al := vec(wide)
-	VBROADCASTSS(NewParamAddr("alpha", 0), al)
+	VBROADCASTSS(paramAddr("alpha"), al)
 	xp := Load(Param("x").Base(), GP64())
 	yp := Load(Param("y").Base(), GP64())
 	n := GP64()
@@ -411,7 +582,7 @@ func scale(wide bool) {
 		Doc("x[i] *= alpha over whole vectors of x (the caller does the tail).")
 	}
 	al := vec(wide)
-	VBROADCASTSS(NewParamAddr("alpha", 0), al)
+	VBROADCASTSS(paramAddr("alpha"), al)
 	xp := Load(Param("x").Base(), GP64())
 	n := GP64()
 	Load(Param("x").Len(), n)
