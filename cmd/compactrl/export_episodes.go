@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/compactrl/compactrl/episode"
+)
+
+// runExportEpisodes writes the trainable segments of episode JSONL (with
+// advantages filled by `compactrl advantages`) as one JSON record a line
+// for an external trainer. Each record is one segment: one context window,
+// trained as one sequence. Episodes with status infra_error are never
+// exported (masked); overlong ones only with -keep-overlong; segments with
+// trainable false or no optimised token are left out.
+//
+// Field mapping, segment s of episode e (P = prompt_ids, Y = response_ids,
+// M = loss_mask, all per-token arrays aligned with Y; R = e.reward placed
+// at the last token with M = 1, as DESIGN.md §1 assigns it):
+//
+//	--format verl (verl DataProto keys; rows unpadded, the loader pads):
+//	  prompts = P            responses = Y          input_ids = P ⊕ Y
+//	  attention_mask = 1^{|P|+|Y|}                  position_ids = 0 … |P|+|Y|−1
+//	  response_mask = M      old_log_probs = rollout_log_probs = logprobs
+//	  advantages, returns, values = ours            token_level_rewards = token_level_scores = R at the last M = 1, else 0
+//	  uid = e.group (or e.id when empty: verl groups GRPO rollouts by uid)
+//	  episode_id = e.id      segment_index = s      num_segments = trainable segments exported for e
+//	  reward = R             kind, status
+//
+//	--format slime (slime.utils.types.Sample fields):
+//	  tokens = P ⊕ Y         response_length = |Y|  loss_mask = M (length |Y|)
+//	  rollout_log_probs = logprobs                  reward = R
+//	  status = "completed" (ok, format_error) | "truncated" (overlong)
+//	  prompt = e.task        response = ""          group_index = order of first appearance of e.group (or e.id)
+//	  index = running record number
+//	  metadata = {rollout_id: e.id, segment_index, num_segments, kind,
+//	              advantages, returns, values}: the segments of one rollout
+//	              share rollout_id, as a custom generate function returning
+//	              several samples per rollout does; slime's own estimators
+//	              ignore metadata, a custom advantage hook reads it.
+//
+//	--format jsonl: our segment as stored (episode.Segment fields) plus
+//	  episode_id, task, group, reward, status, segment_index.
+func runExportEpisodes(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	format := fs.String("format", "", "record format: verl, slime or jsonl")
+	in := fs.String("in", "-", "episode JSONL with advantages (- for stdin)")
+	out := fs.String("out", "-", "output JSONL (- for stdout)")
+	keepOverlong := fs.Bool("keep-overlong", false, "export overlong episodes too (default: masked, left out)")
+	allowNoAdv := fs.Bool("allow-missing-advantages", false, "export segments without advantages (default: an error, run compactrl advantages first)")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl export --format verl|slime|jsonl [-in episodes.jsonl] [-out segments.jsonl]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var conv func(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any
+	switch *format {
+	case "verl":
+		conv = verlRecord
+	case "slime":
+		conv = slimeRecord
+	case "jsonl":
+		conv = plainRecord
+	default:
+		return fmt.Errorf("--format %q: want verl, slime or jsonl", *format)
+	}
+
+	var r io.Reader = e.stdin
+	if *in != "-" {
+		f, err := os.Open(*in)
+		if err != nil {
+			return fmt.Errorf("open episodes: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var w io.Writer = e.stdout
+	var outFile *os.File
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return fmt.Errorf("create output: %w", err)
+		}
+		outFile = f
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+
+	x := &exportState{groups: map[string]int{}}
+	rd := episode.NewReader(r)
+	var episodes, skipped, records int
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ep, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", *in, err)
+		}
+		episodes++
+		switch ep.Status {
+		case episode.StatusInfraError:
+			skipped++
+			continue
+		case episode.StatusOverlong:
+			if !*keepOverlong {
+				skipped++
+				continue
+			}
+		}
+		var keep []int
+		for i := range ep.Segments {
+			s := &ep.Segments[i]
+			if !s.Trainable || s.NumOptimised() == 0 {
+				continue
+			}
+			if len(s.Advantages) == 0 && !*allowNoAdv {
+				return fmt.Errorf("read %s: line %d: episode %q segment %d has no advantages (run compactrl advantages first)", *in, rd.Line(), ep.ID, i)
+			}
+			if len(s.Logprobs) == 0 {
+				return fmt.Errorf("read %s: line %d: episode %q segment %d has no logprobs", *in, rd.Line(), ep.ID, i)
+			}
+			keep = append(keep, i)
+		}
+		for _, i := range keep {
+			if err := enc.Encode(conv(x, &ep, &ep.Segments[i], i, len(keep))); err != nil {
+				return fmt.Errorf("write record: %w", err)
+			}
+			records++
+			x.index++
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write records: %w", err)
+	}
+	if outFile != nil {
+		if err := outFile.Close(); err != nil {
+			return fmt.Errorf("close output: %w", err)
+		}
+	}
+	fmt.Fprintf(e.stderr, "export %s: %d episodes read, %d left out (infra_error/overlong), %d segment records written\n", *format, episodes, skipped, records)
+	return nil
+}
+
+type exportState struct {
+	groups map[string]int // slime group_index by group key
+	index  int            // running record number
+}
+
+func groupKey(ep *episode.Episode) string {
+	if ep.Group != "" {
+		return ep.Group
+	}
+	return ep.ID
+}
+
+// rewardAtEnd is R at the last token with loss_mask 1, zero elsewhere.
+func rewardAtEnd(s *episode.Segment, r float64) []float64 {
+	out := make([]float64, len(s.ResponseIDs))
+	for i := len(s.LossMask) - 1; i >= 0; i-- {
+		if s.LossMask[i] == 1 {
+			out[i] = r
+			break
+		}
+	}
+	return out
+}
+
+func concat(a, b []int) []int {
+	return append(append(make([]int, 0, len(a)+len(b)), a...), b...)
+}
+
+func orEmpty(v []float64) []float64 {
+	if v == nil {
+		return []float64{}
+	}
+	return v
+}
+
+type verlRow struct {
+	UID               string    `json:"uid"`
+	EpisodeID         string    `json:"episode_id"`
+	SegmentIndex      int       `json:"segment_index"`
+	NumSegments       int       `json:"num_segments"`
+	Kind              string    `json:"kind"`
+	Status            string    `json:"status"`
+	Reward            float64   `json:"reward"`
+	Prompts           []int     `json:"prompts"`
+	Responses         []int     `json:"responses"`
+	InputIDs          []int     `json:"input_ids"`
+	AttentionMask     []int     `json:"attention_mask"`
+	PositionIDs       []int     `json:"position_ids"`
+	ResponseMask      []int     `json:"response_mask"`
+	OldLogProbs       []float64 `json:"old_log_probs"`
+	RolloutLogProbs   []float64 `json:"rollout_log_probs"`
+	Advantages        []float64 `json:"advantages"`
+	Returns           []float64 `json:"returns"`
+	Values            []float64 `json:"values"`
+	TokenLevelRewards []float64 `json:"token_level_rewards"`
+	TokenLevelScores  []float64 `json:"token_level_scores"`
+}
+
+func verlRecord(_ *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any {
+	ids := concat(s.PromptIDs, s.ResponseIDs)
+	att := make([]int, len(ids))
+	pos := make([]int, len(ids))
+	for i := range ids {
+		att[i], pos[i] = 1, i
+	}
+	rw := rewardAtEnd(s, ep.Reward)
+	return verlRow{
+		UID: groupKey(ep), EpisodeID: ep.ID, SegmentIndex: idx, NumSegments: n,
+		Kind: string(s.Kind), Status: string(ep.Status), Reward: ep.Reward,
+		Prompts: s.PromptIDs, Responses: s.ResponseIDs, InputIDs: ids,
+		AttentionMask: att, PositionIDs: pos, ResponseMask: s.LossMask,
+		OldLogProbs: s.Logprobs, RolloutLogProbs: s.Logprobs,
+		Advantages: orEmpty(s.Advantages), Returns: orEmpty(s.Returns), Values: orEmpty(s.Values),
+		TokenLevelRewards: rw, TokenLevelScores: rw,
+	}
+}
+
+type slimeMeta struct {
+	RolloutID    string    `json:"rollout_id"`
+	SegmentIndex int       `json:"segment_index"`
+	NumSegments  int       `json:"num_segments"`
+	Kind         string    `json:"kind"`
+	Advantages   []float64 `json:"advantages"`
+	Returns      []float64 `json:"returns"`
+	Values       []float64 `json:"values"`
+}
+
+type slimeRow struct {
+	GroupIndex      int       `json:"group_index"`
+	Index           int       `json:"index"`
+	Prompt          string    `json:"prompt"`
+	Tokens          []int     `json:"tokens"`
+	Response        string    `json:"response"`
+	ResponseLength  int       `json:"response_length"`
+	Reward          float64   `json:"reward"`
+	LossMask        []int     `json:"loss_mask"`
+	RolloutLogProbs []float64 `json:"rollout_log_probs"`
+	Status          string    `json:"status"`
+	Metadata        slimeMeta `json:"metadata"`
+}
+
+func slimeRecord(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any {
+	key := groupKey(ep)
+	g, ok := x.groups[key]
+	if !ok {
+		g = len(x.groups)
+		x.groups[key] = g
+	}
+	status := "completed"
+	if ep.Status == episode.StatusOverlong {
+		status = "truncated"
+	}
+	return slimeRow{
+		GroupIndex: g, Index: x.index, Prompt: ep.Task,
+		Tokens: concat(s.PromptIDs, s.ResponseIDs), ResponseLength: len(s.ResponseIDs),
+		Reward: ep.Reward, LossMask: s.LossMask, RolloutLogProbs: s.Logprobs, Status: status,
+		Metadata: slimeMeta{RolloutID: ep.ID, SegmentIndex: idx, NumSegments: n, Kind: string(s.Kind),
+			Advantages: orEmpty(s.Advantages), Returns: orEmpty(s.Returns), Values: orEmpty(s.Values)},
+	}
+}
+
+type plainRow struct {
+	EpisodeID    string  `json:"episode_id"`
+	Task         string  `json:"task"`
+	Group        string  `json:"group,omitempty"`
+	Reward       float64 `json:"reward"`
+	Status       string  `json:"status"`
+	SegmentIndex int     `json:"segment_index"`
+	episode.Segment
+}
+
+func plainRecord(_ *exportState, ep *episode.Episode, s *episode.Segment, idx, _ int) any {
+	return plainRow{EpisodeID: ep.ID, Task: ep.Task, Group: ep.Group, Reward: ep.Reward,
+		Status: string(ep.Status), SegmentIndex: idx, Segment: *s}
+}
