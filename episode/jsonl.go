@@ -176,7 +176,7 @@ func (r *Reader) decode(line []byte) (Episode, error) {
 		return Episode{}, errors.New("invalid UTF-8")
 	}
 	var raw rawEpisode
-	if len(bytes.TrimSpace(line)) > 0 && bytes.TrimSpace(line)[0] != '{' {
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
 		return Episode{}, errors.New("not a JSON object")
 	}
 	if err := r.decodeObject(line, &raw); err != nil {
@@ -218,12 +218,6 @@ func (r *Reader) decode(line []byte) (Episode, error) {
 			return Episode{}, err
 		}
 	}
-	if len(ep.Metrics) == 0 {
-		ep.Metrics = nil
-	}
-	if len(ep.Meta) == 0 {
-		ep.Meta = nil
-	}
 	if err := ep.Validate(); err != nil {
 		return Episode{}, err
 	}
@@ -254,7 +248,7 @@ func (r *Reader) decodeSegment(data []byte, path string, s *Segment) error {
 		{"response_ids", raw.ResponseIDs, &s.ResponseIDs, true},
 		{"loss_mask", raw.LossMask, &s.LossMask, true},
 	} {
-		if err := array(f.raw, path+"."+f.name, f.required, f.dst); err != nil {
+		if err := numbers(f.raw, path+"."+f.name, f.required, f.dst, parseInts); err != nil {
 			return err
 		}
 	}
@@ -268,11 +262,25 @@ func (r *Reader) decodeSegment(data []byte, path string, s *Segment) error {
 		{"advantages", raw.Advantages, &s.Advantages},
 		{"returns", raw.Returns, &s.Returns},
 	} {
-		if err := array(f.raw, path+"."+f.name, false, f.dst); err != nil {
+		if err := numbers(f.raw, path+"."+f.name, false, f.dst, parseFloats); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// numbers decodes a per-token array field with parse; null reads as empty.
+func numbers[T any](raw json.RawMessage, field string, required bool, dst *[]T, parse func([]byte, string, *[]T) error) error {
+	if raw == nil {
+		if required {
+			return fieldErr(field, "missing")
+		}
+		return nil
+	}
+	if bytes.Equal(raw, null) {
+		return nil
+	}
+	return parse(raw, field, dst)
 }
 
 var null = []byte("null")
@@ -315,6 +323,8 @@ func array[T any](raw json.RawMessage, field string, required bool, dst *[]T) er
 	return nil
 }
 
+// object decodes an optional JSON object of non-null values; an empty
+// result is stored as nil.
 func object[T any](raw json.RawMessage, field string, dst *map[string]T) error {
 	if raw == nil || bytes.Equal(raw, null) {
 		return nil
@@ -322,8 +332,19 @@ func object[T any](raw json.RawMessage, field string, dst *map[string]T) error {
 	if raw[0] != '{' {
 		return fieldErr(field, "not an object")
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	var m map[string]*T
+	if err := json.Unmarshal(raw, &m); err != nil {
 		return fieldErr(field, "%v", typeErr(err))
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	*dst = make(map[string]T, len(m))
+	for k, v := range m {
+		if v == nil {
+			return fieldErr(fmt.Sprintf("%s[%q]", field, k), "null, want a value")
+		}
+		(*dst)[k] = *v
 	}
 	return nil
 }

@@ -1,0 +1,197 @@
+package episode
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"unsafe"
+)
+
+// Hand-written decoding of the per-token arrays, which are the bulk of an
+// episode's bytes: one pass, no reflection, and errors that name the
+// element ("segments[2].values[17]: ..."). The input is an already
+// validated JSON value (a json.RawMessage), so the scanner only has to
+// tell numbers from everything else; it still checks the grammar it
+// relies on and never panics. Unlike encoding/json, a null element is an
+// error, not a silent 0.
+
+// parseInts decodes a JSON array of integers into dst (nil if empty).
+func parseInts(raw []byte, field string, dst *[]int) error {
+	out := make([]int, 0, bytes.Count(raw, comma)+1)
+	err := scanArray(raw, field, func(tok []byte, at func() string) error {
+		v, ok := atoi(tok)
+		if !ok {
+			return fieldErr(at(), "cannot use number %s as int", tok)
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*dst = out
+	return nil
+}
+
+// parseFloats decodes a JSON array of numbers into dst (nil if empty).
+func parseFloats(raw []byte, field string, dst *[]float64) error {
+	out := make([]float64, 0, bytes.Count(raw, comma)+1)
+	err := scanArray(raw, field, func(tok []byte, at func() string) error {
+		if v, ok := atoi(tok); ok && v > -1<<53 && v < 1<<53 && !(v == 0 && tok[0] == '-') {
+			out = append(out, float64(v))
+			return nil
+		}
+		// strconv copies the string into any error it returns, so viewing
+		// the bytes as a string for the call is safe.
+		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
+		if err != nil || math.IsInf(v, 0) {
+			return fieldErr(at(), "cannot use number %s as float64", tok)
+		}
+		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*dst = out
+	return nil
+}
+
+// atoi parses a JSON integer literal (no fraction or exponent) that fits
+// an int.
+func atoi(tok []byte) (int, bool) {
+	limit := 18
+	if strconv.IntSize == 32 {
+		limit = 9
+	}
+	if len(tok) > limit {
+		v, err := strconv.Atoi(string(tok))
+		return v, err == nil
+	}
+	i, neg := 0, false
+	if len(tok) > 0 && tok[0] == '-' {
+		neg, i = true, 1
+	}
+	if i == len(tok) {
+		return 0, false
+	}
+	v := 0
+	for ; i < len(tok); i++ {
+		c := tok[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+var comma = []byte(",")
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// scanArray calls elem for every element of the JSON array raw, each a
+// number token; at() gives the element's field path for errors.
+func scanArray(raw []byte, field string, elem func(tok []byte, at func() string) error) error {
+	i, n := 0, len(raw)
+	skip := func() {
+		for i < n && isSpace(raw[i]) {
+			i++
+		}
+	}
+	skip()
+	if i == n || raw[i] != '[' {
+		return fieldErr(field, "not an array")
+	}
+	i++
+	skip()
+	if i < n && raw[i] == ']' {
+		i++
+		skip()
+		if i != n {
+			return fieldErr(field, "trailing data after the array")
+		}
+		return nil
+	}
+	idx := 0
+	at := func() string { return field + "[" + strconv.Itoa(idx) + "]" }
+	for {
+		skip()
+		start := i
+		if i < n && (raw[i] == '-' || raw[i] >= '0' && raw[i] <= '9') {
+			i = scanNumber(raw, i)
+		}
+		if i == start {
+			return fieldErr(at(), "not a number")
+		}
+		if err := elem(raw[start:i], at); err != nil {
+			return err
+		}
+		skip()
+		if i == n {
+			return fieldErr(field, "unterminated array")
+		}
+		switch raw[i] {
+		case ',':
+			i++
+			idx++
+		case ']':
+			i++
+			skip()
+			if i != n {
+				return fieldErr(field, "trailing data after the array")
+			}
+			return nil
+		default:
+			return fieldErr(fmt.Sprintf("%s[%d]", field, idx), "not a number")
+		}
+	}
+}
+
+// scanNumber returns the end of the JSON number starting at raw[i], or i
+// if there is none: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(raw []byte, i int) int {
+	n, start := len(raw), i
+	digits := func() bool {
+		s := i
+		for i < n && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+		return i > s
+	}
+	if i < n && raw[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && raw[i] == '0':
+		i++
+	case !digits():
+		return start
+	}
+	if i < n && raw[i] == '.' {
+		i++
+		if !digits() {
+			return start
+		}
+	}
+	if i < n && (raw[i] == 'e' || raw[i] == 'E') {
+		i++
+		if i < n && (raw[i] == '+' || raw[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return start
+		}
+	}
+	return i
+}
