@@ -26,7 +26,7 @@ func available() []*impl {
 	return append(out, generic)
 }
 
-type tileFunc func(kc int, a, b []float32, bs int, c []float32, ldc int, mask uint32)
+type tileFunc func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 
 var tiles512 = [mr512][nr512 / 16]tileFunc{
 	{gemm512m1n1, gemm512m1n2, gemm512m1n3, gemm512m1n4},
@@ -48,22 +48,22 @@ var tiles256 = [mr256][nr256 / 8]tileFunc{
 
 // micro512 runs the AVX-512 tile of nr columns: whole zmm vectors, the last under a mask, so it
 // reads and writes only the nr columns of B and C.
-func micro512(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
+func micro512(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
 	nv := (nr + 15) / 16
 	rem := nr - 16*(nv-1)
-	tiles512[mr-1][nv-1](kc, a, b, bs, c, ldc, uint32(1)<<rem-1)
+	tiles512[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, uint32(1)<<rem-1)
 }
 
 // micro256 runs the AVX2 tile. B is always a zero-padded packed strip; a tile whose width is not
 // a whole number of ymm vectors is computed into a scratch tile and added to C.
-func micro256(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
+func micro256(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
 	nv := (nr + 7) / 8
 	if nr%8 == 0 {
-		tiles256[mr-1][nv-1](kc, a, b, bs, c, ldc, 0)
+		tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, 0)
 		return
 	}
 	var t [mr256 * nr256]float32
-	tiles256[mr-1][nv-1](kc, a, b, bs, t[:], nr256, 0)
+	tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, t[:], nr256, alpha, 0)
 	for i := range mr {
 		row := c[i*ldc : i*ldc+nr]
 		for j := range row {

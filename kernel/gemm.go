@@ -47,18 +47,20 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 	checkMatrix("c", c, m, n, ldc)
 }
 
-// Cache blocking: a kc×nc panel of op(B) and an mc×kc block of op(A) are packed per step.
+// Cache blocking: a kc×nc panel of op(B) is packed per step and reused over all rows of C; an
+// mc×kc block of op(A) stays in L2 while the nr-wide strips of the panel pass through L1.
 const (
-	blockK = 256
+	blockK = 128
 	blockM = 128
 	blockN = 2048
 	// parallelFlops is the product size (2·m·n·k) below which Gemm stays on the calling goroutine.
 	parallelFlops = 1 << 20
 )
 
-// microKernel computes C[0:mr, 0:nr] += Ã·B̃ where Ã is a packed kc×mr strip (a[p*mr+i]) and B̃ is
-// a kc×nr block with row stride bs (a packed, zero-padded nrMax-wide strip, or op(B) itself).
-type microKernel func(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int)
+// microKernel computes C[0:mr, 0:nr] += alpha·Σ_p A(i,p)·b[p·bs+j] where A(i,p) = a[i·ars + p·aps]
+// reads op(A) in place (ars = lda, aps = 1, or transposed ars = 1, aps = lda) and b is a kc×nr
+// block with row stride bs (a packed, zero-padded strip, or op(B) itself).
+type microKernel func(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32)
 
 // impl is one code path: the tile shape and micro-kernel used by the blocked driver.
 type impl struct {
@@ -83,7 +85,7 @@ type impl struct {
 
 // workspace holds the packing buffers of one worker goroutine.
 type workspace struct {
-	a, b []float32
+	a, b []float32 // op(A) rows for the dot path; packed op(B) panel
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}
@@ -173,6 +175,12 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	defer workspaces.Put(ws)
 	// B is used in place when few row strips of A reuse it: packing would cost as much as it saves.
 	direct := p.directB && !g.transB && m1-m0 <= 2*mr
+	// op(A)[i, p] is g.a[aOff(i, p)] = g.a[i·ars + p·aps]: the micro-kernels read A in place.
+	ars, aps := g.lda, 1
+	if g.transA {
+		ars, aps = 1, g.lda
+	}
+	aOff := func(i, p int) int { return i*ars + p*aps }
 	for jc := n0; jc < n1; jc += blockN {
 		nc := min(blockN, n1-jc)
 		ncPad := (nc + nr - 1) / nr * nr
@@ -189,8 +197,6 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 			}
 			for ic := m0; ic < m1; ic += blockM {
 				mc := min(blockM, m1-ic)
-				ws.a = grow(ws.a, kc*((mc+mr-1)/mr*mr))
-				packA(ws.a, g.a, g.lda, g.transA, g.alpha, ic, mc, pc, kc, mr)
 				for jr := 0; jr < nc; jr += nr {
 					nrr := min(nr, nc-jr)
 					var bj []float32
@@ -200,8 +206,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 						bj = bp[jr*kc:]
 					}
 					for ir := 0; ir < mc; ir += mr {
-						mrr := min(mr, mc-ir)
-						p.micro(mrr, nrr, kc, ws.a[ir*kc:], bj, bs, g.c[(ic+ir)*g.ldc+jc+jr:], g.ldc)
+						p.micro(min(mr, mc-ir), nrr, kc, g.a[aOff(ic+ir, pc):], ars, aps, bj, bs, g.c[(ic+ir)*g.ldc+jc+jr:], g.ldc, g.alpha)
 					}
 				}
 			}
@@ -220,32 +225,6 @@ func scaleC(beta float32, c []float32, ldc, m0, m1, n0, n1 int) {
 			clear(row)
 		} else {
 			Scale(beta, row)
-		}
-	}
-}
-
-// packA copies alpha·op(A)[ic:ic+mc, pc:pc+kc] into dst as strips of mr rows: strip s holds
-// element (s·mr+i, p) at dst[s·mr·kc + p·w + i], w = min(mr, rows left) (the last strip is narrower).
-func packA(dst, a []float32, lda int, trans bool, alpha float32, ic, mc, pc, kc, mr int) {
-	for s := 0; s < mc; s += mr {
-		w := min(mr, mc-s)
-		d := dst[s*kc : s*kc+w*kc]
-		if trans {
-			// op(A)[i, p] = A[p, i]: row p of A holds the strip's w values contiguously.
-			for p := range kc {
-				src := a[(pc+p)*lda+ic+s : (pc+p)*lda+ic+s+w]
-				dp := d[p*w : p*w+w]
-				for i, v := range src {
-					dp[i] = alpha * v
-				}
-			}
-			continue
-		}
-		for i := range w {
-			src := a[(ic+s+i)*lda+pc : (ic+s+i)*lda+pc+kc]
-			for p, v := range src {
-				d[p*w+i] = alpha * v
-			}
 		}
 	}
 }

@@ -5,17 +5,17 @@ import "runtime"
 // generic is the pure-Go code path, used where no SIMD path applies.
 var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
 
-// microGo is the pure-Go micro-kernel: C[0:mr, 0:nr] += Σ_p a[p·mr+i]·b[p·bs+j].
-func microGo(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
+// microGo is the pure-Go micro-kernel: C[0:mr, 0:nr] += alpha·Σ_p a[i·ars+p·aps]·b[p·bs+j].
+func microGo(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
 	if mr == 4 && nr == 4 {
-		micro4x4(kc, a, b, bs, c, ldc)
+		micro4x4(kc, a, ars, aps, b, bs, c, ldc, alpha)
 		return
 	}
 	var acc [4][4]float32
 	for p := range kc {
-		ap := a[p*mr : p*mr+mr]
 		bp := b[p*bs : p*bs+nr]
-		for i, av := range ap {
+		for i := range mr {
+			av := a[i*ars+p*aps]
 			for j, bv := range bp {
 				acc[i][j] += av * bv
 			}
@@ -24,60 +24,59 @@ func microGo(mr, nr, kc int, a, b []float32, bs int, c []float32, ldc int) {
 	for i := range mr {
 		row := c[i*ldc : i*ldc+nr]
 		for j := range row {
-			row[j] += acc[i][j]
+			row[j] += alpha * acc[i][j]
 		}
 	}
 }
 
-func micro4x4(kc int, a, b []float32, bs int, c []float32, ldc int) {
+func micro4x4(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
 	var c00, c01, c02, c03, c10, c11, c12, c13 float32
 	var c20, c21, c22, c23, c30, c31, c32, c33 float32
-	a = a[:4*kc]
 	for p := range kc {
-		ap := a[4*p : 4*p+4 : 4*p+4]
 		bp := b[p*bs : p*bs+4 : p*bs+4]
 		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
-		a0 := ap[0]
+		o := p * aps
+		a0 := a[o]
 		c00 += a0 * b0
 		c01 += a0 * b1
 		c02 += a0 * b2
 		c03 += a0 * b3
-		a1 := ap[1]
+		a1 := a[o+ars]
 		c10 += a1 * b0
 		c11 += a1 * b1
 		c12 += a1 * b2
 		c13 += a1 * b3
-		a2 := ap[2]
+		a2 := a[o+2*ars]
 		c20 += a2 * b0
 		c21 += a2 * b1
 		c22 += a2 * b2
 		c23 += a2 * b3
-		a3 := ap[3]
+		a3 := a[o+3*ars]
 		c30 += a3 * b0
 		c31 += a3 * b1
 		c32 += a3 * b2
 		c33 += a3 * b3
 	}
 	r := c[0:4:4]
-	r[0] += c00
-	r[1] += c01
-	r[2] += c02
-	r[3] += c03
+	r[0] += alpha * c00
+	r[1] += alpha * c01
+	r[2] += alpha * c02
+	r[3] += alpha * c03
 	r = c[ldc : ldc+4 : ldc+4]
-	r[0] += c10
-	r[1] += c11
-	r[2] += c12
-	r[3] += c13
+	r[0] += alpha * c10
+	r[1] += alpha * c11
+	r[2] += alpha * c12
+	r[3] += alpha * c13
 	r = c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r[0] += c20
-	r[1] += c21
-	r[2] += c22
-	r[3] += c23
+	r[0] += alpha * c20
+	r[1] += alpha * c21
+	r[2] += alpha * c22
+	r[3] += alpha * c23
 	r = c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	r[0] += c30
-	r[1] += c31
-	r[2] += c32
-	r[3] += c33
+	r[0] += alpha * c30
+	r[1] += alpha * c31
+	r[2] += alpha * c32
+	r[3] += alpha * c33
 }
 
 func dotGo(x, y []float32) float32 {

@@ -2,51 +2,57 @@
 
 #include "textflag.h"
 
-// func gemm512m1n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m1n1(SB), NOSPLIT, $0-100
+TEXT ·gemm512m1n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), DI
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b_base+48(FP), BX
+	MOVQ   bs+72(FP), SI
+	SHLQ   $0x02, SI
+	MOVL   mask+116(FP), DI
 	KMOVW  DI, K1
 	VPXORD Z0, Z0, Z0
 	TESTQ  AX, AX
 	JZ     done_512_1_1
 
 loop_512_1_1:
-	VMOVUPS.Z    (DX), K1, Z1
+	VMOVUPS.Z    (BX), K1, Z1
 	VBROADCASTSS (CX), Z2
 	VFMADD231PS  Z1, Z2, Z0
-	ADDQ         $0x00000004, CX
-	ADDQ         BX, DX
+	ADDQ         DX, CX
+	ADDQ         SI, BX
 	DECQ         AX
 	JNZ          loop_512_1_1
 
 done_512_1_1:
-	VMOVUPS.Z (SI), K1, Z2
-	VADDPS    Z0, Z2, Z2
-	VMOVUPS   Z2, K1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z2
+	VMOVUPS.Z    (AX), K1, Z1
+	VFMADD231PS  Z0, Z2, Z1
+	VMOVUPS      Z1, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m1n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m1n2(SB), NOSPLIT, $0-100
+TEXT ·gemm512m1n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), DI
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b_base+48(FP), BX
+	MOVQ   bs+72(FP), SI
+	SHLQ   $0x02, SI
+	MOVL   mask+116(FP), DI
 	KMOVW  DI, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -54,37 +60,43 @@ TEXT ·gemm512m1n2(SB), NOSPLIT, $0-100
 	JZ     done_512_1_2
 
 loop_512_1_2:
-	VMOVUPS      (DX), Z2
-	VMOVUPS.Z    64(DX), K1, Z3
+	VMOVUPS      (BX), Z2
+	VMOVUPS.Z    64(BX), K1, Z3
 	VBROADCASTSS (CX), Z4
 	VFMADD231PS  Z2, Z4, Z0
 	VFMADD231PS  Z3, Z4, Z1
-	ADDQ         $0x00000004, CX
-	ADDQ         BX, DX
+	ADDQ         DX, CX
+	ADDQ         SI, BX
 	DECQ         AX
 	JNZ          loop_512_1_2
 
 done_512_1_2:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VMOVUPS.Z 64(SI), K1, Z4
-	VADDPS    Z1, Z4, Z4
-	VMOVUPS   Z4, K1, 64(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z4
+	VMOVUPS      (AX), Z2
+	VFMADD231PS  Z0, Z4, Z2
+	VMOVUPS      Z2, (AX)
+	VMOVUPS.Z    64(AX), K1, Z2
+	VFMADD231PS  Z1, Z4, Z2
+	VMOVUPS      Z2, K1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m1n3(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m1n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m1n3(SB), NOSPLIT, $0-100
+TEXT ·gemm512m1n3(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), DI
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b_base+48(FP), BX
+	MOVQ   bs+72(FP), SI
+	SHLQ   $0x02, SI
+	MOVL   mask+116(FP), DI
 	KMOVW  DI, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -93,41 +105,48 @@ TEXT ·gemm512m1n3(SB), NOSPLIT, $0-100
 	JZ     done_512_1_3
 
 loop_512_1_3:
-	VMOVUPS      (DX), Z3
-	VMOVUPS      64(DX), Z4
-	VMOVUPS.Z    128(DX), K1, Z5
+	VMOVUPS      (BX), Z3
+	VMOVUPS      64(BX), Z4
+	VMOVUPS.Z    128(BX), K1, Z5
 	VBROADCASTSS (CX), Z6
 	VFMADD231PS  Z3, Z6, Z0
 	VFMADD231PS  Z4, Z6, Z1
 	VFMADD231PS  Z5, Z6, Z2
-	ADDQ         $0x00000004, CX
-	ADDQ         BX, DX
+	ADDQ         DX, CX
+	ADDQ         SI, BX
 	DECQ         AX
 	JNZ          loop_512_1_3
 
 done_512_1_3:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z6
-	VADDPS    Z2, Z6, Z6
-	VMOVUPS   Z6, K1, 128(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z6
+	VMOVUPS      (AX), Z3
+	VFMADD231PS  Z0, Z6, Z3
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      64(AX), Z3
+	VFMADD231PS  Z1, Z6, Z3
+	VMOVUPS      Z3, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z3
+	VFMADD231PS  Z2, Z6, Z3
+	VMOVUPS      Z3, K1, 128(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m1n4(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m1n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m1n4(SB), NOSPLIT, $0-100
+TEXT ·gemm512m1n4(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), DI
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b_base+48(FP), BX
+	MOVQ   bs+72(FP), SI
+	SHLQ   $0x02, SI
+	MOVL   mask+116(FP), DI
 	KMOVW  DI, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -137,45 +156,53 @@ TEXT ·gemm512m1n4(SB), NOSPLIT, $0-100
 	JZ     done_512_1_4
 
 loop_512_1_4:
-	VMOVUPS      (DX), Z4
-	VMOVUPS      64(DX), Z5
-	VMOVUPS      128(DX), Z6
-	VMOVUPS.Z    192(DX), K1, Z7
+	VMOVUPS      (BX), Z4
+	VMOVUPS      64(BX), Z5
+	VMOVUPS      128(BX), Z6
+	VMOVUPS.Z    192(BX), K1, Z7
 	VBROADCASTSS (CX), Z8
 	VFMADD231PS  Z4, Z8, Z0
 	VFMADD231PS  Z5, Z8, Z1
 	VFMADD231PS  Z6, Z8, Z2
 	VFMADD231PS  Z7, Z8, Z3
-	ADDQ         $0x00000004, CX
-	ADDQ         BX, DX
+	ADDQ         DX, CX
+	ADDQ         SI, BX
 	DECQ         AX
 	JNZ          loop_512_1_4
 
 done_512_1_4:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VADDPS    128(SI), Z2, Z2
-	VMOVUPS   Z2, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z8
-	VADDPS    Z3, Z8, Z8
-	VMOVUPS   Z8, K1, 192(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z8
+	VMOVUPS      (AX), Z4
+	VFMADD231PS  Z0, Z8, Z4
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      64(AX), Z4
+	VFMADD231PS  Z1, Z8, Z4
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      128(AX), Z4
+	VFMADD231PS  Z2, Z8, Z4
+	VMOVUPS      Z4, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z4
+	VFMADD231PS  Z3, Z8, Z4
+	VMOVUPS      Z4, K1, 192(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m2n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m2n1(SB), NOSPLIT, $0-100
+TEXT ·gemm512m2n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -183,39 +210,44 @@ TEXT ·gemm512m2n1(SB), NOSPLIT, $0-100
 	JZ     done_512_2_1
 
 loop_512_2_1:
-	VMOVUPS.Z    (DX), K1, Z2
+	VMOVUPS.Z    (SI), K1, Z2
 	VBROADCASTSS (CX), Z3
 	VFMADD231PS  Z2, Z3, Z0
-	VBROADCASTSS 4(CX), Z3
+	VBROADCASTSS (CX)(DX*1), Z3
 	VFMADD231PS  Z2, Z3, Z1
-	ADDQ         $0x00000008, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_2_1
 
 done_512_2_1:
-	VMOVUPS.Z (SI), K1, Z3
-	VADDPS    Z0, Z3, Z3
-	VMOVUPS   Z3, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z3
-	VADDPS    Z1, Z3, Z3
-	VMOVUPS   Z3, K1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z3
+	VMOVUPS.Z    (AX), K1, Z2
+	VFMADD231PS  Z0, Z3, Z2
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z2
+	VFMADD231PS  Z1, Z3, Z2
+	VMOVUPS      Z2, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m2n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m2n2(SB), NOSPLIT, $0-100
+TEXT ·gemm512m2n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -225,46 +257,53 @@ TEXT ·gemm512m2n2(SB), NOSPLIT, $0-100
 	JZ     done_512_2_2
 
 loop_512_2_2:
-	VMOVUPS      (DX), Z4
-	VMOVUPS.Z    64(DX), K1, Z5
+	VMOVUPS      (SI), Z4
+	VMOVUPS.Z    64(SI), K1, Z5
 	VBROADCASTSS (CX), Z6
 	VFMADD231PS  Z4, Z6, Z0
 	VFMADD231PS  Z5, Z6, Z1
-	VBROADCASTSS 4(CX), Z6
+	VBROADCASTSS (CX)(DX*1), Z6
 	VFMADD231PS  Z4, Z6, Z2
 	VFMADD231PS  Z5, Z6, Z3
-	ADDQ         $0x00000008, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_2_2
 
 done_512_2_2:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VMOVUPS.Z 64(SI), K1, Z6
-	VADDPS    Z1, Z6, Z6
-	VMOVUPS   Z6, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z2, Z2
-	VMOVUPS   Z2, (SI)
-	VMOVUPS.Z 64(SI), K1, Z6
-	VADDPS    Z3, Z6, Z6
-	VMOVUPS   Z6, K1, 64(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z6
+	VMOVUPS      (AX), Z4
+	VFMADD231PS  Z0, Z6, Z4
+	VMOVUPS      Z4, (AX)
+	VMOVUPS.Z    64(AX), K1, Z4
+	VFMADD231PS  Z1, Z6, Z4
+	VMOVUPS      Z4, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z4
+	VFMADD231PS  Z2, Z6, Z4
+	VMOVUPS      Z4, (AX)
+	VMOVUPS.Z    64(AX), K1, Z4
+	VFMADD231PS  Z3, Z6, Z4
+	VMOVUPS      Z4, K1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m2n3(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m2n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m2n3(SB), NOSPLIT, $0-100
+TEXT ·gemm512m2n3(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -276,53 +315,62 @@ TEXT ·gemm512m2n3(SB), NOSPLIT, $0-100
 	JZ     done_512_2_3
 
 loop_512_2_3:
-	VMOVUPS      (DX), Z6
-	VMOVUPS      64(DX), Z7
-	VMOVUPS.Z    128(DX), K1, Z8
+	VMOVUPS      (SI), Z6
+	VMOVUPS      64(SI), Z7
+	VMOVUPS.Z    128(SI), K1, Z8
 	VBROADCASTSS (CX), Z9
 	VFMADD231PS  Z6, Z9, Z0
 	VFMADD231PS  Z7, Z9, Z1
 	VFMADD231PS  Z8, Z9, Z2
-	VBROADCASTSS 4(CX), Z9
+	VBROADCASTSS (CX)(DX*1), Z9
 	VFMADD231PS  Z6, Z9, Z3
 	VFMADD231PS  Z7, Z9, Z4
 	VFMADD231PS  Z8, Z9, Z5
-	ADDQ         $0x00000008, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_2_3
 
 done_512_2_3:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z9
-	VADDPS    Z2, Z9, Z9
-	VMOVUPS   Z9, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z3, Z3
-	VMOVUPS   Z3, (SI)
-	VADDPS    64(SI), Z4, Z4
-	VMOVUPS   Z4, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z9
-	VADDPS    Z5, Z9, Z9
-	VMOVUPS   Z9, K1, 128(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z9
+	VMOVUPS      (AX), Z6
+	VFMADD231PS  Z0, Z9, Z6
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      64(AX), Z6
+	VFMADD231PS  Z1, Z9, Z6
+	VMOVUPS      Z6, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z6
+	VFMADD231PS  Z2, Z9, Z6
+	VMOVUPS      Z6, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z6
+	VFMADD231PS  Z3, Z9, Z6
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      64(AX), Z6
+	VFMADD231PS  Z4, Z9, Z6
+	VMOVUPS      Z6, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z6
+	VFMADD231PS  Z5, Z9, Z6
+	VMOVUPS      Z6, K1, 128(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m2n4(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m2n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m2n4(SB), NOSPLIT, $0-100
+TEXT ·gemm512m2n4(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -336,60 +384,71 @@ TEXT ·gemm512m2n4(SB), NOSPLIT, $0-100
 	JZ     done_512_2_4
 
 loop_512_2_4:
-	VMOVUPS      (DX), Z8
-	VMOVUPS      64(DX), Z9
-	VMOVUPS      128(DX), Z10
-	VMOVUPS.Z    192(DX), K1, Z11
+	VMOVUPS      (SI), Z8
+	VMOVUPS      64(SI), Z9
+	VMOVUPS      128(SI), Z10
+	VMOVUPS.Z    192(SI), K1, Z11
 	VBROADCASTSS (CX), Z12
 	VFMADD231PS  Z8, Z12, Z0
 	VFMADD231PS  Z9, Z12, Z1
 	VFMADD231PS  Z10, Z12, Z2
 	VFMADD231PS  Z11, Z12, Z3
-	VBROADCASTSS 4(CX), Z12
+	VBROADCASTSS (CX)(DX*1), Z12
 	VFMADD231PS  Z8, Z12, Z4
 	VFMADD231PS  Z9, Z12, Z5
 	VFMADD231PS  Z10, Z12, Z6
 	VFMADD231PS  Z11, Z12, Z7
-	ADDQ         $0x00000008, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_2_4
 
 done_512_2_4:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VADDPS    128(SI), Z2, Z2
-	VMOVUPS   Z2, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z12
-	VADDPS    Z3, Z12, Z12
-	VMOVUPS   Z12, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VADDPS    64(SI), Z5, Z5
-	VMOVUPS   Z5, 64(SI)
-	VADDPS    128(SI), Z6, Z6
-	VMOVUPS   Z6, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z12
-	VADDPS    Z7, Z12, Z12
-	VMOVUPS   Z12, K1, 192(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z12
+	VMOVUPS      (AX), Z8
+	VFMADD231PS  Z0, Z12, Z8
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      64(AX), Z8
+	VFMADD231PS  Z1, Z12, Z8
+	VMOVUPS      Z8, 64(AX)
+	VMOVUPS      128(AX), Z8
+	VFMADD231PS  Z2, Z12, Z8
+	VMOVUPS      Z8, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z8
+	VFMADD231PS  Z3, Z12, Z8
+	VMOVUPS      Z8, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z8
+	VFMADD231PS  Z4, Z12, Z8
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      64(AX), Z8
+	VFMADD231PS  Z5, Z12, Z8
+	VMOVUPS      Z8, 64(AX)
+	VMOVUPS      128(AX), Z8
+	VFMADD231PS  Z6, Z12, Z8
+	VMOVUPS      Z8, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z8
+	VFMADD231PS  Z7, Z12, Z8
+	VMOVUPS      Z8, K1, 192(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m3n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m3n1(SB), NOSPLIT, $0-100
+TEXT ·gemm512m3n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -398,45 +457,50 @@ TEXT ·gemm512m3n1(SB), NOSPLIT, $0-100
 	JZ     done_512_3_1
 
 loop_512_3_1:
-	VMOVUPS.Z    (DX), K1, Z3
+	VMOVUPS.Z    (SI), K1, Z3
 	VBROADCASTSS (CX), Z4
 	VFMADD231PS  Z3, Z4, Z0
-	VBROADCASTSS 4(CX), Z4
+	VBROADCASTSS (CX)(DX*1), Z4
 	VFMADD231PS  Z3, Z4, Z1
-	VBROADCASTSS 8(CX), Z4
+	VBROADCASTSS (CX)(DX*2), Z4
 	VFMADD231PS  Z3, Z4, Z2
-	ADDQ         $0x0000000c, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_3_1
 
 done_512_3_1:
-	VMOVUPS.Z (SI), K1, Z4
-	VADDPS    Z0, Z4, Z4
-	VMOVUPS   Z4, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z4
-	VADDPS    Z1, Z4, Z4
-	VMOVUPS   Z4, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z4
-	VADDPS    Z2, Z4, Z4
-	VMOVUPS   Z4, K1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z4
+	VMOVUPS.Z    (AX), K1, Z3
+	VFMADD231PS  Z0, Z4, Z3
+	VMOVUPS      Z3, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z3
+	VFMADD231PS  Z1, Z4, Z3
+	VMOVUPS      Z3, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z3
+	VFMADD231PS  Z2, Z4, Z3
+	VMOVUPS      Z3, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m3n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m3n2(SB), NOSPLIT, $0-100
+TEXT ·gemm512m3n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -448,55 +512,63 @@ TEXT ·gemm512m3n2(SB), NOSPLIT, $0-100
 	JZ     done_512_3_2
 
 loop_512_3_2:
-	VMOVUPS      (DX), Z6
-	VMOVUPS.Z    64(DX), K1, Z7
+	VMOVUPS      (SI), Z6
+	VMOVUPS.Z    64(SI), K1, Z7
 	VBROADCASTSS (CX), Z8
 	VFMADD231PS  Z6, Z8, Z0
 	VFMADD231PS  Z7, Z8, Z1
-	VBROADCASTSS 4(CX), Z8
+	VBROADCASTSS (CX)(DX*1), Z8
 	VFMADD231PS  Z6, Z8, Z2
 	VFMADD231PS  Z7, Z8, Z3
-	VBROADCASTSS 8(CX), Z8
+	VBROADCASTSS (CX)(DX*2), Z8
 	VFMADD231PS  Z6, Z8, Z4
 	VFMADD231PS  Z7, Z8, Z5
-	ADDQ         $0x0000000c, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_3_2
 
 done_512_3_2:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VMOVUPS.Z 64(SI), K1, Z8
-	VADDPS    Z1, Z8, Z8
-	VMOVUPS   Z8, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z2, Z2
-	VMOVUPS   Z2, (SI)
-	VMOVUPS.Z 64(SI), K1, Z8
-	VADDPS    Z3, Z8, Z8
-	VMOVUPS   Z8, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VMOVUPS.Z 64(SI), K1, Z8
-	VADDPS    Z5, Z8, Z8
-	VMOVUPS   Z8, K1, 64(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z8
+	VMOVUPS      (AX), Z6
+	VFMADD231PS  Z0, Z8, Z6
+	VMOVUPS      Z6, (AX)
+	VMOVUPS.Z    64(AX), K1, Z6
+	VFMADD231PS  Z1, Z8, Z6
+	VMOVUPS      Z6, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z6
+	VFMADD231PS  Z2, Z8, Z6
+	VMOVUPS      Z6, (AX)
+	VMOVUPS.Z    64(AX), K1, Z6
+	VFMADD231PS  Z3, Z8, Z6
+	VMOVUPS      Z6, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z6
+	VFMADD231PS  Z4, Z8, Z6
+	VMOVUPS      Z6, (AX)
+	VMOVUPS.Z    64(AX), K1, Z6
+	VFMADD231PS  Z5, Z8, Z6
+	VMOVUPS      Z6, K1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m3n3(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m3n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m3n3(SB), NOSPLIT, $0-100
+TEXT ·gemm512m3n3(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -511,65 +583,76 @@ TEXT ·gemm512m3n3(SB), NOSPLIT, $0-100
 	JZ     done_512_3_3
 
 loop_512_3_3:
-	VMOVUPS      (DX), Z9
-	VMOVUPS      64(DX), Z10
-	VMOVUPS.Z    128(DX), K1, Z11
+	VMOVUPS      (SI), Z9
+	VMOVUPS      64(SI), Z10
+	VMOVUPS.Z    128(SI), K1, Z11
 	VBROADCASTSS (CX), Z12
 	VFMADD231PS  Z9, Z12, Z0
 	VFMADD231PS  Z10, Z12, Z1
 	VFMADD231PS  Z11, Z12, Z2
-	VBROADCASTSS 4(CX), Z12
+	VBROADCASTSS (CX)(DX*1), Z12
 	VFMADD231PS  Z9, Z12, Z3
 	VFMADD231PS  Z10, Z12, Z4
 	VFMADD231PS  Z11, Z12, Z5
-	VBROADCASTSS 8(CX), Z12
+	VBROADCASTSS (CX)(DX*2), Z12
 	VFMADD231PS  Z9, Z12, Z6
 	VFMADD231PS  Z10, Z12, Z7
 	VFMADD231PS  Z11, Z12, Z8
-	ADDQ         $0x0000000c, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_3_3
 
 done_512_3_3:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z12
-	VADDPS    Z2, Z12, Z12
-	VMOVUPS   Z12, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z3, Z3
-	VMOVUPS   Z3, (SI)
-	VADDPS    64(SI), Z4, Z4
-	VMOVUPS   Z4, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z12
-	VADDPS    Z5, Z12, Z12
-	VMOVUPS   Z12, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VADDPS    64(SI), Z7, Z7
-	VMOVUPS   Z7, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z12
-	VADDPS    Z8, Z12, Z12
-	VMOVUPS   Z12, K1, 128(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z12
+	VMOVUPS      (AX), Z9
+	VFMADD231PS  Z0, Z12, Z9
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      64(AX), Z9
+	VFMADD231PS  Z1, Z12, Z9
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z9
+	VFMADD231PS  Z2, Z12, Z9
+	VMOVUPS      Z9, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z9
+	VFMADD231PS  Z3, Z12, Z9
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      64(AX), Z9
+	VFMADD231PS  Z4, Z12, Z9
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z9
+	VFMADD231PS  Z5, Z12, Z9
+	VMOVUPS      Z9, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z9
+	VFMADD231PS  Z6, Z12, Z9
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      64(AX), Z9
+	VFMADD231PS  Z7, Z12, Z9
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z9
+	VFMADD231PS  Z8, Z12, Z9
+	VMOVUPS      Z9, K1, 128(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m3n4(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m3n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m3n4(SB), NOSPLIT, $0-100
+TEXT ·gemm512m3n4(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
+	MOVL   mask+116(FP), R8
 	KMOVW  R8, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -587,76 +670,92 @@ TEXT ·gemm512m3n4(SB), NOSPLIT, $0-100
 	JZ     done_512_3_4
 
 loop_512_3_4:
-	VMOVUPS      (DX), Z12
-	VMOVUPS      64(DX), Z13
-	VMOVUPS      128(DX), Z14
-	VMOVUPS.Z    192(DX), K1, Z15
+	VMOVUPS      (SI), Z12
+	VMOVUPS      64(SI), Z13
+	VMOVUPS      128(SI), Z14
+	VMOVUPS.Z    192(SI), K1, Z15
 	VBROADCASTSS (CX), Z16
 	VFMADD231PS  Z12, Z16, Z0
 	VFMADD231PS  Z13, Z16, Z1
 	VFMADD231PS  Z14, Z16, Z2
 	VFMADD231PS  Z15, Z16, Z3
-	VBROADCASTSS 4(CX), Z16
+	VBROADCASTSS (CX)(DX*1), Z16
 	VFMADD231PS  Z12, Z16, Z4
 	VFMADD231PS  Z13, Z16, Z5
 	VFMADD231PS  Z14, Z16, Z6
 	VFMADD231PS  Z15, Z16, Z7
-	VBROADCASTSS 8(CX), Z16
+	VBROADCASTSS (CX)(DX*2), Z16
 	VFMADD231PS  Z12, Z16, Z8
 	VFMADD231PS  Z13, Z16, Z9
 	VFMADD231PS  Z14, Z16, Z10
 	VFMADD231PS  Z15, Z16, Z11
-	ADDQ         $0x0000000c, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_512_3_4
 
 done_512_3_4:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VADDPS    128(SI), Z2, Z2
-	VMOVUPS   Z2, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z16
-	VADDPS    Z3, Z16, Z16
-	VMOVUPS   Z16, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VADDPS    64(SI), Z5, Z5
-	VMOVUPS   Z5, 64(SI)
-	VADDPS    128(SI), Z6, Z6
-	VMOVUPS   Z6, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z16
-	VADDPS    Z7, Z16, Z16
-	VMOVUPS   Z16, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z8, Z8
-	VMOVUPS   Z8, (SI)
-	VADDPS    64(SI), Z9, Z9
-	VMOVUPS   Z9, 64(SI)
-	VADDPS    128(SI), Z10, Z10
-	VMOVUPS   Z10, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z16
-	VADDPS    Z11, Z16, Z16
-	VMOVUPS   Z16, K1, 192(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z16
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z0, Z16, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z1, Z16, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS      128(AX), Z12
+	VFMADD231PS  Z2, Z16, Z12
+	VMOVUPS      Z12, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z12
+	VFMADD231PS  Z3, Z16, Z12
+	VMOVUPS      Z12, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z4, Z16, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z5, Z16, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS      128(AX), Z12
+	VFMADD231PS  Z6, Z16, Z12
+	VMOVUPS      Z12, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z12
+	VFMADD231PS  Z7, Z16, Z12
+	VMOVUPS      Z12, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z8, Z16, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z9, Z16, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS      128(AX), Z12
+	VFMADD231PS  Z10, Z16, Z12
+	VMOVUPS      Z12, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z12
+	VFMADD231PS  Z11, Z16, Z12
+	VMOVUPS      Z12, K1, 192(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m4n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m4n1(SB), NOSPLIT, $0-100
+TEXT ·gemm512m4n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -665,52 +764,60 @@ TEXT ·gemm512m4n1(SB), NOSPLIT, $0-100
 	JZ     done_512_4_1
 
 loop_512_4_1:
-	VMOVUPS.Z    (DX), K1, Z4
+	VMOVUPS.Z    (DI), K1, Z4
 	VBROADCASTSS (CX), Z5
 	VFMADD231PS  Z4, Z5, Z0
-	VBROADCASTSS 4(CX), Z5
+	VBROADCASTSS (CX)(DX*1), Z5
 	VFMADD231PS  Z4, Z5, Z1
-	VBROADCASTSS 8(CX), Z5
+	VBROADCASTSS (CX)(DX*2), Z5
 	VFMADD231PS  Z4, Z5, Z2
-	VBROADCASTSS 12(CX), Z5
+	VBROADCASTSS (SI), Z5
 	VFMADD231PS  Z4, Z5, Z3
-	ADDQ         $0x00000010, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_4_1
 
 done_512_4_1:
-	VMOVUPS.Z (SI), K1, Z5
-	VADDPS    Z0, Z5, Z5
-	VMOVUPS   Z5, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z5
-	VADDPS    Z1, Z5, Z5
-	VMOVUPS   Z5, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z5
-	VADDPS    Z2, Z5, Z5
-	VMOVUPS   Z5, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z5
-	VADDPS    Z3, Z5, Z5
-	VMOVUPS   Z5, K1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z5
+	VMOVUPS.Z    (AX), K1, Z4
+	VFMADD231PS  Z0, Z5, Z4
+	VMOVUPS      Z4, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z4
+	VFMADD231PS  Z1, Z5, Z4
+	VMOVUPS      Z4, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z4
+	VFMADD231PS  Z2, Z5, Z4
+	VMOVUPS      Z4, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z4
+	VFMADD231PS  Z3, Z5, Z4
+	VMOVUPS      Z4, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m4n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m4n2(SB), NOSPLIT, $0-100
+TEXT ·gemm512m4n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -723,65 +830,77 @@ TEXT ·gemm512m4n2(SB), NOSPLIT, $0-100
 	JZ     done_512_4_2
 
 loop_512_4_2:
-	VMOVUPS      (DX), Z8
-	VMOVUPS.Z    64(DX), K1, Z9
+	VMOVUPS      (DI), Z8
+	VMOVUPS.Z    64(DI), K1, Z9
 	VBROADCASTSS (CX), Z10
 	VFMADD231PS  Z8, Z10, Z0
 	VFMADD231PS  Z9, Z10, Z1
-	VBROADCASTSS 4(CX), Z10
+	VBROADCASTSS (CX)(DX*1), Z10
 	VFMADD231PS  Z8, Z10, Z2
 	VFMADD231PS  Z9, Z10, Z3
-	VBROADCASTSS 8(CX), Z10
+	VBROADCASTSS (CX)(DX*2), Z10
 	VFMADD231PS  Z8, Z10, Z4
 	VFMADD231PS  Z9, Z10, Z5
-	VBROADCASTSS 12(CX), Z10
+	VBROADCASTSS (SI), Z10
 	VFMADD231PS  Z8, Z10, Z6
 	VFMADD231PS  Z9, Z10, Z7
-	ADDQ         $0x00000010, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_4_2
 
 done_512_4_2:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VMOVUPS.Z 64(SI), K1, Z10
-	VADDPS    Z1, Z10, Z10
-	VMOVUPS   Z10, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z2, Z2
-	VMOVUPS   Z2, (SI)
-	VMOVUPS.Z 64(SI), K1, Z10
-	VADDPS    Z3, Z10, Z10
-	VMOVUPS   Z10, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VMOVUPS.Z 64(SI), K1, Z10
-	VADDPS    Z5, Z10, Z10
-	VMOVUPS   Z10, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VMOVUPS.Z 64(SI), K1, Z10
-	VADDPS    Z7, Z10, Z10
-	VMOVUPS   Z10, K1, 64(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z10
+	VMOVUPS      (AX), Z8
+	VFMADD231PS  Z0, Z10, Z8
+	VMOVUPS      Z8, (AX)
+	VMOVUPS.Z    64(AX), K1, Z8
+	VFMADD231PS  Z1, Z10, Z8
+	VMOVUPS      Z8, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z8
+	VFMADD231PS  Z2, Z10, Z8
+	VMOVUPS      Z8, (AX)
+	VMOVUPS.Z    64(AX), K1, Z8
+	VFMADD231PS  Z3, Z10, Z8
+	VMOVUPS      Z8, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z8
+	VFMADD231PS  Z4, Z10, Z8
+	VMOVUPS      Z8, (AX)
+	VMOVUPS.Z    64(AX), K1, Z8
+	VFMADD231PS  Z5, Z10, Z8
+	VMOVUPS      Z8, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z8
+	VFMADD231PS  Z6, Z10, Z8
+	VMOVUPS      Z8, (AX)
+	VMOVUPS.Z    64(AX), K1, Z8
+	VFMADD231PS  Z7, Z10, Z8
+	VMOVUPS      Z8, K1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m4n3(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m4n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m4n3(SB), NOSPLIT, $0-100
+TEXT ·gemm512m4n3(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -798,78 +917,94 @@ TEXT ·gemm512m4n3(SB), NOSPLIT, $0-100
 	JZ     done_512_4_3
 
 loop_512_4_3:
-	VMOVUPS      (DX), Z12
-	VMOVUPS      64(DX), Z13
-	VMOVUPS.Z    128(DX), K1, Z14
+	VMOVUPS      (DI), Z12
+	VMOVUPS      64(DI), Z13
+	VMOVUPS.Z    128(DI), K1, Z14
 	VBROADCASTSS (CX), Z15
 	VFMADD231PS  Z12, Z15, Z0
 	VFMADD231PS  Z13, Z15, Z1
 	VFMADD231PS  Z14, Z15, Z2
-	VBROADCASTSS 4(CX), Z15
+	VBROADCASTSS (CX)(DX*1), Z15
 	VFMADD231PS  Z12, Z15, Z3
 	VFMADD231PS  Z13, Z15, Z4
 	VFMADD231PS  Z14, Z15, Z5
-	VBROADCASTSS 8(CX), Z15
+	VBROADCASTSS (CX)(DX*2), Z15
 	VFMADD231PS  Z12, Z15, Z6
 	VFMADD231PS  Z13, Z15, Z7
 	VFMADD231PS  Z14, Z15, Z8
-	VBROADCASTSS 12(CX), Z15
+	VBROADCASTSS (SI), Z15
 	VFMADD231PS  Z12, Z15, Z9
 	VFMADD231PS  Z13, Z15, Z10
 	VFMADD231PS  Z14, Z15, Z11
-	ADDQ         $0x00000010, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_4_3
 
 done_512_4_3:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z15
-	VADDPS    Z2, Z15, Z15
-	VMOVUPS   Z15, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z3, Z3
-	VMOVUPS   Z3, (SI)
-	VADDPS    64(SI), Z4, Z4
-	VMOVUPS   Z4, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z15
-	VADDPS    Z5, Z15, Z15
-	VMOVUPS   Z15, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VADDPS    64(SI), Z7, Z7
-	VMOVUPS   Z7, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z15
-	VADDPS    Z8, Z15, Z15
-	VMOVUPS   Z15, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z9, Z9
-	VMOVUPS   Z9, (SI)
-	VADDPS    64(SI), Z10, Z10
-	VMOVUPS   Z10, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z15
-	VADDPS    Z11, Z15, Z15
-	VMOVUPS   Z15, K1, 128(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z15
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z0, Z15, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z1, Z15, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z12
+	VFMADD231PS  Z2, Z15, Z12
+	VMOVUPS      Z12, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z3, Z15, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z4, Z15, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z12
+	VFMADD231PS  Z5, Z15, Z12
+	VMOVUPS      Z12, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z6, Z15, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z7, Z15, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z12
+	VFMADD231PS  Z8, Z15, Z12
+	VMOVUPS      Z12, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z9, Z15, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      64(AX), Z12
+	VFMADD231PS  Z10, Z15, Z12
+	VMOVUPS      Z12, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z12
+	VFMADD231PS  Z11, Z15, Z12
+	VMOVUPS      Z12, K1, 128(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m4n4(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m4n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m4n4(SB), NOSPLIT, $0-100
+TEXT ·gemm512m4n4(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -890,91 +1025,111 @@ TEXT ·gemm512m4n4(SB), NOSPLIT, $0-100
 	JZ     done_512_4_4
 
 loop_512_4_4:
-	VMOVUPS      (DX), Z16
-	VMOVUPS      64(DX), Z17
-	VMOVUPS      128(DX), Z18
-	VMOVUPS.Z    192(DX), K1, Z19
+	VMOVUPS      (DI), Z16
+	VMOVUPS      64(DI), Z17
+	VMOVUPS      128(DI), Z18
+	VMOVUPS.Z    192(DI), K1, Z19
 	VBROADCASTSS (CX), Z20
 	VFMADD231PS  Z16, Z20, Z0
 	VFMADD231PS  Z17, Z20, Z1
 	VFMADD231PS  Z18, Z20, Z2
 	VFMADD231PS  Z19, Z20, Z3
-	VBROADCASTSS 4(CX), Z20
+	VBROADCASTSS (CX)(DX*1), Z20
 	VFMADD231PS  Z16, Z20, Z4
 	VFMADD231PS  Z17, Z20, Z5
 	VFMADD231PS  Z18, Z20, Z6
 	VFMADD231PS  Z19, Z20, Z7
-	VBROADCASTSS 8(CX), Z20
+	VBROADCASTSS (CX)(DX*2), Z20
 	VFMADD231PS  Z16, Z20, Z8
 	VFMADD231PS  Z17, Z20, Z9
 	VFMADD231PS  Z18, Z20, Z10
 	VFMADD231PS  Z19, Z20, Z11
-	VBROADCASTSS 12(CX), Z20
+	VBROADCASTSS (SI), Z20
 	VFMADD231PS  Z16, Z20, Z12
 	VFMADD231PS  Z17, Z20, Z13
 	VFMADD231PS  Z18, Z20, Z14
 	VFMADD231PS  Z19, Z20, Z15
-	ADDQ         $0x00000010, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_4_4
 
 done_512_4_4:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VADDPS    128(SI), Z2, Z2
-	VMOVUPS   Z2, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z20
-	VADDPS    Z3, Z20, Z20
-	VMOVUPS   Z20, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VADDPS    64(SI), Z5, Z5
-	VMOVUPS   Z5, 64(SI)
-	VADDPS    128(SI), Z6, Z6
-	VMOVUPS   Z6, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z20
-	VADDPS    Z7, Z20, Z20
-	VMOVUPS   Z20, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z8, Z8
-	VMOVUPS   Z8, (SI)
-	VADDPS    64(SI), Z9, Z9
-	VMOVUPS   Z9, 64(SI)
-	VADDPS    128(SI), Z10, Z10
-	VMOVUPS   Z10, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z20
-	VADDPS    Z11, Z20, Z20
-	VMOVUPS   Z20, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z12, Z12
-	VMOVUPS   Z12, (SI)
-	VADDPS    64(SI), Z13, Z13
-	VMOVUPS   Z13, 64(SI)
-	VADDPS    128(SI), Z14, Z14
-	VMOVUPS   Z14, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z20
-	VADDPS    Z15, Z20, Z20
-	VMOVUPS   Z20, K1, 192(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z20
+	VMOVUPS      (AX), Z16
+	VFMADD231PS  Z0, Z20, Z16
+	VMOVUPS      Z16, (AX)
+	VMOVUPS      64(AX), Z16
+	VFMADD231PS  Z1, Z20, Z16
+	VMOVUPS      Z16, 64(AX)
+	VMOVUPS      128(AX), Z16
+	VFMADD231PS  Z2, Z20, Z16
+	VMOVUPS      Z16, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z16
+	VFMADD231PS  Z3, Z20, Z16
+	VMOVUPS      Z16, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z16
+	VFMADD231PS  Z4, Z20, Z16
+	VMOVUPS      Z16, (AX)
+	VMOVUPS      64(AX), Z16
+	VFMADD231PS  Z5, Z20, Z16
+	VMOVUPS      Z16, 64(AX)
+	VMOVUPS      128(AX), Z16
+	VFMADD231PS  Z6, Z20, Z16
+	VMOVUPS      Z16, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z16
+	VFMADD231PS  Z7, Z20, Z16
+	VMOVUPS      Z16, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z16
+	VFMADD231PS  Z8, Z20, Z16
+	VMOVUPS      Z16, (AX)
+	VMOVUPS      64(AX), Z16
+	VFMADD231PS  Z9, Z20, Z16
+	VMOVUPS      Z16, 64(AX)
+	VMOVUPS      128(AX), Z16
+	VFMADD231PS  Z10, Z20, Z16
+	VMOVUPS      Z16, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z16
+	VFMADD231PS  Z11, Z20, Z16
+	VMOVUPS      Z16, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z16
+	VFMADD231PS  Z12, Z20, Z16
+	VMOVUPS      Z16, (AX)
+	VMOVUPS      64(AX), Z16
+	VFMADD231PS  Z13, Z20, Z16
+	VMOVUPS      Z16, 64(AX)
+	VMOVUPS      128(AX), Z16
+	VFMADD231PS  Z14, Z20, Z16
+	VMOVUPS      Z16, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z16
+	VFMADD231PS  Z15, Z20, Z16
+	VMOVUPS      Z16, K1, 192(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m5n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m5n1(SB), NOSPLIT, $0-100
+TEXT ·gemm512m5n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -984,58 +1139,66 @@ TEXT ·gemm512m5n1(SB), NOSPLIT, $0-100
 	JZ     done_512_5_1
 
 loop_512_5_1:
-	VMOVUPS.Z    (DX), K1, Z5
+	VMOVUPS.Z    (DI), K1, Z5
 	VBROADCASTSS (CX), Z6
 	VFMADD231PS  Z5, Z6, Z0
-	VBROADCASTSS 4(CX), Z6
+	VBROADCASTSS (CX)(DX*1), Z6
 	VFMADD231PS  Z5, Z6, Z1
-	VBROADCASTSS 8(CX), Z6
+	VBROADCASTSS (CX)(DX*2), Z6
 	VFMADD231PS  Z5, Z6, Z2
-	VBROADCASTSS 12(CX), Z6
+	VBROADCASTSS (SI), Z6
 	VFMADD231PS  Z5, Z6, Z3
-	VBROADCASTSS 16(CX), Z6
+	VBROADCASTSS (SI)(DX*1), Z6
 	VFMADD231PS  Z5, Z6, Z4
-	ADDQ         $0x00000014, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_5_1
 
 done_512_5_1:
-	VMOVUPS.Z (SI), K1, Z6
-	VADDPS    Z0, Z6, Z6
-	VMOVUPS   Z6, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z6
-	VADDPS    Z1, Z6, Z6
-	VMOVUPS   Z6, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z6
-	VADDPS    Z2, Z6, Z6
-	VMOVUPS   Z6, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z6
-	VADDPS    Z3, Z6, Z6
-	VMOVUPS   Z6, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z6
-	VADDPS    Z4, Z6, Z6
-	VMOVUPS   Z6, K1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z6
+	VMOVUPS.Z    (AX), K1, Z5
+	VFMADD231PS  Z0, Z6, Z5
+	VMOVUPS      Z5, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z5
+	VFMADD231PS  Z1, Z6, Z5
+	VMOVUPS      Z5, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z5
+	VFMADD231PS  Z2, Z6, Z5
+	VMOVUPS      Z5, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z5
+	VFMADD231PS  Z3, Z6, Z5
+	VMOVUPS      Z5, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z5
+	VFMADD231PS  Z4, Z6, Z5
+	VMOVUPS      Z5, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m5n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m5n2(SB), NOSPLIT, $0-100
+TEXT ·gemm512m5n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1050,74 +1213,87 @@ TEXT ·gemm512m5n2(SB), NOSPLIT, $0-100
 	JZ     done_512_5_2
 
 loop_512_5_2:
-	VMOVUPS      (DX), Z10
-	VMOVUPS.Z    64(DX), K1, Z11
+	VMOVUPS      (DI), Z10
+	VMOVUPS.Z    64(DI), K1, Z11
 	VBROADCASTSS (CX), Z12
 	VFMADD231PS  Z10, Z12, Z0
 	VFMADD231PS  Z11, Z12, Z1
-	VBROADCASTSS 4(CX), Z12
+	VBROADCASTSS (CX)(DX*1), Z12
 	VFMADD231PS  Z10, Z12, Z2
 	VFMADD231PS  Z11, Z12, Z3
-	VBROADCASTSS 8(CX), Z12
+	VBROADCASTSS (CX)(DX*2), Z12
 	VFMADD231PS  Z10, Z12, Z4
 	VFMADD231PS  Z11, Z12, Z5
-	VBROADCASTSS 12(CX), Z12
+	VBROADCASTSS (SI), Z12
 	VFMADD231PS  Z10, Z12, Z6
 	VFMADD231PS  Z11, Z12, Z7
-	VBROADCASTSS 16(CX), Z12
+	VBROADCASTSS (SI)(DX*1), Z12
 	VFMADD231PS  Z10, Z12, Z8
 	VFMADD231PS  Z11, Z12, Z9
-	ADDQ         $0x00000014, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_5_2
 
 done_512_5_2:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VMOVUPS.Z 64(SI), K1, Z12
-	VADDPS    Z1, Z12, Z12
-	VMOVUPS   Z12, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z2, Z2
-	VMOVUPS   Z2, (SI)
-	VMOVUPS.Z 64(SI), K1, Z12
-	VADDPS    Z3, Z12, Z12
-	VMOVUPS   Z12, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VMOVUPS.Z 64(SI), K1, Z12
-	VADDPS    Z5, Z12, Z12
-	VMOVUPS   Z12, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VMOVUPS.Z 64(SI), K1, Z12
-	VADDPS    Z7, Z12, Z12
-	VMOVUPS   Z12, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z8, Z8
-	VMOVUPS   Z8, (SI)
-	VMOVUPS.Z 64(SI), K1, Z12
-	VADDPS    Z9, Z12, Z12
-	VMOVUPS   Z12, K1, 64(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z12
+	VMOVUPS      (AX), Z10
+	VFMADD231PS  Z0, Z12, Z10
+	VMOVUPS      Z10, (AX)
+	VMOVUPS.Z    64(AX), K1, Z10
+	VFMADD231PS  Z1, Z12, Z10
+	VMOVUPS      Z10, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z10
+	VFMADD231PS  Z2, Z12, Z10
+	VMOVUPS      Z10, (AX)
+	VMOVUPS.Z    64(AX), K1, Z10
+	VFMADD231PS  Z3, Z12, Z10
+	VMOVUPS      Z10, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z10
+	VFMADD231PS  Z4, Z12, Z10
+	VMOVUPS      Z10, (AX)
+	VMOVUPS.Z    64(AX), K1, Z10
+	VFMADD231PS  Z5, Z12, Z10
+	VMOVUPS      Z10, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z10
+	VFMADD231PS  Z6, Z12, Z10
+	VMOVUPS      Z10, (AX)
+	VMOVUPS.Z    64(AX), K1, Z10
+	VFMADD231PS  Z7, Z12, Z10
+	VMOVUPS      Z10, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z10
+	VFMADD231PS  Z8, Z12, Z10
+	VMOVUPS      Z10, (AX)
+	VMOVUPS.Z    64(AX), K1, Z10
+	VFMADD231PS  Z9, Z12, Z10
+	VMOVUPS      Z10, K1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m5n3(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m5n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m5n3(SB), NOSPLIT, $0-100
+TEXT ·gemm512m5n3(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1137,90 +1313,108 @@ TEXT ·gemm512m5n3(SB), NOSPLIT, $0-100
 	JZ     done_512_5_3
 
 loop_512_5_3:
-	VMOVUPS      (DX), Z15
-	VMOVUPS      64(DX), Z16
-	VMOVUPS.Z    128(DX), K1, Z17
+	VMOVUPS      (DI), Z15
+	VMOVUPS      64(DI), Z16
+	VMOVUPS.Z    128(DI), K1, Z17
 	VBROADCASTSS (CX), Z18
 	VFMADD231PS  Z15, Z18, Z0
 	VFMADD231PS  Z16, Z18, Z1
 	VFMADD231PS  Z17, Z18, Z2
-	VBROADCASTSS 4(CX), Z18
+	VBROADCASTSS (CX)(DX*1), Z18
 	VFMADD231PS  Z15, Z18, Z3
 	VFMADD231PS  Z16, Z18, Z4
 	VFMADD231PS  Z17, Z18, Z5
-	VBROADCASTSS 8(CX), Z18
+	VBROADCASTSS (CX)(DX*2), Z18
 	VFMADD231PS  Z15, Z18, Z6
 	VFMADD231PS  Z16, Z18, Z7
 	VFMADD231PS  Z17, Z18, Z8
-	VBROADCASTSS 12(CX), Z18
+	VBROADCASTSS (SI), Z18
 	VFMADD231PS  Z15, Z18, Z9
 	VFMADD231PS  Z16, Z18, Z10
 	VFMADD231PS  Z17, Z18, Z11
-	VBROADCASTSS 16(CX), Z18
+	VBROADCASTSS (SI)(DX*1), Z18
 	VFMADD231PS  Z15, Z18, Z12
 	VFMADD231PS  Z16, Z18, Z13
 	VFMADD231PS  Z17, Z18, Z14
-	ADDQ         $0x00000014, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_5_3
 
 done_512_5_3:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z18
-	VADDPS    Z2, Z18, Z18
-	VMOVUPS   Z18, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z3, Z3
-	VMOVUPS   Z3, (SI)
-	VADDPS    64(SI), Z4, Z4
-	VMOVUPS   Z4, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z18
-	VADDPS    Z5, Z18, Z18
-	VMOVUPS   Z18, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VADDPS    64(SI), Z7, Z7
-	VMOVUPS   Z7, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z18
-	VADDPS    Z8, Z18, Z18
-	VMOVUPS   Z18, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z9, Z9
-	VMOVUPS   Z9, (SI)
-	VADDPS    64(SI), Z10, Z10
-	VMOVUPS   Z10, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z18
-	VADDPS    Z11, Z18, Z18
-	VMOVUPS   Z18, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z12, Z12
-	VMOVUPS   Z12, (SI)
-	VADDPS    64(SI), Z13, Z13
-	VMOVUPS   Z13, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z18
-	VADDPS    Z14, Z18, Z18
-	VMOVUPS   Z18, K1, 128(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z18
+	VMOVUPS      (AX), Z15
+	VFMADD231PS  Z0, Z18, Z15
+	VMOVUPS      Z15, (AX)
+	VMOVUPS      64(AX), Z15
+	VFMADD231PS  Z1, Z18, Z15
+	VMOVUPS      Z15, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z15
+	VFMADD231PS  Z2, Z18, Z15
+	VMOVUPS      Z15, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z15
+	VFMADD231PS  Z3, Z18, Z15
+	VMOVUPS      Z15, (AX)
+	VMOVUPS      64(AX), Z15
+	VFMADD231PS  Z4, Z18, Z15
+	VMOVUPS      Z15, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z15
+	VFMADD231PS  Z5, Z18, Z15
+	VMOVUPS      Z15, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z15
+	VFMADD231PS  Z6, Z18, Z15
+	VMOVUPS      Z15, (AX)
+	VMOVUPS      64(AX), Z15
+	VFMADD231PS  Z7, Z18, Z15
+	VMOVUPS      Z15, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z15
+	VFMADD231PS  Z8, Z18, Z15
+	VMOVUPS      Z15, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z15
+	VFMADD231PS  Z9, Z18, Z15
+	VMOVUPS      Z15, (AX)
+	VMOVUPS      64(AX), Z15
+	VFMADD231PS  Z10, Z18, Z15
+	VMOVUPS      Z15, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z15
+	VFMADD231PS  Z11, Z18, Z15
+	VMOVUPS      Z15, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z15
+	VFMADD231PS  Z12, Z18, Z15
+	VMOVUPS      Z15, (AX)
+	VMOVUPS      64(AX), Z15
+	VFMADD231PS  Z13, Z18, Z15
+	VMOVUPS      Z15, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z15
+	VFMADD231PS  Z14, Z18, Z15
+	VMOVUPS      Z15, K1, 128(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m5n4(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m5n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m5n4(SB), NOSPLIT, $0-100
+TEXT ·gemm512m5n4(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1245,106 +1439,129 @@ TEXT ·gemm512m5n4(SB), NOSPLIT, $0-100
 	JZ     done_512_5_4
 
 loop_512_5_4:
-	VMOVUPS      (DX), Z20
-	VMOVUPS      64(DX), Z21
-	VMOVUPS      128(DX), Z22
-	VMOVUPS.Z    192(DX), K1, Z23
+	VMOVUPS      (DI), Z20
+	VMOVUPS      64(DI), Z21
+	VMOVUPS      128(DI), Z22
+	VMOVUPS.Z    192(DI), K1, Z23
 	VBROADCASTSS (CX), Z24
 	VFMADD231PS  Z20, Z24, Z0
 	VFMADD231PS  Z21, Z24, Z1
 	VFMADD231PS  Z22, Z24, Z2
 	VFMADD231PS  Z23, Z24, Z3
-	VBROADCASTSS 4(CX), Z24
+	VBROADCASTSS (CX)(DX*1), Z24
 	VFMADD231PS  Z20, Z24, Z4
 	VFMADD231PS  Z21, Z24, Z5
 	VFMADD231PS  Z22, Z24, Z6
 	VFMADD231PS  Z23, Z24, Z7
-	VBROADCASTSS 8(CX), Z24
+	VBROADCASTSS (CX)(DX*2), Z24
 	VFMADD231PS  Z20, Z24, Z8
 	VFMADD231PS  Z21, Z24, Z9
 	VFMADD231PS  Z22, Z24, Z10
 	VFMADD231PS  Z23, Z24, Z11
-	VBROADCASTSS 12(CX), Z24
+	VBROADCASTSS (SI), Z24
 	VFMADD231PS  Z20, Z24, Z12
 	VFMADD231PS  Z21, Z24, Z13
 	VFMADD231PS  Z22, Z24, Z14
 	VFMADD231PS  Z23, Z24, Z15
-	VBROADCASTSS 16(CX), Z24
+	VBROADCASTSS (SI)(DX*1), Z24
 	VFMADD231PS  Z20, Z24, Z16
 	VFMADD231PS  Z21, Z24, Z17
 	VFMADD231PS  Z22, Z24, Z18
 	VFMADD231PS  Z23, Z24, Z19
-	ADDQ         $0x00000014, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_5_4
 
 done_512_5_4:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VADDPS    128(SI), Z2, Z2
-	VMOVUPS   Z2, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z24
-	VADDPS    Z3, Z24, Z24
-	VMOVUPS   Z24, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VADDPS    64(SI), Z5, Z5
-	VMOVUPS   Z5, 64(SI)
-	VADDPS    128(SI), Z6, Z6
-	VMOVUPS   Z6, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z24
-	VADDPS    Z7, Z24, Z24
-	VMOVUPS   Z24, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z8, Z8
-	VMOVUPS   Z8, (SI)
-	VADDPS    64(SI), Z9, Z9
-	VMOVUPS   Z9, 64(SI)
-	VADDPS    128(SI), Z10, Z10
-	VMOVUPS   Z10, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z24
-	VADDPS    Z11, Z24, Z24
-	VMOVUPS   Z24, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z12, Z12
-	VMOVUPS   Z12, (SI)
-	VADDPS    64(SI), Z13, Z13
-	VMOVUPS   Z13, 64(SI)
-	VADDPS    128(SI), Z14, Z14
-	VMOVUPS   Z14, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z24
-	VADDPS    Z15, Z24, Z24
-	VMOVUPS   Z24, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z16, Z16
-	VMOVUPS   Z16, (SI)
-	VADDPS    64(SI), Z17, Z17
-	VMOVUPS   Z17, 64(SI)
-	VADDPS    128(SI), Z18, Z18
-	VMOVUPS   Z18, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z24
-	VADDPS    Z19, Z24, Z24
-	VMOVUPS   Z24, K1, 192(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z24
+	VMOVUPS      (AX), Z20
+	VFMADD231PS  Z0, Z24, Z20
+	VMOVUPS      Z20, (AX)
+	VMOVUPS      64(AX), Z20
+	VFMADD231PS  Z1, Z24, Z20
+	VMOVUPS      Z20, 64(AX)
+	VMOVUPS      128(AX), Z20
+	VFMADD231PS  Z2, Z24, Z20
+	VMOVUPS      Z20, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z20
+	VFMADD231PS  Z3, Z24, Z20
+	VMOVUPS      Z20, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z20
+	VFMADD231PS  Z4, Z24, Z20
+	VMOVUPS      Z20, (AX)
+	VMOVUPS      64(AX), Z20
+	VFMADD231PS  Z5, Z24, Z20
+	VMOVUPS      Z20, 64(AX)
+	VMOVUPS      128(AX), Z20
+	VFMADD231PS  Z6, Z24, Z20
+	VMOVUPS      Z20, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z20
+	VFMADD231PS  Z7, Z24, Z20
+	VMOVUPS      Z20, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z20
+	VFMADD231PS  Z8, Z24, Z20
+	VMOVUPS      Z20, (AX)
+	VMOVUPS      64(AX), Z20
+	VFMADD231PS  Z9, Z24, Z20
+	VMOVUPS      Z20, 64(AX)
+	VMOVUPS      128(AX), Z20
+	VFMADD231PS  Z10, Z24, Z20
+	VMOVUPS      Z20, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z20
+	VFMADD231PS  Z11, Z24, Z20
+	VMOVUPS      Z20, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z20
+	VFMADD231PS  Z12, Z24, Z20
+	VMOVUPS      Z20, (AX)
+	VMOVUPS      64(AX), Z20
+	VFMADD231PS  Z13, Z24, Z20
+	VMOVUPS      Z20, 64(AX)
+	VMOVUPS      128(AX), Z20
+	VFMADD231PS  Z14, Z24, Z20
+	VMOVUPS      Z20, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z20
+	VFMADD231PS  Z15, Z24, Z20
+	VMOVUPS      Z20, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z20
+	VFMADD231PS  Z16, Z24, Z20
+	VMOVUPS      Z20, (AX)
+	VMOVUPS      64(AX), Z20
+	VFMADD231PS  Z17, Z24, Z20
+	VMOVUPS      Z20, 64(AX)
+	VMOVUPS      128(AX), Z20
+	VFMADD231PS  Z18, Z24, Z20
+	VMOVUPS      Z20, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z20
+	VFMADD231PS  Z19, Z24, Z20
+	VMOVUPS      Z20, K1, 192(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m6n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m6n1(SB), NOSPLIT, $0-100
+TEXT ·gemm512m6n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1355,64 +1572,72 @@ TEXT ·gemm512m6n1(SB), NOSPLIT, $0-100
 	JZ     done_512_6_1
 
 loop_512_6_1:
-	VMOVUPS.Z    (DX), K1, Z6
+	VMOVUPS.Z    (DI), K1, Z6
 	VBROADCASTSS (CX), Z7
 	VFMADD231PS  Z6, Z7, Z0
-	VBROADCASTSS 4(CX), Z7
+	VBROADCASTSS (CX)(DX*1), Z7
 	VFMADD231PS  Z6, Z7, Z1
-	VBROADCASTSS 8(CX), Z7
+	VBROADCASTSS (CX)(DX*2), Z7
 	VFMADD231PS  Z6, Z7, Z2
-	VBROADCASTSS 12(CX), Z7
+	VBROADCASTSS (SI), Z7
 	VFMADD231PS  Z6, Z7, Z3
-	VBROADCASTSS 16(CX), Z7
+	VBROADCASTSS (SI)(DX*1), Z7
 	VFMADD231PS  Z6, Z7, Z4
-	VBROADCASTSS 20(CX), Z7
+	VBROADCASTSS (SI)(DX*2), Z7
 	VFMADD231PS  Z6, Z7, Z5
-	ADDQ         $0x00000018, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_6_1
 
 done_512_6_1:
-	VMOVUPS.Z (SI), K1, Z7
-	VADDPS    Z0, Z7, Z7
-	VMOVUPS   Z7, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z7
-	VADDPS    Z1, Z7, Z7
-	VMOVUPS   Z7, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z7
-	VADDPS    Z2, Z7, Z7
-	VMOVUPS   Z7, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z7
-	VADDPS    Z3, Z7, Z7
-	VMOVUPS   Z7, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z7
-	VADDPS    Z4, Z7, Z7
-	VMOVUPS   Z7, K1, (SI)
-	ADDQ      DI, SI
-	VMOVUPS.Z (SI), K1, Z7
-	VADDPS    Z5, Z7, Z7
-	VMOVUPS   Z7, K1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z7
+	VMOVUPS.Z    (AX), K1, Z6
+	VFMADD231PS  Z0, Z7, Z6
+	VMOVUPS      Z6, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z6
+	VFMADD231PS  Z1, Z7, Z6
+	VMOVUPS      Z6, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z6
+	VFMADD231PS  Z2, Z7, Z6
+	VMOVUPS      Z6, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z6
+	VFMADD231PS  Z3, Z7, Z6
+	VMOVUPS      Z6, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z6
+	VFMADD231PS  Z4, Z7, Z6
+	VMOVUPS      Z6, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS.Z    (AX), K1, Z6
+	VFMADD231PS  Z5, Z7, Z6
+	VMOVUPS      Z6, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m6n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m6n2(SB), NOSPLIT, $0-100
+TEXT ·gemm512m6n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1429,83 +1654,97 @@ TEXT ·gemm512m6n2(SB), NOSPLIT, $0-100
 	JZ     done_512_6_2
 
 loop_512_6_2:
-	VMOVUPS      (DX), Z12
-	VMOVUPS.Z    64(DX), K1, Z13
+	VMOVUPS      (DI), Z12
+	VMOVUPS.Z    64(DI), K1, Z13
 	VBROADCASTSS (CX), Z14
 	VFMADD231PS  Z12, Z14, Z0
 	VFMADD231PS  Z13, Z14, Z1
-	VBROADCASTSS 4(CX), Z14
+	VBROADCASTSS (CX)(DX*1), Z14
 	VFMADD231PS  Z12, Z14, Z2
 	VFMADD231PS  Z13, Z14, Z3
-	VBROADCASTSS 8(CX), Z14
+	VBROADCASTSS (CX)(DX*2), Z14
 	VFMADD231PS  Z12, Z14, Z4
 	VFMADD231PS  Z13, Z14, Z5
-	VBROADCASTSS 12(CX), Z14
+	VBROADCASTSS (SI), Z14
 	VFMADD231PS  Z12, Z14, Z6
 	VFMADD231PS  Z13, Z14, Z7
-	VBROADCASTSS 16(CX), Z14
+	VBROADCASTSS (SI)(DX*1), Z14
 	VFMADD231PS  Z12, Z14, Z8
 	VFMADD231PS  Z13, Z14, Z9
-	VBROADCASTSS 20(CX), Z14
+	VBROADCASTSS (SI)(DX*2), Z14
 	VFMADD231PS  Z12, Z14, Z10
 	VFMADD231PS  Z13, Z14, Z11
-	ADDQ         $0x00000018, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_6_2
 
 done_512_6_2:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VMOVUPS.Z 64(SI), K1, Z14
-	VADDPS    Z1, Z14, Z14
-	VMOVUPS   Z14, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z2, Z2
-	VMOVUPS   Z2, (SI)
-	VMOVUPS.Z 64(SI), K1, Z14
-	VADDPS    Z3, Z14, Z14
-	VMOVUPS   Z14, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VMOVUPS.Z 64(SI), K1, Z14
-	VADDPS    Z5, Z14, Z14
-	VMOVUPS   Z14, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VMOVUPS.Z 64(SI), K1, Z14
-	VADDPS    Z7, Z14, Z14
-	VMOVUPS   Z14, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z8, Z8
-	VMOVUPS   Z8, (SI)
-	VMOVUPS.Z 64(SI), K1, Z14
-	VADDPS    Z9, Z14, Z14
-	VMOVUPS   Z14, K1, 64(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z10, Z10
-	VMOVUPS   Z10, (SI)
-	VMOVUPS.Z 64(SI), K1, Z14
-	VADDPS    Z11, Z14, Z14
-	VMOVUPS   Z14, K1, 64(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z14
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z0, Z14, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS.Z    64(AX), K1, Z12
+	VFMADD231PS  Z1, Z14, Z12
+	VMOVUPS      Z12, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z2, Z14, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS.Z    64(AX), K1, Z12
+	VFMADD231PS  Z3, Z14, Z12
+	VMOVUPS      Z12, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z4, Z14, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS.Z    64(AX), K1, Z12
+	VFMADD231PS  Z5, Z14, Z12
+	VMOVUPS      Z12, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z6, Z14, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS.Z    64(AX), K1, Z12
+	VFMADD231PS  Z7, Z14, Z12
+	VMOVUPS      Z12, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z8, Z14, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS.Z    64(AX), K1, Z12
+	VFMADD231PS  Z9, Z14, Z12
+	VMOVUPS      Z12, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z12
+	VFMADD231PS  Z10, Z14, Z12
+	VMOVUPS      Z12, (AX)
+	VMOVUPS.Z    64(AX), K1, Z12
+	VFMADD231PS  Z11, Z14, Z12
+	VMOVUPS      Z12, K1, 64(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m6n3(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m6n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m6n3(SB), NOSPLIT, $0-100
+TEXT ·gemm512m6n3(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1528,102 +1767,122 @@ TEXT ·gemm512m6n3(SB), NOSPLIT, $0-100
 	JZ     done_512_6_3
 
 loop_512_6_3:
-	VMOVUPS      (DX), Z18
-	VMOVUPS      64(DX), Z19
-	VMOVUPS.Z    128(DX), K1, Z20
+	VMOVUPS      (DI), Z18
+	VMOVUPS      64(DI), Z19
+	VMOVUPS.Z    128(DI), K1, Z20
 	VBROADCASTSS (CX), Z21
 	VFMADD231PS  Z18, Z21, Z0
 	VFMADD231PS  Z19, Z21, Z1
 	VFMADD231PS  Z20, Z21, Z2
-	VBROADCASTSS 4(CX), Z21
+	VBROADCASTSS (CX)(DX*1), Z21
 	VFMADD231PS  Z18, Z21, Z3
 	VFMADD231PS  Z19, Z21, Z4
 	VFMADD231PS  Z20, Z21, Z5
-	VBROADCASTSS 8(CX), Z21
+	VBROADCASTSS (CX)(DX*2), Z21
 	VFMADD231PS  Z18, Z21, Z6
 	VFMADD231PS  Z19, Z21, Z7
 	VFMADD231PS  Z20, Z21, Z8
-	VBROADCASTSS 12(CX), Z21
+	VBROADCASTSS (SI), Z21
 	VFMADD231PS  Z18, Z21, Z9
 	VFMADD231PS  Z19, Z21, Z10
 	VFMADD231PS  Z20, Z21, Z11
-	VBROADCASTSS 16(CX), Z21
+	VBROADCASTSS (SI)(DX*1), Z21
 	VFMADD231PS  Z18, Z21, Z12
 	VFMADD231PS  Z19, Z21, Z13
 	VFMADD231PS  Z20, Z21, Z14
-	VBROADCASTSS 20(CX), Z21
+	VBROADCASTSS (SI)(DX*2), Z21
 	VFMADD231PS  Z18, Z21, Z15
 	VFMADD231PS  Z19, Z21, Z16
 	VFMADD231PS  Z20, Z21, Z17
-	ADDQ         $0x00000018, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_6_3
 
 done_512_6_3:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z21
-	VADDPS    Z2, Z21, Z21
-	VMOVUPS   Z21, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z3, Z3
-	VMOVUPS   Z3, (SI)
-	VADDPS    64(SI), Z4, Z4
-	VMOVUPS   Z4, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z21
-	VADDPS    Z5, Z21, Z21
-	VMOVUPS   Z21, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z6, Z6
-	VMOVUPS   Z6, (SI)
-	VADDPS    64(SI), Z7, Z7
-	VMOVUPS   Z7, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z21
-	VADDPS    Z8, Z21, Z21
-	VMOVUPS   Z21, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z9, Z9
-	VMOVUPS   Z9, (SI)
-	VADDPS    64(SI), Z10, Z10
-	VMOVUPS   Z10, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z21
-	VADDPS    Z11, Z21, Z21
-	VMOVUPS   Z21, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z12, Z12
-	VMOVUPS   Z12, (SI)
-	VADDPS    64(SI), Z13, Z13
-	VMOVUPS   Z13, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z21
-	VADDPS    Z14, Z21, Z21
-	VMOVUPS   Z21, K1, 128(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z15, Z15
-	VMOVUPS   Z15, (SI)
-	VADDPS    64(SI), Z16, Z16
-	VMOVUPS   Z16, 64(SI)
-	VMOVUPS.Z 128(SI), K1, Z21
-	VADDPS    Z17, Z21, Z21
-	VMOVUPS   Z21, K1, 128(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z21
+	VMOVUPS      (AX), Z18
+	VFMADD231PS  Z0, Z21, Z18
+	VMOVUPS      Z18, (AX)
+	VMOVUPS      64(AX), Z18
+	VFMADD231PS  Z1, Z21, Z18
+	VMOVUPS      Z18, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z18
+	VFMADD231PS  Z2, Z21, Z18
+	VMOVUPS      Z18, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z18
+	VFMADD231PS  Z3, Z21, Z18
+	VMOVUPS      Z18, (AX)
+	VMOVUPS      64(AX), Z18
+	VFMADD231PS  Z4, Z21, Z18
+	VMOVUPS      Z18, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z18
+	VFMADD231PS  Z5, Z21, Z18
+	VMOVUPS      Z18, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z18
+	VFMADD231PS  Z6, Z21, Z18
+	VMOVUPS      Z18, (AX)
+	VMOVUPS      64(AX), Z18
+	VFMADD231PS  Z7, Z21, Z18
+	VMOVUPS      Z18, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z18
+	VFMADD231PS  Z8, Z21, Z18
+	VMOVUPS      Z18, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z18
+	VFMADD231PS  Z9, Z21, Z18
+	VMOVUPS      Z18, (AX)
+	VMOVUPS      64(AX), Z18
+	VFMADD231PS  Z10, Z21, Z18
+	VMOVUPS      Z18, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z18
+	VFMADD231PS  Z11, Z21, Z18
+	VMOVUPS      Z18, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z18
+	VFMADD231PS  Z12, Z21, Z18
+	VMOVUPS      Z18, (AX)
+	VMOVUPS      64(AX), Z18
+	VFMADD231PS  Z13, Z21, Z18
+	VMOVUPS      Z18, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z18
+	VFMADD231PS  Z14, Z21, Z18
+	VMOVUPS      Z18, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z18
+	VFMADD231PS  Z15, Z21, Z18
+	VMOVUPS      Z18, (AX)
+	VMOVUPS      64(AX), Z18
+	VFMADD231PS  Z16, Z21, Z18
+	VMOVUPS      Z18, 64(AX)
+	VMOVUPS.Z    128(AX), K1, Z18
+	VFMADD231PS  Z17, Z21, Z18
+	VMOVUPS      Z18, K1, 128(AX)
 	VZEROUPPER
 	RET
 
-// func gemm512m6n4(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm512m6n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, AVX512F
-TEXT ·gemm512m6n4(SB), NOSPLIT, $0-100
+TEXT ·gemm512m6n4(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+96(FP), R8
-	KMOVW  R8, K1
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
+	MOVL   mask+116(FP), R9
+	KMOVW  R9, K1
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1652,183 +1911,220 @@ TEXT ·gemm512m6n4(SB), NOSPLIT, $0-100
 	JZ     done_512_6_4
 
 loop_512_6_4:
-	VMOVUPS      (DX), Z24
-	VMOVUPS      64(DX), Z25
-	VMOVUPS      128(DX), Z26
-	VMOVUPS.Z    192(DX), K1, Z27
+	VMOVUPS      (DI), Z24
+	VMOVUPS      64(DI), Z25
+	VMOVUPS      128(DI), Z26
+	VMOVUPS.Z    192(DI), K1, Z27
 	VBROADCASTSS (CX), Z28
 	VFMADD231PS  Z24, Z28, Z0
 	VFMADD231PS  Z25, Z28, Z1
 	VFMADD231PS  Z26, Z28, Z2
 	VFMADD231PS  Z27, Z28, Z3
-	VBROADCASTSS 4(CX), Z28
+	VBROADCASTSS (CX)(DX*1), Z28
 	VFMADD231PS  Z24, Z28, Z4
 	VFMADD231PS  Z25, Z28, Z5
 	VFMADD231PS  Z26, Z28, Z6
 	VFMADD231PS  Z27, Z28, Z7
-	VBROADCASTSS 8(CX), Z28
+	VBROADCASTSS (CX)(DX*2), Z28
 	VFMADD231PS  Z24, Z28, Z8
 	VFMADD231PS  Z25, Z28, Z9
 	VFMADD231PS  Z26, Z28, Z10
 	VFMADD231PS  Z27, Z28, Z11
-	VBROADCASTSS 12(CX), Z28
+	VBROADCASTSS (SI), Z28
 	VFMADD231PS  Z24, Z28, Z12
 	VFMADD231PS  Z25, Z28, Z13
 	VFMADD231PS  Z26, Z28, Z14
 	VFMADD231PS  Z27, Z28, Z15
-	VBROADCASTSS 16(CX), Z28
+	VBROADCASTSS (SI)(DX*1), Z28
 	VFMADD231PS  Z24, Z28, Z16
 	VFMADD231PS  Z25, Z28, Z17
 	VFMADD231PS  Z26, Z28, Z18
 	VFMADD231PS  Z27, Z28, Z19
-	VBROADCASTSS 20(CX), Z28
+	VBROADCASTSS (SI)(DX*2), Z28
 	VFMADD231PS  Z24, Z28, Z20
 	VFMADD231PS  Z25, Z28, Z21
 	VFMADD231PS  Z26, Z28, Z22
 	VFMADD231PS  Z27, Z28, Z23
-	ADDQ         $0x00000018, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_512_6_4
 
 done_512_6_4:
-	VADDPS    (SI), Z0, Z0
-	VMOVUPS   Z0, (SI)
-	VADDPS    64(SI), Z1, Z1
-	VMOVUPS   Z1, 64(SI)
-	VADDPS    128(SI), Z2, Z2
-	VMOVUPS   Z2, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z28
-	VADDPS    Z3, Z28, Z28
-	VMOVUPS   Z28, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z4, Z4
-	VMOVUPS   Z4, (SI)
-	VADDPS    64(SI), Z5, Z5
-	VMOVUPS   Z5, 64(SI)
-	VADDPS    128(SI), Z6, Z6
-	VMOVUPS   Z6, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z28
-	VADDPS    Z7, Z28, Z28
-	VMOVUPS   Z28, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z8, Z8
-	VMOVUPS   Z8, (SI)
-	VADDPS    64(SI), Z9, Z9
-	VMOVUPS   Z9, 64(SI)
-	VADDPS    128(SI), Z10, Z10
-	VMOVUPS   Z10, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z28
-	VADDPS    Z11, Z28, Z28
-	VMOVUPS   Z28, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z12, Z12
-	VMOVUPS   Z12, (SI)
-	VADDPS    64(SI), Z13, Z13
-	VMOVUPS   Z13, 64(SI)
-	VADDPS    128(SI), Z14, Z14
-	VMOVUPS   Z14, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z28
-	VADDPS    Z15, Z28, Z28
-	VMOVUPS   Z28, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z16, Z16
-	VMOVUPS   Z16, (SI)
-	VADDPS    64(SI), Z17, Z17
-	VMOVUPS   Z17, 64(SI)
-	VADDPS    128(SI), Z18, Z18
-	VMOVUPS   Z18, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z28
-	VADDPS    Z19, Z28, Z28
-	VMOVUPS   Z28, K1, 192(SI)
-	ADDQ      DI, SI
-	VADDPS    (SI), Z20, Z20
-	VMOVUPS   Z20, (SI)
-	VADDPS    64(SI), Z21, Z21
-	VMOVUPS   Z21, 64(SI)
-	VADDPS    128(SI), Z22, Z22
-	VMOVUPS   Z22, 128(SI)
-	VMOVUPS.Z 192(SI), K1, Z28
-	VADDPS    Z23, Z28, Z28
-	VMOVUPS   Z28, K1, 192(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Z28
+	VMOVUPS      (AX), Z24
+	VFMADD231PS  Z0, Z28, Z24
+	VMOVUPS      Z24, (AX)
+	VMOVUPS      64(AX), Z24
+	VFMADD231PS  Z1, Z28, Z24
+	VMOVUPS      Z24, 64(AX)
+	VMOVUPS      128(AX), Z24
+	VFMADD231PS  Z2, Z28, Z24
+	VMOVUPS      Z24, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z24
+	VFMADD231PS  Z3, Z28, Z24
+	VMOVUPS      Z24, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z24
+	VFMADD231PS  Z4, Z28, Z24
+	VMOVUPS      Z24, (AX)
+	VMOVUPS      64(AX), Z24
+	VFMADD231PS  Z5, Z28, Z24
+	VMOVUPS      Z24, 64(AX)
+	VMOVUPS      128(AX), Z24
+	VFMADD231PS  Z6, Z28, Z24
+	VMOVUPS      Z24, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z24
+	VFMADD231PS  Z7, Z28, Z24
+	VMOVUPS      Z24, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z24
+	VFMADD231PS  Z8, Z28, Z24
+	VMOVUPS      Z24, (AX)
+	VMOVUPS      64(AX), Z24
+	VFMADD231PS  Z9, Z28, Z24
+	VMOVUPS      Z24, 64(AX)
+	VMOVUPS      128(AX), Z24
+	VFMADD231PS  Z10, Z28, Z24
+	VMOVUPS      Z24, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z24
+	VFMADD231PS  Z11, Z28, Z24
+	VMOVUPS      Z24, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z24
+	VFMADD231PS  Z12, Z28, Z24
+	VMOVUPS      Z24, (AX)
+	VMOVUPS      64(AX), Z24
+	VFMADD231PS  Z13, Z28, Z24
+	VMOVUPS      Z24, 64(AX)
+	VMOVUPS      128(AX), Z24
+	VFMADD231PS  Z14, Z28, Z24
+	VMOVUPS      Z24, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z24
+	VFMADD231PS  Z15, Z28, Z24
+	VMOVUPS      Z24, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z24
+	VFMADD231PS  Z16, Z28, Z24
+	VMOVUPS      Z24, (AX)
+	VMOVUPS      64(AX), Z24
+	VFMADD231PS  Z17, Z28, Z24
+	VMOVUPS      Z24, 64(AX)
+	VMOVUPS      128(AX), Z24
+	VFMADD231PS  Z18, Z28, Z24
+	VMOVUPS      Z24, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z24
+	VFMADD231PS  Z19, Z28, Z24
+	VMOVUPS      Z24, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Z24
+	VFMADD231PS  Z20, Z28, Z24
+	VMOVUPS      Z24, (AX)
+	VMOVUPS      64(AX), Z24
+	VFMADD231PS  Z21, Z28, Z24
+	VMOVUPS      Z24, 64(AX)
+	VMOVUPS      128(AX), Z24
+	VFMADD231PS  Z22, Z28, Z24
+	VMOVUPS      Z24, 128(AX)
+	VMOVUPS.Z    192(AX), K1, Z24
+	VFMADD231PS  Z23, Z28, Z24
+	VMOVUPS      Z24, K1, 192(AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m1n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m1n1(SB), NOSPLIT, $0-100
+TEXT ·gemm256m1n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b_base+48(FP), BX
+	MOVQ   bs+72(FP), SI
+	SHLQ   $0x02, SI
 	VXORPS Y0, Y0, Y0
 	TESTQ  AX, AX
 	JZ     done_256_1_1
 
 loop_256_1_1:
-	VMOVUPS      (DX), Y1
+	VMOVUPS      (BX), Y1
 	VBROADCASTSS (CX), Y2
 	VFMADD231PS  Y1, Y2, Y0
-	ADDQ         $0x00000004, CX
-	ADDQ         BX, DX
+	ADDQ         DX, CX
+	ADDQ         SI, BX
 	DECQ         AX
 	JNZ          loop_256_1_1
 
 done_256_1_1:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y2
+	VMOVUPS      (AX), Y1
+	VFMADD231PS  Y0, Y2, Y1
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m1n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m1n2(SB), NOSPLIT, $0-100
+TEXT ·gemm256m1n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b_base+48(FP), BX
+	MOVQ   bs+72(FP), SI
+	SHLQ   $0x02, SI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	TESTQ  AX, AX
 	JZ     done_256_1_2
 
 loop_256_1_2:
-	VMOVUPS      (DX), Y2
-	VMOVUPS      32(DX), Y3
+	VMOVUPS      (BX), Y2
+	VMOVUPS      32(BX), Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y2, Y4, Y0
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000004, CX
-	ADDQ         BX, DX
+	ADDQ         DX, CX
+	ADDQ         SI, BX
 	DECQ         AX
 	JNZ          loop_256_1_2
 
 done_256_1_2:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	VADDPS  32(SI), Y1, Y1
-	VMOVUPS Y1, 32(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y4
+	VMOVUPS      (AX), Y2
+	VFMADD231PS  Y0, Y4, Y2
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      32(AX), Y2
+	VFMADD231PS  Y1, Y4, Y2
+	VMOVUPS      Y2, 32(AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m2n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m2n1(SB), NOSPLIT, $0-100
+TEXT ·gemm256m2n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -1836,35 +2132,42 @@ TEXT ·gemm256m2n1(SB), NOSPLIT, $0-100
 	JZ     done_256_2_1
 
 loop_256_2_1:
-	VMOVUPS      (DX), Y2
+	VMOVUPS      (SI), Y2
 	VBROADCASTSS (CX), Y3
 	VFMADD231PS  Y2, Y3, Y0
-	VBROADCASTSS 4(CX), Y3
+	VBROADCASTSS (CX)(DX*1), Y3
 	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         $0x00000008, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_256_2_1
 
 done_256_2_1:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y1, Y1
-	VMOVUPS Y1, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y3
+	VMOVUPS      (AX), Y2
+	VFMADD231PS  Y0, Y3, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y2
+	VFMADD231PS  Y1, Y3, Y2
+	VMOVUPS      Y2, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m2n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m2n2(SB), NOSPLIT, $0-100
+TEXT ·gemm256m2n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -1874,42 +2177,51 @@ TEXT ·gemm256m2n2(SB), NOSPLIT, $0-100
 	JZ     done_256_2_2
 
 loop_256_2_2:
-	VMOVUPS      (DX), Y4
-	VMOVUPS      32(DX), Y5
+	VMOVUPS      (SI), Y4
+	VMOVUPS      32(SI), Y5
 	VBROADCASTSS (CX), Y6
 	VFMADD231PS  Y4, Y6, Y0
 	VFMADD231PS  Y5, Y6, Y1
-	VBROADCASTSS 4(CX), Y6
+	VBROADCASTSS (CX)(DX*1), Y6
 	VFMADD231PS  Y4, Y6, Y2
 	VFMADD231PS  Y5, Y6, Y3
-	ADDQ         $0x00000008, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_256_2_2
 
 done_256_2_2:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	VADDPS  32(SI), Y1, Y1
-	VMOVUPS Y1, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	VADDPS  32(SI), Y3, Y3
-	VMOVUPS Y3, 32(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y6
+	VMOVUPS      (AX), Y4
+	VFMADD231PS  Y0, Y6, Y4
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      32(AX), Y4
+	VFMADD231PS  Y1, Y6, Y4
+	VMOVUPS      Y4, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y4
+	VFMADD231PS  Y2, Y6, Y4
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      32(AX), Y4
+	VFMADD231PS  Y3, Y6, Y4
+	VMOVUPS      Y4, 32(AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m3n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m3n1(SB), NOSPLIT, $0-100
+TEXT ·gemm256m3n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -1918,40 +2230,48 @@ TEXT ·gemm256m3n1(SB), NOSPLIT, $0-100
 	JZ     done_256_3_1
 
 loop_256_3_1:
-	VMOVUPS      (DX), Y3
+	VMOVUPS      (SI), Y3
 	VBROADCASTSS (CX), Y4
 	VFMADD231PS  Y3, Y4, Y0
-	VBROADCASTSS 4(CX), Y4
+	VBROADCASTSS (CX)(DX*1), Y4
 	VFMADD231PS  Y3, Y4, Y1
-	VBROADCASTSS 8(CX), Y4
+	VBROADCASTSS (CX)(DX*2), Y4
 	VFMADD231PS  Y3, Y4, Y2
-	ADDQ         $0x0000000c, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_256_3_1
 
 done_256_3_1:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y1, Y1
-	VMOVUPS Y1, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y4
+	VMOVUPS      (AX), Y3
+	VFMADD231PS  Y0, Y4, Y3
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y3
+	VFMADD231PS  Y1, Y4, Y3
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y3
+	VFMADD231PS  Y2, Y4, Y3
+	VMOVUPS      Y3, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m3n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m3n2(SB), NOSPLIT, $0-100
+TEXT ·gemm256m3n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
+	MOVQ   b_base+48(FP), SI
+	MOVQ   bs+72(FP), DI
 	SHLQ   $0x02, DI
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -1963,51 +2283,64 @@ TEXT ·gemm256m3n2(SB), NOSPLIT, $0-100
 	JZ     done_256_3_2
 
 loop_256_3_2:
-	VMOVUPS      (DX), Y6
-	VMOVUPS      32(DX), Y7
+	VMOVUPS      (SI), Y6
+	VMOVUPS      32(SI), Y7
 	VBROADCASTSS (CX), Y8
 	VFMADD231PS  Y6, Y8, Y0
 	VFMADD231PS  Y7, Y8, Y1
-	VBROADCASTSS 4(CX), Y8
+	VBROADCASTSS (CX)(DX*1), Y8
 	VFMADD231PS  Y6, Y8, Y2
 	VFMADD231PS  Y7, Y8, Y3
-	VBROADCASTSS 8(CX), Y8
+	VBROADCASTSS (CX)(DX*2), Y8
 	VFMADD231PS  Y6, Y8, Y4
 	VFMADD231PS  Y7, Y8, Y5
-	ADDQ         $0x0000000c, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         DI, SI
 	DECQ         AX
 	JNZ          loop_256_3_2
 
 done_256_3_2:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	VADDPS  32(SI), Y1, Y1
-	VMOVUPS Y1, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	VADDPS  32(SI), Y3, Y3
-	VMOVUPS Y3, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y4, Y4
-	VMOVUPS Y4, (SI)
-	VADDPS  32(SI), Y5, Y5
-	VMOVUPS Y5, 32(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y8
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y0, Y8, Y6
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      32(AX), Y6
+	VFMADD231PS  Y1, Y8, Y6
+	VMOVUPS      Y6, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y2, Y8, Y6
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      32(AX), Y6
+	VFMADD231PS  Y3, Y8, Y6
+	VMOVUPS      Y6, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y4, Y8, Y6
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      32(AX), Y6
+	VFMADD231PS  Y5, Y8, Y6
+	VMOVUPS      Y6, 32(AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m4n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m4n1(SB), NOSPLIT, $0-100
+TEXT ·gemm256m4n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -2016,46 +2349,58 @@ TEXT ·gemm256m4n1(SB), NOSPLIT, $0-100
 	JZ     done_256_4_1
 
 loop_256_4_1:
-	VMOVUPS      (DX), Y4
+	VMOVUPS      (DI), Y4
 	VBROADCASTSS (CX), Y5
 	VFMADD231PS  Y4, Y5, Y0
-	VBROADCASTSS 4(CX), Y5
+	VBROADCASTSS (CX)(DX*1), Y5
 	VFMADD231PS  Y4, Y5, Y1
-	VBROADCASTSS 8(CX), Y5
+	VBROADCASTSS (CX)(DX*2), Y5
 	VFMADD231PS  Y4, Y5, Y2
-	VBROADCASTSS 12(CX), Y5
+	VBROADCASTSS (SI), Y5
 	VFMADD231PS  Y4, Y5, Y3
-	ADDQ         $0x00000010, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_256_4_1
 
 done_256_4_1:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y1, Y1
-	VMOVUPS Y1, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y3, Y3
-	VMOVUPS Y3, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y5
+	VMOVUPS      (AX), Y4
+	VFMADD231PS  Y0, Y5, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y4
+	VFMADD231PS  Y1, Y5, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y4
+	VFMADD231PS  Y2, Y5, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y4
+	VFMADD231PS  Y3, Y5, Y4
+	VMOVUPS      Y4, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m4n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m4n2(SB), NOSPLIT, $0-100
+TEXT ·gemm256m4n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -2068,59 +2413,75 @@ TEXT ·gemm256m4n2(SB), NOSPLIT, $0-100
 	JZ     done_256_4_2
 
 loop_256_4_2:
-	VMOVUPS      (DX), Y8
-	VMOVUPS      32(DX), Y9
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
 	VBROADCASTSS (CX), Y10
 	VFMADD231PS  Y8, Y10, Y0
 	VFMADD231PS  Y9, Y10, Y1
-	VBROADCASTSS 4(CX), Y10
+	VBROADCASTSS (CX)(DX*1), Y10
 	VFMADD231PS  Y8, Y10, Y2
 	VFMADD231PS  Y9, Y10, Y3
-	VBROADCASTSS 8(CX), Y10
+	VBROADCASTSS (CX)(DX*2), Y10
 	VFMADD231PS  Y8, Y10, Y4
 	VFMADD231PS  Y9, Y10, Y5
-	VBROADCASTSS 12(CX), Y10
+	VBROADCASTSS (SI), Y10
 	VFMADD231PS  Y8, Y10, Y6
 	VFMADD231PS  Y9, Y10, Y7
-	ADDQ         $0x00000010, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_256_4_2
 
 done_256_4_2:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	VADDPS  32(SI), Y1, Y1
-	VMOVUPS Y1, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	VADDPS  32(SI), Y3, Y3
-	VMOVUPS Y3, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y4, Y4
-	VMOVUPS Y4, (SI)
-	VADDPS  32(SI), Y5, Y5
-	VMOVUPS Y5, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y6, Y6
-	VMOVUPS Y6, (SI)
-	VADDPS  32(SI), Y7, Y7
-	VMOVUPS Y7, 32(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y10
+	VMOVUPS      (AX), Y8
+	VFMADD231PS  Y0, Y10, Y8
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      32(AX), Y8
+	VFMADD231PS  Y1, Y10, Y8
+	VMOVUPS      Y8, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y8
+	VFMADD231PS  Y2, Y10, Y8
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      32(AX), Y8
+	VFMADD231PS  Y3, Y10, Y8
+	VMOVUPS      Y8, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y8
+	VFMADD231PS  Y4, Y10, Y8
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      32(AX), Y8
+	VFMADD231PS  Y5, Y10, Y8
+	VMOVUPS      Y8, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y8
+	VFMADD231PS  Y6, Y10, Y8
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      32(AX), Y8
+	VFMADD231PS  Y7, Y10, Y8
+	VMOVUPS      Y8, 32(AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m5n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m5n1(SB), NOSPLIT, $0-100
+TEXT ·gemm256m5n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -2130,51 +2491,64 @@ TEXT ·gemm256m5n1(SB), NOSPLIT, $0-100
 	JZ     done_256_5_1
 
 loop_256_5_1:
-	VMOVUPS      (DX), Y5
+	VMOVUPS      (DI), Y5
 	VBROADCASTSS (CX), Y6
 	VFMADD231PS  Y5, Y6, Y0
-	VBROADCASTSS 4(CX), Y6
+	VBROADCASTSS (CX)(DX*1), Y6
 	VFMADD231PS  Y5, Y6, Y1
-	VBROADCASTSS 8(CX), Y6
+	VBROADCASTSS (CX)(DX*2), Y6
 	VFMADD231PS  Y5, Y6, Y2
-	VBROADCASTSS 12(CX), Y6
+	VBROADCASTSS (SI), Y6
 	VFMADD231PS  Y5, Y6, Y3
-	VBROADCASTSS 16(CX), Y6
+	VBROADCASTSS (SI)(DX*1), Y6
 	VFMADD231PS  Y5, Y6, Y4
-	ADDQ         $0x00000014, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_256_5_1
 
 done_256_5_1:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y1, Y1
-	VMOVUPS Y1, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y3, Y3
-	VMOVUPS Y3, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y4, Y4
-	VMOVUPS Y4, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y6
+	VMOVUPS      (AX), Y5
+	VFMADD231PS  Y0, Y6, Y5
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y5
+	VFMADD231PS  Y1, Y6, Y5
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y5
+	VFMADD231PS  Y2, Y6, Y5
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y5
+	VFMADD231PS  Y3, Y6, Y5
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y5
+	VFMADD231PS  Y4, Y6, Y5
+	VMOVUPS      Y5, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m5n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m5n2(SB), NOSPLIT, $0-100
+TEXT ·gemm256m5n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -2189,67 +2563,85 @@ TEXT ·gemm256m5n2(SB), NOSPLIT, $0-100
 	JZ     done_256_5_2
 
 loop_256_5_2:
-	VMOVUPS      (DX), Y10
-	VMOVUPS      32(DX), Y11
+	VMOVUPS      (DI), Y10
+	VMOVUPS      32(DI), Y11
 	VBROADCASTSS (CX), Y12
 	VFMADD231PS  Y10, Y12, Y0
 	VFMADD231PS  Y11, Y12, Y1
-	VBROADCASTSS 4(CX), Y12
+	VBROADCASTSS (CX)(DX*1), Y12
 	VFMADD231PS  Y10, Y12, Y2
 	VFMADD231PS  Y11, Y12, Y3
-	VBROADCASTSS 8(CX), Y12
+	VBROADCASTSS (CX)(DX*2), Y12
 	VFMADD231PS  Y10, Y12, Y4
 	VFMADD231PS  Y11, Y12, Y5
-	VBROADCASTSS 12(CX), Y12
+	VBROADCASTSS (SI), Y12
 	VFMADD231PS  Y10, Y12, Y6
 	VFMADD231PS  Y11, Y12, Y7
-	VBROADCASTSS 16(CX), Y12
+	VBROADCASTSS (SI)(DX*1), Y12
 	VFMADD231PS  Y10, Y12, Y8
 	VFMADD231PS  Y11, Y12, Y9
-	ADDQ         $0x00000014, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_256_5_2
 
 done_256_5_2:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	VADDPS  32(SI), Y1, Y1
-	VMOVUPS Y1, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	VADDPS  32(SI), Y3, Y3
-	VMOVUPS Y3, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y4, Y4
-	VMOVUPS Y4, (SI)
-	VADDPS  32(SI), Y5, Y5
-	VMOVUPS Y5, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y6, Y6
-	VMOVUPS Y6, (SI)
-	VADDPS  32(SI), Y7, Y7
-	VMOVUPS Y7, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y8, Y8
-	VMOVUPS Y8, (SI)
-	VADDPS  32(SI), Y9, Y9
-	VMOVUPS Y9, 32(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y12
+	VMOVUPS      (AX), Y10
+	VFMADD231PS  Y0, Y12, Y10
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      32(AX), Y10
+	VFMADD231PS  Y1, Y12, Y10
+	VMOVUPS      Y10, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y10
+	VFMADD231PS  Y2, Y12, Y10
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      32(AX), Y10
+	VFMADD231PS  Y3, Y12, Y10
+	VMOVUPS      Y10, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y10
+	VFMADD231PS  Y4, Y12, Y10
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      32(AX), Y10
+	VFMADD231PS  Y5, Y12, Y10
+	VMOVUPS      Y10, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y10
+	VFMADD231PS  Y6, Y12, Y10
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      32(AX), Y10
+	VFMADD231PS  Y7, Y12, Y10
+	VMOVUPS      Y10, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y10
+	VFMADD231PS  Y8, Y12, Y10
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      32(AX), Y10
+	VFMADD231PS  Y9, Y12, Y10
+	VMOVUPS      Y10, 32(AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m6n1(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m6n1(SB), NOSPLIT, $0-100
+TEXT ·gemm256m6n1(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -2260,56 +2652,70 @@ TEXT ·gemm256m6n1(SB), NOSPLIT, $0-100
 	JZ     done_256_6_1
 
 loop_256_6_1:
-	VMOVUPS      (DX), Y6
+	VMOVUPS      (DI), Y6
 	VBROADCASTSS (CX), Y7
 	VFMADD231PS  Y6, Y7, Y0
-	VBROADCASTSS 4(CX), Y7
+	VBROADCASTSS (CX)(DX*1), Y7
 	VFMADD231PS  Y6, Y7, Y1
-	VBROADCASTSS 8(CX), Y7
+	VBROADCASTSS (CX)(DX*2), Y7
 	VFMADD231PS  Y6, Y7, Y2
-	VBROADCASTSS 12(CX), Y7
+	VBROADCASTSS (SI), Y7
 	VFMADD231PS  Y6, Y7, Y3
-	VBROADCASTSS 16(CX), Y7
+	VBROADCASTSS (SI)(DX*1), Y7
 	VFMADD231PS  Y6, Y7, Y4
-	VBROADCASTSS 20(CX), Y7
+	VBROADCASTSS (SI)(DX*2), Y7
 	VFMADD231PS  Y6, Y7, Y5
-	ADDQ         $0x00000018, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_256_6_1
 
 done_256_6_1:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y1, Y1
-	VMOVUPS Y1, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y3, Y3
-	VMOVUPS Y3, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y4, Y4
-	VMOVUPS Y4, (SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y5, Y5
-	VMOVUPS Y5, (SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y7
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y0, Y7, Y6
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y1, Y7, Y6
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y2, Y7, Y6
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y3, Y7, Y6
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y4, Y7, Y6
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y6
+	VFMADD231PS  Y5, Y7, Y6
+	VMOVUPS      Y6, (AX)
 	VZEROUPPER
 	RET
 
-// func gemm256m6n2(kc int, a []float32, b []float32, bs int, c []float32, ldc int, mask uint32)
+// func gemm256m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
 // Requires: AVX, FMA3
-TEXT ·gemm256m6n2(SB), NOSPLIT, $0-100
+TEXT ·gemm256m6n2(SB), NOSPLIT, $0-120
 	MOVQ   kc+0(FP), AX
 	MOVQ   a_base+8(FP), CX
-	MOVQ   b_base+32(FP), DX
-	MOVQ   bs+56(FP), BX
+	MOVQ   ars+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   aps+40(FP), BX
 	SHLQ   $0x02, BX
-	MOVQ   c_base+64(FP), SI
-	MOVQ   ldc+88(FP), DI
-	SHLQ   $0x02, DI
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	MOVQ   b_base+48(FP), DI
+	MOVQ   bs+72(FP), R8
+	SHLQ   $0x02, R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -2326,61 +2732,78 @@ TEXT ·gemm256m6n2(SB), NOSPLIT, $0-100
 	JZ     done_256_6_2
 
 loop_256_6_2:
-	VMOVUPS      (DX), Y12
-	VMOVUPS      32(DX), Y13
+	VMOVUPS      (DI), Y12
+	VMOVUPS      32(DI), Y13
 	VBROADCASTSS (CX), Y14
 	VFMADD231PS  Y12, Y14, Y0
 	VFMADD231PS  Y13, Y14, Y1
-	VBROADCASTSS 4(CX), Y14
+	VBROADCASTSS (CX)(DX*1), Y14
 	VFMADD231PS  Y12, Y14, Y2
 	VFMADD231PS  Y13, Y14, Y3
-	VBROADCASTSS 8(CX), Y14
+	VBROADCASTSS (CX)(DX*2), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
-	VBROADCASTSS 12(CX), Y14
+	VBROADCASTSS (SI), Y14
 	VFMADD231PS  Y12, Y14, Y6
 	VFMADD231PS  Y13, Y14, Y7
-	VBROADCASTSS 16(CX), Y14
+	VBROADCASTSS (SI)(DX*1), Y14
 	VFMADD231PS  Y12, Y14, Y8
 	VFMADD231PS  Y13, Y14, Y9
-	VBROADCASTSS 20(CX), Y14
+	VBROADCASTSS (SI)(DX*2), Y14
 	VFMADD231PS  Y12, Y14, Y10
 	VFMADD231PS  Y13, Y14, Y11
-	ADDQ         $0x00000018, CX
-	ADDQ         BX, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	ADDQ         R8, DI
 	DECQ         AX
 	JNZ          loop_256_6_2
 
 done_256_6_2:
-	VADDPS  (SI), Y0, Y0
-	VMOVUPS Y0, (SI)
-	VADDPS  32(SI), Y1, Y1
-	VMOVUPS Y1, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y2, Y2
-	VMOVUPS Y2, (SI)
-	VADDPS  32(SI), Y3, Y3
-	VMOVUPS Y3, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y4, Y4
-	VMOVUPS Y4, (SI)
-	VADDPS  32(SI), Y5, Y5
-	VMOVUPS Y5, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y6, Y6
-	VMOVUPS Y6, (SI)
-	VADDPS  32(SI), Y7, Y7
-	VMOVUPS Y7, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y8, Y8
-	VMOVUPS Y8, (SI)
-	VADDPS  32(SI), Y9, Y9
-	VMOVUPS Y9, 32(SI)
-	ADDQ    DI, SI
-	VADDPS  (SI), Y10, Y10
-	VMOVUPS Y10, (SI)
-	VADDPS  32(SI), Y11, Y11
-	VMOVUPS Y11, 32(SI)
+	MOVQ         c_base+80(FP), AX
+	MOVQ         ldc+104(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+112(FP), Y14
+	VMOVUPS      (AX), Y12
+	VFMADD231PS  Y0, Y14, Y12
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      32(AX), Y12
+	VFMADD231PS  Y1, Y14, Y12
+	VMOVUPS      Y12, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y12
+	VFMADD231PS  Y2, Y14, Y12
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      32(AX), Y12
+	VFMADD231PS  Y3, Y14, Y12
+	VMOVUPS      Y12, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y12
+	VFMADD231PS  Y4, Y14, Y12
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      32(AX), Y12
+	VFMADD231PS  Y5, Y14, Y12
+	VMOVUPS      Y12, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y12
+	VFMADD231PS  Y6, Y14, Y12
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      32(AX), Y12
+	VFMADD231PS  Y7, Y14, Y12
+	VMOVUPS      Y12, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y12
+	VFMADD231PS  Y8, Y14, Y12
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      32(AX), Y12
+	VFMADD231PS  Y9, Y14, Y12
+	VMOVUPS      Y12, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y12
+	VFMADD231PS  Y10, Y14, Y12
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      32(AX), Y12
+	VFMADD231PS  Y11, Y14, Y12
+	VMOVUPS      Y12, 32(AX)
 	VZEROUPPER
 	RET
 

@@ -20,7 +20,7 @@ const (
 	mr256, nv256 = 6, 2 // rows × ymm vectors (8 floats): 6×16 tile, 12 accumulators
 )
 
-const gemmSig = "func(kc int, a, b []float32, bs int, c []float32, ldc int, mask uint32)"
+const gemmSig = "func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)"
 
 func main() {
 	for mr := 1; mr <= mr512; mr++ {
@@ -82,25 +82,44 @@ func suffix(wide bool) string {
 	return "256"
 }
 
-// gemmTile emits gemm{512,256}m<mr>n<nv>: C[0:mr, 0:nv·w] += Σ_p a[p·mr+i]·b[p·bs+j] for a
-// packed kc×mr strip a and a kc×(nv·w) block b with row stride bs floats (w = 16 or 8 floats).
-// The 512-bit kernel loads the last vector of each B row and of each C row under the 16-bit
-// mask, so it never touches columns past the tile; the 256-bit kernel uses whole vectors.
+// gemmTile emits gemm{512,256}m<mr>n<nv>: C[0:mr, 0:nv·w] += alpha·Σ_p A(i,p)·b[p·bs+j] (w = 16
+// or 8 floats) where A(i,p) = a[i·ars + p·aps]: op(A) read in place, either layout (row-major A:
+// ars = lda, aps = 1; transposed: ars = 1, aps = lda), and b a kc×(nv·w) block with row stride
+// bs floats. The 512-bit kernel loads the last vector of each B and C row under the 16-bit mask,
+// so it never touches columns past the tile; the 256-bit kernel uses whole vectors.
 func gemmTile(wide bool, mr, nv int) {
 	TEXT(fmt.Sprintf("gemm%sm%dn%d", suffix(wide), mr, nv), NOSPLIT, gemmSig)
-	Doc(fmt.Sprintf("C[0:%d, 0:%d vectors] += packed A strip · B block.", mr, nv))
+	Doc(fmt.Sprintf("C[0:%d, 0:%d vectors] += alpha · A · B block.", mr, nv))
 	vbytes := 32
 	if wide {
 		vbytes = 64
 	}
 	kc := Load(Param("kc"), GP64())
 	ap := Load(Param("a").Base(), GP64())
+	ars := Load(Param("ars"), GP64())
+	SHLQ(Imm(2), ars)
+	aps := Load(Param("aps"), GP64())
+	SHLQ(Imm(2), aps)
+	// Rows 0–2 are addressed from ap, rows 3–5 from ap3 = ap + 3·ars.
+	var ap3 Register
+	if mr > 3 {
+		ap3 = GP64()
+		LEAQ(Mem{Base: ap, Index: ars, Scale: 2}, ap3)
+		ADDQ(ars, ap3)
+	}
+	arow := func(i int) Mem {
+		base := ap
+		if i >= 3 {
+			base, i = ap3, i-3
+		}
+		if i == 0 {
+			return Mem{Base: base}
+		}
+		return Mem{Base: base, Index: ars, Scale: uint8(i)}
+	}
 	bp := Load(Param("b").Base(), GP64())
 	bs := Load(Param("bs"), GP64())
 	SHLQ(Imm(2), bs)
-	cp := Load(Param("c").Base(), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(Imm(2), ldc)
 	if wide {
 		mask := Load(Param("mask"), GP32())
 		KMOVW(mask, K1)
@@ -132,26 +151,35 @@ func gemmTile(wide bool, mr, nv int) {
 		}
 	}
 	for i := range mr {
-		VBROADCASTSS(Mem{Base: ap, Disp: 4 * i}, bc)
+		VBROADCASTSS(arow(i), bc)
 		for j := range nv {
 			VFMADD231PS(bv[j], bc, acc[i][j])
 		}
 	}
-	ADDQ(U32(4*mr), ap)
+	ADDQ(aps, ap)
+	if mr > 3 {
+		ADDQ(aps, ap3)
+	}
 	ADDQ(bs, bp)
 	DECQ(kc)
 	JNZ(LabelRef(loop))
 	Label(done)
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	VBROADCASTSS(paramAddr("alpha"), bc)
+	t := bv[0]
 	for i := range mr {
 		for j := range nv {
 			m := Mem{Base: cp, Disp: vbytes * j}
 			if wide && j == nv-1 {
-				VMOVUPS_Z(m, K1, bc)
-				VADDPS(acc[i][j], bc, bc)
-				VMOVUPS(bc, K1, m)
+				VMOVUPS_Z(m, K1, t)
+				VFMADD231PS(acc[i][j], bc, t)
+				VMOVUPS(t, K1, m)
 			} else {
-				VADDPS(m, acc[i][j], acc[i][j])
-				VMOVUPS(acc[i][j], m)
+				VMOVUPS(m, t)
+				VFMADD231PS(acc[i][j], bc, t)
+				VMOVUPS(t, m)
 			}
 		}
 		if i < mr-1 {
