@@ -206,8 +206,19 @@ func checkEpisode(t *testing.T, a *Agent, ep episode.Episode, calls []call) {
 				}
 				next := ep.Segments[si+1].PromptIDs
 				want := append(append(slices.Clone(a.system), a.resume...), summ...)
-				if !slices.Equal(next[:len(want)], want) {
-					t.Fatalf("segment %d: next prompt is not system ⊕ resume ⊕ summary", si)
+				if !slices.Equal(next[:len(want)], want) || next[len(want)] != testTmpl.EndOfTurn {
+					t.Fatalf("segment %d: next prompt is not system ⊕ resume ⊕ summary ⊕ [EOT]", si)
+				}
+				// The rest is the last k steps, verbatim: a suffix of the
+				// steps this segment held (its prompt's steps, then its
+				// response before q_sum), starting at a step boundary.
+				rest := next[len(want)+1:]
+				held := append(slices.Clone(stepsOf(a, s.PromptIDs, si == 0)), s.ResponseIDs[:len(s.ResponseIDs)-len(last.out.Tokens)-len(q)]...)
+				if len(rest) > 0 && (rest[0] != testTmpl.Assistant || len(rest) > len(held) || !slices.Equal(held[len(held)-len(rest):], rest)) {
+					t.Fatalf("segment %d: re-included steps are not the last steps verbatim", si)
+				}
+				if len(rest) < len(held) && len(rest) > 0 && held[len(held)-len(rest)-1] != testTmpl.EndOfTurn {
+					t.Fatalf("segment %d: re-included steps do not start at a step boundary", si)
 				}
 			}
 		} else if si != len(ep.Segments)-1 {
@@ -217,6 +228,19 @@ func checkEpisode(t *testing.T, a *Agent, ep episode.Episode, calls []call) {
 	if ci != len(calls) {
 		t.Fatalf("%d of %d calls matched a segment", ci, len(calls))
 	}
+}
+
+// stepsOf returns the steps part of a segment prompt: after the task for
+// the first segment, after resume(S) for later ones.
+func stepsOf(a *Agent, prompt []int, first bool) []int {
+	if first {
+		return nil
+	}
+	n := len(a.system) + len(a.resume)
+	for n < len(prompt) && prompt[n] != testTmpl.EndOfTurn {
+		n++
+	}
+	return prompt[n+1:]
 }
 
 func TestSegmentsFitWindowRandom(t *testing.T) {

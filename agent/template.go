@@ -87,6 +87,7 @@ func (t Template) IsSpecial(id int) bool {
 type Turn struct {
 	Marker int   // the special id that opened the turn
 	IDs    []int // content ids (without the marker and EndOfTurn)
+	Start  int   // index of IDs[0] in the split sequence
 	Closed bool  // the turn ended with EndOfTurn
 }
 
@@ -101,13 +102,13 @@ func (t Template) Split(ids []int) []Turn {
 	for i, id := range ids {
 		switch {
 		case id == t.EndOfTurn:
-			turns = append(turns, Turn{Marker: cur, IDs: ids[start:i], Closed: true})
+			turns = append(turns, Turn{Marker: cur, IDs: ids[start:i], Start: start, Closed: true})
 			open = false
 			cur = -1
 			start = i + 1
 		case t.IsSpecial(id):
 			if open || i > start {
-				turns = append(turns, Turn{Marker: cur, IDs: ids[start:i]})
+				turns = append(turns, Turn{Marker: cur, IDs: ids[start:i], Start: start})
 			}
 			cur = id
 			open = true
@@ -115,7 +116,7 @@ func (t Template) Split(ids []int) []Turn {
 		}
 	}
 	if open || start < len(ids) {
-		turns = append(turns, Turn{Marker: cur, IDs: ids[start:]})
+		turns = append(turns, Turn{Marker: cur, IDs: ids[start:], Start: start})
 	}
 	return turns
 }

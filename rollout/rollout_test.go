@@ -278,3 +278,54 @@ func TestStatsLine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// chaos corrupts the expert's replies by request seed: unparseable text,
+// empty actions, and actions filling the token limit without a stop token.
+type chaos struct {
+	inner infer.Sampler
+	tok   agent.Tokenizer
+}
+
+func (c chaos) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	out, err := c.inner.Sample(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	var ids []int
+	switch uint64(req.Seed) % 7 {
+	case 0:
+		ids = append(c.tok.Encode("look around ~~ \x00 ="), req.Stop[0])
+	case 1:
+		ids = []int{req.Stop[0]}
+	case 2:
+		for len(ids) < req.MaxTokens {
+			ids = append(ids, c.tok.Encode("read 1 1 ")...)
+		}
+		ids = ids[:req.MaxTokens]
+	default:
+		return out, nil
+	}
+	return infer.Completion{Tokens: ids, Logprobs: make([]float64, len(ids)), FinishReason: infer.FinishLength}, nil
+}
+
+func TestBadActionsLoseNothing(t *testing.T) {
+	a, envs := vaultAgent(t, func(s infer.Sampler) infer.Sampler { return chaos{inner: s, tok: tok} })
+	var out bytes.Buffer
+	n := 40
+	st, err := Run(context.Background(), Config{Workers: 4}, Jobs("v", 0, n), a, envs, NewJSONLSink(&out), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := readAll(t, out.Bytes())
+	if len(eps) != n || st.Statuses[episode.StatusInfraError] != 0 {
+		t.Fatalf("%d episodes, %s", len(eps), st)
+	}
+	formatErrors := 0
+	for _, ep := range eps {
+		formatErrors += int(ep.Metrics[agent.MetricFormatErrors])
+	}
+	if formatErrors == 0 {
+		t.Fatalf("chaos produced no format errors: %s", st)
+	}
+	t.Logf("%s, %d invalid actions", st, formatErrors)
+}

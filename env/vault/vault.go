@@ -315,3 +315,36 @@ func (e *Env) Metrics() map[string]float64 {
 		"opens":           float64(e.opens),
 	}
 }
+
+// ParseConfig reads knobs "files=5,pages=3,facts=4,distractors=6,noise=5,partial=true"
+// (any subset, in any order) over DefaultConfig; "" gives the default.
+func ParseConfig(spec string) (Config, error) {
+	c := DefaultConfig()
+	if strings.TrimSpace(spec) == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return c, fmt.Errorf("vault knob %q: want name=value", kv)
+		}
+		if k == "partial" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("vault knob partial=%q: %w", v, err)
+			}
+			c.PartialCredit = b
+			continue
+		}
+		dst := map[string]*int{"files": &c.Files, "pages": &c.Pages, "facts": &c.Facts, "distractors": &c.Distractors, "noise": &c.NoiseLines}[k]
+		if dst == nil {
+			return c, fmt.Errorf("vault knob %q: unknown (files, pages, facts, distractors, noise, partial)", k)
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return c, fmt.Errorf("vault knob %s=%q: not an integer", k, v)
+		}
+		*dst = n
+	}
+	return c, c.validate()
+}

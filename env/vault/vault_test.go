@@ -3,12 +3,14 @@ package vault
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -304,4 +306,95 @@ func TestCorpusCoversTheLanguage(t *testing.T) {
 	if tk.VocabSize() > DefaultVocabSize || tk.VocabSize() < 500 {
 		t.Fatalf("default vocabulary %d", tk.VocabSize())
 	}
+}
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig("files=7, noise=2,partial=true")
+	if err != nil || c.Files != 7 || c.NoiseLines != 2 || !c.PartialCredit || c.Facts != DefaultConfig().Facts {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if c, err := ParseConfig(""); err != nil || c != DefaultConfig() {
+		t.Fatalf("default: %+v %v", c, err)
+	}
+	for _, bad := range []string{"files", "rooms=3", "files=x", "files=0", "partial=maybe"} {
+		if _, err := ParseConfig(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
+// TestSegmentsFitWindowVault plays the expert over random suite knobs and
+// agent budgets, with pages up to many times the window: every request and
+// every segment stays within the window.
+func TestSegmentsFitWindowVault(t *testing.T) {
+	tk, tm := defaultTok(t)
+	n := 1500
+	if testing.Short() {
+		n = 200
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	statuses := map[episode.Status]int{}
+	truncated := 0
+	for i := range n {
+		vc := Config{Files: 1 + rng.IntN(8), Pages: 1 + rng.IntN(5), Facts: 1 + rng.IntN(6), Distractors: rng.IntN(20),
+			NoiseLines: []int{0, 3, 8, 40, 400}[rng.IntN(5)]}
+		cfg := agent.DefaultConfig()
+		cfg.SystemPrompt = SystemPrompt
+		cfg.Window = 400 + rng.IntN(1600)
+		cfg.Reserve = 200 + rng.IntN(cfg.Window/2)
+		cfg.KeepLast = rng.IntN(4)
+		cfg.MaxCompactions = rng.IntN(6)
+		cfg.MaxSummaryTokens = 8 + rng.IntN(120)
+		cfg.MaxActionTokens = 2 + rng.IntN(40)
+		cfg.NoCompaction = rng.IntN(4) == 0
+		rec := &recorder{}
+		ex, _ := NewExpert(tk, tm, rng.Float64(), int64(i))
+		rec.inner = ex
+		a, err := agent.New(cfg, tk, tm, rec)
+		if err != nil {
+			continue
+		}
+		env, err := New(vc, TrainSeeds().Start+int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep, err := a.Run(context.Background(), env, int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Status == episode.StatusInfraError {
+			t.Fatalf("episode %d: %s", i, ep.Meta[agent.MetaError])
+		}
+		if err := ep.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		statuses[ep.Status]++
+		if ep.Metrics[agent.MetricTruncatedObs] > 0 {
+			truncated++
+		}
+		for si, s := range ep.Segments {
+			if len(s.PromptIDs)+len(s.ResponseIDs) > cfg.Window {
+				t.Fatalf("episode %d segment %d: %d + %d > %d", i, si, len(s.PromptIDs), len(s.ResponseIDs), cfg.Window)
+			}
+		}
+		for _, r := range rec.reqs {
+			if len(r.Prompt)+r.MaxTokens > cfg.Window {
+				t.Fatalf("episode %d: request of %d + %d > %d", i, len(r.Prompt), r.MaxTokens, cfg.Window)
+			}
+		}
+	}
+	t.Logf("statuses %v, %d with truncated observations", statuses, truncated)
+	if truncated == 0 || statuses[episode.StatusOK] == 0 || statuses[episode.StatusOverlong] == 0 {
+		t.Fatalf("knobs did not exercise truncation and both outcomes: %v, %d truncated", statuses, truncated)
+	}
+}
+
+type recorder struct {
+	inner *Expert
+	reqs  []infer.Request
+}
+
+func (r *recorder) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
+	r.reqs = append(r.reqs, infer.Request{Prompt: req.Prompt, MaxTokens: req.MaxTokens})
+	return r.inner.Sample(ctx, req)
 }
