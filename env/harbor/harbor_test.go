@@ -1,0 +1,363 @@
+package harbor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+func needBwrap(t *testing.T) {
+	t.Helper()
+	if err := (sandbox.Bubblewrap{}).Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("bubblewrap required in CI: %v", err)
+		}
+		t.Skipf("bubblewrap not usable: %v", err)
+	}
+}
+
+func TestParseAction(t *testing.T) {
+	for _, c := range []struct {
+		name, reply string
+		want        Action
+		err         error
+	}{
+		{"bash", "Let me look.\n```bash\nls -la\ncd /app\n```\n", Action{Command: "ls -la\ncd /app"}, nil},
+		{"sh untagged", "```\necho hi\n```", Action{Command: "echo hi"}, nil},
+		{"submit tag", "All done. <submit/>", Action{Submit: true}, nil},
+		{"submit spaced", "< submit />", Action{Submit: true}, nil},
+		{"submit command", "```bash\nsubmit\n```", Action{Submit: true}, nil},
+		{"command then submit", "```bash\nmake\n```\n<submit/>", Action{Command: "make", Submit: true}, nil},
+		{"submit inside block is code", "```bash\necho '<submit/>'\n```", Action{Command: "echo '<submit/>'"}, nil},
+		{"python block ignored", "```python\nprint(1)\n```\n```bash\npython3 x.py\n```", Action{Command: "python3 x.py"}, nil},
+		{"diff", "```diff\n--- a/x\n+++ b/x\n```\n<submit/>", Action{Patch: "--- a/x\n+++ b/x\n", Submit: true}, nil},
+		{"tool bash", `<tool_call>{"name": "bash", "arguments": {"command": "pwd"}}</tool_call>`, Action{Command: "pwd"}, nil},
+		{"tool string args", `<tool_call>{"name": "bash", "arguments": "{\"command\": \"pwd\"}"}</tool_call>`, Action{Command: "pwd"}, nil},
+		{"tool submit", `<tool_call>{"name": "submit", "arguments": {}}</tool_call>`, Action{Submit: true}, nil},
+		{"none", "I think we should list files.", Action{}, ErrNoAction},
+		{"empty block", "```bash\n\n```", Action{}, ErrNoAction},
+		{"two blocks", "```bash\nls\n```\nthen\n```bash\npwd\n```", Action{}, ErrMultiple},
+		{"unclosed", "```bash\nls -la", Action{}, ErrUnclosed},
+	} {
+		got, err := ParseAction(c.reply)
+		if !errors.Is(err, c.err) || got != c.want {
+			t.Errorf("%s: ParseAction = %+v, %v; want %+v, %v", c.name, got, err, c.want, c.err)
+		}
+	}
+	for _, bad := range []string{
+		`<tool_call>{"name": "rm"}</tool_call>`, `<tool_call>not json</tool_call>`,
+		`<tool_call>{"name": "bash", "arguments": {}}</tool_call>`,
+		`<tool_call>{"name":"submit"}</tool_call><tool_call>{"name":"submit"}</tool_call>`,
+	} {
+		if _, err := ParseAction(bad); err == nil {
+			t.Errorf("ParseAction(%q) accepted", bad)
+		}
+	}
+}
+
+func TestReadReward(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) {
+		os.RemoveAll(filepath.Join(dir, "reward.txt"))
+		os.RemoveAll(filepath.Join(dir, "reward.json"))
+		if name != "" {
+			os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644)
+		}
+	}
+	write("", "")
+	if _, _, err := ReadReward(dir); !errors.Is(err, ErrNoReward) {
+		t.Fatalf("missing reward: %v", err)
+	}
+	for _, c := range []struct {
+		file, body string
+		want       float64
+		ok         bool
+	}{
+		{"reward.txt", "0.75\n", 0.75, true},
+		{"reward.txt", " 1 ", 1, true},
+		{"reward.txt", "", 0, false},
+		{"reward.txt", "yes", 0, false},
+		{"reward.txt", "NaN", 0, false},
+		{"reward.json", `{"reward": 0.5, "tests_passed": 3}`, 0.5, true},
+		{"reward.json", `{"accuracy": 0.25}`, 0.25, true},
+		{"reward.json", `{"a": 1, "b": 0}`, 0, false},
+		{"reward.json", `[1]`, 0, false},
+		{"reward.json", ``, 0, false},
+	} {
+		write(c.file, c.body)
+		got, _, err := ReadReward(dir)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("%s %q: reward %v err %v; want %v ok=%v", c.file, c.body, got, err, c.want, c.ok)
+		}
+	}
+	// reward.txt takes precedence.
+	os.WriteFile(filepath.Join(dir, "reward.txt"), []byte("1"), 0o644)
+	os.WriteFile(filepath.Join(dir, "reward.json"), []byte(`{"reward": 0}`), 0o644)
+	if r, _, err := ReadReward(dir); err != nil || r != 1 {
+		t.Fatalf("precedence: %v %v", r, err)
+	}
+}
+
+// writeTask makes a task directory from a map of relative path → content.
+func writeTask(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "task")
+	for p, s := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := writeTask(t, map[string]string{
+		"instruction.md": "Do it.\n",
+		"task.toml": `version = "1.0"
+[metadata]
+difficulty = "hard"
+tags = ["a"]
+[agent]
+timeout_sec = 12.5
+[verifier]
+timeout_sec = 30
+env = { TOKEN = "x" }
+[environment]
+docker_image = "ghcr.io/x/y:1"
+cpus = 2
+memory = "2G"
+storage_mb = 10240
+allow_internet = false
+[custom]
+thing = 1
+`,
+		"tests/test.sh":          "exit 0",
+		"environment/Dockerfile": "FROM debian:12",
+	})
+	task, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Instruction != "Do it." || task.AgentTimeout() != 12500*time.Millisecond || task.VerifierTimeout() != 30*time.Second {
+		t.Fatalf("parsed %+v", task)
+	}
+	c := task.Config
+	mem, _ := c.Environment.MemoryBytes()
+	if c.Environment.DockerImage != "ghcr.io/x/y:1" || c.Environment.CPUs != 2 || mem != 2<<30 || c.Environment.StorageMB != 10240 || c.Verifier.Env["TOKEN"] != "x" || c.Metadata["difficulty"] != "hard" {
+		t.Fatalf("environment %+v verifier %+v", c.Environment, c.Verifier)
+	}
+	if !strings.Contains(strings.Join(c.Extra, " "), "custom.thing") {
+		t.Fatalf("unknown keys %v", c.Extra)
+	}
+	if need, why := task.NeedsContainer(); !need || !strings.Contains(why, "Dockerfile") {
+		t.Fatalf("NeedsContainer = %v %q", need, why)
+	}
+	_, err = New(task, Options{}).Reset(context.Background())
+	if !errors.Is(err, ErrNeedsContainer) {
+		t.Fatalf("Reset of a container task: %v", err)
+	}
+	// With environment/app/ the DESIGN §5 convention applies.
+	os.MkdirAll(filepath.Join(dir, "environment", "app"), 0o755)
+	if need, _ := task.NeedsContainer(); need {
+		t.Fatal("environment/app/ present but still needs a container")
+	}
+
+	for name, files := range map[string]map[string]string{
+		"no instruction": {"task.toml": "", "tests/test.sh": ""},
+		"no task.toml":   {"instruction.md": "x", "tests/test.sh": ""},
+		"no test.sh":     {"instruction.md": "x", "task.toml": ""},
+		"bad toml":       {"instruction.md": "x", "task.toml": "[agent\n", "tests/test.sh": ""},
+		"bad memory":     {"instruction.md": "x", "task.toml": "[environment]\nmemory = \"lots\"\n", "tests/test.sh": ""},
+		"bad cpus":       {"instruction.md": "x", "task.toml": "[environment]\ncpus = \"two\"\n", "tests/test.sh": ""},
+	} {
+		if _, err := Load(writeTask(t, files)); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+	}
+}
+
+func shippedTasks(t *testing.T) []*Task {
+	t.Helper()
+	tasks, err := LoadAll(filepath.Join("..", "..", "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < 4 {
+		t.Fatalf("only %d shipped tasks", len(tasks))
+	}
+	return tasks
+}
+
+// runScripted plays replies until the episode ends and returns its reward.
+func runScripted(t *testing.T, e *Env, replies ...string) float64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, r := range replies {
+		st, err := e.Step(ctx, r)
+		if err != nil {
+			t.Fatalf("step %q: %v", r, err)
+		}
+		if st.Done {
+			return st.Reward
+		}
+	}
+	t.Fatal("episode did not end")
+	return 0
+}
+
+func TestShippedTasksOracleAndEmpty(t *testing.T) {
+	needBwrap(t)
+	cache, err := sandbox.MkdirTemp(t.TempDir(), "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(cache), 0o711)
+	os.Chmod(filepath.Dir(filepath.Dir(cache)), 0o711)
+	for _, task := range shippedTasks(t) {
+		t.Run(task.Name, func(t *testing.T) {
+			if testing.Short() && strings.Contains(task.Name, "-go-") {
+				t.Skip("cold Go build of the task's program: skipped in -short")
+			}
+			if need, why := task.NeedsContainer(); need {
+				t.Fatalf("shipped task needs a container: %s", why)
+			}
+			if _, err := os.Stat(filepath.Join(task.Dir, "solution", "solve.sh")); err != nil {
+				t.Fatal(err)
+			}
+			oracle := New(task, Options{ExposeSolution: true, CacheDir: cache})
+			if r := runScripted(t, oracle, OracleReply); r != 1 {
+				t.Fatalf("oracle reward %v; verifier said:\n%s", r, oracle.VerifierOutput())
+			}
+			empty := New(task, Options{CacheDir: cache})
+			if r := runScripted(t, empty, SubmitReply); r != 0 {
+				t.Fatalf("empty policy reward %v; verifier said:\n%s", r, empty.VerifierOutput())
+			}
+		})
+	}
+}
+
+func TestEpisodeMechanics(t *testing.T) {
+	needBwrap(t)
+	dir := writeTask(t, map[string]string{
+		"instruction.md":               "Write 42 to /app/answer.",
+		"task.toml":                    "[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 10\n",
+		"environment/app/hello.txt":    "hello\n",
+		"tests/test.sh":                "if [ \"$(cat /app/answer 2>/dev/null)\" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+		"tests/secret_expected_answer": "42",
+		"solution/solve.sh":            "echo 42 > /app/answer",
+	})
+	task, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	e := New(task, Options{})
+	prompt, err := e.Reset(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !strings.HasPrefix(prompt, "Write 42") || !strings.Contains(prompt, "<submit/>") {
+		t.Fatalf("task prompt %q", prompt)
+	}
+	step := func(reply string) string {
+		t.Helper()
+		st, err := e.Step(ctx, reply)
+		if err != nil || st.Done {
+			t.Fatalf("step %q: %+v %v", reply, st, err)
+		}
+		return st.Observation
+	}
+	if obs := step("```bash\ncat hello.txt; ls /tests /solution 2>&1 | head -2; cd /tmp\n```"); !strings.HasPrefix(obs, "hello\n") || !strings.Contains(obs, "No such file") || !strings.HasSuffix(obs, "[exit code 0]") {
+		t.Fatalf("observation %q", obs)
+	}
+	if obs := step("```bash\npwd\n```"); obs != "/tmp\n[exit code 0]" {
+		t.Fatalf("cwd did not persist: %q", obs)
+	}
+	st, err := e.Step(ctx, "what now?")
+	if err != nil || !st.Invalid || !strings.Contains(st.Observation, "```bash") {
+		t.Fatalf("invalid reply: %+v %v", st, err)
+	}
+	// The agent cannot pre-write the verifier's reward: /logs is not there.
+	if obs := step("```bash\nmkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt\n```"); strings.HasSuffix(obs, "[exit code 0]") {
+		t.Fatalf("agent wrote into /logs: %q", obs)
+	}
+	st, err = e.Step(ctx, "```bash\necho 42 > /app/answer\n```\n<submit/>")
+	if err != nil || !st.Done || st.Reward != 1 {
+		t.Fatalf("submit: %+v %v", st, err)
+	}
+	m := e.Metrics()
+	if m["commands"] != 4 || m["invalid_actions"] != 1 || m["agent_seconds"] <= 0 {
+		t.Fatalf("metrics %v", m)
+	}
+	if _, err := e.Step(ctx, "<submit/>"); err == nil {
+		t.Fatal("Step after Done accepted")
+	}
+}
+
+func TestMissingRewardIsError(t *testing.T) {
+	needBwrap(t)
+	task, err := Load(writeTask(t, map[string]string{
+		"instruction.md": "x", "task.toml": "", "tests/test.sh": "echo forgot the reward",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(task, Options{})
+	if _, err := e.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Step(context.Background(), SubmitReply)
+	if !errors.Is(err, ErrNoReward) || !strings.Contains(err.Error(), "forgot the reward") {
+		t.Fatalf("missing reward file: %v", err)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	needBwrap(t)
+	task, err := Load(writeTask(t, map[string]string{
+		"instruction.md": "x",
+		"task.toml":      "[agent]\ntimeout_sec = 1.5\n[verifier]\ntimeout_sec = 1\n",
+		"tests/test.sh":  "if [ -f /app/hang ]; then sleep 60; fi; echo 0.5 > /logs/verifier/reward.txt",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The agent's deadline ends the episode and still verifies.
+	e := New(task, Options{})
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	st, err := e.Step(ctx, "```bash\nsleep 30\n```")
+	if err != nil || !st.Done || st.Reward != 0.5 || !strings.Contains(st.Observation, "time limit") {
+		t.Fatalf("agent timeout: %+v %v", st, err)
+	}
+	if el := time.Since(begin); el > 10*time.Second {
+		t.Fatalf("agent timeout took %v", el)
+	}
+	// A verifier the agent made hang scores 0 (not an infra error).
+	e = New(task, Options{})
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = e.Step(ctx, "```bash\ntouch /app/hang\n```\n<submit/>")
+	if err != nil || !st.Done || st.Reward != 0 || e.Metrics()["verifier_timeout"] != 1 {
+		t.Fatalf("verifier timeout: %+v %v %v", st, err, e.Metrics())
+	}
+}
