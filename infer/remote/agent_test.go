@@ -173,3 +173,53 @@ func checkEpisodeAgainstCalls(t *testing.T, i int, ep episode.Episode, calls []c
 		t.Fatalf("episode %d: %d calls, %d found in the segments", i, len(calls), k)
 	}
 }
+
+// byteTok is a stand-in tokenizer for tests that need no server.
+type byteTok struct{}
+
+func (byteTok) Encode(s string) []int {
+	ids := make([]int, len(s))
+	for i := range len(s) {
+		ids[i] = int(s[i]) % 100
+	}
+	return ids
+}
+
+func (byteTok) Decode(ids []int) string { return fmt.Sprint(ids) }
+
+// An endpoint that goes down mid-episode (or never was up) ends the
+// episode infra_error with reward 0 and the cause recorded: never a silent
+// zero-reward "ok".
+func TestAgentEpisodeInfraErrorWhenEndpointDown(t *testing.T) {
+	tmpl := agent.Template{System: 120, User: 121, Assistant: 122, Observation: 123, Summary: 124, EndOfTurn: 125}
+	cfg := agent.DefaultConfig()
+	cfg.SystemPrompt, cfg.SummaryInstruction, cfg.ResumeText = "sys", "summarise", "resume"
+	for _, okFirst := range []int{0, 3} {
+		f := newFaultServer(t, KindVLLM)
+		n := 0
+		f.pick = func() string {
+			n++
+			if n <= okFirst {
+				return "ok"
+			}
+			return "500"
+		}
+		pc := testPoolConfig()
+		pc.MaxAttempts = 3
+		pool, _ := Dial(pc, nil, Endpoint{Kind: KindVLLM, URL: f.srv.URL, Model: "m"})
+		a, err := agent.New(cfg, byteTok{}, tmpl, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep, err := a.Run(context.Background(), &countEnv{steps: 100}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Status != episode.StatusInfraError || ep.Reward != 0 || !strings.Contains(ep.Meta[agent.MetaError], ErrUnavailable.Error()) {
+			t.Fatalf("after %d good answers: status %s reward %v meta %v", okFirst, ep.Status, ep.Reward, ep.Meta)
+		}
+		if got := int(ep.Metrics[agent.MetricTurns]); got != okFirst {
+			t.Fatalf("after %d good answers the episode records %d turns: %v %v", okFirst, got, ep.Metrics, ep.Meta)
+		}
+	}
+}

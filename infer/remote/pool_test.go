@@ -19,11 +19,12 @@ import (
 )
 
 // expected is the completion the fault server's healthy answer encodes
-// for req, so a test can tell a right answer from any other.
+// for req, so a test can tell a right answer from any other. (The llama.cpp
+// fake sees the folded 32-bit seed: equal for seeds below 2³¹.)
 func expected(req infer.Request) infer.Completion {
 	c := infer.Completion{FinishReason: infer.FinishLength}
 	for i := range req.MaxTokens {
-		c.Tokens = append(c.Tokens, int(req.Seed*7+int64(i)*3+int64(req.Prompt[0]))%50+1)
+		c.Tokens = append(c.Tokens, int((uint64(req.Seed)*7+uint64(i)*3+uint64(req.Prompt[0]))%50)+1)
 		c.Logprobs = append(c.Logprobs, -0.125*float64(i+1))
 	}
 	return c
