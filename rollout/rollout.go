@@ -285,6 +285,10 @@ func (s Stats) String() string {
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%d", k, s.Statuses[episode.Status(k)])
 	}
-	return fmt.Sprintf("episodes %d  success %.3f  compactions %.2f  turns %.1f  summary_quality %.3f  tokens/s %.0f  episodes/s %.1f  [%s]",
-		s.Episodes, s.SuccessRate(), s.MeanCompactions(), s.MeanTurns(), s.MeanSummaryQuality(), s.TokensPerSecond(), s.EpisodesPerSecond(), strings.Join(parts, " "))
+	q := "n/a" // no episode compacted
+	if s.WithQuality > 0 {
+		q = fmt.Sprintf("%.3f", s.MeanSummaryQuality())
+	}
+	return fmt.Sprintf("episodes %d  success %.3f  compactions %.2f  turns %.1f  summary_quality %s  tokens/s %.0f  episodes/s %.1f  [%s]",
+		s.Episodes, s.SuccessRate(), s.MeanCompactions(), s.MeanTurns(), q, s.TokensPerSecond(), s.EpisodesPerSecond(), strings.Join(parts, " "))
 }
