@@ -63,6 +63,24 @@ func ParseEndpoint(spec string) (Endpoint, error) {
 	return e, nil
 }
 
+// ParseEndpoints reads several endpoint specs separated by ';' or
+// whitespace, e.g. "vllm=http://a:8000,model=M;vllm=http://b:8000,model=M".
+func ParseEndpoints(specs string) ([]Endpoint, error) {
+	fields := strings.FieldsFunc(specs, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' || r == '\n' })
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("endpoints %q: none given", specs)
+	}
+	out := make([]Endpoint, 0, len(fields))
+	for _, f := range fields {
+		e, err := ParseEndpoint(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // Engine returns the single-attempt engine for e. A nil client means a
 // fresh http.Client.
 func (e Endpoint) Engine(client *http.Client) (infer.Sampler, error) {

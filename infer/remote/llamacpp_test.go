@@ -3,9 +3,11 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,4 +298,60 @@ func TestLlamaCppTokenizer(t *testing.T) {
 	if e2 := tok.Encode(text); !equalInts(e2, enc) || tok.Err() != nil {
 		t.Fatalf("cached Encode = %v (err %v), want %v", e2, tok.Err(), enc)
 	}
+}
+
+// BenchmarkLlamaCppPool measures completions through the Pool against the
+// real server (32 tokens each) with 1 and 4 requests in flight.
+func BenchmarkLlamaCppPool(b *testing.B) {
+	if llamaURL == "" {
+		b.Skip(llamaSkip)
+	}
+	for _, par := range []int{1, 4} {
+		b.Run(fmt.Sprintf("inflight=%d", par), func(b *testing.B) {
+			p, err := Dial(PoolConfig{}, nil, Endpoint{Kind: KindLlamaCpp, URL: llamaURL, MaxConcurrent: par})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var toks atomic.Int64
+			var seed atomic.Int64
+			b.SetParallelism(par)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req := infer.Request{Prompt: []int{1, 2, 3, 4, 5, 6, 7, 8}, MaxTokens: 32, Temperature: 1, Seed: seed.Add(1)}
+					c, err := p.Sample(context.Background(), req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					toks.Add(int64(len(c.Tokens)))
+				}
+			})
+			b.ReportMetric(float64(toks.Load())/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
+
+// BenchmarkLlamaCppNonStreamed is the same request sent unstreamed, without
+// the client (the streaming overhead's reference).
+func BenchmarkLlamaCppNonStreamed(b *testing.B) {
+	if llamaURL == "" {
+		b.Skip(llamaSkip)
+	}
+	client := httpClient(nil)
+	toks := 0
+	for i := 0; b.Loop(); i++ {
+		body := map[string]any{"prompt": []int{1, 2, 3, 4, 5, 6, 7, 8}, "max_tokens": 32, "temperature": 1,
+			"samplers": llamaSamplers, "seed": i, "logprobs": 1, "post_sampling_probs": true}
+		var out struct {
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := postJSON(context.Background(), client, llamaURL+"/v1/completions", body, &out); err != nil {
+			b.Fatal(err)
+		}
+		toks += out.Usage.CompletionTokens
+	}
+	b.ReportMetric(float64(toks)/b.Elapsed().Seconds(), "tokens/s")
 }

@@ -470,6 +470,13 @@ func TestParseEndpoint(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+	es, err := ParseEndpoints("llamacpp=http://a:1; sglang=http://b:2,max=3")
+	if err != nil || len(es) != 2 || es[1] != (Endpoint{Kind: KindSGLang, URL: "http://b:2", MaxConcurrent: 3}) {
+		t.Fatalf("ParseEndpoints: %+v %v", es, err)
+	}
+	if _, err := ParseEndpoints(" ; "); err == nil {
+		t.Error("no endpoints accepted")
+	}
 	if _, err := NewPool(PoolConfig{}); err == nil {
 		t.Error("empty pool accepted")
 	}
