@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
@@ -328,4 +329,22 @@ func TestBadActionsLoseNothing(t *testing.T) {
 		t.Fatalf("chaos produced no format errors: %s", st)
 	}
 	t.Logf("%s, %d invalid actions", st, formatErrors)
+}
+
+func TestEpisodeTimeoutIsInfraError(t *testing.T) {
+	a, envs := vaultAgent(t, nil)
+	b := blocker{inner: a, started: make(chan struct{}, 100)}
+	var out bytes.Buffer
+	st, err := Run(context.Background(), Config{Workers: 3, EpisodeTimeout: 20 * time.Millisecond}, Jobs("v", 0, 10), b, envs, NewJSONLSink(&out), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Episodes != 10 || st.Statuses[episode.StatusInfraError] != 5 || st.Statuses[episode.StatusOK] != 5 {
+		t.Fatalf("stats %s", st)
+	}
+	for _, ep := range readAll(t, out.Bytes()) {
+		if ep.Status == episode.StatusInfraError && !strings.Contains(ep.Meta[agent.MetaError], "deadline") {
+			t.Fatalf("timeout episode %s: %v", ep.ID, ep.Meta)
+		}
+	}
 }
