@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -41,11 +42,17 @@ func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32
 			r := rand.New(rand.NewPCG(1, 1))
 			a, bm, c := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n), make([]float32, s.m*s.n)
 			f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
+			cpu0 := processCPU()
 			b.ResetTimer()
 			for b.Loop() {
 				f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
 			}
-			b.ReportMetric(2*float64(s.m)*float64(s.n)*float64(s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
+			b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			if cpu := processCPU() - cpu0; cpu > 0 {
+				// Per CPU-second of this process: robust to other load on shared cores.
+				b.ReportMetric(flops/cpu.Seconds()/1e9, "GFLOP/cpu-s")
+			}
 		})
 	}
 }
@@ -58,51 +65,63 @@ func ld(t bool, rows, cols int) int {
 	return cols
 }
 
-// BenchmarkGemm measures every code path at 1 and GOMAXPROCS threads, and gonum's blas32.Gemm
-// (which uses all cores) on the same shapes.
-func BenchmarkGemm(b *testing.B) {
+// benchThreads runs f under sub-benchmarks threads=1 and threads=NumCPU, with GOMAXPROCS set to
+// that count (Gemm and gonum both size their worker pools from it).
+func benchThreads(b *testing.B, f func(b *testing.B)) {
 	threads := []int{1}
-	if p := runtime.GOMAXPROCS(0); p > 1 {
-		threads = append(threads, p)
+	if n := runtime.NumCPU(); n > 1 {
+		threads = append(threads, n)
 	}
+	for _, t := range threads {
+		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(t))
+			f(b)
+		})
+	}
+}
+
+// BenchmarkGemm measures every code path and gonum's blas32.Gemm on the same shapes at 1 and
+// all threads.
+func BenchmarkGemm(b *testing.B) {
 	for _, p := range impls {
-		for _, t := range threads {
-			b.Run(fmt.Sprintf("%s/threads=%d", p.name, t), func(b *testing.B) {
+		b.Run(p.name, func(b *testing.B) {
+			benchThreads(b, func(b *testing.B) {
 				benchGemm(b, func(tA, tB bool, m, n, k int, a, bm, c []float32) {
-					gemmWith(p, t, tA, tB, m, n, k, 1, a, ld(tA, m, k), bm, ld(tB, k, n), 0, c, n)
+					gemmWith(p, runtime.GOMAXPROCS(0), tA, tB, m, n, k, 1, a, ld(tA, m, k), bm, ld(tB, k, n), 0, c, n)
 				})
 			})
-		}
+		})
 	}
 	b.Run("gonum", func(b *testing.B) {
 		blas32.Use(gonum.Implementation{})
-		benchGemm(b, func(tA, tB bool, m, n, k int, a, bm, c []float32) {
-			ta, ar, ac := blas.NoTrans, m, k
-			if tA {
-				ta, ar, ac = blas.Trans, k, m
-			}
-			tr, br, bc := blas.NoTrans, k, n
-			if tB {
-				tr, br, bc = blas.Trans, n, k
-			}
-			blas32.Gemm(ta, tr, 1,
-				blas32.General{Rows: ar, Cols: ac, Stride: ac, Data: a},
-				blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bm},
-				0, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
+		benchThreads(b, func(b *testing.B) {
+			benchGemm(b, func(tA, tB bool, m, n, k int, a, bm, c []float32) {
+				ta, ar, ac := blas.NoTrans, m, k
+				if tA {
+					ta, ar, ac = blas.Trans, k, m
+				}
+				tr, br, bc := blas.NoTrans, k, n
+				if tB {
+					tr, br, bc = blas.Trans, n, k
+				}
+				blas32.Gemm(ta, tr, 1,
+					blas32.General{Rows: ar, Cols: ac, Stride: ac, Data: a},
+					blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bm},
+					0, blas32.General{Rows: m, Cols: n, Stride: n, Data: c})
+			})
 		})
 	})
 }
 
+// BenchmarkPeak reports MeasurePeakGFLOPS at 1 and all threads.
 func BenchmarkPeak(b *testing.B) {
-	for _, t := range []int{1, runtime.GOMAXPROCS(0)} {
-		b.Run(fmt.Sprintf("threads=%d", t), func(b *testing.B) {
-			var g float64
-			for b.Loop() {
-				g = MeasurePeakGFLOPS(t, 20e6)
-			}
-			b.ReportMetric(g, "GFLOP/s")
-		})
-	}
+	benchThreads(b, func(b *testing.B) {
+		var g float64
+		for b.Loop() {
+			g = MeasurePeakGFLOPS(runtime.GOMAXPROCS(0), 100*time.Millisecond)
+		}
+		b.ReportMetric(g, "GFLOP/s")
+	})
 }
 
 func BenchmarkVector(b *testing.B) {

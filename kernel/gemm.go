@@ -51,7 +51,7 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 // mc×kc block of op(A) stays in L2 while the nr-wide strips of the panel pass through L1.
 const (
 	blockK = 128
-	blockM = 128
+	blockM = 120 // rounded down to a multiple of mr
 	blockN = 2048
 	// parallelFlops is the product size (2·m·n·k) below which Gemm stays on the calling goroutine.
 	parallelFlops = 1 << 20
@@ -181,6 +181,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 		ars, aps = 1, g.lda
 	}
 	aOff := func(i, p int) int { return i*ars + p*aps }
+	mcMax := max(mr, blockM/mr*mr)
 	for jc := n0; jc < n1; jc += blockN {
 		nc := min(blockN, n1-jc)
 		ncPad := (nc + nr - 1) / nr * nr
@@ -195,8 +196,8 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 				bp = ws.b
 				packB(p.packT16, bp, g.b, g.ldb, g.transB, pc, kc, jc, nc, nr)
 			}
-			for ic := m0; ic < m1; ic += blockM {
-				mc := min(blockM, m1-ic)
+			for ic := m0; ic < m1; ic += mcMax {
+				mc := min(mcMax, m1-ic)
 				for jr := 0; jr < nc; jr += nr {
 					nrr := min(nr, nc-jr)
 					var bj []float32

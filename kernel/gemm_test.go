@@ -60,6 +60,14 @@ func (tc gemmCase) String() string {
 // check runs one case on path p with threads goroutines and compares with naiveGemm.
 func (tc gemmCase) check(t *testing.T, r *rand.Rand, p *impl, threads int) {
 	t.Helper()
+	tc.checkWith(t, r, func(c []float32, a []float32, lda int, b []float32, ldb int, ldc int) {
+		gemmWith(p, threads, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
+	}, fmt.Sprintf("%s threads=%d", p.name, threads))
+}
+
+// checkWith runs one case through run and compares with naiveGemm.
+func (tc gemmCase) checkWith(t *testing.T, r *rand.Rand, run func(c []float32, a []float32, lda int, b []float32, ldb int, ldc int), name string) {
+	t.Helper()
 	ar, ac := tc.m, tc.k
 	if tc.transA {
 		ar, ac = tc.k, tc.m
@@ -81,7 +89,7 @@ func (tc gemmCase) check(t *testing.T, r *rand.Rand, p *impl, threads int) {
 	}
 	c0 := append([]float32(nil), c...)
 	want := naiveGemm(tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
-	gemmWith(p, threads, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
+	run(c, a, lda, b, ldb, ldc)
 	// Each output is a sum of k products of N(0,1) values: float32 rounding error grows ~ k·ε·|terms|.
 	tol := 1e-5 * float64(tc.k+4) * (math.Abs(float64(tc.alpha)) + math.Abs(float64(tc.beta)) + 1)
 	for i := range tc.m {
@@ -89,12 +97,12 @@ func (tc gemmCase) check(t *testing.T, r *rand.Rand, p *impl, threads int) {
 			got := c[i*ldc+j]
 			if j >= tc.n {
 				if math.Float32bits(got) != math.Float32bits(c0[i*ldc+j]) {
-					t.Fatalf("%s %v: C[%d,%d] in the stride padding changed: %v → %v", p.name, tc, i, j, c0[i*ldc+j], got)
+					t.Fatalf("%s %v: C[%d,%d] in the stride padding changed: %v → %v", name, tc, i, j, c0[i*ldc+j], got)
 				}
 				continue
 			}
 			if w := want[i*tc.n+j]; !(math.Abs(float64(got)-w) <= tol) {
-				t.Fatalf("%s threads=%d %v: C[%d,%d] = %v, want %v (tol %g)", p.name, threads, tc, i, j, got, w, tol)
+				t.Fatalf("%s %v: C[%d,%d] = %v, want %v (tol %g)", name, tc, i, j, got, w, tol)
 			}
 		}
 	}
@@ -260,5 +268,55 @@ func TestVectorHelpers(t *testing.T) {
 	Axpy(2, []float32{3, 4}, y)
 	if y[0] != 7 || y[1] != 9 {
 		t.Errorf("Axpy = %v, want [7 9]", y)
+	}
+}
+
+// TestGemmDotPath checks the dot-product path of A·Bᵀ on every shape, whatever useDotT picks.
+func TestGemmDotPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, p := range impls {
+		if p.dotT == nil {
+			continue
+		}
+		for it := range 200 {
+			tc := gemmCase{transA: it%2 == 1, transB: true, m: 1 + r.IntN(40), n: 1 + r.IntN(40), k: 1 + r.IntN(300),
+				alpha: []float32{1, -0.5}[it%2], beta: []float32{0, 1, 0.25}[it%3], padA: it % 3, padB: it % 5, padC: it % 2}
+			forced := *p
+			forced.name += "/dot"
+			tc.checkWith(t, r, func(c []float32, a []float32, lda int, b []float32, ldb int, ldc int) {
+				g := gemmArgs{p: &forced, transA: tc.transA, transB: true, k: tc.k, alpha: tc.alpha, a: a, lda: lda, b: b, ldb: ldb, beta: tc.beta, c: c, ldc: ldc}
+				g.dotT(1+it%3, tc.m, tc.n)
+			}, forced.name)
+		}
+	}
+}
+
+// TestGemmConcurrent runs products from several goroutines at once (each parallel inside).
+func TestGemmConcurrent(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	m, n, k := 150, 130, 200
+	a, b := randSlice(r, m*k), randSlice(r, k*n)
+	want := make([]float32, m*n)
+	Gemm(false, false, m, n, k, 1, a, k, b, n, 0, want, n)
+	errs := make(chan string, 8)
+	for g := range 8 {
+		go func() {
+			c := make([]float32, m*n)
+			for range 5 {
+				Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
+				for i := range c {
+					if c[i] != want[i] {
+						errs <- fmt.Sprintf("goroutine %d: C[%d] = %v, want %v", g, i, c[i], want[i])
+						return
+					}
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 8 {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
 	}
 }
