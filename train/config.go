@@ -279,3 +279,20 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// DemoConfig is `compactrl demo`'s run (configs/demo.yaml is the same
+// config as a file): a nano Llama policy on a small vault suite, sized for
+// about ten minutes on two cores.
+func DemoConfig() Config {
+	c := DefaultConfig()
+	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 176}
+	c.Suite = SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
+		Files: 3, Pages: 2, Facts: 2, Distractors: 2, NoiseLines: 3, PartialCredit: true}
+	c.Agent = AgentConfig{Context: 448, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 24,
+		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1}
+	c.SFT = SFTConfig{Episodes: 64, Steps: 600, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}
+	c.RL.MiniBatches, c.RL.MicroBatch = 2, 8
+	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 3e-4, 1e-3, 20
+	c.Run = RunConfig{Dir: "runs/demo", Iterations: 8, Episodes: 16, Workers: 16, EvalEvery: 4, EvalEpisodes: 24, CheckpointEvery: 2}
+	return c
+}

@@ -65,3 +65,13 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 		t.Errorf("round trip changed the config:\n%s", b)
 	}
 }
+
+func TestDemoYAMLMatchesDemoConfig(t *testing.T) {
+	c, err := LoadConfig("../configs/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := DemoConfig(); c != want {
+		t.Errorf("configs/demo.yaml differs from DemoConfig():\n got %+v\nwant %+v", c, want)
+	}
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+
+	"github.com/compactrl/compactrl/train"
+)
+
+// runEvalCheckpoint is `compactrl eval --checkpoint DIR`: held-out pass@1
+// of a trained policy with compaction and in a single window, with the
+// run's own suite and agent settings.
+func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	dir := fs.String("checkpoint", "", "checkpoint directory, or a run directory (its latest checkpoint)")
+	episodes := fs.Int("episodes", 0, "held-out episodes per mode (0: the run's eval_episodes)")
+	workers := fs.Int("workers", 0, "concurrent episodes (0: the run's)")
+	temp := fs.Float64("temperature", -1, "sampling temperature (<0: the run's eval_temperature)")
+	quiet := fs.Bool("quiet", false, "no progress bars")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl eval --checkpoint DIR [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("need --checkpoint DIR and no other arguments")
+	}
+	o := train.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, Progress: e.stderr}
+	if *quiet {
+		o.Progress = nil
+	}
+	ev, cfg, err := train.EvaluateCheckpoint(ctx, *dir, o)
+	if err != nil {
+		return err
+	}
+	n := ev.Episodes
+	row := func(name string, p float64) {
+		lo, hi := train.Wilson(int(math.Round(p*float64(n))), n)
+		fmt.Fprintf(e.stdout, "%-28s %.3f  [%.3f, %.3f]\n", name, p, lo, hi)
+	}
+	fmt.Fprintf(e.stdout, "held-out seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",
+		cfg.Suite.TestSeedStart, cfg.Suite.TestSeedStart+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
+	row("pass@1 with compaction", ev.Pass1Compact)
+	row("pass@1 single window", ev.Pass1Single)
+	fmt.Fprintf(e.stdout, "%-28s %.3f\n%-28s %.2f\n%-28s %.3f\n", "summary quality", ev.SummaryQuality, "compactions / episode", ev.Compactions, "pass@1 of compacted", ev.PassCompacted)
+	return nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"runtime"
+
+	"github.com/compactrl/compactrl/report"
+	"github.com/compactrl/compactrl/train"
+)
+
+// runTrain runs CompactionRL from a YAML config, or resumes a run directory.
+func runTrain(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	cfgPath := fs.String("config", "", "YAML config (every knob; see configs/demo.yaml); fields left out keep their defaults")
+	resume := fs.String("resume", "", "run directory to resume from its latest checkpoint (uses its config.yaml unless --config is given)")
+	dir := fs.String("dir", "", "run directory (overrides run.dir)")
+	quiet := fs.Bool("quiet", false, "no progress bars")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl train --config FILE.yaml [--dir RUN_DIR] | --resume RUN_DIR\n\nWarm start on the scripted expert, then PPO with compaction; metrics in RUN_DIR/metrics.jsonl, report in RUN_DIR/report.html.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var cfg train.Config
+	var err error
+	switch {
+	case *cfgPath != "":
+		cfg, err = train.LoadConfig(*cfgPath)
+	case *resume != "":
+		cfg, err = train.LoadConfig(filepath.Join(*resume, "config.yaml"))
+	default:
+		fs.Usage()
+		return errors.New("need --config or --resume")
+	}
+	if err != nil {
+		return err
+	}
+	if *resume != "" {
+		cfg.Run.Dir = *resume
+	}
+	if *dir != "" {
+		cfg.Run.Dir = *dir
+	}
+	res, err := trainRun(ctx, e, cfg, *resume != "", *quiet)
+	if err != nil {
+		return err
+	}
+	printResult(e, res)
+	return nil
+}
+
+// trainRun builds and runs one training run, then writes its report.
+func trainRun(ctx context.Context, e env, cfg train.Config, resume, quiet bool) (train.Result, error) {
+	if cfg.Run.Threads > 0 {
+		prev := runtime.GOMAXPROCS(cfg.Run.Threads)
+		defer runtime.GOMAXPROCS(prev)
+	}
+	progress := e.stderr
+	if quiet {
+		progress = nil
+	}
+	s, err := train.Build(cfg, progress, e.stderr)
+	if err != nil {
+		return train.Result{}, err
+	}
+	defer s.Close()
+	s.Trainer.Resume = resume
+	res, err := s.Trainer.Run(ctx)
+	if err != nil {
+		return res, err
+	}
+	if _, err := report.Generate(cfg.Run.Dir); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func printResult(e env, res train.Result) {
+	fmt.Fprintf(e.stdout, "\n%-34s %14s %14s\n", "held-out pass@1", "with compaction", "single window")
+	fmt.Fprintf(e.stdout, "%-34s %14.3f %14.3f\n", "before RL (after warm start)", res.Before.Pass1Compact, res.Before.Pass1Single)
+	fmt.Fprintf(e.stdout, "%-34s %14.3f %14.3f\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), res.After.Pass1Compact, res.After.Pass1Single)
+	fmt.Fprintf(e.stdout, "\nsummary quality %.3f → %.3f; compactions/episode %.2f → %.2f (held-out, %d episodes)\n",
+		res.Before.SummaryQuality, res.After.SummaryQuality, res.Before.Compactions, res.After.Compactions, res.After.Episodes)
+	fmt.Fprintf(e.stdout, "wall %.1fs: warm start %.1fs, rollouts %.1fs, training %.1fs, evaluation %.1fs\n",
+		res.Wall.Seconds(), res.TimeSFT.Seconds(), res.TimeRollout.Seconds(), res.TimeTrain.Seconds(), res.TimeEval.Seconds())
+	if res.TimeRollout > 0 && res.TimeTrain > 0 {
+		fmt.Fprintf(e.stdout, "throughput: rollout %.0f sampled tokens/s, training %.0f tokens/s (forward+backward)\n",
+			float64(res.RolloutTokens)/res.TimeRollout.Seconds(), float64(res.TrainTokens)/res.TimeTrain.Seconds())
+	}
+	fmt.Fprintf(e.stdout, "report: %s\n", filepath.Join(res.RunDir, "report.html"))
+}

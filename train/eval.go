@@ -1,0 +1,109 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/tokenizer"
+)
+
+// ResolveCheckpoint accepts a checkpoint directory (holding state.json) or
+// a run directory (its latest checkpoint) and returns the checkpoint's.
+func ResolveCheckpoint(dir string) (string, error) {
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); err == nil {
+		return dir, nil
+	}
+	ckpt, err := LatestCheckpoint(dir)
+	if err != nil {
+		return "", fmt.Errorf("%s is neither a checkpoint (no state.json) nor a run directory with one: %w", dir, err)
+	}
+	return ckpt, nil
+}
+
+// checkpointTokenizer prefers the run directory's tokenizer.json (the
+// checkpoint's grandparent), else the config's.
+func checkpointTokenizer(ckpt string, cfg Config) (*tokenizer.Tokenizer, agent.Template, error) {
+	p := filepath.Join(ckpt, "..", "..", TokenizerFile)
+	if _, err := os.Stat(p); err == nil {
+		mc := cfg.Model
+		mc.Tokenizer = p
+		return LoadTokenizer(mc)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, agent.Template{}, err
+	}
+	return LoadTokenizer(cfg.Model)
+}
+
+// EvalOptions override a checkpoint's evaluation settings (zero keeps the
+// checkpoint config's).
+type EvalOptions struct {
+	Episodes    int
+	Workers     int
+	Temperature float64 // used when SetTemperature
+	SetTemp     bool
+	Progress    io.Writer
+}
+
+// EvaluateCheckpoint loads a checkpoint's policy with its run's config and
+// tokenizer and evaluates it on the held-out seeds, with compaction and in
+// a single window.
+func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalResult, Config, error) {
+	ckpt, err := ResolveCheckpoint(dir)
+	if err != nil {
+		return EvalResult{}, Config{}, err
+	}
+	cfg, err := LoadConfig(filepath.Join(ckpt, "config.yaml"))
+	if err != nil {
+		return EvalResult{}, cfg, err
+	}
+	if o.Episodes > 0 {
+		cfg.Run.EvalEpisodes = o.Episodes
+	}
+	if o.Workers > 0 {
+		cfg.Run.Workers = o.Workers
+	}
+	if o.SetTemp {
+		cfg.Agent.EvalTemperature = o.Temperature
+	}
+	tok, tmpl, err := checkpointTokenizer(ckpt, cfg)
+	if err != nil {
+		return EvalResult{}, cfg, err
+	}
+	suite, err := NewSuite(cfg, tok, tmpl)
+	if err != nil {
+		return EvalResult{}, cfg, err
+	}
+	m, err := model.Load(filepath.Join(ckpt, "policy"))
+	if err != nil {
+		return EvalResult{}, cfg, err
+	}
+	pol, err := NewBuiltinPolicy(m, BuiltinOptions{MaxBatch: max(64, cfg.Run.Workers)})
+	if err != nil {
+		return EvalResult{}, cfg, err
+	}
+	defer pol.Close()
+	tr := &Trainer{Cfg: cfg, Policy: pol, Collector: suite, Progress: o.Progress}
+	ev, err := tr.Evaluate(ctx, "eval "+filepath.Base(ckpt))
+	return ev, cfg, err
+}
+
+// Wilson returns the 95% Wilson score interval of k successes in n trials.
+func Wilson(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	const z = 1.959963984540054
+	p := float64(k) / float64(n)
+	nn := float64(n)
+	den := 1 + z*z/nn
+	c := (p + z*z/(2*nn)) / den
+	h := z * math.Sqrt(p*(1-p)/nn+z*z/(4*nn*nn)) / den
+	return math.Max(0, c-h), math.Min(1, c+h)
+}
