@@ -1,0 +1,502 @@
+package swebench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// Options configure an Env. Zero values take the documented defaults.
+type Options struct {
+	Runner sandbox.Runner // default sandbox.Bubblewrap{}
+	// ReposDir holds the local repositories: an instance's repository is
+	// its repo_path, else ReposDir/<owner>__<name>, ReposDir/<owner>/<name>
+	// or ReposDir/<name>, the first that is a git repository.
+	ReposDir       string
+	Limits         sandbox.Limits
+	CommandTimeout time.Duration // per action; default 120 s
+	AgentTimeout   time.Duration // whole agent phase; default 30 min
+	TestTimeout    time.Duration // per test id; default 300 s
+	WorkRoot       string        // parent of the workspaces; default os.TempDir()
+	KeepWorkspace  bool
+	NoFormatHint   bool
+	CacheDir       string // as harbor.Options.CacheDir
+}
+
+// Report is the verdict of one evaluation.
+type Report struct {
+	PatchApplied bool            `json:"patch_applied"`
+	ApplyMethod  string          `json:"apply_method,omitempty"`
+	PatchBytes   int             `json:"patch_bytes"`
+	FailToPass   map[string]bool `json:"fail_to_pass"`
+	PassToPass   map[string]bool `json:"pass_to_pass"`
+	Resolved     bool            `json:"resolved"`
+}
+
+// Env is one SWE-bench instance as an agent.Environment (one Env per
+// episode; not safe for concurrent use).
+type Env struct {
+	inst Instance
+	opts Options
+
+	src      string // the local repository
+	ws       string
+	sess     sandbox.Session
+	started  time.Time
+	deadline time.Time
+	done     bool
+	report   Report
+	metrics  map[string]float64
+}
+
+var (
+	_ agent.Environment     = (*Env)(nil)
+	_ agent.MetricsReporter = (*Env)(nil)
+)
+
+// New returns an Env for inst.
+func New(inst Instance, opts Options) *Env {
+	if opts.Runner == nil {
+		opts.Runner = sandbox.Bubblewrap{}
+	}
+	if opts.CommandTimeout <= 0 {
+		opts.CommandTimeout = 120 * time.Second
+	}
+	if opts.AgentTimeout <= 0 {
+		opts.AgentTimeout = 30 * time.Minute
+	}
+	if opts.TestTimeout <= 0 {
+		opts.TestTimeout = 300 * time.Second
+	}
+	return &Env{inst: inst, opts: opts}
+}
+
+// RepoDir resolves the instance's local repository (see Options.ReposDir).
+func RepoDir(inst *Instance, reposDir string) (string, error) {
+	var cands []string
+	if inst.RepoPath != "" {
+		p := inst.RepoPath
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(reposDir, p)
+		}
+		cands = append(cands, p)
+	} else {
+		owner, name, _ := strings.Cut(inst.Repo, "/")
+		if name == "" {
+			name, owner = owner, ""
+		}
+		if owner != "" {
+			cands = append(cands, filepath.Join(reposDir, owner+"__"+name), filepath.Join(reposDir, owner, name))
+		}
+		cands = append(cands, filepath.Join(reposDir, name))
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(filepath.Join(c, ".git")); err == nil {
+			return filepath.Abs(c)
+		}
+	}
+	return "", fmt.Errorf("instance %s: no local git repository for %q (tried %s)", inst.InstanceID, inst.Repo, strings.Join(cands, ", "))
+}
+
+// git runs git on the host in dir (root's git must accept directories the
+// sandbox user owns, hence safe.directory).
+func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.directory=*", "-c", "user.name=compactrl", "-c", "user.email=compactrl@localhost", "-c", "advice.detachedHead=false"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+// checkout clones src into dst at commit.
+func checkout(ctx context.Context, src, dst, commit string) error {
+	if _, err := git(ctx, filepath.Dir(dst), nil, "clone", "-q", "--no-hardlinks", "--no-checkout", src, dst); err != nil {
+		return err
+	}
+	if _, err := git(ctx, dst, nil, "checkout", "-q", "--detach", commit); err != nil {
+		return err
+	}
+	_, err := git(ctx, dst, nil, "remote", "remove", "origin")
+	return err
+}
+
+// Reset implements agent.Environment.
+func (e *Env) Reset(ctx context.Context) (string, error) {
+	e.Close()
+	src, err := RepoDir(&e.inst, e.opts.ReposDir)
+	if err != nil {
+		return "", err
+	}
+	e.src = src
+	ws, err := sandbox.MkdirTemp(e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-")
+	if err != nil {
+		return "", fmt.Errorf("instance %s: workspace: %w", e.inst.InstanceID, err)
+	}
+	e.ws = ws
+	app := filepath.Join(ws, "app")
+	if err := checkout(ctx, src, app, e.inst.BaseCommit); err != nil {
+		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+	}
+	e.sess, err = e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app, Mounts: e.cacheMounts(), Env: e.env(), Limits: e.opts.Limits})
+	if err != nil {
+		return "", fmt.Errorf("instance %s: start sandbox: %w", e.inst.InstanceID, err)
+	}
+	e.started = time.Now()
+	e.deadline = e.started.Add(e.opts.AgentTimeout)
+	e.done = false
+	e.report = Report{}
+	e.metrics = map[string]float64{"commands": 0, "invalid_actions": 0, "command_timeouts": 0}
+	short := e.inst.BaseCommit
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	task := strings.TrimSpace(e.inst.ProblemStatement) + "\n\n" +
+		fmt.Sprintf("The repository %s is checked out at /app (commit %s). Change the code to resolve the issue above; "+
+			"the tests that check it are not shown to you. When you submit, your changes (git diff against that commit, new files included) are the patch that is evaluated; "+
+			"a ```diff block in the submitting reply is taken as the patch instead.", e.inst.Repo, short)
+	if !e.opts.NoFormatHint {
+		task += "\n\n" + harbor.FormatHint
+	}
+	return task, nil
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+
+func (e *Env) env() map[string]string {
+	if e.opts.CacheDir == "" {
+		return nil
+	}
+	return map[string]string{"GOCACHE": "/cache/go-build", "PIP_CACHE_DIR": "/cache/pip"}
+}
+
+func (e *Env) cacheMounts() []sandbox.Mount {
+	if e.opts.CacheDir == "" {
+		return nil
+	}
+	return []sandbox.Mount{{Host: e.opts.CacheDir, Target: "/cache", Writable: true}}
+}
+
+// Step implements agent.Environment.
+func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
+	if e.sess == nil || e.done {
+		return agent.Step{}, fmt.Errorf("instance %s: Step before Reset or after the episode ended", e.inst.InstanceID)
+	}
+	a, err := harbor.ParseAction(reply)
+	if err == nil && a.Command == "" && !a.Submit {
+		err = errors.New("a ```diff block alone does nothing: add <submit/> to submit it as your patch")
+	}
+	if err != nil {
+		e.metrics["invalid_actions"]++
+		return agent.Step{Invalid: true, Observation: "Invalid action: " + err.Error()}, nil
+	}
+	var obs string
+	if a.Command != "" {
+		left := time.Until(e.deadline)
+		if left <= 0 {
+			return e.finish(ctx, a.Patch, "The agent's time limit was reached before this command could run.")
+		}
+		timeout := min(e.opts.CommandTimeout, left)
+		r, err := e.sess.Exec(ctx, a.Command, timeout)
+		if err != nil {
+			return agent.Step{}, fmt.Errorf("instance %s: exec: %w", e.inst.InstanceID, err)
+		}
+		e.metrics["commands"]++
+		if r.TimedOut {
+			e.metrics["command_timeouts"]++
+		}
+		obs = harbor.FormatResult(r, timeout)
+		if r.TimedOut && time.Until(e.deadline) <= 0 {
+			return e.finish(ctx, a.Patch, obs+"\nThe agent's time limit was reached.")
+		}
+	}
+	if a.Submit {
+		return e.finish(ctx, a.Patch, obs)
+	}
+	return agent.Step{Observation: obs}, nil
+}
+
+func (e *Env) finish(ctx context.Context, patch, obs string) (agent.Step, error) {
+	e.done = true
+	e.metrics["agent_seconds"] = time.Since(e.started).Seconds()
+	e.sess.Close()
+	defer e.cleanup()
+	if patch == "" {
+		var err error
+		if patch, err = e.workspaceDiff(ctx); err != nil {
+			return agent.Step{}, fmt.Errorf("instance %s: model patch: %w", e.inst.InstanceID, err)
+		}
+	}
+	rep, err := e.evaluate(ctx, patch)
+	if err != nil {
+		return agent.Step{}, fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+	}
+	e.report = rep
+	reward := 0.0
+	if rep.Resolved {
+		reward = 1
+	}
+	if obs != "" {
+		obs += "\n"
+	}
+	return agent.Step{Done: true, Reward: reward, Observation: obs + fmt.Sprintf("[submitted; resolved: %v]", rep.Resolved)}, nil
+}
+
+// workspaceDiff is the agent's change: `git diff --binary base` over a
+// temporary index holding every file (untracked included, .gitignore
+// respected), leaving the workspace's own index alone.
+func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
+	app := filepath.Join(e.ws, "app")
+	idx := filepath.Join(e.ws, "diff.index")
+	env := []string{"GIT_INDEX_FILE=" + idx}
+	if _, err := git(ctx, app, env, "read-tree", e.inst.BaseCommit); err != nil {
+		return "", err
+	}
+	if _, err := git(ctx, app, env, "add", "-A"); err != nil {
+		return "", err
+	}
+	return git(ctx, app, env, "diff", "--cached", "--binary", e.inst.BaseCommit)
+}
+
+// applyPatch applies patch in dir with the fallbacks of SWE-bench's harness.
+// With undo, a failed attempt's partial changes are reverted (all of the
+// checkout's changes: only for the first patch applied to it).
+func applyPatch(ctx context.Context, dir, patchFile string, undo bool) (string, error) {
+	attempts := [][]string{
+		{"git", "-c", "safe.directory=*", "apply", "--verbose", patchFile},
+		{"git", "-c", "safe.directory=*", "apply", "--verbose", "--3way", patchFile},
+		{"patch", "--batch", "--fuzz=5", "-p1", "-i", patchFile},
+	}
+	var msgs []string
+	for _, a := range attempts {
+		cmd := exec.CommandContext(ctx, a[0], a[1:]...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return strings.Join(a[:len(a)-1], " "), nil
+		}
+		msgs = append(msgs, fmt.Sprintf("%s: %v: %s", strings.Join(a[:len(a)-1], " "), err, truncate(strings.TrimSpace(string(out)), 300)))
+		if undo {
+			git(ctx, dir, nil, "reset", "-q", "--hard")
+			git(ctx, dir, nil, "clean", "-fdq")
+		}
+	}
+	return "", errors.New(strings.Join(msgs, "; "))
+}
+
+var diffFileRe = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/(\S+)$`)
+
+// patchFiles lists the paths a unified git diff touches.
+func patchFiles(patch string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range diffFileRe.FindAllStringSubmatch(patch, -1) {
+		for _, p := range m[1:] {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// evaluate runs the SWE-bench verdict for patch on a fresh checkout.
+func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
+	rep := Report{PatchBytes: len(patch), FailToPass: map[string]bool{}, PassToPass: map[string]bool{}}
+	dir, err := sandbox.MkdirTemp(e.ws, "eval-")
+	if err != nil {
+		return rep, err
+	}
+	app := filepath.Join(dir, "app")
+	if err := checkout(ctx, e.src, app, e.inst.BaseCommit); err != nil {
+		return rep, err
+	}
+	if strings.TrimSpace(patch) != "" {
+		pf := filepath.Join(dir, "model.patch")
+		if err := os.WriteFile(pf, []byte(patch), 0o644); err != nil {
+			return rep, err
+		}
+		method, err := applyPatch(ctx, app, pf, true)
+		if err != nil {
+			e.metrics["patch_applied"] = 0
+			return rep, nil // an unappliable patch resolves nothing
+		}
+		rep.PatchApplied, rep.ApplyMethod = true, method
+	}
+	e.metrics["patch_applied"] = map[bool]float64{false: 0, true: 1}[rep.PatchApplied]
+	if strings.TrimSpace(e.inst.TestPatch) != "" {
+		// Test files are the instance's: undo the model's edits to them.
+		for _, f := range patchFiles(e.inst.TestPatch) {
+			if _, err := git(ctx, app, nil, "cat-file", "-e", e.inst.BaseCommit+":"+f); err == nil {
+				git(ctx, app, nil, "checkout", "-q", e.inst.BaseCommit, "--", f)
+			} else {
+				os.Remove(filepath.Join(app, f))
+			}
+		}
+		tf := filepath.Join(dir, "test.patch")
+		if err := os.WriteFile(tf, []byte(e.inst.TestPatch), 0o644); err != nil {
+			return rep, err
+		}
+		if _, err := applyPatch(ctx, app, tf, false); err != nil {
+			return rep, fmt.Errorf("test_patch does not apply: %w", err)
+		}
+	}
+	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app, Mounts: e.cacheMounts(), Env: e.env(), Limits: e.opts.Limits})
+	if err != nil {
+		return rep, fmt.Errorf("start test sandbox: %w", err)
+	}
+	defer sess.Close()
+	hasPytest := false
+	if r, err := sess.Exec(ctx, "python3 -c 'import pytest' 2>/dev/null", 30*time.Second); err == nil && r.ExitCode == 0 {
+		hasPytest = true
+	}
+	begin := time.Now()
+	run := func(ids []string, into map[string]bool) error {
+		for _, id := range ids {
+			tc, err := TestCommand(&e.inst, app, id, hasPytest)
+			if err != nil {
+				return err
+			}
+			r, err := sess.Exec(ctx, tc.Cmd, e.opts.TestTimeout)
+			if err != nil {
+				return fmt.Errorf("run test %s: %w", id, err)
+			}
+			into[id] = r.ExitCode == 0 && !r.TimedOut && (tc.MustContain == "" || strings.Contains(r.Output, tc.MustContain))
+		}
+		return nil
+	}
+	if err := run(e.inst.FailToPass, rep.FailToPass); err != nil {
+		return rep, err
+	}
+	if err := run(e.inst.PassToPass, rep.PassToPass); err != nil {
+		return rep, err
+	}
+	e.metrics["test_seconds"] = time.Since(begin).Seconds()
+	rep.Resolved = true
+	f2p, p2p := 0, 0
+	for _, ok := range rep.FailToPass {
+		if ok {
+			f2p++
+		} else {
+			rep.Resolved = false
+		}
+	}
+	for _, ok := range rep.PassToPass {
+		if ok {
+			p2p++
+		} else {
+			rep.Resolved = false
+		}
+	}
+	e.metrics["f2p_passed"], e.metrics["f2p_total"] = float64(f2p), float64(len(rep.FailToPass))
+	e.metrics["p2p_passed"], e.metrics["p2p_total"] = float64(p2p), float64(len(rep.PassToPass))
+	e.metrics["resolved"] = map[bool]float64{false: 0, true: 1}[rep.Resolved]
+	return rep, nil
+}
+
+// TestCmd is how one test id is run.
+type TestCmd struct {
+	Cmd string
+	// MustContain, if set, must appear in the output for a pass (go test
+	// exits 0 when -run matches nothing).
+	MustContain string
+}
+
+// TestCommand returns the command for test id in the checkout at root:
+// the instance's test_cmd with {test} replaced by the quoted id; for a Go
+// module, id "TestX", "TestX/sub" or "pkg:TestX" becomes
+// `go test -count=1 -v -run '^TestX$' ./...` (or pkg), passing only if
+// "--- PASS: TestX" is printed; otherwise Python: `python3 -m pytest` for
+// ids with "::" or ".py" when pytest is available, else
+// `python3 -m unittest -v` with "a/b.py::C::m" rewritten to "a.b.C.m".
+func TestCommand(inst *Instance, root, id string, hasPytest bool) (TestCmd, error) {
+	q := sandbox.ShellQuote(id)
+	if inst.TestCmd != "" {
+		if strings.Contains(inst.TestCmd, "{test}") {
+			return TestCmd{Cmd: strings.ReplaceAll(inst.TestCmd, "{test}", q)}, nil
+		}
+		return TestCmd{Cmd: inst.TestCmd + " " + q}, nil
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+		pkg, name := "./...", id
+		if p, n, ok := strings.Cut(id, ":"); ok {
+			pkg, name = p, n
+		}
+		parts := strings.Split(name, "/")
+		pat := make([]string, len(parts))
+		for i, p := range parts {
+			pat[i] = "^" + regexp.QuoteMeta(p) + "$"
+		}
+		return TestCmd{
+			Cmd:         fmt.Sprintf("go test -count=1 -v -run %s %s 2>&1", sandbox.ShellQuote(strings.Join(pat, "/")), sandbox.ShellQuote(pkg)),
+			MustContain: "--- PASS: " + name + " ",
+		}, nil
+	}
+	pytestStyle := strings.Contains(id, "::") || strings.Contains(id, ".py")
+	if pytestStyle && hasPytest {
+		return TestCmd{Cmd: "python3 -m pytest -q -p no:cacheprovider " + q + " 2>&1"}, nil
+	}
+	if pytestStyle {
+		mod := strings.ReplaceAll(id, "::", ".")
+		mod = strings.Replace(mod, ".py.", ".", 1)
+		mod = strings.TrimSuffix(mod, ".py")
+		mod = strings.ReplaceAll(mod, "/", ".")
+		q = sandbox.ShellQuote(mod)
+	}
+	return TestCmd{Cmd: "python3 -m unittest -v " + q + " 2>&1"}, nil
+}
+
+// OracleReply submits the instance's gold patch.
+func OracleReply(inst *Instance) string {
+	p := inst.Patch
+	if !strings.HasSuffix(p, "\n") {
+		p += "\n"
+	}
+	return "```diff\n" + p + "```\n<submit/>"
+}
+
+// Report is the last evaluation's verdict.
+func (e *Env) Report() Report { return e.report }
+
+// Metrics implements agent.MetricsReporter.
+func (e *Env) Metrics() map[string]float64 {
+	m := make(map[string]float64, len(e.metrics))
+	for k, v := range e.metrics {
+		m[k] = v
+	}
+	return m
+}
+
+// Close ends the episode early (if running) and removes the workspace
+// unless KeepWorkspace.
+func (e *Env) Close() error {
+	if e.sess != nil {
+		e.sess.Close()
+	}
+	e.cleanup()
+	return nil
+}
+
+func (e *Env) cleanup() {
+	if e.ws != "" && !e.opts.KeepWorkspace {
+		os.RemoveAll(e.ws)
+		e.ws = ""
+	}
+}
