@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/compactrl/compactrl/format"
+	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/tokenizer"
+)
+
+// runExport dispatches the export modes:
+//
+//	compactrl export gguf --checkpoint DIR --out FILE     model → llama.cpp GGUF
+//	compactrl export --format verl|slime|jsonl ...        episodes → trainer records (runExportEpisodes)
+func runExport(ctx context.Context, e env, args []string) error {
+	if len(args) > 0 && args[0] == "gguf" {
+		return runExportGGUF(ctx, e, args[1:])
+	}
+	return runExportEpisodes(ctx, e, args)
+}
+
+// runExportGGUF converts a checkpoint directory (config.json,
+// model.safetensors, tokenizer.json) to a GGUF file llama.cpp serves.
+func runExportGGUF(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("export gguf", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+model.WeightsFile+" and "+tokenizer.File)
+	out := fs.String("out", "", "GGUF file to write")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl export gguf --checkpoint DIR --out FILE.gguf")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *dir == "" || *out == "" {
+		fs.Usage()
+		return errors.New("--checkpoint and --out are required")
+	}
+	for _, name := range []string{format.ConfigFile, model.WeightsFile, tokenizer.File} {
+		if _, err := os.Stat(filepath.Join(*dir, name)); err != nil {
+			return fmt.Errorf("checkpoint %s: %s missing (a GGUF needs the config, the weights and the tokenizer): %w", *dir, name, err)
+		}
+	}
+	cfg, err := format.ReadConfig(*dir)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(cfg.Architectures, "LlamaForSequenceClassification") {
+		return fmt.Errorf("checkpoint %s is a value model (LlamaForSequenceClassification): only policies export to GGUF", *dir)
+	}
+	ts, _, err := format.ReadSafetensors(filepath.Join(*dir, model.WeightsFile))
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.Load(filepath.Join(*dir, tokenizer.File))
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := format.WriteGGUF(*out, cfg, ts, tok); err != nil {
+		return err
+	}
+	st, err := os.Stat(*out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: %d layers, hidden %d, vocab %d, %.1f MB\n", *out, cfg.NumHiddenLayers, cfg.HiddenSize, cfg.VocabSize, float64(st.Size())/1e6)
+	return nil
+}
