@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/infer/local"
+	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/rollout"
+	"github.com/compactrl/compactrl/tokenizer"
+)
+
+// runRollout plays --episodes episodes of an environment with a policy and
+// writes them as episode JSONL to --out, one line per finished episode
+// (flushed at once), with a progress bar on a terminal and a final line of
+// statistics on stdout.
+func runRollout(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("rollout", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	def := agent.DefaultConfig()
+	envName := fs.String("env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
+	split := fs.String("split", "test", "seed range of the environment: train or test")
+	policy := fs.String("policy", "scripted", "policy: scripted[:p=P,seed=S] (the expert, each fact kept in a summary with probability P) or checkpoint:DIR")
+	episodes := fs.Int("episodes", 100, "episodes to play")
+	seed := fs.Int64("seed", 0, "first episode's offset in the split's seed range; episode i uses seed start+S+i")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
+	out := fs.String("out", "", "episode JSONL file to write (required)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
+	window := fs.Int("context", def.Window, "context window C in tokens")
+	reserve := fs.Int("reserve", def.Reserve, "compaction reserve T_comp: compact when C − |h| < T_comp")
+	keep := fs.Int("keep-last", def.KeepLast, "steps k re-included after a compaction")
+	maxComp := fs.Int("max-compactions", def.MaxCompactions, "compactions per episode")
+	maxTurns := fs.Int("max-turns", def.MaxTurns, "policy actions per episode")
+	maxAction := fs.Int("max-action-tokens", def.MaxActionTokens, "tokens per action")
+	maxSummary := fs.Int("max-summary-tokens", def.MaxSummaryTokens, "tokens per summary")
+	maxObs := fs.Int("max-observation-tokens", 0, "observation cap (0: the most the reserve allows)")
+	maxFormat := fs.Int("max-format-errors", def.MaxFormatErrors, "invalid actions in a row that end an episode")
+	noComp := fs.Bool("no-compaction", false, "never compact: the episode ends overlong when the window is full (the baseline)")
+	temp := fs.Float64("temperature", def.Temperature, "sampling temperature (checkpoint policy)")
+	topP := fs.Float64("top-p", def.TopP, "nucleus top-p (checkpoint policy)")
+	timeout := fs.Duration("episode-timeout", 0, "wall-clock limit per episode (0: none); past it the episode is infra_error")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl rollout --out FILE [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *out == "" {
+		return errors.New("--out FILE is required")
+	}
+	if *episodes < 0 {
+		return fmt.Errorf("--episodes %d must be ≥ 0", *episodes)
+	}
+	if *seed < 0 {
+		return fmt.Errorf("--seed %d must be ≥ 0", *seed)
+	}
+
+	name, knobs, _ := strings.Cut(*envName, ":")
+	if name != "vault" {
+		return fmt.Errorf("--env %q: unknown environment (available: vault)", name)
+	}
+	vc, err := vault.ParseConfig(knobs)
+	if err != nil {
+		return fmt.Errorf("--env: %w", err)
+	}
+	rng, err := vault.Split(*split)
+	if err != nil {
+		return fmt.Errorf("--split: %w", err)
+	}
+	first := rng.Start + *seed
+	if last := first + int64(*episodes); last > rng.End {
+		return fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", *seed, *episodes, *split, rng.End-rng.Start)
+	}
+
+	cfg := def
+	cfg.Window, cfg.Reserve, cfg.KeepLast = *window, *reserve, *keep
+	cfg.MaxCompactions, cfg.MaxTurns, cfg.MaxFormatErrors = *maxComp, *maxTurns, *maxFormat
+	cfg.MaxActionTokens, cfg.MaxSummaryTokens, cfg.MaxObservationTokens = *maxAction, *maxSummary, *maxObs
+	cfg.NoCompaction = *noComp
+	cfg.Temperature, cfg.TopP = *temp, *topP
+	cfg.SystemPrompt = vault.SystemPrompt
+
+	pol, err := openPolicy(*policy, *tokPath, *workers, cfg.Window)
+	if err != nil {
+		return err
+	}
+	defer pol.close()
+	a, err := agent.New(cfg, pol.tok, pol.tmpl, pol.sampler)
+	if err != nil {
+		return err
+	}
+
+	f, err := os.Create(*out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer f.Close()
+	meta := map[string]string{
+		"env": *envName, "split": *split, "policy": *policy, "tokenizer": pol.tokName,
+		"context": strconv.Itoa(cfg.Window), "reserve": strconv.Itoa(cfg.Reserve),
+		"keep_last": strconv.Itoa(cfg.KeepLast), "no_compaction": strconv.FormatBool(cfg.NoCompaction),
+	}
+	envs := func(s int64) (agent.Environment, error) { return vault.New(vc, s) }
+	bar := newProgress(e.stderr, *episodes)
+	st, err := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *timeout, Meta: meta},
+		rollout.Jobs(name, first, *episodes), a, envs, rollout.NewJSONLSink(f), bar.update)
+	bar.finish()
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("--out: %w", cerr)
+	}
+	fmt.Fprintln(e.stdout, st)
+	return err
+}
+
+// policy is a sampler with the tokenizer it speaks.
+type policy struct {
+	sampler infer.Sampler
+	tok     agent.Tokenizer
+	tmpl    agent.Template
+	tokName string
+	vocab   int
+	close   func()
+}
+
+// openPolicy parses --policy: "scripted[:p=P,seed=S]" or "checkpoint:DIR".
+func openPolicy(spec, tokPath string, workers, window int) (*policy, error) {
+	kind, arg, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "scripted":
+		p, seed := 1.0, int64(0)
+		if arg != "" {
+			for _, kv := range strings.Split(arg, ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				var err error
+				switch {
+				case !ok:
+					err = fmt.Errorf("%q: want name=value", kv)
+				case k == "p":
+					p, err = strconv.ParseFloat(v, 64)
+				case k == "seed":
+					seed, err = strconv.ParseInt(v, 10, 64)
+				default:
+					err = fmt.Errorf("unknown option %q (p, seed)", k)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("--policy %s: %w", spec, err)
+				}
+			}
+		}
+		pol, err := loadTokenizer(tokPath, "")
+		if err != nil {
+			return nil, err
+		}
+		ex, err := vault.NewExpert(pol.tok, pol.tmpl, p, seed)
+		if err != nil {
+			return nil, fmt.Errorf("--policy %s: %w", spec, err)
+		}
+		pol.sampler = ex
+		return pol, nil
+	case "checkpoint":
+		if arg == "" {
+			return nil, errors.New("--policy checkpoint:DIR needs a directory")
+		}
+		m, err := model.Load(arg)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		pol, err := loadTokenizer(tokPath, arg)
+		if err != nil {
+			return nil, err
+		}
+		if v := pol.vocab; v > m.Cfg.Vocab {
+			return nil, fmt.Errorf("--policy %s: tokenizer %s has %d ids, the model only %d", spec, pol.tokName, v, m.Cfg.Vocab)
+		}
+		if m.Cfg.MaxSeq < window {
+			return nil, fmt.Errorf("--policy %s: model accepts %d tokens, below --context %d", spec, m.Cfg.MaxSeq, window)
+		}
+		s, err := local.New(m, local.Options{MaxBatch: max(workers, 1)})
+		if err != nil {
+			return nil, fmt.Errorf("--policy %s: %w", spec, err)
+		}
+		pol.sampler, pol.close = s, s.Close
+		return pol, nil
+	}
+	return nil, fmt.Errorf("--policy %q: want scripted[:p=P] or checkpoint:DIR", spec)
+}
+
+// loadTokenizer returns --tokenizer, else DIR/tokenizer.json or its
+// parent's (a checkpoint inside a run directory), else the vault default.
+func loadTokenizer(path, ckpt string) (*policy, error) {
+	if path == "" && ckpt != "" {
+		for _, p := range []string{filepath.Join(ckpt, "tokenizer.json"), filepath.Join(filepath.Dir(ckpt), "tokenizer.json")} {
+			if _, err := os.Stat(p); err == nil {
+				path = p
+				break
+			}
+		}
+	}
+	pol := &policy{close: func() {}}
+	if path == "" {
+		tok, tmpl, err := vault.DefaultTokenizer()
+		if err != nil {
+			return nil, err
+		}
+		pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, "vault-default", tok.VocabSize()
+		return pol, nil
+	}
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer: %w", err)
+	}
+	tmpl, err := agent.TemplateFrom(tok.SpecialID)
+	if err != nil {
+		return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
+	}
+	pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, path, tok.VocabSize()
+	return pol, nil
+}
+
+// progress draws a one-line bar on stderr when it is a terminal.
+type progress struct {
+	w     io.Writer
+	total int
+	tty   bool
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	p := &progress{w: w, total: total}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(s rollout.Stats) {
+	if !p.tty || (time.Since(p.last) < 100*time.Millisecond && s.Episodes < p.total) {
+		return
+	}
+	p.last = time.Now()
+	const width = 30
+	n := width
+	if p.total > 0 {
+		n = width * s.Episodes / p.total
+	}
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  success %.3f  compactions %.2f  %.1f ep/s ",
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), s.Episodes, p.total, s.SuccessRate(), s.MeanCompactions(), s.EpisodesPerSecond())
+	p.drawn = true
+}
+
+func (p *progress) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}

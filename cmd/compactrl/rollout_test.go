@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/model"
+)
+
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), env{strings.NewReader(""), &out, &errb}, args)
+	return out.String(), errb.String(), code
+}
+
+func readFileEpisodes(t *testing.T, path string) []episode.Episode {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readEpisodes(t, string(b))
+}
+
+func TestRolloutScriptedAndShow(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "ep.jsonl")
+	stdout, stderr, code := runCmd(t, "rollout", "--episodes", "40", "--workers", "4", "--out", out)
+	if code != 0 {
+		t.Fatalf("rollout: %s", stderr)
+	}
+	for _, want := range []string{"episodes 40", "success 1.000", "compactions ", "turns ", "summary_quality 1.000", "tokens/s ", "episodes/s "} {
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("stats line %q lacks %q", stdout, want)
+		}
+	}
+	eps := readFileEpisodes(t, out)
+	if len(eps) != 40 || eps[0].Meta["policy"] != "scripted" || eps[0].Meta["tokenizer"] != "vault-default" {
+		t.Fatalf("%d episodes, meta %v", len(eps), eps[0].Meta)
+	}
+	// The baseline without compaction runs out of window.
+	base := filepath.Join(dir, "base.jsonl")
+	stdout, stderr, code = runCmd(t, "rollout", "--episodes", "40", "--no-compaction", "--out", base)
+	if code != 0 || !strings.Contains(stdout, "overlong=") || strings.Contains(stdout, "success 1.000") {
+		t.Fatalf("no-compaction: %s %s", stdout, stderr)
+	}
+	// Lossy summaries.
+	lossy := filepath.Join(dir, "lossy.jsonl")
+	stdout, _, code = runCmd(t, "rollout", "--episodes", "40", "--policy", "scripted:p=0.5,seed=2", "--out", lossy)
+	if code != 0 || strings.Contains(stdout, "success 1.000") {
+		t.Fatalf("p=0.5: %s", stdout)
+	}
+	// The transcript marks compactions with what was kept and lost.
+	var id string
+	for _, ep := range readFileEpisodes(t, lossy) {
+		if ep.Meta["summary_1_lost"] != "" {
+			id = ep.ID
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("no p=0.5 episode lost a fact in its first summary")
+	}
+	stdout, stderr, code = runCmd(t, "show", lossy, "--episode", id)
+	if code != 0 {
+		t.Fatalf("show: %s", stderr)
+	}
+	for _, want := range []string{"episode " + id, "── segment 1 · summary", "══ compaction 1", "kept: ", "lost: ", "summary*", "assistant*", "(re-included)", "summary request"} {
+		if !strings.Contains(stdout, want) {
+			t.Fatalf("transcript lacks %q:\n%s", want, stdout)
+		}
+	}
+	stdout, _, code = runCmd(t, "show", out)
+	if code != 0 || strings.Count(stdout, "\n") != 41 || !strings.Contains(stdout, "vault-1000000") {
+		t.Fatalf("list: %s", stdout)
+	}
+	if _, _, code := runCmd(t, "show", out, "--episode", "nope"); code == 0 {
+		t.Fatal("unknown episode accepted")
+	}
+}
+
+func TestRolloutBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.jsonl")
+	for _, args := range [][]string{
+		{"rollout"}, // no --out
+		{"rollout", "--out", out, "--env", "harbor"},
+		{"rollout", "--out", out, "--env", "vault:rooms=3"},
+		{"rollout", "--out", out, "--policy", "scripted:p=2"},
+		{"rollout", "--out", out, "--policy", "scripted:q=1"},
+		{"rollout", "--out", out, "--policy", "gpt"},
+		{"rollout", "--out", out, "--policy", "checkpoint:" + filepath.Join(dir, "missing")},
+		{"rollout", "--out", out, "--reserve", "50"},
+		{"rollout", "--out", out, "--split", "dev"},
+		{"rollout", "--out", out, "--seed", "999990", "--episodes", "100"},
+		{"rollout", "--out", out, "--workers", "0"},
+	} {
+		if _, stderr, code := runCmd(t, args...); code == 0 || stderr == "" {
+			t.Fatalf("%v accepted", args)
+		}
+	}
+}
+
+// A random-weight checkpoint runs through the built-in engine: its replies
+// are mostly not actions, so the episodes end as format errors, but they
+// are written, with the engine's log-probs on the sampled tokens.
+func TestRolloutCheckpointPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes a random model")
+	}
+	cfg, err := model.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Vocab, cfg.Dim, cfg.Layers, cfg.FFN, cfg.MaxSeq = 1024, 32, 1, 64, 1024
+	m, err := model.New(cfg, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := m.Save(filepath.Join(dir, "ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "ep.jsonl")
+	stdout, stderr, code := runCmd(t, "rollout", "--episodes", "2", "--workers", "2", "--policy", "checkpoint:"+filepath.Join(dir, "ckpt"), "--max-action-tokens", "8", "--out", out)
+	if code != 0 {
+		t.Fatalf("checkpoint rollout: %s", stderr)
+	}
+	eps := readFileEpisodes(t, out)
+	if len(eps) != 2 || !strings.Contains(stdout, "episodes 2") {
+		t.Fatalf("%d episodes: %s", len(eps), stdout)
+	}
+	for _, ep := range eps {
+		if ep.Status == episode.StatusInfraError {
+			t.Fatalf("infra_error: %v", ep.Meta)
+		}
+		neg := false
+		for _, s := range ep.Segments {
+			for i, lp := range s.Logprobs {
+				if s.LossMask[i] == 1 && lp < 0 {
+					neg = true
+				}
+			}
+		}
+		if !neg {
+			t.Fatal("no sampled token carries a log-prob")
+		}
+	}
+}
