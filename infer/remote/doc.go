@@ -42,6 +42,17 @@
 // the sampled prefix up to and including the stop token. Every engine also
 // truncates at the first stop id client-side.
 //
+// Seeds: vLLM takes the int64 seed as is; SGLang gets it as
+// sampling_params.sampling_seed (SGLang.SeedParam); llama.cpp's seed is a
+// uint32, so the seed is folded (s ⊕ s>>32), 0xFFFFFFFF (llama.cpp's
+// "random") mapped to 0xFFFFFFFE. Same seed, prompt and server: same tokens,
+// also with other requests in flight on other slots (tested).
+//
+// Text: Tokenizer wraps /tokenize and /detokenize (llama.cpp, vLLM) for
+// prompts built from text; its error-free Encode/Decode fit
+// agent.Tokenizer, and Guard makes a sampler fail (ErrUnavailable) once the
+// tokenizer has swallowed an error.
+//
 // Why net/http and not github.com/openai/openai-go: the fields this package
 // needs are all outside the OpenAI schema that client types — llama.cpp's
 // logprobs.content[] with id/prob, post_sampling_probs and samplers; vLLM's
