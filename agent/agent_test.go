@@ -599,3 +599,53 @@ func TestSplit(t *testing.T) {
 		t.Fatalf("TemplateFrom: %+v %v", tt, err)
 	}
 }
+
+// With observations at the cap, two re-included steps do not leave the
+// reserve (|s| + |resume(S)| + 2·Step > C − T_comp) but one does: k drops
+// to 1.
+func TestKeepLastReducedUntilItFits(t *testing.T) {
+	cfg := testConfig()
+	cfg.KeepLast = 2
+	s := &randSampler{}
+	a, _ := New(cfg, byteTok{}, testTmpl, s)
+	b := a.Budget()
+	resumed := len(a.system) + len(a.resume) + cfg.MaxSummaryTokens + 1
+	if !(resumed+2*b.StepMax > cfg.Window-cfg.Reserve && resumed+(b.StepMax) <= cfg.Window-cfg.Reserve) {
+		t.Fatalf("test budget does not separate k=1 from k=2: resumed %d step %d room %d", resumed, b.StepMax, cfg.Window-cfg.Reserve)
+	}
+	env := &fakeEnv{rng: rand.New(rand.NewPCG(4, 4)), doneAfter: 30}
+	big := &fixedObsEnv{fakeEnv: env, n: 5 * b.ObservationCap}
+	ep, err := a.Run(context.Background(), big, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEpisode(t, a, ep, s.calls)
+	if len(ep.Segments) < 2 {
+		t.Fatal("no compaction")
+	}
+	for si, seg := range ep.Segments[1:] {
+		n := 0
+		for _, tr := range testTmpl.Split(seg.PromptIDs) {
+			if tr.Marker == testTmpl.Assistant {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("segment %d re-includes %d steps, want 1", si+2, n)
+		}
+	}
+}
+
+// fixedObsEnv returns observations of exactly n bytes.
+type fixedObsEnv struct {
+	*fakeEnv
+	n int
+}
+
+func (e *fixedObsEnv) Step(ctx context.Context, reply string) (Step, error) {
+	st, err := e.fakeEnv.Step(ctx, reply)
+	if err == nil && !st.Done {
+		st.Observation = strings.Repeat("y", e.n)
+	}
+	return st, err
+}
