@@ -27,7 +27,7 @@ var (
 	tokErr  error
 )
 
-func vaultAgent(t *testing.T, s func(infer.Sampler) infer.Sampler) (*agent.Agent, EnvFactory) {
+func vaultAgent(t testing.TB, s func(infer.Sampler) infer.Sampler) (*agent.Agent, EnvFactory) {
 	t.Helper()
 	tokOnce.Do(func() { tok, tmpl, tokErr = vault.DefaultTokenizer() })
 	if tokErr != nil {
@@ -347,4 +347,17 @@ func TestEpisodeTimeoutIsInfraError(t *testing.T) {
 			t.Fatalf("timeout episode %s: %v", ep.ID, ep.Meta)
 		}
 	}
+}
+
+// BenchmarkExpertEpisodes measures whole vault episodes (agent loop +
+// scripted expert + JSONL encoding) on one worker.
+func BenchmarkExpertEpisodes(b *testing.B) {
+	a, envs := vaultAgent(b, nil)
+	sink := NewJSONLSink(io.Discard)
+	b.ResetTimer()
+	st, err := Run(context.Background(), Config{Workers: 1}, Jobs("v", vault.TestSeeds().Start, b.N), a, envs, sink, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(st.EpisodesPerSecond(), "episodes/s")
 }
