@@ -27,7 +27,11 @@ import (
 //	at: file F page Q of M
 //
 // so with P = 1 it succeeds whenever the window and compactions suffice, and
-// with P < 1 it fails when a dropped fact is not seen again.
+// with P < 1 it fails when a dropped fact is not seen again. Every summary
+// re-draws every fact it knows, so a fact found before the first of c
+// compactions survives them all with probability P^c (a lossy summariser
+// loses again each time it rewrites), unless the re-included steps show it
+// again.
 //
 // It is a demonstrator, not a policy to do PPO on: its output is
 // deterministic given the request's Seed and its log-probs are all 0.
