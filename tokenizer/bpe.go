@@ -25,12 +25,14 @@ type Tokenizer struct {
 	ranks    map[pair]mergeRule
 	byteID   [256]int32
 
-	special []bool // special[id]: an added (control) token
+	special        []bool            // special[id]: an added (control) token
+	specialIDs     map[string]int    // content → id
+	specialList    []string          // contents, longest first
+	specialByFirst map[byte][]string // specialList by first byte
+
 	// of loaded files, kept so Save writes them back as found
-	addedNotSpecial   map[int]bool   // added_tokens entries with "special": false
-	addedOutsideVocab map[int]bool   // added tokens absent from model.vocab
-	specialIDs        map[string]int // content → id
-	specialList       []string       // contents, longest first
+	addedNotSpecial   map[int]bool // added_tokens entries with "special": false
+	addedOutsideVocab map[int]bool // added tokens absent from model.vocab
 
 	pre            preTokenizer
 	addPrefixSpace bool
@@ -92,6 +94,10 @@ func (t *Tokenizer) build() error {
 		}
 		return a < b
 	})
+	t.specialByFirst = map[byte][]string{}
+	for _, sp := range t.specialList {
+		t.specialByFirst[sp[0]] = append(t.specialByFirst[sp[0]], sp)
+	}
 	t.cache = make(map[string][]int32)
 	return nil
 }
@@ -191,23 +197,27 @@ func (t *Tokenizer) appendEncode(out []int, text string, atStart bool) []int {
 // contents become their ids (the longest match wins where they overlap).
 func (t *Tokenizer) EncodeWithSpecials(text string) []int {
 	out := make([]int, 0, len(text)/3+1)
-	atStart := true
-	for text != "" {
-		pos, sp := -1, ""
-		for _, s := range t.specialList {
-			if k := strings.Index(text, s); k >= 0 && (pos < 0 || k < pos) {
-				pos, sp = k, s
+	start, atStart := 0, true
+	for i := 0; i < len(text); i++ {
+		cands := t.specialByFirst[text[i]]
+		if len(cands) == 0 {
+			continue
+		}
+		for _, sp := range cands { // longest first
+			if strings.HasPrefix(text[i:], sp) {
+				if i > start {
+					out = t.appendEncode(out, text[start:i], atStart)
+				}
+				out = append(out, t.specialIDs[sp])
+				atStart = false
+				i += len(sp) - 1
+				start = i + 1
+				break
 			}
 		}
-		if pos < 0 {
-			return t.appendEncode(out, text, atStart)
-		}
-		if pos > 0 {
-			out = t.appendEncode(out, text[:pos], atStart)
-		}
-		out = append(out, t.specialIDs[sp])
-		text = text[pos+len(sp):]
-		atStart = false
+	}
+	if start < len(text) {
+		out = t.appendEncode(out, text[start:], atStart)
 	}
 	return out
 }

@@ -382,8 +382,12 @@ func FuzzRoundTrip(f *testing.F) {
 		if got := fuzzTok.Decode(ids); got != s {
 			t.Fatalf("Decode(Encode(%q)) = %q", s, got)
 		}
-		if got := fuzzTok.Decode(fuzzTok.EncodeWithSpecials(s)); got != s {
+		ws := fuzzTok.EncodeWithSpecials(s)
+		if got := fuzzTok.Decode(ws); got != s {
 			t.Fatalf("Decode(EncodeWithSpecials(%q)) = %q", s, got)
+		}
+		if want := naiveWithSpecials(fuzzTok, s); len(ws)+len(want) > 0 && !reflect.DeepEqual(ws, want) {
+			t.Fatalf("EncodeWithSpecials(%q) = %v, naive %v", s, ws, want)
 		}
 		for _, p := range []preTokenizer{preGPT2, preLlama3} {
 			if strings.Join(words(p, s), "") != s {
@@ -437,4 +441,66 @@ func wordOf(n uint64) string {
 		n /= 26
 	}
 	return sb.String()
+}
+
+// naiveWithSpecials is EncodeWithSpecials by repeated search: the earliest
+// special occurrence, the longest at that position.
+func naiveWithSpecials(t *Tokenizer, text string) []int {
+	var out []int
+	atStart := true
+	for text != "" {
+		pos, sp := -1, ""
+		for _, s := range t.Specials() {
+			if k := strings.Index(text, s); k >= 0 && (pos < 0 || k < pos || (k == pos && len(s) > len(sp))) {
+				pos, sp = k, s
+			}
+		}
+		if pos < 0 {
+			return t.appendEncode(out, text, atStart)
+		}
+		out = t.appendEncode(out, text[:pos], atStart)
+		id, _ := t.SpecialID(sp)
+		out = append(out, id)
+		text = text[pos+len(sp):]
+		atStart = false
+	}
+	return out
+}
+
+func TestEncodeWithOverlappingSpecials(t *testing.T) {
+	tok, err := Train([]string{"abc abc"}, 270, []string{"<a>", "<a>b", "b>", "<<"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"x<a>by<a>b>", "<<a>", "<<<a>", "b>b><", "<a", "plain"} {
+		got, want := tok.EncodeWithSpecials(s), naiveWithSpecials(tok, s)
+		if !reflect.DeepEqual(got, want) || tok.Decode(got) != s {
+			t.Errorf("%q: got %v, want %v", s, got, want)
+		}
+	}
+	ids := tok.EncodeWithSpecials("<a>b<a>")
+	if id1, _ := tok.SpecialID("<a>b"); len(ids) != 2 || ids[0] != id1 {
+		t.Errorf("longest match: %v", ids)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	dir := f.TempDir()
+	path := filepath.Join(dir, "t.json")
+	if err := fuzzTok.Save(path); err != nil {
+		f.Fatal(err)
+	}
+	seed, _ := os.ReadFile(path)
+	f.Add(seed)
+	f.Add([]byte(`{"pre_tokenizer":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"a":0},"merges":[["a","a"]]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tok, err := parseHF(b)
+		if err != nil {
+			return
+		}
+		s := "hello <|end|> wörld \xff"
+		if got := tok.Decode(tok.Encode(s)); got != s && !tok.addPrefixSpace {
+			t.Fatalf("loaded tokenizer does not round-trip: %q", got)
+		}
+	})
 }
