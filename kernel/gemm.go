@@ -16,6 +16,12 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	gemmWith(active, runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
+// GemmSerial is Gemm on the calling goroutine only: for callers that already run many products
+// in parallel (e.g. one per attention head), where Gemm's own goroutines would only add overhead.
+func GemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmWith(active, 1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
 // checkMatrix panics unless x holds a rows×cols row-major matrix with row stride ld.
 func checkMatrix(name string, x []float32, rows, cols, ld int) {
 	if ld < max(cols, 1) {
@@ -53,8 +59,9 @@ const (
 	blockK = 128
 	blockM = 120 // rounded down to a multiple of mr
 	blockN = 2048
-	// parallelFlops is the product size (2·m·n·k) below which Gemm stays on the calling goroutine.
-	parallelFlops = 1 << 20
+	// parallelFlops is the product size (2·m·n·k, here about 50 µs of one core) below which Gemm
+	// stays on the calling goroutine; each further goroutine needs as much work again.
+	parallelFlops = 1 << 23
 )
 
 // microKernel computes C[0:mr, 0:nr] += alpha·Σ_p A(i,p)·b[p·bs+j] where A(i,p) = a[i·ars + p·aps]
@@ -97,39 +104,43 @@ func grow(buf []float32, n int) []float32 {
 	return buf[:n]
 }
 
-// gemmWith runs Gemm on code path p with at most threads goroutines.
+// gemmWith runs Gemm on code path p with at most threads goroutines, fewer for small products.
 func gemmWith(p *impl, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
-	if m == 0 || n == 0 {
-		return
-	}
-	g := gemmArgs{p: p, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	flops := 2 * float64(m) * float64(n) * float64(k)
 	nt := 1
 	if threads > 1 && flops >= parallelFlops {
 		nt = min(threads, int(flops/parallelFlops))
 	}
+	gemmN(p, nt, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// gemmN runs Gemm on code path p with nt goroutines (fewer if C has fewer tiles).
+func gemmN(p *impl, nt int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	g := gemmArgs{p: p, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
 	if p.dotT != nil && transB && useDotT(m, k) && alpha != 0 {
 		g.dotT(nt, m, n)
 		return
 	}
 	tilesM, tilesN := (m+p.mr-1)/p.mr, (n+p.nr-1)/p.nr
-	// Each worker owns whole tiles of C. Splitting n duplicates the packing of A (m·k per
-	// worker), splitting m duplicates the packing of B (n·k): split the cheaper one.
-	splitN := tilesN >= nt && (m <= n || tilesM < nt)
-	if !splitN && tilesM < nt {
-		nt = max(tilesM, tilesN)
-		splitN = tilesN >= tilesM
-	}
-	if nt <= 1 {
+	nt = max(1, min(nt, max(tilesM, tilesN)))
+	if nt == 1 {
 		g.run(0, m, 0, n)
 		return
 	}
-	var wg sync.WaitGroup
+	// Each worker owns whole tiles of C. Splitting n costs nothing extra (each worker packs its
+	// own columns of B); splitting m makes every worker pack all of B, so it is taken only when
+	// it balances the work better.
+	imbalance := func(tiles int) float64 { return float64((tiles+nt-1)/nt*nt) / float64(tiles) }
+	splitN := tilesN >= nt && imbalance(tilesN) <= imbalance(tilesM) || tilesM < nt
 	tiles, unit, size := tilesM, p.mr, m
 	if splitN {
 		tiles, unit, size = tilesN, p.nr, n
 	}
+	var wg sync.WaitGroup
 	for t := range nt {
 		lo := min(size, tiles*t/nt*unit)
 		hi := min(size, tiles*(t+1)/nt*unit)

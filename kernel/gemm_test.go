@@ -61,7 +61,7 @@ func (tc gemmCase) String() string {
 func (tc gemmCase) check(t *testing.T, r *rand.Rand, p *impl, threads int) {
 	t.Helper()
 	tc.checkWith(t, r, func(c []float32, a []float32, lda int, b []float32, ldb int, ldc int) {
-		gemmWith(p, threads, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
+		gemmN(p, threads, tc.transA, tc.transB, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, ldb, tc.beta, c, ldc)
 	}, fmt.Sprintf("%s threads=%d", p.name, threads))
 }
 
@@ -197,12 +197,26 @@ func TestGemmDeterministicAcrossThreads(t *testing.T) {
 		gemmWith(p, 1, false, true, m, n, k, 1, a, k, b, k, 0, ref, n)
 		for _, threads := range []int{2, 3, 4} {
 			c := make([]float32, m*n)
-			gemmWith(p, threads, false, true, m, n, k, 1, a, k, b, k, 0, c, n)
+			gemmN(p, threads, false, true, m, n, k, 1, a, k, b, k, 0, c, n)
 			for i := range c {
 				if math.Float32bits(c[i]) != math.Float32bits(ref[i]) {
 					t.Fatalf("%s: threads=%d differs from 1 thread at %d: %v vs %v", p.name, threads, i, c[i], ref[i])
 				}
 			}
+		}
+	}
+}
+
+func TestGemmSerialMatchesGemm(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	m, n, k := 200, 700, 300
+	a, b := randSlice(r, m*k), randSlice(r, n*k)
+	c1, c2 := make([]float32, m*n), make([]float32, m*n)
+	Gemm(false, true, m, n, k, 0.5, a, k, b, k, 0, c1, n)
+	GemmSerial(false, true, m, n, k, 0.5, a, k, b, k, 0, c2, n)
+	for i := range c1 {
+		if math.Float32bits(c1[i]) != math.Float32bits(c2[i]) {
+			t.Fatalf("GemmSerial differs from Gemm at %d: %v vs %v", i, c2[i], c1[i])
 		}
 	}
 }
