@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"sync"
 
 	"github.com/compactrl/compactrl/kernel"
 )
@@ -21,7 +22,7 @@ func attendRow(out, q, k, v []float32, stride, n int, scale float32, scores []fl
 	}
 	var sum float32
 	for j := 0; j < n; j++ {
-		e := float32(math.Exp(float64(scores[j] - mx)))
+		e := expf(scores[j] - mx)
 		scores[j] = e
 		sum += e
 	}
@@ -33,34 +34,21 @@ func attendRow(out, q, k, v []float32, stride, n int, scale float32, scores []fl
 	return mx + float32(math.Log(float64(sum)))
 }
 
-// attendRowBack back-propagates attendRow given its output o, its
-// log-sum-exp and dout: with p_j = exp(s_j − lse), dp_j = dout·v_j,
-// ds_j = p_j (dp_j − dout·o), it adds scale·Σ_j ds_j k_j to dq,
-// scale·ds_j·q to dk_j and p_j·dout to dv_j.
-func attendRowBack(dq, dk, dv, dout, q, k, v, o []float32, lse float32, stride, n int, scale float32) {
-	hd := len(q)
-	d := kernel.Dot(dout, o)
-	for j := 0; j < n; j++ {
-		kj := k[j*stride : j*stride+hd]
-		vj := v[j*stride : j*stride+hd]
-		p := float32(math.Exp(float64(scale*kernel.Dot(q, kj) - lse)))
-		ds := p * (kernel.Dot(dout, vj) - d) * scale
-		kernel.Axpy(ds, kj, dq)
-		kernel.Axpy(ds, q, dk[j*stride:j*stride+hd])
-		kernel.Axpy(p, dout, dv[j*stride:j*stride+hd])
-	}
-}
-
 // packed describes a batch of sequences laid end to end: sequence s
 // occupies rows off[s] … off[s]+len[s]−1 of every activation matrix.
 type packed struct {
 	off, len []int
 }
 
+// attnBlock is the number of query rows whose scores are computed by one
+// GEMM in the training attention.
+const attnBlock = 64
+
 // attention runs causal self-attention over every packed sequence:
 // att[N, H·hd] from q[N, H·hd], k, v [N, KV·hd]; lse[N, H] keeps each row's
-// log-sum-exp. Work is split per (sequence, kv head) so that GQA groups
-// never share an output.
+// log-sum-exp. For each (sequence, head) and block of query rows,
+// S = scale·Q Kᵀ over the keys up to the block's last row is one GEMM, then
+// a masked row softmax, then O = P V another GEMM.
 func (m *Model) attention(att, lse, q, k, v []float32, pk packed) {
 	cfg := m.Cfg
 	hd, H, KV := cfg.HeadDim(), cfg.Heads, cfg.KVHeads
@@ -71,46 +59,104 @@ func (m *Model) attention(att, lse, q, k, v []float32, pk packed) {
 	for _, l := range pk.len {
 		maxLen = max(maxLen, l)
 	}
-	parallel(len(pk.off)*KV, 1, func(lo, hi int) {
-		scores := make([]float32, maxLen)
+	parallel(len(pk.off)*H, 1, func(lo, hi int) {
+		S := getScratch(attnBlock * maxLen)
+		defer putScratch(S)
 		for t := lo; t < hi; t++ {
-			s, g := t/KV, t%KV
-			off := pk.off[s]
+			s, h := t/H, t%H
+			off, L := pk.off[s], pk.len[s]
+			g := h / group
 			kb, vb := k[off*kw+g*hd:], v[off*kw+g*hd:]
-			for h := g * group; h < (g+1)*group; h++ {
-				for i := 0; i < pk.len[s]; i++ {
-					r := off + i
-					lse[r*H+h] = attendRow(att[r*qw+h*hd:r*qw+h*hd+hd], q[r*qw+h*hd:r*qw+h*hd+hd], kb, vb, kw, i+1, scale, scores)
+			for i0 := 0; i0 < L; i0 += attnBlock {
+				nb := min(attnBlock, L-i0)
+				nk := i0 + nb
+				qb := q[(off+i0)*qw+h*hd:]
+				kernel.Gemm(false, true, nb, nk, hd, scale, qb, qw, kb, kw, 0, S, nk)
+				for r := 0; r < nb; r++ {
+					row := S[r*nk : r*nk+nk]
+					valid := i0 + r + 1
+					mx := row[0]
+					for _, x := range row[:valid] {
+						mx = max(mx, x)
+					}
+					sum := expShift(row, row[:valid], mx)
+					inv := 1 / sum
+					for j := range row[:valid] {
+						row[j] *= inv
+					}
+					clear(row[valid:])
+					lse[(off+i0+r)*H+h] = mx + float32(math.Log(float64(sum)))
 				}
+				kernel.Gemm(false, false, nb, hd, nk, 1, S, nk, vb, kw, 0, att[(off+i0)*qw+h*hd:], qw)
 			}
 		}
 	})
 }
 
-// attentionBack computes dq (overwritten), dk and dv (overwritten) from
-// datt, with the forward's q, k, v, att and lse.
+// attentionBack computes dq, dk and dv (all overwritten) from datt, with
+// the forward's q, k, v, att and lse. Per block of query rows it rebuilds
+// P = exp(S − lse), then dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O))·scale,
+// dQ = dS K, dK += dSᵀ Q, dV += Pᵀ dO. Work is split per (sequence, kv
+// head) so that the heads of a GQA group, which share dK and dV, run on
+// one goroutine.
 func (m *Model) attentionBack(dq, dk, dv, datt, q, k, v, att, lse []float32, pk packed) {
 	cfg := m.Cfg
 	hd, H, KV := cfg.HeadDim(), cfg.Heads, cfg.KVHeads
 	group := H / KV
 	qw, kw := H*hd, KV*hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	clear(dq)
 	clear(dk)
 	clear(dv)
+	maxLen := 0
+	for _, l := range pk.len {
+		maxLen = max(maxLen, l)
+	}
 	parallel(len(pk.off)*KV, 1, func(lo, hi int) {
+		P, dS := getScratch(attnBlock*maxLen), getScratch(attnBlock*maxLen)
+		defer putScratch(P)
+		defer putScratch(dS)
 		for t := lo; t < hi; t++ {
 			s, g := t/KV, t%KV
-			off := pk.off[s]
+			off, L := pk.off[s], pk.len[s]
 			kb, vb := k[off*kw+g*hd:], v[off*kw+g*hd:]
 			dkb, dvb := dk[off*kw+g*hd:], dv[off*kw+g*hd:]
 			for h := g * group; h < (g+1)*group; h++ {
-				for i := 0; i < pk.len[s]; i++ {
-					r := off + i
-					c := r*qw + h*hd
-					attendRowBack(dq[c:c+hd], dkb, dvb, datt[c:c+hd], q[c:c+hd], kb, vb, att[c:c+hd], lse[r*H+h], kw, i+1, scale)
+				for i0 := 0; i0 < L; i0 += attnBlock {
+					nb := min(attnBlock, L-i0)
+					nk := i0 + nb
+					c0 := (off+i0)*qw + h*hd
+					qb, ob, dob := q[c0:], att[c0:], datt[c0:]
+					kernel.Gemm(false, true, nb, nk, hd, scale, qb, qw, kb, kw, 0, P, nk)
+					kernel.Gemm(false, true, nb, nk, hd, 1, dob, qw, vb, kw, 0, dS, nk)
+					for r := 0; r < nb; r++ {
+						valid := i0 + r + 1
+						pr, dr := P[r*nk:r*nk+nk], dS[r*nk:r*nk+nk]
+						l := lse[(off+i0+r)*H+h]
+						D := kernel.Dot(dob[r*qw:r*qw+hd], ob[r*qw:r*qw+hd])
+						expShift(pr, pr[:valid], l)
+						for j, p := range pr[:valid] {
+							dr[j] = p * (dr[j] - D) * scale
+						}
+						clear(pr[valid:])
+						clear(dr[valid:])
+					}
+					kernel.Gemm(false, false, nb, hd, nk, 1, dS, nk, kb, kw, 0, dq[c0:], qw)
+					kernel.Gemm(true, false, nk, hd, nb, 1, dS, nk, qb, qw, 1, dkb, kw)
+					kernel.Gemm(true, false, nk, hd, nb, 1, P, nk, dob, qw, 1, dvb, kw)
 				}
 			}
 		}
 	})
 }
+
+var scratchPool sync.Pool
+
+// getScratch returns a reusable buffer of n floats (contents undefined).
+func getScratch(n int) []float32 {
+	if b, ok := scratchPool.Get().(*[]float32); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]float32, n)
+}
+
+func putScratch(b []float32) { scratchPool.Put(&b) }

@@ -47,14 +47,14 @@ type Decoder struct {
 	nextID int
 	active []*decSeq
 
-	tokens, pos        []int32
-	rows               []int // first packed row of each sequence
-	x, h, r, q, k, v   []float32
-	att, tmp, g, u, a  []float32
-	last, lastH, lastR []float32
-	logits             []float32
-	probs              [][]float32
-	order              [][]int32
+	tokens, pos           []int32
+	rows                  []int // first packed row of each sequence
+	x, h, r, q, k, v      []float32
+	att, tmp, g, u, a, sg []float32
+	last, lastH, lastR    []float32
+	logits                []float32
+	probs                 [][]float32
+	order                 [][]int32
 }
 
 // NewDecoder returns a Decoder over m. m must be a policy, and its weights
@@ -221,7 +221,7 @@ func (d *Decoder) forward() {
 	n := len(d.tokens)
 	d.x, d.h, d.r = grow(d.x, n*dim), grow(d.h, n*dim), grow(d.r, n)
 	d.q, d.k, d.v, d.att = grow(d.q, n*qw), grow(d.k, n*kw), grow(d.v, n*kw), grow(d.att, n*qw)
-	d.g, d.u, d.a = grow(d.g, n*F), grow(d.u, n*F), grow(d.a, n*F)
+	d.g, d.u, d.a, d.sg = grow(d.g, n*F), grow(d.u, n*F), grow(d.a, n*F), grow(d.sg, n*F)
 	for i, tok := range d.tokens {
 		copy(d.x[i*dim:i*dim+dim], m.Embed.Data[int(tok)*dim:int(tok)*dim+dim])
 	}
@@ -263,7 +263,7 @@ func (d *Decoder) forward() {
 		rmsnorm(d.h, d.r, d.x, w.MLPNorm.Data, n, dim, cfg.NormEps)
 		linear(d.g, d.h, w.Wg, n)
 		linear(d.u, d.h, w.Wu, n)
-		swiglu(d.a, d.g, d.u)
+		swiglu(d.a, d.sg, d.g, d.u)
 		kernel.Gemm(false, true, n, dim, F, 1, d.a, F, w.Wd.Data, F, 1, d.x, dim)
 	}
 	B := len(d.active)

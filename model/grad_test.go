@@ -86,10 +86,11 @@ func TestSwiGLUGrad(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	n := 200
 	g, u, c := randVec(rng, n, 2), randVec(rng, n, 1), randVec(rng, n, 1)
-	a := make([]float32, n)
-	loss := func() float64 { swiglu(a, g, u); return weighted(c, a) }
+	a, sg := make([]float32, n), make([]float32, n)
+	loss := func() float64 { swiglu(a, sg, g, u); return weighted(c, a) }
+	loss()
 	dg, du := make([]float32, n), make([]float32, n)
-	swigluBack(dg, du, c, g, u)
+	swigluBack(dg, du, c, sg, g, u)
 	checkDirectional(t, "swiglu dg", rng, g, dg, loss)
 	checkDirectional(t, "swiglu du", rng, u, du, loss)
 }
@@ -123,8 +124,9 @@ func TestAttentionGrad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk := packed{off: []int{0, 5}, len: []int{5, 9}}
-	n, qw, kw := 14, 16, 8
+	// The third sequence spans several attention blocks.
+	pk := packed{off: []int{0, 5, 14}, len: []int{5, 9, 2*attnBlock + 7}}
+	n, qw, kw := 14+2*attnBlock+7, 16, 8
 	q, k, v := randVec(rng, n*qw, 1), randVec(rng, n*kw, 1), randVec(rng, n*kw, 1)
 	c := randVec(rng, n*qw, 1)
 	att, lse := make([]float32, n*qw), make([]float32, n*4)

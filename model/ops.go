@@ -138,22 +138,25 @@ func (m *Model) rope(x []float32, pos []int32, heads int, inverse bool) {
 	})
 }
 
-func sigmoid(x float32) float32 { return 1 / (1 + float32(math.Exp(float64(-x)))) }
+func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
 
-// swiglu computes a = silu(g) ⊙ u, silu(g) = g·σ(g).
-func swiglu(a, g, u []float32) {
+// swiglu computes a = silu(g) ⊙ u, silu(g) = g·σ(g), keeping σ(g) in sg.
+func swiglu(a, sg, g, u []float32) {
 	parallel(len(a), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			a[i] = g[i] * sigmoid(g[i]) * u[i]
+			s := sigmoid(g[i])
+			sg[i] = s
+			a[i] = g[i] * s * u[i]
 		}
 	})
 }
 
-// swigluBack turns da into dg = da·u·σ(g)(1 + g(1−σ(g))) and du = da·silu(g).
-func swigluBack(dg, du, da, g, u []float32) {
+// swigluBack turns da into dg = da·u·σ(g)(1 + g(1−σ(g))) and du = da·silu(g),
+// given sg = σ(g).
+func swigluBack(dg, du, da, sg, g, u []float32) {
 	parallel(len(da), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			s := sigmoid(g[i])
+			s := sg[i]
 			dg[i] = da[i] * u[i] * s * (1 + g[i]*(1-s))
 			du[i] = da[i] * g[i] * s
 		}
@@ -169,14 +172,14 @@ func logSoftmax(out, z []float32) float64 {
 	}
 	var sum float64
 	for _, v := range z {
-		sum += math.Exp(float64(v - mx))
+		sum += float64(expf(v - mx))
 	}
-	lse := float64(mx) + math.Log(sum)
+	lse := mx + float32(math.Log(sum))
 	var ent float64
 	for i, v := range z {
-		lp := float64(v) - lse
-		out[i] = float32(lp)
-		ent -= math.Exp(lp) * lp
+		lp := v - lse
+		out[i] = lp
+		ent -= float64(expf(lp) * lp)
 	}
 	return ent
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/compactrl/compactrl/kernel"
 )
@@ -25,7 +24,7 @@ type Output struct {
 }
 
 type layerActs struct {
-	x, r1, h1, q, k, v, lse, att, x2, r2, h2, g, u, a []float32
+	x, r1, h1, q, k, v, lse, att, x2, r2, h2, g, u, a, sg []float32
 }
 
 // Scorer evaluates a model on batches of sequences and back-propagates
@@ -107,7 +106,7 @@ func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
 		a.q, a.k, a.v = grow(a.q, n*qw), grow(a.k, n*kw), grow(a.v, n*kw)
 		a.lse, a.att = grow(a.lse, n*cfg.Heads), grow(a.att, n*qw)
 		a.x2, a.r2, a.h2 = grow(a.x2, n*d), grow(a.r2, n), grow(a.h2, n*d)
-		a.g, a.u, a.a = grow(a.g, n*F), grow(a.u, n*F), grow(a.a, n*F)
+		a.g, a.u, a.a, a.sg = grow(a.g, n*F), grow(a.u, n*F), grow(a.a, n*F), grow(a.sg, n*F)
 	}
 	M := len(s.targets)
 	s.xf, s.rf, s.hf = grow(s.xf, n*d), grow(s.rf, n), grow(s.hf, n*d)
@@ -170,7 +169,7 @@ func (s *Scorer) forward(raw bool) *Output {
 		rmsnorm(a.h2, a.r2, a.x2, w.MLPNorm.Data, n, d, cfg.NormEps)
 		linear(a.g, a.h2, w.Wg, n)
 		linear(a.u, a.h2, w.Wu, n)
-		swiglu(a.a, a.g, a.u)
+		swiglu(a.a, a.sg, a.g, a.u)
 		next := s.xf
 		if l+1 < len(m.Layers) {
 			next = s.acts[l+1].x
@@ -274,7 +273,7 @@ func (s *Scorer) Backward(dOut [][]float64) error {
 			for i := lo; i < hi; i++ {
 				g, lp, dl := flat[i], s.logp[i*V:i*V+V], s.dlog[i*V:i*V+V]
 				for v, l := range lp {
-					dl[v] = -g * float32(math.Exp(float64(l)))
+					dl[v] = -g * expf(l)
 				}
 				dl[s.tgtTok[i]] += g
 			}
@@ -294,7 +293,7 @@ func (s *Scorer) Backward(dOut [][]float64) error {
 	for l := len(m.Layers) - 1; l >= 0; l-- {
 		w, a := &m.Layers[l], &s.acts[l]
 		linearBack(s.da, s.dx, a.a, w.Wd, n, false)
-		swigluBack(s.dg, s.du, s.da, a.g, a.u)
+		swigluBack(s.dg, s.du, s.da, a.sg, a.g, a.u)
 		linearBack(s.dh, s.dg, a.h2, w.Wg, n, false)
 		linearBack(s.dh, s.du, a.h2, w.Wu, n, true)
 		rmsnormBack(s.dx, s.dh, a.x2, a.r2, w.MLPNorm, n, d, s.scratch)

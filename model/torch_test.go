@@ -41,8 +41,8 @@ func TestTorchParity(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"untied-mha", Config{Vocab: 67, Dim: 32, Layers: 2, Heads: 4, KVHeads: 4, FFN: 48, MaxSeq: 64, RopeTheta: 10000, NormEps: 1e-5}},
-		{"tied-gqa", Config{Vocab: 53, Dim: 48, Layers: 3, Heads: 6, KVHeads: 2, FFN: 40, MaxSeq: 64, RopeTheta: 500000, NormEps: 1e-6, TiedEmbeddings: true}},
+		{"untied-mha", Config{Vocab: 67, Dim: 32, Layers: 2, Heads: 4, KVHeads: 4, FFN: 48, MaxSeq: 256, RopeTheta: 10000, NormEps: 1e-5}},
+		{"tied-gqa", Config{Vocab: 53, Dim: 48, Layers: 3, Heads: 6, KVHeads: 2, FFN: 40, MaxSeq: 256, RopeTheta: 500000, NormEps: 1e-6, TiedEmbeddings: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(21, 22))
@@ -57,7 +57,7 @@ func TestTorchParity(t *testing.T) {
 			}
 			var seqs [][]int
 			var coef [][]float64
-			for _, T := range []int{17, 5, 40} {
+			for _, T := range []int{17, 5, 150} {
 				ids := make([]int, T)
 				for i := range ids {
 					ids[i] = rng.IntN(tc.cfg.Vocab)
