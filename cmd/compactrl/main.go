@@ -30,8 +30,10 @@ func commands() map[string]command {
 	return map[string]command{
 		"advantages": {"fill episode JSONL (stdin) with advantages and returns (stdout)", runAdvantages},
 		"demo":       {"run the main job on the embedded default", runDemo},
+		"eval":       {"pass@1 on Harbor task dirs or SWE-bench JSONL (--engine URL | --policy oracle), or --checkpoint DIR", runEval},
 		"export":     {"export gguf (checkpoint → llama.cpp) or --format verl|slime|jsonl (episodes → trainer records)", runExport},
 		"train":      {"train with CompactionRL from a YAML config (--config FILE.yaml, --resume DIR)", runTrain},
+		"experiment": {"run the paper's arms (base, no compaction, CompactionRL, ablations) over seeds; Markdown table + report", runExperiment},
 		"report":     {"render a run directory's metrics as an HTML report", runReport},
 		"rollout":    {"play episodes with a policy, write episode JSONL and statistics", runRollout},
 		"show":       {"print a readable transcript of one episode (compactions marked)", runShow},

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/compactrl/compactrl/report"
+	"github.com/compactrl/compactrl/train"
+)
+
+// runExperiment runs the arms of the paper's tables on the built-in suite,
+// several seeds each, and writes DIR/results.md and DIR/report.html.
+func runExperiment(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("experiment", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	cfgPath := fs.String("config", "", "base YAML config (default: the demo's)")
+	dir := fs.String("dir", "runs/experiment", "output directory: DIR/ARM/seed-S per run, DIR/results.md, DIR/report.html")
+	seeds := fs.Int("seeds", 3, "seeds per arm (1…N)")
+	armList := fs.String("arms", "", "comma-separated arms (default all: "+armNames()+")")
+	iters := fs.Int("iterations", 0, "RL iterations per arm (0: the config's)")
+	quiet := fs.Bool("quiet", false, "no progress bars")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl experiment [flags]\n\nRuns base (warm start), RL without compaction, CompactionRL and its ablations on the vault suite.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	base := train.DemoConfig()
+	if *cfgPath != "" {
+		var err error
+		if base, err = train.LoadConfig(*cfgPath); err != nil {
+			return err
+		}
+	}
+	if *iters > 0 {
+		base.Run.Iterations = *iters
+	}
+	if *seeds < 1 {
+		return fmt.Errorf("--seeds %d must be at least 1", *seeds)
+	}
+	var names []string
+	if *armList != "" {
+		names = strings.Split(*armList, ",")
+	}
+	arms, err := train.SelectArms(names)
+	if err != nil {
+		return err
+	}
+	x := &train.Experiment{Base: base, Arms: arms, Dir: *dir, Progress: e.stderr,
+		RunOne: func(ctx context.Context, cfg train.Config) (train.Result, error) {
+			return trainRun(ctx, e, cfg, false, *quiet)
+		}}
+	for s := 1; s <= *seeds; s++ {
+		x.Seeds = append(x.Seeds, int64(s))
+	}
+	start := time.Now()
+	results, err := x.Run(ctx)
+	if err != nil {
+		return err
+	}
+	table := train.Table(results)
+	cmdline := "compactrl experiment " + strings.Join(args, " ")
+	md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall).\n", train.Markdown(table), strings.TrimSpace(cmdline), time.Since(start).Round(time.Second))
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return fmt.Errorf("experiment dir %s: %w", *dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(*dir, "results.md"), []byte(md), 0o644); err != nil {
+		return fmt.Errorf("experiment results: %w", err)
+	}
+	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{table},
+		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
+	for _, r := range results {
+		for i, d := range r.Runs {
+			run, err := report.Load(d)
+			if err != nil {
+				return err
+			}
+			run.Name = fmt.Sprintf("%s s%d", r.Arm.Name, r.Seeds[i])
+			run.Config = ""
+			page.Runs = append(page.Runs, run)
+		}
+	}
+	htmlPath := filepath.Join(*dir, "report.html")
+	if err := report.WriteFile(htmlPath, page); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, md)
+	fmt.Fprintf(e.stdout, "results: %s\nreport: %s\n", filepath.Join(*dir, "results.md"), htmlPath)
+	return nil
+}
+
+func armNames() string {
+	var n []string
+	for _, a := range train.Arms() {
+		n = append(n, a.Name)
+	}
+	return strings.Join(n, ",")
+}

@@ -1,0 +1,221 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/compactrl/compactrl/report"
+)
+
+// Arm is one column of the paper's tables: a change to the base config.
+type Arm struct {
+	Name  string
+	Label string
+	Apply func(c *Config)
+}
+
+// Arms are the ablations of DESIGN.md §1 on the built-in suite. Every arm
+// but base starts from base's warm-started policy of the same seed and is
+// evaluated with compaction and in a single window.
+func Arms() []Arm {
+	return []Arm{
+		{"base", "base (warm start)", func(c *Config) { c.Run.Iterations = 0 }},
+		{"rl-no-compaction", "RL without compaction", func(c *Config) { c.Agent.NoCompaction = true }},
+		{"compactionrl", "CompactionRL", func(c *Config) {}},
+		{"no-summary-training", "− summary training", func(c *Config) { c.RL.SummaryTraining = false }},
+		{"seq-mean-token-mean", "− token-level loss (seq-mean-token-mean)", func(c *Config) { c.RL.LossMode = "seq-mean-token-mean" }},
+		{"independent", "− cross-traj. GAE (independent)", func(c *Config) { c.RL.Estimator = "independent" }},
+		{"grpo", "SUPO-style GRPO (group 4)", func(c *Config) {
+			c.RL.Estimator, c.RL.GroupSize = "grpo", 4
+			c.Run.Episodes = max(4, c.Run.Episodes/4*4)
+		}},
+	}
+}
+
+// SelectArms returns the arms named in names (all when empty).
+func SelectArms(names []string) ([]Arm, error) {
+	all := Arms()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Arm
+	for _, n := range names {
+		found := false
+		for _, a := range all {
+			if a.Name == n {
+				out, found = append(out, a), true
+			}
+		}
+		if !found {
+			known := make([]string, len(all))
+			for i, a := range all {
+				known[i] = a.Name
+			}
+			return nil, fmt.Errorf("unknown arm %q (known: %s)", n, strings.Join(known, ", "))
+		}
+	}
+	return out, nil
+}
+
+// ArmResult gathers an arm's held-out evaluations over seeds.
+type ArmResult struct {
+	Arm   Arm
+	Seeds []int64
+	Evals []EvalResult
+	Runs  []string // run directories
+}
+
+// Experiment runs arms × seeds. For each seed the base arm runs first (the
+// warm start, evaluated); the other arms start from its policy checkpoint
+// with no further warm start. Runs go to Dir/ARM/seed-S.
+type Experiment struct {
+	Base  Config
+	Arms  []Arm
+	Seeds []int64
+	Dir   string
+	// RunOne runs one config and returns its result (the command builds
+	// the run with train.Build and writes its report).
+	RunOne   func(ctx context.Context, cfg Config) (Result, error)
+	Progress io.Writer
+}
+
+// Run executes the experiment.
+func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
+	res := make([]ArmResult, len(x.Arms))
+	for i, a := range x.Arms {
+		res[i].Arm = a
+	}
+	// The base run is needed by every arm: it runs first for each seed,
+	// whether or not it is listed.
+	order := []Arm{Arms()[0]}
+	for _, a := range x.Arms {
+		if a.Name != "base" {
+			order = append(order, a)
+		}
+	}
+	for _, seed := range x.Seeds {
+		baseDir := filepath.Join(x.Dir, "base", fmt.Sprintf("seed-%d", seed))
+		for _, a := range order {
+			cfg := x.Base
+			cfg.Seed = seed
+			cfg.Run.Dir = filepath.Join(x.Dir, a.Name, fmt.Sprintf("seed-%d", seed))
+			if a.Name != "base" {
+				cfg.Model.Init = filepath.Join(baseDir, "checkpoints", "iter-000000", "policy")
+				cfg.SFT.Steps = 0
+			}
+			a.Apply(&cfg)
+			if err := cfg.Validate(); err != nil {
+				return res, fmt.Errorf("arm %s: %w", a.Name, err)
+			}
+			if x.Progress != nil {
+				fmt.Fprintf(x.Progress, "== arm %s, seed %d → %s\n", a.Name, seed, cfg.Run.Dir)
+			}
+			r, err := x.RunOne(ctx, cfg)
+			if err != nil {
+				return res, fmt.Errorf("arm %s seed %d: %w", a.Name, seed, err)
+			}
+			for i := range res {
+				if res[i].Arm.Name == a.Name {
+					res[i].Seeds = append(res[i].Seeds, seed)
+					res[i].Evals = append(res[i].Evals, r.After)
+					res[i].Runs = append(res[i].Runs, cfg.Run.Dir)
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// Pooled is an arm's pooled pass@1 with its 95% Wilson interval.
+type Pooled struct {
+	K, N   int
+	P      float64
+	Lo, Hi float64
+}
+
+func pool(evals []EvalResult, single bool) Pooled {
+	var p Pooled
+	for _, e := range evals {
+		v := e.Pass1Compact
+		if single {
+			v = e.Pass1Single
+		}
+		p.K += int(math.Round(v * float64(e.Episodes)))
+		p.N += e.Episodes
+	}
+	if p.N > 0 {
+		p.P = float64(p.K) / float64(p.N)
+	}
+	p.Lo, p.Hi = Wilson(p.K, p.N)
+	return p
+}
+
+func meanOf(evals []EvalResult, f func(EvalResult) float64) float64 {
+	s, n := 0.0, 0
+	for _, e := range evals {
+		if v := f(e); !math.IsNaN(v) {
+			s += v
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return s / float64(n)
+}
+
+// Table is the results table: pooled pass@1 (with compaction and single
+// window, 95% Wilson intervals over all held-out episodes of all seeds),
+// compactions per episode and summary quality (means over seeds).
+func Table(results []ArmResult) report.Table {
+	t := report.Table{
+		Caption: "Held-out pass@1 on the built-in vault suite",
+		Header:  []string{"arm", "seeds", "pass@1 compacted [95% CI]", "pass@1 single window [95% CI]", "compactions / ep.", "summary quality", "per-seed pass@1 compacted"},
+	}
+	for _, r := range results {
+		c, s := pool(r.Evals, false), pool(r.Evals, true)
+		var per []string
+		for _, e := range r.Evals {
+			per = append(per, fmt.Sprintf("%.3f", e.Pass1Compact))
+		}
+		t.Rows = append(t.Rows, []string{
+			r.Arm.Label, fmt.Sprint(len(r.Seeds)),
+			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", c.P, c.Lo, c.Hi, c.K, c.N),
+			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", s.P, s.Lo, s.Hi, s.K, s.N),
+			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Compactions })),
+			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.SummaryQuality })),
+			strings.Join(per, " "),
+		})
+	}
+	return t
+}
+
+// Markdown renders a table as GitHub Markdown.
+func Markdown(t report.Table) string {
+	var b strings.Builder
+	if t.Caption != "" {
+		fmt.Fprintf(&b, "%s\n\n", t.Caption)
+	}
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+	row := func(cells []string) {
+		b.WriteString("|")
+		for _, c := range cells {
+			fmt.Fprintf(&b, " %s |", esc(c))
+		}
+		b.WriteString("\n")
+	}
+	row(t.Header)
+	sep := make([]string, len(t.Header))
+	for i := range sep {
+		sep[i] = "---"
+	}
+	row(sep)
+	for _, r := range t.Rows {
+		row(r)
+	}
+	return b.String()
+}
