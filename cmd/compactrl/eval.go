@@ -1,0 +1,624 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/env/swebench"
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/infer/remote"
+	"github.com/compactrl/compactrl/rollout"
+	"github.com/compactrl/compactrl/sandbox"
+	"github.com/compactrl/compactrl/tokenizer"
+	"github.com/compactrl/compactrl/train"
+)
+
+// evalSystemPrompt is the system prompt s of task evaluation.
+const evalSystemPrompt = "You are an autonomous agent working in a Linux shell to complete a task. " +
+	"Think briefly, then act: one command block per reply. Check your work before you submit."
+
+// runEval is `compactrl eval`: pass@1 of a policy on real tasks — Harbor /
+// Terminal-Bench task directories or a SWE-bench JSONL — played through
+// the agent loop with compaction against HTTP engines (or by the scripted
+// oracle/empty policies, to validate tasks). With --checkpoint it is the
+// built-in model on the built-in suite (runEvalCheckpoint).
+func runEval(ctx context.Context, e env, args []string) error {
+	for _, a := range args {
+		if a == "--checkpoint" || a == "-checkpoint" || strings.HasPrefix(a, "--checkpoint=") || strings.HasPrefix(a, "-checkpoint=") {
+			return runEvalCheckpoint(ctx, e, args)
+		}
+	}
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	def := agent.DefaultConfig()
+	tasksPath := fs.String("tasks", "", "Harbor task directory, a directory of them, or a SWE-bench instances .jsonl (required)")
+	repos := fs.String("repos", "", "SWE-bench: directory of local git repositories (<owner>__<name>, <owner>/<name> or <name>)")
+	policyName := fs.String("policy", "engine", "engine (sample from --engine), oracle (run solution/solve.sh or the gold patch) or empty (submit at once)")
+	engines := fs.String("engine", "", "engine base URL(s), comma-separated, e.g. http://127.0.0.1:8080,http://10.0.0.2:8080")
+	kind := fs.String("engine-kind", remote.KindLlamaCpp, "engine kind: llamacpp, vllm or sglang")
+	modelName := fs.String("model", "", "model name sent to vLLM")
+	maxConc := fs.Int("engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json of the policy (default: the first engine's /tokenize; required for sglang)")
+	tmplSpec := fs.String("template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
+	attempts := fs.Int("attempts", 1, "attempts per task")
+	workers := fs.Int("workers", 2, "episodes played concurrently")
+	seed := fs.Int64("seed", 0, "first episode's seed; episode i (task-major) uses seed+i")
+	out := fs.String("out", "", "run directory for episodes.jsonl and results.json (required)")
+	window := fs.Int("context", 32768, "context window C in tokens")
+	reserve := fs.Int("reserve", 8192, "compaction reserve T_comp: compact when C − |h| < T_comp")
+	keep := fs.Int("keep-last", def.KeepLast, "steps k re-included after a compaction")
+	maxComp := fs.Int("max-compactions", def.MaxCompactions, "compactions per episode")
+	maxTurns := fs.Int("max-turns", def.MaxTurns, "policy actions per episode")
+	maxAction := fs.Int("max-action-tokens", 1024, "tokens per action")
+	maxSummary := fs.Int("max-summary-tokens", 2048, "tokens per summary")
+	maxObs := fs.Int("max-observation-tokens", 0, "observation cap in tokens (0: the most the reserve allows)")
+	maxFormat := fs.Int("max-format-errors", def.MaxFormatErrors, "invalid actions in a row that end an episode")
+	noComp := fs.Bool("no-compaction", false, "never compact (single-window baseline)")
+	temp := fs.Float64("temperature", 0.7, "sampling temperature")
+	topP := fs.Float64("top-p", 1, "nucleus top-p")
+	sysPath := fs.String("system-prompt", "", "file holding the system prompt (default: a short built-in one)")
+	noHint := fs.Bool("no-format-hint", false, "do not append the action-format hint to each task")
+	runnerName := fs.String("runner", "bwrap", "sandbox: bwrap, docker or podman")
+	cmdTimeout := fs.Duration("command-timeout", 120*time.Second, "limit of one command")
+	agentTimeout := fs.Duration("agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
+	episodeTimeout := fs.Duration("episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
+	cacheDir := fs.String("cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
+	keepWS := fs.Bool("keep-workspaces", false, "leave episode workspaces on disk")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]\n"+
+			"       compactrl eval --checkpoint DIR [flags]   (the built-in model on the built-in suite)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	case *tasksPath == "":
+		return errors.New("--tasks DIR|FILE.jsonl is required")
+	case *out == "":
+		return errors.New("--out RUN_DIR is required")
+	case *attempts < 1:
+		return fmt.Errorf("--attempts %d must be ≥ 1", *attempts)
+	case *workers < 1:
+		return fmt.Errorf("--workers %d must be ≥ 1", *workers)
+	}
+	if *policyName != "engine" && *policyName != "oracle" && *policyName != "empty" {
+		return fmt.Errorf("--policy %q: want engine, oracle or empty", *policyName)
+	}
+	var runner sandbox.Runner
+	switch *runnerName {
+	case "bwrap":
+		b := sandbox.Bubblewrap{}
+		if err := b.Available(); err != nil {
+			return fmt.Errorf("--runner bwrap: %w", err)
+		}
+		runner = b
+	case "docker", "podman":
+		runner = sandbox.Container{Engine: *runnerName}
+	default:
+		return fmt.Errorf("--runner %q: want bwrap, docker or podman", *runnerName)
+	}
+	if *cacheDir != "" {
+		if err := os.MkdirAll(*cacheDir, 0o755); err != nil {
+			return fmt.Errorf("--cache: %w", err)
+		}
+	}
+
+	src := taskSource{
+		runner: runner, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
+		cache: *cacheDir, keep: *keepWS, noHint: *noHint,
+	}
+	tasks, skipped, err := src.load(*tasksPath)
+	if err != nil {
+		return err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(e.stderr, "eval: skipping %s: %s\n", s.Task, s.Reason)
+	}
+	if len(tasks) == 0 {
+		return fmt.Errorf("--tasks %s: no task can run here (%d skipped)", *tasksPath, len(skipped))
+	}
+
+	var r rollout.Runner
+	meta := map[string]string{"policy": *policyName, "tasks": *tasksPath}
+	switch *policyName {
+	case "oracle", "empty":
+		r = scriptedRunner{oracle: *policyName == "oracle"}
+	case "engine":
+		cfg := def
+		cfg.Window, cfg.Reserve, cfg.KeepLast = *window, *reserve, *keep
+		cfg.MaxCompactions, cfg.MaxTurns, cfg.MaxFormatErrors = *maxComp, *maxTurns, *maxFormat
+		cfg.MaxActionTokens, cfg.MaxSummaryTokens, cfg.MaxObservationTokens = *maxAction, *maxSummary, *maxObs
+		cfg.NoCompaction = *noComp
+		cfg.Temperature, cfg.TopP = *temp, *topP
+		cfg.SystemPrompt = evalSystemPrompt
+		if *sysPath != "" {
+			b, err := os.ReadFile(*sysPath)
+			if err != nil {
+				return fmt.Errorf("--system-prompt: %w", err)
+			}
+			cfg.SystemPrompt = strings.TrimSpace(string(b))
+		}
+		a, err := engineAgent(cfg, *engines, *kind, *modelName, *maxConc, *tokPath, *tmplSpec, *seed)
+		if err != nil {
+			return err
+		}
+		r = a
+		meta["engine"], meta["engine_kind"], meta["model"] = *engines, *kind, *modelName
+		meta["context"], meta["reserve"] = strconv.Itoa(cfg.Window), strconv.Itoa(cfg.Reserve)
+		meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
+	}
+
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	f, err := os.Create(filepath.Join(*out, "episodes.jsonl"))
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer f.Close()
+	n := len(tasks) * *attempts
+	jobs := make([]rollout.Job, n)
+	for i := range jobs {
+		t := tasks[i / *attempts]
+		jobs[i] = rollout.Job{Seed: *seed + int64(i), ID: fmt.Sprintf("%s#%d", t.name, i%*attempts), Group: t.name}
+	}
+	envs := func(s int64) (agent.Environment, error) {
+		i := s - *seed
+		if i < 0 || i >= int64(n) {
+			return nil, fmt.Errorf("seed %d outside this run's %d episodes", s, n)
+		}
+		return tasks[i/int64(*attempts)].newEnv(*policyName == "oracle"), nil
+	}
+	sink := &verdictSink{inner: rollout.NewJSONLSink(f)}
+	bar := newProgress(e.stderr, n)
+	_, rerr := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *episodeTimeout, Meta: meta},
+		jobs, closingRunner{r}, envs, sink, bar.update)
+	bar.finish()
+	if cerr := f.Close(); cerr != nil && rerr == nil {
+		rerr = fmt.Errorf("--out: %w", cerr)
+	}
+	res := summarize(sink.verdicts, tasks, *attempts, skipped, meta)
+	if err := writeJSON(filepath.Join(*out, "results.json"), res); err != nil {
+		return err
+	}
+	printResults(e.stdout, res)
+	return rerr
+}
+
+// taskSource turns --tasks into runnable tasks.
+type taskSource struct {
+	runner                   sandbox.Runner
+	repos                    string
+	cmdTimeout, agentTimeout time.Duration
+	cache                    string
+	keep, noHint             bool
+}
+
+// evalTask is one task: how to make a fresh environment for an episode.
+type evalTask struct {
+	name   string
+	newEnv func(oracle bool) agent.Environment
+}
+
+type skippedTask struct {
+	Task   string `json:"task"`
+	Reason string `json:"reason"`
+}
+
+func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tasks: %w", err)
+	}
+	if !fi.IsDir() {
+		return s.loadSWEBench(path)
+	}
+	hts, err := harbor.LoadAll(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tasks: %w", err)
+	}
+	_, container := s.runner.(sandbox.Container)
+	var tasks []evalTask
+	var skipped []skippedTask
+	for _, t := range hts {
+		if need, why := t.NeedsContainer(); need {
+			switch {
+			case !container:
+				skipped = append(skipped, skippedTask{t.Name, "needs its container (" + why + "); use --runner docker|podman"})
+				continue
+			case t.Config.Environment.DockerImage == "":
+				skipped = append(skipped, skippedTask{t.Name, "building environment/Dockerfile is not supported; set [environment] docker_image"})
+				continue
+			}
+		}
+		opts := harbor.Options{Runner: s.runner, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
+			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint}
+		tasks = append(tasks, evalTask{name: t.Name, newEnv: func(oracle bool) agent.Environment {
+			o := opts
+			o.ExposeSolution = oracle
+			return harbor.New(t, o)
+		}})
+	}
+	return tasks, skipped, nil
+}
+
+func (s taskSource) loadSWEBench(path string) ([]evalTask, []skippedTask, error) {
+	insts, err := swebench.LoadInstances(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tasks: %w", err)
+	}
+	if s.repos == "" {
+		s.repos = filepath.Dir(path)
+	}
+	var tasks []evalTask
+	var skipped []skippedTask
+	for _, in := range insts {
+		if _, err := swebench.RepoDir(&in, s.repos); err != nil {
+			skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
+			continue
+		}
+		opts := swebench.Options{Runner: s.runner, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
+			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint}
+		tasks = append(tasks, evalTask{name: in.InstanceID, newEnv: func(bool) agent.Environment {
+			return &sweOracleEnv{Env: swebench.New(in, opts), inst: in}
+		}})
+	}
+	return tasks, skipped, nil
+}
+
+// sweOracleEnv lets the scripted runner find the gold patch.
+type sweOracleEnv struct {
+	*swebench.Env
+	inst swebench.Instance
+}
+
+// scriptedRunner plays the oracle (the task's own solution) or the empty
+// policy (submit at once) without any engine: Reset, one reply, done.
+// Its episodes have no segments (no tokens were sampled).
+type scriptedRunner struct{ oracle bool }
+
+func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	ep := episode.Episode{Status: episode.StatusOK, Meta: map[string]string{}, Metrics: map[string]float64{}}
+	task, err := env.Reset(ctx)
+	if err != nil {
+		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, err.Error()
+		return ep, nil
+	}
+	ep.Task = task
+	reply := harbor.SubmitReply
+	if s.oracle {
+		reply = harbor.OracleReply
+		if sw, ok := env.(*sweOracleEnv); ok {
+			reply = swebench.OracleReply(&sw.inst)
+		}
+	}
+	st, err := env.Step(ctx, reply)
+	if err == nil && !st.Done {
+		st, err = env.Step(ctx, harbor.SubmitReply)
+	}
+	switch {
+	case err != nil:
+		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, err.Error()
+	case !st.Done:
+		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, "scripted policy: episode did not end at submit"
+	default:
+		ep.Reward = st.Reward
+		ep.Meta[agent.MetaFinalObservation] = st.Observation
+	}
+	ep.Metrics[agent.MetricTurns] = 1
+	if mr, ok := env.(agent.MetricsReporter); ok {
+		for k, v := range mr.Metrics() {
+			ep.Metrics[k] = v
+		}
+	}
+	return ep, ctx.Err()
+}
+
+// closingRunner closes the environment after its episode: an episode the
+// agent loop ends early (overlong, format errors, infra errors) never
+// submits, and its sandbox and workspace must not outlive it.
+type closingRunner struct{ r rollout.Runner }
+
+func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	ep, err := c.r.Run(ctx, env, seed)
+	if cl, ok := env.(interface{ Close() error }); ok {
+		cl.Close()
+	}
+	return ep, err
+}
+
+// engineAgent builds the agent loop over a pool of HTTP engines.
+func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPath, tmplSpec string, seed int64) (*agent.Agent, error) {
+	if urls == "" {
+		return nil, errors.New("--engine URL[,URL…] is required with --policy engine (or use --policy oracle|empty)")
+	}
+	var eps []remote.Endpoint
+	for _, u := range strings.Split(urls, ",") {
+		u = strings.TrimSpace(u)
+		if u == "" {
+			continue
+		}
+		spec := kind + "=" + u
+		if model != "" {
+			spec += ",model=" + model
+		}
+		ep, err := remote.ParseEndpoint(spec)
+		if err != nil {
+			return nil, fmt.Errorf("--engine: %w", err)
+		}
+		ep.MaxConcurrent = maxConc
+		eps = append(eps, ep)
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("--engine %q: no URL", urls)
+	}
+	pool, err := remote.Dial(remote.PoolConfig{Seed: seed}, nil, eps...)
+	if err != nil {
+		return nil, fmt.Errorf("--engine: %w", err)
+	}
+	var tok agent.Tokenizer
+	var tmpl agent.Template
+	haveTmpl := false
+	if tmplSpec != "" {
+		if tmpl, err = parseTemplate(tmplSpec); err != nil {
+			return nil, err
+		}
+		haveTmpl = true
+	}
+	if tokPath != "" {
+		t, err := tokenizer.Load(tokPath)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %w", err)
+		}
+		tok = t
+		if !haveTmpl {
+			if tmpl, err = agent.TemplateFrom(t.SpecialID); err != nil {
+				return nil, fmt.Errorf("--tokenizer %s: %w (or give --template)", tokPath, err)
+			}
+			haveTmpl = true
+		}
+		return agent.New(cfg, tok, tmpl, pool)
+	}
+	if !haveTmpl {
+		return nil, errors.New("--template system,user,assistant,observation,summary,end (token ids of the engine's vocabulary) is required without --tokenizer")
+	}
+	rt, err := remote.NewTokenizer(eps[0].Kind, eps[0].URL, eps[0].Model, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
+	}
+	return agent.New(cfg, rt, tmpl, remote.Guard(pool, rt))
+}
+
+// parseTemplate reads "system,user,assistant,observation,summary,end" ids.
+func parseTemplate(spec string) (agent.Template, error) {
+	parts := strings.Split(spec, ",")
+	if len(parts) != 6 {
+		return agent.Template{}, fmt.Errorf("--template %q: want 6 ids system,user,assistant,observation,summary,end", spec)
+	}
+	ids := make([]int, 6)
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return agent.Template{}, fmt.Errorf("--template %q: %q is not a token id", spec, p)
+		}
+		ids[i] = v
+	}
+	t := agent.Template{System: ids[0], User: ids[1], Assistant: ids[2], Observation: ids[3], Summary: ids[4], EndOfTurn: ids[5]}
+	seen := map[int]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return agent.Template{}, fmt.Errorf("--template %q: id %d used twice", spec, id)
+		}
+		seen[id] = true
+	}
+	return t, nil
+}
+
+// verdict is what results.json keeps of one episode.
+type verdict struct {
+	ID          string  `json:"id"`
+	Task        string  `json:"task"`
+	Status      string  `json:"status"`
+	Reward      float64 `json:"reward"`
+	Success     bool    `json:"success"`
+	Compactions float64 `json:"compactions"`
+	Turns       float64 `json:"turns"`
+	Error       string  `json:"error,omitempty"`
+}
+
+// verdictSink forwards episodes and keeps their verdicts.
+type verdictSink struct {
+	inner    rollout.Sink
+	verdicts []verdict
+}
+
+func (s *verdictSink) Write(ep *episode.Episode) error {
+	if err := s.inner.Write(ep); err != nil {
+		return err
+	}
+	s.verdicts = append(s.verdicts, verdict{
+		ID: ep.ID, Task: ep.Group, Status: string(ep.Status), Reward: ep.Reward,
+		Success:     ep.Status == episode.StatusOK && ep.Reward >= 1,
+		Compactions: ep.Metrics[agent.MetricCompactions], Turns: ep.Metrics[agent.MetricTurns],
+		Error: ep.Meta[agent.MetaError],
+	})
+	return nil
+}
+
+// taskResult aggregates one task's attempts.
+type taskResult struct {
+	Task        string         `json:"task"`
+	Attempts    int            `json:"attempts"`
+	Scored      int            `json:"scored"` // attempts that were not infra_error
+	Successes   int            `json:"successes"`
+	Pass1       *float64       `json:"pass1"`
+	MeanReward  *float64       `json:"mean_reward"`
+	Compactions float64        `json:"mean_compactions"`
+	Statuses    map[string]int `json:"statuses"`
+	Episodes    []verdict      `json:"episodes"`
+}
+
+// results is results.json.
+type results struct {
+	Meta     map[string]string `json:"meta"`
+	Attempts int               `json:"attempts_per_task"`
+	Episodes int               `json:"episodes"`
+	// Scored excludes infra_error episodes (masked, never scored 0).
+	Scored     int `json:"scored"`
+	InfraError int `json:"infra_errors"`
+	Successes  int `json:"successes"`
+	// Pass1 is successes / scored, a success being status ok and reward ≥ 1;
+	// Pass1CI its 95% Wilson interval. Absent when nothing was scored.
+	Pass1           *float64       `json:"pass1"`
+	Pass1CI         []float64      `json:"pass1_ci95,omitempty"`
+	MeanReward      *float64       `json:"mean_reward"`
+	MeanCompactions float64        `json:"mean_compactions"`
+	Compacted       int            `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
+	Pass1Compacted  *float64       `json:"pass1_compacted"`    // pass@1 among them
+	Statuses        map[string]int `json:"statuses"`
+	Tasks           []taskResult   `json:"tasks"`
+	Skipped         []skippedTask  `json:"skipped,omitempty"`
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// summarize computes pass@1 = (1/n) Σ 1[ok ∧ R ≥ 1] over the n scored
+// episodes, its Wilson interval, and per-task verdicts.
+func summarize(vs []verdict, tasks []evalTask, attempts int, skipped []skippedTask, meta map[string]string) results {
+	res := results{Meta: meta, Attempts: attempts, Statuses: map[string]int{}, Skipped: skipped}
+	byTask := map[string]*taskResult{}
+	for _, t := range tasks {
+		byTask[t.name] = &taskResult{Task: t.name, Statuses: map[string]int{}}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].ID < vs[j].ID })
+	var rewardSum, compSum float64
+	compSucc := 0
+	for _, v := range vs {
+		res.Episodes++
+		res.Statuses[v.Status]++
+		tr := byTask[v.Task]
+		if tr == nil {
+			tr = &taskResult{Task: v.Task, Statuses: map[string]int{}}
+			byTask[v.Task] = tr
+		}
+		tr.Attempts++
+		tr.Statuses[v.Status]++
+		tr.Episodes = append(tr.Episodes, v)
+		if v.Status == string(episode.StatusInfraError) {
+			res.InfraError++
+			continue
+		}
+		res.Scored++
+		tr.Scored++
+		rewardSum += v.Reward
+		compSum += v.Compactions
+		tr.Compactions += v.Compactions
+		if v.Success {
+			res.Successes++
+			tr.Successes++
+		}
+		if v.Compactions > 0 {
+			res.Compacted++
+			if v.Success {
+				compSucc++
+			}
+		}
+	}
+	if res.Scored > 0 {
+		res.Pass1 = ptr(float64(res.Successes) / float64(res.Scored))
+		lo, hi := train.Wilson(res.Successes, res.Scored)
+		res.Pass1CI = []float64{lo, hi}
+		res.MeanReward = ptr(rewardSum / float64(res.Scored))
+		res.MeanCompactions = compSum / float64(res.Scored)
+	}
+	if res.Compacted > 0 {
+		res.Pass1Compacted = ptr(float64(compSucc) / float64(res.Compacted))
+	}
+	names := make([]string, 0, len(byTask))
+	for n := range byTask {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		tr := byTask[n]
+		if tr.Scored > 0 {
+			tr.Pass1 = ptr(float64(tr.Successes) / float64(tr.Scored))
+			sum := 0.0
+			for _, v := range tr.Episodes {
+				if v.Status != string(episode.StatusInfraError) {
+					sum += v.Reward
+				}
+			}
+			tr.MeanReward = ptr(sum / float64(tr.Scored))
+			tr.Compactions /= float64(tr.Scored)
+		}
+		res.Tasks = append(res.Tasks, *tr)
+	}
+	return res
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func fmtPtr(p *float64, format string) string {
+	if p == nil || math.IsNaN(*p) {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, *p)
+}
+
+// printResults writes the per-task table and the totals.
+func printResults(w io.Writer, res results) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "task\tattempts\tpass@1\tmean reward\tcompactions\tstatuses")
+	for _, t := range res.Tasks {
+		keys := make([]string, 0, len(t.Statuses))
+		for k := range t.Statuses {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s=%d", k, t.Statuses[k])
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\t%s\n", t.Task, t.Attempts, fmtPtr(t.Pass1, "%.3f"), fmtPtr(t.MeanReward, "%.3f"), t.Compactions, strings.Join(parts, " "))
+	}
+	tw.Flush()
+	ci := ""
+	if len(res.Pass1CI) == 2 {
+		ci = fmt.Sprintf(" [%.3f, %.3f]", res.Pass1CI[0], res.Pass1CI[1])
+	}
+	fmt.Fprintf(w, "pass@1 %s%s over %d scored episodes (%d infra_error, masked); mean compactions %.2f; pass@1 of compacted %s (%d episodes)\n",
+		fmtPtr(res.Pass1, "%.3f"), ci, res.Scored, res.InfraError, res.MeanCompactions, fmtPtr(res.Pass1Compacted, "%.3f"), res.Compacted)
+	for _, s := range res.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.Task, s.Reason)
+	}
+}
