@@ -100,8 +100,12 @@ func TestGGUFRoundTrip(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		cfg, ts := testCheckpoint(tied)
 		tok := testTokenizer(t)
+		withExtras := append(ts[:len(ts):len(ts)], Tensor{Name: "model.layers.0.self_attn.rotary_emb.inv_freq", Shape: []int{2}, Data: []float32{1, 0.01}})
+		if tied {
+			withExtras = append(withExtras, Tensor{Name: "lm_head.weight", Shape: []int{300, 16}, Data: make([]float32, 300*16)})
+		}
 		path := filepath.Join(t.TempDir(), "m.gguf")
-		if err := WriteGGUF(path, cfg, ts, tok); err != nil {
+		if err := WriteGGUF(path, cfg, withExtras, tok); err != nil {
 			t.Fatal(err)
 		}
 		meta, gts, err := ReadGGUF(path)

@@ -105,7 +105,8 @@ func ggufTokenizerPre(tok *tokenizer.Tokenizer) string {
 // cfg and vocabulary tok. q_proj/k_proj rows are permuted to llama.cpp's
 // RoPE layout (PermuteQK with num_attention_heads / num_key_value_heads);
 // lm_head is left out when embeddings are tied (llama.cpp then reuses
-// token_embd). Every tensor must be known and of the shape cfg implies.
+// token_embd), and so are the rotary_emb.inv_freq buffers of older HF
+// checkpoints. Every other tensor must be known and of the shape cfg implies.
 func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokenizer) error {
 	wrap := func(err error) error { return fmt.Errorf("write gguf %s: %w", path, err) }
 	if err := cfg.Validate(); err != nil {
@@ -157,6 +158,9 @@ func ggufTensors(cfg LlamaConfig, ts []Tensor) ([]Tensor, error) {
 		seen[t.Name] = true
 		if t.Name == "lm_head.weight" && cfg.TieWordEmbeddings {
 			continue // tied: llama.cpp uses token_embd.weight
+		}
+		if hfLayer.MatchString(t.Name) && hasSuffix(t.Name, ".self_attn.rotary_emb.inv_freq") {
+			continue // older HF checkpoints store RoPE frequencies; llama.cpp derives them from rope_theta
 		}
 		shape, ok := want[t.Name]
 		if !ok {
