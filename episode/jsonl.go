@@ -50,6 +50,9 @@ type Reader struct {
 	// instead of rejecting the line.
 	AllowUnknownFields bool
 
+	// slowOnly disables the fast path (tests compare the two).
+	slowOnly bool
+
 	r    *bufio.Reader
 	line int
 	buf  []byte
@@ -145,6 +148,11 @@ type rawEpisode struct {
 	Meta     json.RawMessage `json:"meta"`
 }
 
+type rawEpisodeFast struct {
+	rawEpisode
+	Segments []rawSegment `json:"segments"`
+}
+
 type rawSegment struct {
 	Kind        json.RawMessage `json:"kind"`
 	Trainable   json.RawMessage `json:"trainable"`
@@ -175,13 +183,27 @@ func (r *Reader) decode(line []byte) (Episode, error) {
 	if !utf8.Valid(line) {
 		return Episode{}, errors.New("invalid UTF-8")
 	}
-	var raw rawEpisode
 	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
 		return Episode{}, errors.New("not a JSON object")
 	}
+	// Fast path: one decoder pass splits the line down to the segments'
+	// fields. Any failure, and a missing or null segments array, goes the
+	// slow way, which decodes segment by segment so that errors name the
+	// segment (and is authoritative).
+	var fast rawEpisodeFast
+	if err := r.decodeObject(line, &fast); err == nil && fast.Segments != nil && !r.slowOnly {
+		return r.convert(&fast.rawEpisode, fast.Segments, nil)
+	}
+	var raw rawEpisode
 	if err := r.decodeObject(line, &raw); err != nil {
 		return Episode{}, err
 	}
+	return r.convert(&raw, nil, raw.Segments)
+}
+
+// convert turns the raw fields into an Episode; the segments come either
+// split (segs) or still encoded (rawSegs, then raw.Segments).
+func (r *Reader) convert(raw *rawEpisode, segs []rawSegment, rawSegs json.RawMessage) (Episode, error) {
 	var ep Episode
 	if err := scalar(raw.ID, "id", &ep.ID); err != nil {
 		return Episode{}, err
@@ -200,9 +222,17 @@ func (r *Reader) decode(line []byte) (Episode, error) {
 	if err := scalar(raw.Status, "status", &ep.Status); err != nil {
 		return Episode{}, err
 	}
-	var segs []json.RawMessage
-	if err := array(raw.Segments, "segments", true, &segs); err != nil {
-		return Episode{}, err
+	var encoded []json.RawMessage
+	if segs == nil {
+		if err := array(rawSegs, "segments", true, &encoded); err != nil {
+			return Episode{}, err
+		}
+		segs = make([]rawSegment, len(encoded))
+		for i, data := range encoded {
+			if err := r.splitSegment(data, fmt.Sprintf("segments[%d]", i), &segs[i]); err != nil {
+				return Episode{}, err
+			}
+		}
 	}
 	if err := object(raw.Metrics, "metrics", &ep.Metrics); err != nil {
 		return Episode{}, err
@@ -213,8 +243,8 @@ func (r *Reader) decode(line []byte) (Episode, error) {
 	if len(segs) > 0 {
 		ep.Segments = make([]Segment, len(segs))
 	}
-	for i, rs := range segs {
-		if err := r.decodeSegment(rs, fmt.Sprintf("segments[%d]", i), &ep.Segments[i]); err != nil {
+	for i := range segs {
+		if err := decodeSegment(&segs[i], fmt.Sprintf("segments[%d]", i), &ep.Segments[i]); err != nil {
 			return Episode{}, err
 		}
 	}
@@ -224,14 +254,17 @@ func (r *Reader) decode(line []byte) (Episode, error) {
 	return ep, nil
 }
 
-func (r *Reader) decodeSegment(data []byte, path string, s *Segment) error {
-	var raw rawSegment
+func (r *Reader) splitSegment(data []byte, path string, raw *rawSegment) error {
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 		return fieldErr(path, "not a JSON object")
 	}
-	if err := r.decodeObject(data, &raw); err != nil {
+	if err := r.decodeObject(data, raw); err != nil {
 		return fieldErr(path, "%v", err)
 	}
+	return nil
+}
+
+func decodeSegment(raw *rawSegment, path string, s *Segment) error {
 	if err := scalar(raw.Kind, path+".kind", &s.Kind); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package episode
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
@@ -272,6 +273,21 @@ func FuzzReader(f *testing.F) {
 				continue
 			}
 			got = append(got, ep)
+		}
+		// The fast and the slow decoding paths agree on every line.
+		slow := NewReader(bytes.NewReader(data))
+		slow.MaxLineBytes, slow.slowOnly = 1<<16, true
+		fast := NewReader(bytes.NewReader(data))
+		fast.MaxLineBytes = 1 << 16
+		for {
+			a, errA := fast.Next()
+			b, errB := slow.Next()
+			if fmt.Sprint(errA) != fmt.Sprint(errB) || !reflect.DeepEqual(a, b) {
+				t.Fatalf("fast path %+v, %v; slow path %+v, %v", a, errA, b, errB)
+			}
+			if errors.Is(errA, io.EOF) {
+				break
+			}
 		}
 		if _, err := r.Next(); !errors.Is(err, io.EOF) {
 			t.Fatalf("reader not at EOF after %d lines: %v", bytes.Count(data, []byte("\n"))+1, err)
