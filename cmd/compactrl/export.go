@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/compactrl/compactrl/format"
-	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -26,11 +25,12 @@ func runExport(ctx context.Context, e env, args []string) error {
 }
 
 // runExportGGUF converts a checkpoint directory (config.json,
-// model.safetensors, tokenizer.json) to a GGUF file llama.cpp serves.
+// model.safetensors or its shards, tokenizer.json) to a GGUF file
+// llama.cpp serves.
 func runExportGGUF(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("export gguf", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+model.WeightsFile+" and "+tokenizer.File)
+	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+format.WeightsFile+" (or sharded, with "+format.WeightsIndexFile+") and "+tokenizer.File)
 	out := fs.String("out", "", "GGUF file to write")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: compactrl export gguf --checkpoint DIR --out FILE.gguf")
@@ -49,7 +49,7 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 		fs.Usage()
 		return errors.New("--checkpoint and --out are required")
 	}
-	for _, name := range []string{format.ConfigFile, model.WeightsFile, tokenizer.File} {
+	for _, name := range []string{format.ConfigFile, tokenizer.File} {
 		if _, err := os.Stat(filepath.Join(*dir, name)); err != nil {
 			return fmt.Errorf("checkpoint %s: %s missing (a GGUF needs the config, the weights and the tokenizer): %w", *dir, name, err)
 		}
@@ -61,7 +61,7 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	if slices.Contains(cfg.Architectures, "LlamaForSequenceClassification") {
 		return fmt.Errorf("checkpoint %s is a value model (LlamaForSequenceClassification): only policies export to GGUF", *dir)
 	}
-	ts, _, err := format.ReadSafetensors(filepath.Join(*dir, model.WeightsFile))
+	ts, err := format.ReadWeights(*dir)
 	if err != nil {
 		return err
 	}
