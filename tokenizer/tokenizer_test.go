@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -503,4 +504,30 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("loaded tokenizer does not round-trip: %q", got)
 		}
 	})
+}
+
+func TestConcurrentEncode(t *testing.T) {
+	tok, _ := Train(corpus(10), 400, []string{"<|end|>"})
+	texts := corpus(8)
+	want := make([][]int, len(texts))
+	for i, s := range texts {
+		want[i] = tok.Encode(s)
+	}
+	fresh, _ := Train(corpus(10), 400, []string{"<|end|>"})
+	var wg sync.WaitGroup
+	errs := make(chan string, len(texts))
+	for i, s := range texts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := fresh.Encode(s); !reflect.DeepEqual(got, want[i]) {
+				errs <- s
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for s := range errs {
+		t.Errorf("concurrent Encode differs on %.40q…", s)
+	}
 }
