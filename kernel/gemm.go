@@ -83,7 +83,9 @@ type impl struct {
 	// dotT, when set, computes c[i·ldc+j] += alpha·(row i of a · row j of b) for i < mr ≤ 4,
 	// j < nb ≤ 4: the tile kernel of A·Bᵀ for few rows of A (batched decode), which needs no
 	// packing of B.
-	dotT func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
+	dotT     func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
+	expShift func(dst, x []float32, shift float32) float32
+	max      func(x []float32) float32
 	// packT16, when set, packs 16 columns of op(B) = Bᵀ: dst[p·ds + j] = b[j·ldb + p], j < 16, p < kc.
 	packT16 func(kc int, b []float32, ldb int, dst []float32, ds int)
 	// peak runs iters rounds of independent FMAs and returns the flops done.

@@ -334,3 +334,81 @@ func TestGemmConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	inf := float32(math.Inf(1))
+	special := []float32{0, 1, -1, -86.9, -87.1, -100, -inf, 88, 88.7, 88.8, 100, inf, 1e-8, -1e-8, 0.3465, -0.3466}
+	for _, p := range impls {
+		for _, n := range []int{0, 1, 5, 16, 17, 31, 64, 100, 1000} {
+			x := make([]float32, n)
+			for i := range x {
+				if i < len(special) && n < 100 {
+					x[i] = special[i] + 2
+				} else {
+					x[i] = float32(r.NormFloat64() * 20)
+				}
+			}
+			dst := make([]float32, n)
+			sum := p.expShift(dst, x, 2)
+			var want float64
+			for i, v := range x {
+				y := float64(v - 2) // the argument as the kernel rounds it
+				e := math.Exp(y)
+				if float32(y) < -87 {
+					e = 0
+				}
+				if e > math.MaxFloat32 {
+					if !math.IsInf(float64(dst[i]), 1) {
+						t.Fatalf("%s: exp(%v) = %v, want +Inf", p.name, y, dst[i])
+					}
+					want = math.Inf(1)
+					continue
+				}
+				want += e
+				if e == 0 {
+					if dst[i] != 0 {
+						t.Fatalf("%s: exp(%v) = %v, want 0", p.name, y, dst[i])
+					}
+					continue
+				}
+				if rel := math.Abs(float64(dst[i])-e) / e; !(rel < 1e-6) && e > 1e-37 {
+					t.Fatalf("%s: exp(%v) = %v, want %v (rel err %g)", p.name, y, dst[i], e, rel)
+				}
+			}
+			if math.IsInf(want, 1) {
+				if !math.IsInf(float64(sum), 1) {
+					t.Fatalf("%s n=%d: sum %v, want +Inf", p.name, n, sum)
+				}
+			} else if math.Abs(float64(sum)-want) > 1e-5*want+1e-30 {
+				t.Fatalf("%s n=%d: sum %v, want %v", p.name, n, sum, want)
+			}
+		}
+		nan := []float32{float32(math.NaN())}
+		p.expShift(nan, nan, 0)
+		if !math.IsNaN(float64(nan[0])) {
+			t.Errorf("%s: exp(NaN) = %v", p.name, nan[0])
+		}
+	}
+}
+
+func TestMax(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, p := range impls {
+		if got := p.max(nil); !math.IsInf(float64(got), -1) {
+			t.Errorf("%s: max of empty = %v", p.name, got)
+		}
+		for _, n := range []int{1, 2, 15, 16, 17, 33, 48, 63, 200} {
+			for pos := range n {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = -1000 + float32(r.Float64())
+				}
+				x[pos] = 5
+				if got := p.max(x); got != 5 {
+					t.Fatalf("%s: max n=%d with the maximum at %d = %v", p.name, n, pos, got)
+				}
+			}
+		}
+	}
+}

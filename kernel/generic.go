@@ -1,9 +1,12 @@
 package kernel
 
-import "runtime"
+import (
+	"math"
+	"runtime"
+)
 
 // generic is the pure-Go code path, used where no SIMD path applies.
-var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
+var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, expShift: expShiftGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
 
 // microGo is the pure-Go micro-kernel: C[0:mr, 0:nr] += alpha·Σ_p a[i·ars+p·aps]·b[p·bs+j].
 func microGo(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
@@ -124,4 +127,48 @@ func peakGo(iters int) float64 {
 	}
 	runtime.KeepAlive(s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7)
 	return float64(iters) * 8 * 2
+}
+
+// expf is e^x in float32: x = n·ln2 + r, |r| ≤ ln2/2 (Cody–Waite split of ln2), e^r by its
+// degree-6 Taylor polynomial, times 2^n. x < −87 (−Inf included) gives 0, +Inf past the float32
+// range.
+func expf(x float32) float32 {
+	if x < -87 {
+		return 0
+	}
+	if x > 89 {
+		return float32(math.Inf(1))
+	}
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	n := float32(math.RoundToEven(float64(x * log2e)))
+	r := x - n*ln2hi - n*ln2lo
+	p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
+	if n > 127 {
+		// 2^n itself overflows though e^x may not: scale by 2^127, then by 2.
+		return p * math.Float32frombits(254<<23) * float32(math.Exp2(float64(n-127)))
+	}
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}
+
+func expShiftGo(dst, x []float32, shift float32) float32 {
+	dst = dst[:len(x)]
+	var sum float32
+	for i, v := range x {
+		e := expf(v - shift)
+		dst[i] = e
+		sum += e
+	}
+	return sum
+}
+
+func maxGo(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		m = max(m, v)
+	}
+	return m
 }

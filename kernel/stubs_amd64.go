@@ -161,6 +161,12 @@ func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, alpha float3
 // dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc.
 func packT16(kc int, b []float32, ldb int, dst []float32, ds int)
 
+// dst[i] = e^(x[i]−shift) for i < len(x); returns Σ dst[i].
+func expShift512(dst []float32, x []float32, shift float32) float32
+
+// max_i x[i], −Inf for an empty x.
+func max512(x []float32) float32
+
 // Σ x[i]·y[i] for i < len(x).
 func dot512(x []float32, y []float32) float32
 

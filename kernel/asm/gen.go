@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -39,6 +40,8 @@ func main() {
 		}
 	}
 	packT16()
+	expShift()
+	maxVec()
 	dot(true)
 	dot(false)
 	axpy(true)
@@ -464,6 +467,141 @@ func packT16() {
 	tailMask(kc)
 	block(true, kc)
 	Label("packdone")
+	VZEROUPPER()
+	RET()
+}
+
+var consts = map[float32]Mem{}
+
+// bcast broadcasts the float32 constant v into a new zmm register.
+func bcast(v float32) VecVirtual {
+	m, ok := consts[v]
+	if !ok {
+		m = ConstData(fmt.Sprintf("f32_%08x", math.Float32bits(v)), U32(math.Float32bits(v)))
+		consts[v] = m
+	}
+	r := ZMM()
+	VBROADCASTSS(m, r)
+	return r
+}
+
+// expShift emits expShift512(dst, x, shift) float32: dst[i] = e^(x[i]−shift) for i < len(x),
+// returning Σ dst[i]. As model's scalar expf: with y = x−shift = n·ln2 + r (n = round(y·log2 e),
+// ln2 split in two for Cody–Waite), e^r by its degree-6 Taylor polynomial, scaled by 2^n with
+// VSCALEFPS (which gives +Inf past the float32 range). y < −87 (−Inf included) gives 0, y is
+// clamped to ≤ 89 first (+Inf → +Inf), NaN stays NaN.
+func expShift() {
+	TEXT("expShift512", NOSPLIT, "func(dst, x []float32, shift float32) float32")
+	Doc("dst[i] = e^(x[i]−shift) for i < len(x); returns Σ dst[i].")
+	dp := Load(Param("dst").Base(), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
+	sh := ZMM()
+	VBROADCASTSS(paramAddr("shift"), sh)
+	thr, hi, lo := bcast(-87), bcast(89), bcast(-88)
+	log2e, ln2hi, ln2lo := bcast(1.44269504088896341), bcast(0.693359375), bcast(-2.12194440e-4)
+	coef := []VecVirtual{bcast(1.0 / 720), bcast(1.0 / 120), bcast(1.0 / 24), bcast(1.0 / 6), bcast(0.5), bcast(1)}
+	sum := ZMM()
+	zero(true, sum)
+	body := func(masked bool) {
+		v := ZMM()
+		if masked {
+			VMOVUPS_Z(Mem{Base: xp}, K1, v)
+		} else {
+			VMOVUPS(Mem{Base: xp}, v)
+		}
+		VSUBPS(sh, v, v)
+		// K2: y ≥ −87 or NaN (not-less-than, unordered).
+		VCMPPS(Imm(5), thr, v, K2)
+		VMAXPS(v, lo, v)
+		VMINPS(v, hi, v)
+		t := ZMM()
+		VMULPS(log2e, v, t)
+		VRNDSCALEPS(Imm(0), t, t)
+		VFNMADD231PS(t, ln2hi, v)
+		VFNMADD231PS(t, ln2lo, v)
+		p := ZMM()
+		VMOVAPS(coef[0], p)
+		for _, c := range coef[1:] {
+			VFMADD213PS(c, v, p)
+		}
+		VFMADD213PS(coef[len(coef)-1], v, p)
+		VSCALEFPS(t, p, p)
+		VMOVAPS_Z(p, K2, p)
+		if masked {
+			VMOVUPS(p, K1, Mem{Base: dp})
+			VADDPS(p, sum, K1, sum)
+		} else {
+			VMOVUPS(p, Mem{Base: dp})
+			VADDPS(p, sum, sum)
+		}
+	}
+	Label("exploop")
+	CMPQ(n, U32(16))
+	JL(LabelRef("exptail"))
+	body(false)
+	ADDQ(U32(64), xp)
+	ADDQ(U32(64), dp)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("exploop"))
+	Label("exptail")
+	TESTQ(n, n)
+	JZ(LabelRef("expsum"))
+	tailMask(n)
+	body(true)
+	Label("expsum")
+	Store(hsum(true, sum), ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// maxVec emits max512(x) float32 = max_i x[i] (−Inf for an empty x; NaN handling unspecified).
+func maxVec() {
+	TEXT("max512", NOSPLIT, "func(x []float32) float32")
+	Doc("max_i x[i], −Inf for an empty x.")
+	xp := Load(Param("x").Base(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
+	acc := []VecVirtual{bcast(float32(math.Inf(-1))), ZMM()}
+	VMOVAPS(acc[0], acc[1])
+	Label("maxloop")
+	CMPQ(n, U32(32))
+	JL(LabelRef("maxone"))
+	VMAXPS(Mem{Base: xp}, acc[0], acc[0])
+	VMAXPS(Mem{Base: xp, Disp: 64}, acc[1], acc[1])
+	ADDQ(U32(128), xp)
+	SUBQ(U32(32), n)
+	JMP(LabelRef("maxloop"))
+	Label("maxone")
+	CMPQ(n, U32(16))
+	JL(LabelRef("maxtail"))
+	VMAXPS(Mem{Base: xp}, acc[0], acc[0])
+	ADDQ(U32(64), xp)
+	SUBQ(U32(16), n)
+	Label("maxtail")
+	TESTQ(n, n)
+	JZ(LabelRef("maxred"))
+	tailMask(n)
+	// Merge-masked load: lanes past the end keep −Inf.
+	t := ZMM()
+	VMOVAPS(acc[1], t)
+	VMOVUPS(Mem{Base: xp}, K1, t)
+	VMAXPS(t, acc[0], acc[0])
+	Label("maxred")
+	VMAXPS(acc[1], acc[0], acc[0])
+	y := YMM()
+	VEXTRACTF64X4(Imm(1), acc[0], y)
+	VMAXPS(acc[0].AsY(), y, y)
+	x := XMM()
+	VEXTRACTF32X4(Imm(1), y, x)
+	VMAXPS(y.AsX(), x, x)
+	u := XMM()
+	VMOVHLPS(x, x, u)
+	VMAXPS(u, x, x)
+	VMOVSHDUP(x, u)
+	VMAXSS(u, x, x)
+	Store(x, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
 }
