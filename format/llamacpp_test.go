@@ -334,23 +334,64 @@ func TestLlamaServerParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := format.NewLlamaConfig(tok.VocabSize(), 64, 96, 2, 4, 2, 512)
-	cfg.TieWordEmbeddings = true
-	eos := 2
-	cfg.EosTokenID = &eos
+	t.Run("tied/gqa/gpt2", func(t *testing.T) {
+		cfg := format.NewLlamaConfig(tok.VocabSize(), 64, 96, 2, 4, 2, 512)
+		cfg.TieWordEmbeddings = true
+		eos := 2
+		cfg.EosTokenID = &eos
+		serverParity(t, dir, cfg, tok, 200)
+	})
+	if testing.Short() {
+		return
+	}
+	t.Run("untied/mha/llama3", func(t *testing.T) {
+		cfg := format.NewLlamaConfig(tok.VocabSize(), 48, 64, 1, 3, 3, 256)
+		cfg.RopeTheta, cfg.RMSNormEps = 500000, 1e-6
+		serverParity(t, dir, cfg, llama3Style(t, tok), 80)
+	})
+}
+
+// llama3Style returns tok with Llama-3's pre-tokenizer (Split + ByteLevel),
+// through a tokenizer.json round trip.
+func llama3Style(t *testing.T, tok *tokenizer.Tokenizer) *tokenizer.Tokenizer {
+	path := filepath.Join(t.TempDir(), "tokenizer.json")
+	if err := tok.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	f["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+		map[string]any{"type": "Split", "behavior": "Isolated", "invert": false, "pattern": map[string]any{
+			"Regex": `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`}},
+		map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false},
+	}}
+	b, _ = json.Marshal(f)
+	os.WriteFile(path, b, 0o644)
+	l3, err := tokenizer.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l3.PreTokenizer() != "llama3" {
+		t.Fatalf("pre-tokenizer %s", l3.PreTokenizer())
+	}
+	return l3
+}
+
+// serverParity serves a random checkpoint of cfg with llama.cpp and
+// compares n next-token distributions with the reference (and the
+// built-in model), and llama.cpp's tokenisation with tok's.
+func serverParity(t *testing.T, dir string, cfg format.LlamaConfig, tok *tokenizer.Tokenizer, n int) {
 	ts := randomCheckpoint(cfg, 11)
 	path := filepath.Join(t.TempDir(), "m.gguf")
 	if err := format.WriteGGUF(path, cfg, ts, tok); err != nil {
 		t.Fatal(err)
 	}
-	url := startLlamaServer(t, dir, path, 512)
+	url := startLlamaServer(t, dir, path, cfg.MaxPositionEmbeddings)
 
-	checkTokenize(t, url, tok, "The agent's 3 tests failed:\n\tfoo(bar)  --  café 12345 summary!")
-
-	n := 200
-	if testing.Short() {
-		n = 60
-	}
+	checkTokenize(t, url, tok, "The agent's 3 tests failed:\n\tfoo(bar)  --  café 12345 summary!\n\n  THE END'LL")
 	r := rand.New(rand.NewPCG(5, 5))
 	ids := make([]int, n)
 	for i := range ids {

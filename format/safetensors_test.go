@@ -208,3 +208,21 @@ func FuzzReadSafetensors(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkSafetensorsRoundTrip(b *testing.B) {
+	data := make([]float32, 4<<20) // 16 MB
+	for i := range data {
+		data[i] = float32(i)
+	}
+	ts := []Tensor{{Name: "w", Shape: []int{4096, 1024}, Data: data}}
+	path := filepath.Join(b.TempDir(), "w.safetensors")
+	b.SetBytes(int64(4 * len(data)))
+	for i := 0; i < b.N; i++ {
+		if err := WriteSafetensors(path, ts, nil); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := ReadSafetensors(path); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
