@@ -7,33 +7,6 @@ import (
 	"github.com/compactrl/compactrl/kernel"
 )
 
-// attendRow computes one causal attention row for one head:
-// s_j = scale·(q·k_j), p = softmax(s), out = Σ_j p_j v_j over the n keys
-// k_j = k[j·stride : j·stride+len(q)] (v likewise). It returns
-// log Σ_j exp(s_j), which lets the backward pass rebuild p.
-// scores must hold n floats.
-func attendRow(out, q, k, v []float32, stride, n int, scale float32, scores []float32) float32 {
-	hd := len(q)
-	mx := float32(math.Inf(-1))
-	for j := 0; j < n; j++ {
-		s := scale * kernel.Dot(q, k[j*stride:j*stride+hd])
-		scores[j] = s
-		mx = max(mx, s)
-	}
-	var sum float32
-	for j := 0; j < n; j++ {
-		e := expf(scores[j] - mx)
-		scores[j] = e
-		sum += e
-	}
-	clear(out)
-	inv := 1 / sum
-	for j := 0; j < n; j++ {
-		kernel.Axpy(scores[j]*inv, v[j*stride:j*stride+hd], out)
-	}
-	return mx + float32(math.Log(float64(sum)))
-}
-
 // packed describes a batch of sequences laid end to end: sequence s
 // occupies rows off[s] … off[s]+len[s]−1 of every activation matrix.
 type packed struct {
@@ -69,28 +42,33 @@ func (m *Model) attention(att, lse, q, k, v []float32, pk packed) {
 			kb, vb := k[off*kw+g*hd:], v[off*kw+g*hd:]
 			for i0 := 0; i0 < L; i0 += attnBlock {
 				nb := min(attnBlock, L-i0)
-				nk := i0 + nb
-				qb := q[(off+i0)*qw+h*hd:]
-				kernel.Gemm(false, true, nb, nk, hd, scale, qb, qw, kb, kw, 0, S, nk)
-				for r := 0; r < nb; r++ {
-					row := S[r*nk : r*nk+nk]
-					valid := i0 + r + 1
-					mx := row[0]
-					for _, x := range row[:valid] {
-						mx = max(mx, x)
-					}
-					sum := expShift(row, row[:valid], mx)
-					inv := 1 / sum
-					for j := range row[:valid] {
-						row[j] *= inv
-					}
-					clear(row[valid:])
-					lse[(off+i0+r)*H+h] = mx + float32(math.Log(float64(sum)))
-				}
-				kernel.Gemm(false, false, nb, hd, nk, 1, S, nk, vb, kw, 0, att[(off+i0)*qw+h*hd:], qw)
+				c := (off+i0)*qw + h*hd
+				attendBlock(att[c:], q[c:], qw, kb, vb, kw, hd, nb, i0, scale, S, lse[(off+i0)*H+h:], H)
 			}
 		}
 	})
+}
+
+// attendBlock is causal attention of nb query rows of one head at
+// positions start … start+nb−1 over the keys and values of positions
+// 0 … start+nb−1 (row stride ldk): S = scale·Q Kᵀ (one GEMM), row softmax
+// masking key j > position, O = P V (one GEMM). Row r's log-sum-exp goes
+// to lse[r·ldl] when lse is not nil. S is scratch of nb·(start+nb) floats.
+func attendBlock(out, q []float32, ldq int, k, v []float32, ldk, hd, nb, start int, scale float32, S, lse []float32, ldl int) {
+	nk := start + nb
+	kernel.GemmSerial(false, true, nb, nk, hd, scale, q, ldq, k, ldk, 0, S, nk)
+	for r := 0; r < nb; r++ {
+		row := S[r*nk : r*nk+nk]
+		valid := start + r + 1
+		mx := kernel.Max(row[:valid])
+		sum := kernel.ExpShift(row[:valid], row[:valid], mx)
+		kernel.Scale(1/sum, row[:valid])
+		clear(row[valid:])
+		if lse != nil {
+			lse[r*ldl] = mx + float32(math.Log(float64(sum)))
+		}
+	}
+	kernel.GemmSerial(false, false, nb, hd, nk, 1, S, nk, v, ldk, 0, out, ldq)
 }
 
 // attentionBack computes dq, dk and dv (all overwritten) from datt, with
@@ -126,23 +104,23 @@ func (m *Model) attentionBack(dq, dk, dv, datt, q, k, v, att, lse []float32, pk 
 					nk := i0 + nb
 					c0 := (off+i0)*qw + h*hd
 					qb, ob, dob := q[c0:], att[c0:], datt[c0:]
-					kernel.Gemm(false, true, nb, nk, hd, scale, qb, qw, kb, kw, 0, P, nk)
-					kernel.Gemm(false, true, nb, nk, hd, 1, dob, qw, vb, kw, 0, dS, nk)
+					kernel.GemmSerial(false, true, nb, nk, hd, scale, qb, qw, kb, kw, 0, P, nk)
+					kernel.GemmSerial(false, true, nb, nk, hd, 1, dob, qw, vb, kw, 0, dS, nk)
 					for r := 0; r < nb; r++ {
 						valid := i0 + r + 1
 						pr, dr := P[r*nk:r*nk+nk], dS[r*nk:r*nk+nk]
 						l := lse[(off+i0+r)*H+h]
 						D := kernel.Dot(dob[r*qw:r*qw+hd], ob[r*qw:r*qw+hd])
-						expShift(pr, pr[:valid], l)
+						kernel.ExpShift(pr[:valid], pr[:valid], l)
 						for j, p := range pr[:valid] {
 							dr[j] = p * (dr[j] - D) * scale
 						}
 						clear(pr[valid:])
 						clear(dr[valid:])
 					}
-					kernel.Gemm(false, false, nb, hd, nk, 1, dS, nk, kb, kw, 0, dq[c0:], qw)
-					kernel.Gemm(true, false, nk, hd, nb, 1, dS, nk, qb, qw, 1, dkb, kw)
-					kernel.Gemm(true, false, nk, hd, nb, 1, P, nk, dob, qw, 1, dvb, kw)
+					kernel.GemmSerial(false, false, nb, hd, nk, 1, dS, nk, kb, kw, 0, dq[c0:], qw)
+					kernel.GemmSerial(true, false, nk, hd, nb, 1, dS, nk, qb, qw, 1, dkb, kw)
+					kernel.GemmSerial(true, false, nk, hd, nb, 1, P, nk, dob, qw, 1, dvb, kw)
 				}
 			}
 		}

@@ -244,18 +244,17 @@ func (d *Decoder) forward() {
 			copy(s.kc[l][s.n*kw:], d.k[r0*kw:(r0+len(s.pending))*kw])
 			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+len(s.pending))*kw])
 		}
-		parallel(len(d.active)*cfg.KVHeads, 1, func(lo, hi int) {
-			scores := make([]float32, maxCtx)
+		parallel(len(d.active)*cfg.Heads, 1, func(lo, hi int) {
+			S := getScratch(attnBlock * maxCtx)
+			defer putScratch(S)
 			for t := lo; t < hi; t++ {
-				s, g := d.active[t/cfg.KVHeads], t%cfg.KVHeads
-				r0 := d.rows[t/cfg.KVHeads]
+				s, h := d.active[t/cfg.Heads], t%cfg.Heads
+				g := h / group
 				kb, vb := s.kc[l][g*hd:], s.vc[l][g*hd:]
-				for i := range s.pending {
-					r := r0 + i
-					for h := g * group; h < (g+1)*group; h++ {
-						c := r*qw + h*hd
-						attendRow(d.att[c:c+hd], d.q[c:c+hd], kb, vb, kw, s.n+i+1, scale, scores)
-					}
+				for i0 := 0; i0 < len(s.pending); i0 += attnBlock {
+					nb := min(attnBlock, len(s.pending)-i0)
+					c := (d.rows[t/cfg.Heads]+i0)*qw + h*hd
+					attendBlock(d.att[c:], d.q[c:], qw, kb, vb, kw, hd, nb, s.n+i0, scale, S, nil, 0)
 				}
 			}
 		})

@@ -138,15 +138,17 @@ func (m *Model) rope(x []float32, pos []int32, heads int, inverse bool) {
 	})
 }
 
-func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }
-
 // swiglu computes a = silu(g) ⊙ u, silu(g) = g·σ(g), keeping σ(g) in sg.
 func swiglu(a, sg, g, u []float32) {
 	parallel(len(a), 4096, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			s := sigmoid(g[i])
-			sg[i] = s
-			a[i] = g[i] * s * u[i]
+		s := sg[lo:hi]
+		for i, x := range g[lo:hi] {
+			s[i] = -x
+		}
+		kernel.ExpShift(s, s, 0)
+		for i := range s {
+			s[i] = 1 / (1 + s[i])
+			a[lo+i] = g[lo+i] * s[i] * u[lo+i]
 		}
 	})
 }
@@ -163,25 +165,19 @@ func swigluBack(dg, du, da, sg, g, u []float32) {
 	})
 }
 
-// logSoftmax writes log softmax(z) into out and returns the entropy
-// −Σ p log p of the distribution.
-func logSoftmax(out, z []float32) float64 {
-	mx := z[0]
-	for _, v := range z {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for _, v := range z {
-		sum += float64(expf(v - mx))
-	}
-	lse := mx + float32(math.Log(sum))
-	var ent float64
+// logSoftmax writes log softmax(z) into out (which may be z) and returns
+// the entropy −Σ p log p. e is scratch of len(z).
+func logSoftmax(out, z, e []float32) float64 {
+	mx := kernel.Max(z)
+	sum := kernel.ExpShift(e, z, mx)
+	lse := mx + float32(math.Log(float64(sum)))
+	var plp float32
 	for i, v := range z {
 		lp := v - lse
 		out[i] = lp
-		ent -= float64(expf(lp) * lp)
+		plp += e[i] * lp
 	}
-	return ent
+	return -float64(plp / sum)
 }
 
 func grow(buf []float32, n int) []float32 {

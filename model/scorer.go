@@ -196,9 +196,11 @@ func (s *Scorer) forward(raw bool) *Output {
 		}
 		ent := make([]float64, M)
 		parallel(M, 8, func(lo, hi int) {
+			e := getScratch(V)
+			defer putScratch(e)
 			for i := lo; i < hi; i++ {
 				row := s.logp[i*V : i*V+V]
-				ent[i] = logSoftmax(row, row)
+				ent[i] = logSoftmax(row, row, e)
 			}
 		})
 		out.LogProbs = s.split(func(i int) float64 { return float64(s.logp[i*V+int(s.tgtTok[i])]) })
@@ -272,9 +274,8 @@ func (s *Scorer) Backward(dOut [][]float64) error {
 		parallel(M, 8, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				g, lp, dl := flat[i], s.logp[i*V:i*V+V], s.dlog[i*V:i*V+V]
-				for v, l := range lp {
-					dl[v] = -g * expf(l)
-				}
+				kernel.ExpShift(dl, lp, 0)
+				kernel.Scale(-g, dl)
 				dl[s.tgtTok[i]] += g
 			}
 		})
