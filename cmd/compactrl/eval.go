@@ -71,8 +71,11 @@ func runEval(ctx context.Context, e env, args []string) error {
 	temp := fs.Float64("temperature", 0.7, "sampling temperature")
 	topP := fs.Float64("top-p", 1, "nucleus top-p")
 	sysPath := fs.String("system-prompt", "", "file holding the system prompt (default: a short built-in one)")
+	sumInstr := fs.String("summary-instruction", def.SummaryInstruction, "the summary instruction q_sum")
+	resumeText := fs.String("resume-text", def.ResumeText, "the text that introduces the summary after a compaction")
 	noHint := fs.Bool("no-format-hint", false, "do not append the action-format hint to each task")
 	runnerName := fs.String("runner", "bwrap", "sandbox: bwrap, docker or podman")
+	image := fs.String("image", "", "docker/podman: image for tasks without [environment] docker_image")
 	cmdTimeout := fs.Duration("command-timeout", 120*time.Second, "limit of one command")
 	agentTimeout := fs.Duration("agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
 	episodeTimeout := fs.Duration("episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
@@ -113,7 +116,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 		}
 		runner = b
 	case "docker", "podman":
-		runner = sandbox.Container{Engine: *runnerName}
+		runner = sandbox.Container{Engine: *runnerName, DefaultImage: *image}
 	default:
 		return fmt.Errorf("--runner %q: want bwrap, docker or podman", *runnerName)
 	}
@@ -124,7 +127,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	}
 
 	src := taskSource{
-		runner: runner, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
+		runner: runner, image: *image, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
 		cache: *cacheDir, keep: *keepWS, noHint: *noHint,
 	}
 	tasks, skipped, err := src.load(*tasksPath)
@@ -151,6 +154,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 		cfg.NoCompaction = *noComp
 		cfg.Temperature, cfg.TopP = *temp, *topP
 		cfg.SystemPrompt = evalSystemPrompt
+		cfg.SummaryInstruction, cfg.ResumeText = *sumInstr, *resumeText
 		if *sysPath != "" {
 			b, err := os.ReadFile(*sysPath)
 			if err != nil {
@@ -208,6 +212,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 // taskSource turns --tasks into runnable tasks.
 type taskSource struct {
 	runner                   sandbox.Runner
+	image                    string
 	repos                    string
 	cmdTimeout, agentTimeout time.Duration
 	cache                    string
@@ -246,7 +251,7 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 			case !container:
 				skipped = append(skipped, skippedTask{t.Name, "needs its container (" + why + "); use --runner docker|podman"})
 				continue
-			case t.Config.Environment.DockerImage == "":
+			case t.Config.Environment.DockerImage == "" && s.image == "":
 				skipped = append(skipped, skippedTask{t.Name, "building environment/Dockerfile is not supported; set [environment] docker_image"})
 				continue
 			}

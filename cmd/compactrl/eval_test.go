@@ -1,0 +1,290 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+func evalNeedBwrap(t *testing.T) {
+	t.Helper()
+	if err := (sandbox.Bubblewrap{}).Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("bubblewrap required in CI: %v", err)
+		}
+		t.Skipf("bubblewrap not usable: %v", err)
+	}
+}
+
+func readResults(t *testing.T, dir string) results {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("results.json: %v", err)
+	}
+	return r
+}
+
+// copyShipped copies shipped tasks into a fresh directory of tasks.
+func copyShipped(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "tasks")
+	os.Mkdir(dir, 0o755)
+	for _, n := range names {
+		if err := harbor.CopyDir(filepath.Join("..", "..", "tasks", n), filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestEvalScriptedHarbor(t *testing.T) {
+	evalNeedBwrap(t)
+	tasks := copyShipped(t, "count-lines", "sales-report")
+	// A task that needs its image is skipped under bubblewrap, and said so.
+	img := filepath.Join(tasks, "needs-image")
+	for p, s := range map[string]string{"instruction.md": "x", "task.toml": "", "tests/test.sh": "", "environment/Dockerfile": "FROM x"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(img, p)), 0o755)
+		os.WriteFile(filepath.Join(img, p), []byte(s), 0o644)
+	}
+	for _, c := range []struct {
+		policy string
+		pass   float64
+	}{{"oracle", 1}, {"empty", 0}} {
+		out := filepath.Join(t.TempDir(), "run")
+		stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--policy", c.policy, "--attempts", "2", "--out", out)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.policy, code, stderr)
+		}
+		r := readResults(t, out)
+		if r.Episodes != 4 || r.Scored != 4 || r.Pass1 == nil || *r.Pass1 != c.pass || len(r.Tasks) != 2 || len(r.Pass1CI) != 2 {
+			t.Fatalf("%s: results %+v", c.policy, r)
+		}
+		if r.Pass1CI[0] > c.pass || r.Pass1CI[1] < c.pass || r.Pass1CI[1]-r.Pass1CI[0] < 0.3 {
+			t.Fatalf("%s: Wilson interval %v for 4 episodes at %v", c.policy, r.Pass1CI, c.pass)
+		}
+		if len(r.Skipped) != 1 || r.Skipped[0].Task != "needs-image" || !strings.Contains(stdout, "skipped needs-image") {
+			t.Fatalf("%s: skipped %+v, stdout %s", c.policy, r.Skipped, stdout)
+		}
+		for _, tr := range r.Tasks {
+			if tr.Attempts != 2 || tr.Pass1 == nil || *tr.Pass1 != c.pass {
+				t.Fatalf("%s: task %+v", c.policy, tr)
+			}
+		}
+		if !strings.Contains(stdout, "count-lines") || !strings.Contains(stdout, fmt.Sprintf("pass@1 %.3f", c.pass)) {
+			t.Fatalf("%s: table:\n%s", c.policy, stdout)
+		}
+		eps := readFileEpisodes(t, filepath.Join(out, "episodes.jsonl"))
+		if len(eps) != 4 || eps[0].Meta["policy"] != c.policy {
+			t.Fatalf("%s: %d episodes %+v", c.policy, len(eps), eps)
+		}
+	}
+}
+
+func TestEvalScriptedSWEBench(t *testing.T) {
+	evalNeedBwrap(t)
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repos", "acme__mini")
+	os.MkdirAll(repo, 0o755)
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	put := func(p, s string) { os.WriteFile(filepath.Join(repo, p), []byte(s), 0o644) }
+	git("init", "-q")
+	put("mini.py", "def double(x):\n    return x + x + 1\n")
+	put("test_mini.py", "import unittest\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "base")
+	base := strings.TrimSpace(git("rev-parse", "HEAD"))
+	put("mini.py", "def double(x):\n    return x + x\n")
+	gold := git("diff")
+	git("checkout", "-q", "--", ".")
+	put("test_mini.py", "import unittest\n\nfrom mini import double\n\n\nclass T(unittest.TestCase):\n    def test_double(self):\n        self.assertEqual(double(4), 8)\n")
+	testPatch := git("diff")
+	git("checkout", "-q", "--", ".")
+	line, _ := json.Marshal(map[string]any{
+		"instance_id": "acme__mini-1", "repo": "acme/mini", "base_commit": base,
+		"problem_statement": "double(4) is 9", "patch": gold, "test_patch": testPatch,
+		"FAIL_TO_PASS": `["test_mini.py::T::test_double"]`, "PASS_TO_PASS": `[]`,
+	})
+	jsonl := filepath.Join(dir, "instances.jsonl")
+	os.WriteFile(jsonl, append(line, '\n'), 0o644)
+	for policy, want := range map[string]float64{"oracle": 1, "empty": 0} {
+		out := filepath.Join(t.TempDir(), "run")
+		_, stderr, code := runCmd(t, "eval", "--tasks", jsonl, "--repos", filepath.Join(dir, "repos"), "--policy", policy, "--out", out)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", policy, code, stderr)
+		}
+		r := readResults(t, out)
+		if r.Scored != 1 || r.Pass1 == nil || *r.Pass1 != want || r.Tasks[0].Task != "acme__mini-1" {
+			t.Fatalf("%s: results %+v", policy, r)
+		}
+	}
+}
+
+func TestEvalFlagErrors(t *testing.T) {
+	tasks := copyShipped(t, "count-lines")
+	out := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policy", "oracle", "--out", out}, "--tasks"},
+		{[]string{"--tasks", tasks, "--policy", "oracle"}, "--out"},
+		{[]string{"--tasks", tasks, "--policy", "magic", "--out", out}, "--policy"},
+		{[]string{"--tasks", tasks, "--out", out}, "--engine"},
+		{[]string{"--tasks", tasks, "--out", out, "--engine", "http://127.0.0.1:9"}, "--template"},
+		{[]string{"--tasks", tasks, "--out", out, "--engine", "http://127.0.0.1:9", "--template", "1,2,3"}, "6 ids"},
+		{[]string{"--tasks", tasks, "--out", out, "--engine", "ftp://x", "--template", "1,2,3,4,5,6"}, "http"},
+		{[]string{"--tasks", filepath.Join(out, "nope"), "--policy", "oracle", "--out", out}, "--tasks"},
+		{[]string{"--tasks", tasks, "--policy", "oracle", "--out", out, "--attempts", "0"}, "--attempts"},
+	} {
+		_, stderr, code := runCmd(t, append([]string{"eval"}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("eval %v: exit %d, stderr %q (want mention of %s)", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// startEvalLlama starts llama-server on a random-weight llama model
+// (vocab 128, 2 slots of 256 tokens) from COMPACTRL_LLAMA_DIR.
+func startEvalLlama(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("COMPACTRL_LLAMA_DIR")
+	skip := func(format string, a ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, a...)
+		}
+		t.Skipf(format, a...)
+	}
+	if dir == "" {
+		skip("COMPACTRL_LLAMA_DIR is not set")
+	}
+	run := filepath.Join(dir, "run")
+	server := filepath.Join(dir, "root/usr/bin/llama-server")
+	archs := filepath.Join(dir, "root/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs")
+	for _, p := range []string{run, server, archs} {
+		if _, err := os.Stat(p); err != nil {
+			skip("llama.cpp installation: %v", err)
+		}
+	}
+	tmp := t.TempDir()
+	if out, err := exec.Command(run, archs, "-a", "^llama$", "-s", "7", "-o", tmp).CombinedOutput(); err != nil {
+		t.Fatalf("make model: %v %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logf, _ := os.Create(filepath.Join(tmp, "server.log"))
+	cmd := exec.Command(run, server, "-m", filepath.Join(tmp, "llama-dense.gguf"), "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+		"-t", "2", "--no-webui", "-np", "2", "-c", "512")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		logf.Close()
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(tmp, "server.log"))
+	t.Fatalf("llama-server not healthy: %s", log)
+	return ""
+}
+
+// The engine path end to end against a real llama-server: episodes carry
+// the sampled token ids with loss mask 1 and the server's log-probs, and
+// results.json scores them. The random model writes no valid actions: the
+// invalid-action observations fill the 256-token window, the loop compacts,
+// and the episodes end overlong at max_turns (scored, reward 0).
+func TestEvalEngineLlamaServer(t *testing.T) {
+	evalNeedBwrap(t)
+	url := startEvalLlama(t)
+	tasks := filepath.Join(t.TempDir(), "tasks")
+	task := filepath.Join(tasks, "tiny")
+	for p, s := range map[string]string{
+		"instruction.md": "ab12", "task.toml": "[agent]\ntimeout_sec = 60\n",
+		"tests/test.sh": "echo 0 > /logs/verifier/reward.txt",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(task, p)), 0o755)
+		os.WriteFile(filepath.Join(task, p), []byte(s), 0o644)
+	}
+	sys := filepath.Join(t.TempDir(), "system.txt")
+	os.WriteFile(sys, []byte("1"), 0o644)
+	out := filepath.Join(t.TempDir(), "run")
+	stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--engine", url, "--engine-kind", "llamacpp",
+		"--template", "120,121,122,123,124,125", "--context", "256", "--reserve", "96",
+		"--max-action-tokens", "12", "--max-summary-tokens", "16", "--max-format-errors", "50", "--max-turns", "12",
+		"--system-prompt", sys, "--summary-instruction", "2a", "--resume-text", "3b", "--no-format-hint",
+		"--temperature", "1", "--attempts", "2", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	r := readResults(t, out)
+	if r.Episodes != 2 || r.InfraError != 0 || r.Scored != 2 || r.Meta["engine"] != url || r.MeanCompactions < 1 || r.Compacted != 2 {
+		t.Fatalf("results %+v\n%s", r, stdout)
+	}
+	eps := readFileEpisodes(t, filepath.Join(out, "episodes.jsonl"))
+	if len(eps) != 2 {
+		t.Fatalf("%d episodes", len(eps))
+	}
+	for _, ep := range eps {
+		sampled := 0
+		for _, s := range ep.Segments {
+			if len(s.PromptIDs) == 0 || len(s.ResponseIDs) != len(s.LossMask) || len(s.Logprobs) != len(s.ResponseIDs) {
+				t.Fatalf("episode %s: malformed segment", ep.ID)
+			}
+			for i, m := range s.LossMask {
+				if m == 1 {
+					sampled++
+					if s.Logprobs[i] > 0 || s.ResponseIDs[i] < 0 || s.ResponseIDs[i] >= 128 {
+						t.Fatalf("episode %s: token %d logprob %v", ep.ID, s.ResponseIDs[i], s.Logprobs[i])
+					}
+				}
+			}
+		}
+		if len(ep.Segments) < 2 || ep.Segments[0].Kind != "summary" {
+			t.Fatalf("episode %s did not compact: %d segments", ep.ID, len(ep.Segments))
+		}
+		if sampled == 0 || ep.Metrics["sampled_tokens"] != float64(sampled) {
+			t.Fatalf("episode %s: %d sampled tokens, metrics %v", ep.ID, sampled, ep.Metrics)
+		}
+	}
+}
