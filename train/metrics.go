@@ -205,3 +205,38 @@ func writeAtomic(path string, b []byte) error {
 	}
 	return nil
 }
+
+// recordedBefore reads the evaluation of iteration 0 from metrics.jsonl
+// (for a resumed run, whose first evaluation happened before the restart).
+func (t *Trainer) recordedBefore() EvalResult {
+	ev := EvalResult{Episodes: t.Cfg.Run.EvalEpisodes, Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN()}
+	b, err := os.ReadFile(filepath.Join(t.Cfg.Run.Dir, "metrics.jsonl"))
+	if err != nil {
+		return ev
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var m struct {
+			Iteration int      `json:"iteration"`
+			C         *float64 `json:"eval_pass1_compact"`
+			S         *float64 `json:"eval_pass1_single"`
+			Q         *float64 `json:"eval_summary_quality"`
+			K         *float64 `json:"eval_compactions"`
+			P         *float64 `json:"eval_pass_compacted"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.Iteration != 0 || m.C == nil {
+			continue
+		}
+		for _, f := range []struct {
+			dst *float64
+			src *float64
+		}{{&ev.Pass1Compact, m.C}, {&ev.Pass1Single, m.S}, {&ev.SummaryQuality, m.Q}, {&ev.Compactions, m.K}, {&ev.PassCompacted, m.P}} {
+			if f.src != nil {
+				*f.dst = *f.src
+			}
+		}
+		break
+	}
+	return ev
+}

@@ -18,6 +18,7 @@ type bar struct {
 	mu    sync.Mutex
 	last  time.Time
 	done  int
+	drawn int // done count of the last drawing
 }
 
 func newBar(w io.Writer, label string, total int) *bar {
@@ -51,7 +52,7 @@ func (b *bar) drawLocked(force bool) {
 	if !force && now.Sub(b.last) < 200*time.Millisecond {
 		return
 	}
-	b.last = now
+	b.last, b.drawn = now, b.done
 	const width = 24
 	fill := 0
 	if b.total > 0 {
@@ -72,6 +73,8 @@ func (b *bar) Done() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.drawLocked(true)
+	if b.drawn != b.done {
+		b.drawLocked(true)
+	}
 	fmt.Fprintln(b.w)
 }

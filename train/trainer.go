@@ -137,8 +137,11 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		if err := t.checkpoint(); err != nil {
 			return res, err
 		}
-	} else if err := t.truncateMetrics(t.state.Iteration); err != nil {
-		return res, err
+	} else {
+		if err := t.truncateMetrics(t.state.Iteration); err != nil {
+			return res, err
+		}
+		res.Before = t.recordedBefore()
 	}
 
 	mw, err := openMetrics(filepath.Join(dir, "metrics.jsonl"))
@@ -147,7 +150,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	}
 	defer mw.Close()
 
-	haveBefore := false
+	haveBefore := resumed && t.state.Iteration > 0
 	for it := t.state.Iteration; it < cfg.Run.Iterations; it++ {
 		m := Metrics{Iteration: it}
 		if cfg.Run.EvalEvery > 0 && it%cfg.Run.EvalEvery == 0 {

@@ -156,7 +156,8 @@ func TestResumeAfterKillReproducesRun(t *testing.T) {
 	cfg.SFT.Steps = 5
 	cfg.SFT.Episodes = 8
 	full := newTestTrainer(cfg, newMemoryTask())
-	if _, err := full.Run(context.Background()); err != nil {
+	fullRes, err := full.Run(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := stripTiming(readMetrics(t, cfg.Run.Dir))
@@ -184,8 +185,12 @@ func TestResumeAfterKillReproducesRun(t *testing.T) {
 		}
 		tr := newTestTrainer(cfg2, newMemoryTask())
 		tr.Resume = true
-		if _, err := tr.Run(context.Background()); err != nil {
+		res, err := tr.Run(context.Background())
+		if err != nil {
 			t.Fatal(err)
+		}
+		if res.Before != fullRes.Before || res.After != fullRes.After {
+			t.Errorf("checkpoint_every %d: resumed before/after %+v %+v, want %+v %+v", every, res.Before, res.After, fullRes.Before, fullRes.After)
 		}
 		got = stripTiming(readMetrics(t, cfg2.Run.Dir))
 		if !reflect.DeepEqual(got, want) {
