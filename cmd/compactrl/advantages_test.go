@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -198,6 +200,117 @@ func TestAdvantagesCLIErrors(t *testing.T) {
 		}
 		if c.name == "bad JSON" && len(readEpisodes(t, out)) != 1 {
 			t.Errorf("bad JSON: the episode before the bad line was not written: %q", out)
+		}
+	}
+}
+
+// refGAE computes an episode's advantages and returns straight from the
+// equations of DESIGN.md §1 (direct sums, no recursion), for episodes the
+// implementation was not tuned on.
+func refGAE(ep episode.Episode, est string, gamma, lambda float64, maskOverlong bool) (adv, ret [][]float64) {
+	for _, s := range ep.Segments {
+		adv = append(adv, make([]float64, len(s.LossMask)))
+		ret = append(ret, make([]float64, len(s.LossMask)))
+	}
+	if ep.Status == episode.StatusInfraError || (maskOverlong && ep.Status == episode.StatusOverlong) {
+		return adv, ret
+	}
+	type tok struct{ seg, pos int }
+	var runs [][]tok // optimised tokens per trainable segment, or one run for concat
+	for si, s := range ep.Segments {
+		if !s.Trainable {
+			continue
+		}
+		var run []tok
+		for i, m := range s.LossMask {
+			if m == 1 {
+				run = append(run, tok{si, i})
+			}
+		}
+		if est == "concat" && len(runs) > 0 {
+			runs[0] = append(runs[0], run...)
+		} else {
+			runs = append(runs, run)
+		}
+	}
+	gl := gamma * lambda
+	for k, run := range runs {
+		n := len(run)
+		v := func(j int) float64 { return ep.Segments[run[j].seg].Values[run[j].pos] }
+		delta := make([]float64, n)
+		for j := range n {
+			next, r := 0.0, 0.0
+			if j+1 < n {
+				next = v(j + 1)
+			} else {
+				r = ep.Reward
+			}
+			delta[j] = r + gamma*next - v(j)
+		}
+		later := 0
+		for _, r := range runs[k+1:] {
+			later += len(r)
+		}
+		scale := 1.0
+		if est == "cross-gae" {
+			scale = math.Pow(gl, float64(later))
+		}
+		for j := range n {
+			a := 0.0
+			for l := 0; j+l < n; l++ {
+				a += math.Pow(gl, float64(l)) * delta[j+l]
+			}
+			adv[run[j].seg][run[j].pos] = scale * a
+			ret[run[j].seg][run[j].pos] = a + v(j)
+		}
+	}
+	return adv, ret
+}
+
+func TestAdvantagesCLIRandomEpisodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2026, 12))
+	statuses := []episode.Status{episode.StatusOK, episode.StatusOK, episode.StatusOverlong, episode.StatusInfraError, episode.StatusFormatError}
+	var in bytes.Buffer
+	w := episode.NewWriter(&in)
+	var eps []episode.Episode
+	for e := range 30 {
+		ep := episode.Episode{ID: fmt.Sprint("r", e), Task: "t", Reward: rng.NormFloat64(), Status: statuses[rng.IntN(len(statuses))]}
+		for range 1 + rng.IntN(5) {
+			n := rng.IntN(10)
+			s := episode.Segment{Kind: episode.KindExec, Trainable: rng.IntN(4) > 0, PromptIDs: []int{1},
+				ResponseIDs: make([]int, n), LossMask: make([]int, n), Values: make([]float64, n)}
+			for i := range n {
+				s.LossMask[i] = min(1, rng.IntN(3))
+				s.Values[i] = rng.NormFloat64()
+			}
+			ep.Segments = append(ep.Segments, s)
+		}
+		eps = append(eps, ep)
+		if err := w.Write(&ep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	for _, est := range []string{"cross-gae", "independent", "concat"} {
+		for _, mask := range []bool{true, false} {
+			gamma, lambda := 0.7+0.3*rng.Float64(), 0.5+0.5*rng.Float64()
+			args := []string{"--estimator", est, "--gamma", fmt.Sprint(gamma), "--lambda", fmt.Sprint(lambda)}
+			if !mask {
+				args = append(args, "--no-mask-overlong")
+			}
+			out, stderr, code := runCLI(t, in.String(), args...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, code, stderr)
+			}
+			got := readEpisodes(t, out)
+			for i, ep := range eps {
+				adv, ret := refGAE(ep, est, gamma, lambda, mask)
+				for s := range ep.Segments {
+					name := fmt.Sprintf("%v episode %d segment %d", args, i, s)
+					wantVec(t, name+" adv", got[i].Segments[s].Advantages, adv[s])
+					wantVec(t, name+" ret", got[i].Segments[s].Returns, ret[s])
+				}
+			}
 		}
 	}
 }
