@@ -170,3 +170,19 @@ func TestExportErrors(t *testing.T) {
 		t.Fatalf("bad line: %v", err)
 	}
 }
+
+// The CLI reaches the episode export through `compactrl export --format`.
+func TestExportEpisodesThroughCLI(t *testing.T) {
+	f, err := os.Open(exportFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), env{stdin: f, stdout: &out, stderr: &errb}, []string{"export", "--format", "slime"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if n := strings.Count(out.String(), "\n"); n != 3 {
+		t.Fatalf("%d records from stdin, want 3", n)
+	}
+}
