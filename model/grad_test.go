@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -226,5 +228,37 @@ func TestModelGrad(t *testing.T) {
 				checkDirectional(t, p.Name, rng, p.Data, grads[p.Name], loss)
 			}
 		})
+	}
+}
+
+// Gradients are bitwise identical whatever the number of threads.
+func TestGradientsIndependentOfThreads(t *testing.T) {
+	cfg := Config{Vocab: 500, Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 256, MaxSeq: 256, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}
+	rng := rand.New(rand.NewPCG(31, 32))
+	var seqs []Seq
+	for _, n := range []int{150, 70, 9} {
+		seqs = append(seqs, Seq{Tokens: randPrompt(rng, n, cfg.Vocab), From: n / 3})
+	}
+	grads := func(threads int) [][]float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads))
+		m, err := New(cfg, 4, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.ZeroGrad()
+		if _, err := m.NewScorer().CrossEntropy(seqs); err != nil {
+			t.Fatal(err)
+		}
+		var out [][]float32
+		for _, p := range m.Params() {
+			out = append(out, p.Grad)
+		}
+		return out
+	}
+	one, four := grads(1), grads(4)
+	for i := range one {
+		if !slices.Equal(one[i], four[i]) {
+			t.Fatalf("parameter %d: gradients differ between 1 and 4 threads", i)
+		}
 	}
 }
