@@ -45,7 +45,7 @@ type Limits struct {
 // DefaultLimits are used for every zero field of a Spec's Limits.
 var DefaultLimits = Limits{
 	MemoryBytes:   4 << 30,
-	Processes:     256,
+	Processes:     1024, // threads count too: a parallel `go build` on many cores needs hundreds
 	FileSizeBytes: 1 << 30,
 	TmpBytes:      512 << 20,
 	OutputBytes:   16 << 10,

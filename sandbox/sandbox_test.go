@@ -204,8 +204,21 @@ func waitGone(t *testing.T, tag string) {
 func TestTimeoutKillsEverything(t *testing.T) {
 	s, _ := startSession(t, needBwrap(t), Limits{})
 	mustExec(t, s, "X=1; cd /tmp", 10*time.Second)
+	seen := make(chan bool, 1)
+	go func() { // the processes the timeout must kill did exist
+		for deadline := time.Now().Add(900 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if processesOf("313.25") > 0 && processesOf("313.5") > 0 {
+				seen <- true
+				return
+			}
+		}
+		seen <- false
+	}()
 	begin := time.Now()
 	r := mustExec(t, s, "sleep 313.25 & sleep 313.5; echo never", time.Second)
+	if !<-seen {
+		t.Fatal("the command's processes were never seen running")
+	}
 	if el := time.Since(begin); el > 5*time.Second {
 		t.Fatalf("timeout took %v", el)
 	}
@@ -220,8 +233,10 @@ func TestTimeoutKillsEverything(t *testing.T) {
 	}
 	// Close kills background processes too.
 	mustExec(t, s, "sleep 313.75 &", 10*time.Second)
-	if processesOf("313.75") == 0 {
-		t.Fatal("background process did not start")
+	for deadline := time.Now().Add(3 * time.Second); processesOf("313.75") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("background process did not start")
+		}
 	}
 	s.Close()
 	waitGone(t, "313.75")
