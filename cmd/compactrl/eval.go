@@ -79,6 +79,8 @@ func runEval(ctx context.Context, e env, args []string) error {
 	cmdTimeout := fs.Duration("command-timeout", 120*time.Second, "limit of one command")
 	agentTimeout := fs.Duration("agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
 	episodeTimeout := fs.Duration("episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
+	memMB := fs.Int64("memory-mb", 0, "address-space limit per sandboxed process in MiB (0: the task's [environment] memory, else 4096)")
+	procs := fs.Int("max-procs", 0, "processes+threads per sandbox (0: 1024)")
 	cacheDir := fs.String("cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
 	keepWS := fs.Bool("keep-workspaces", false, "leave episode workspaces on disk")
 	fs.Usage = func() {
@@ -103,6 +105,8 @@ func runEval(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("--attempts %d must be ≥ 1", *attempts)
 	case *workers < 1:
 		return fmt.Errorf("--workers %d must be ≥ 1", *workers)
+	case *memMB < 0 || *procs < 0:
+		return errors.New("--memory-mb and --max-procs must be ≥ 0")
 	}
 	if *policyName != "engine" && *policyName != "oracle" && *policyName != "empty" {
 		return fmt.Errorf("--policy %q: want engine, oracle or empty", *policyName)
@@ -127,6 +131,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	}
 
 	src := taskSource{
+		limits: sandbox.Limits{MemoryBytes: *memMB << 20, Processes: *procs},
 		runner: runner, image: *image, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
 		cache: *cacheDir, keep: *keepWS, noHint: *noHint,
 	}
@@ -212,6 +217,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 // taskSource turns --tasks into runnable tasks.
 type taskSource struct {
 	runner                   sandbox.Runner
+	limits                   sandbox.Limits
 	image                    string
 	repos                    string
 	cmdTimeout, agentTimeout time.Duration
@@ -256,7 +262,7 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 				continue
 			}
 		}
-		opts := harbor.Options{Runner: s.runner, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
+		opts := harbor.Options{Runner: s.runner, Limits: s.limits, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
 			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint}
 		tasks = append(tasks, evalTask{name: t.Name, newEnv: func(oracle bool) agent.Environment {
 			o := opts
@@ -282,7 +288,7 @@ func (s taskSource) loadSWEBench(path string) ([]evalTask, []skippedTask, error)
 			skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
 			continue
 		}
-		opts := swebench.Options{Runner: s.runner, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
+		opts := swebench.Options{Runner: s.runner, Limits: s.limits, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
 			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint}
 		tasks = append(tasks, evalTask{name: in.InstanceID, newEnv: func(bool) agent.Environment {
 			return &sweOracleEnv{Env: swebench.New(in, opts), inst: in}
