@@ -70,7 +70,7 @@ type Panel struct {
 func DefaultPanels() []Panel {
 	return []Panel{
 		{"Reward (training rollouts)", "mean reward", []Series{{"reward", "reward"}}},
-		{"Held-out pass@1", "pass@1", []Series{{"eval_pass1_compact", "with compaction"}, {"eval_pass1_single", "single window"}}},
+		{"Held-out pass@1", "pass@1", []Series{{"eval_pass1_compact", "with compaction"}, {"eval_pass1_single", "single window"}, {"eval_reward", "mean reward (compaction)"}}},
 		{"Summary quality", "fraction of facts kept", []Series{{"summary_quality", "training rollouts"}, {"eval_summary_quality", "held-out"}}},
 		{"Summary length", "tokens", []Series{{"summary_tokens", "mean summary length"}}},
 		{"Compactions and turns", "per episode", []Series{{"compactions", "compactions"}, {"turns", "turns"}}},

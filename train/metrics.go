@@ -59,6 +59,7 @@ type Metrics struct {
 	EvalSummaryQuality *float64 `json:"eval_summary_quality,omitempty"`
 	EvalCompactions    *float64 `json:"eval_compactions,omitempty"`
 	EvalPassCompacted  *float64 `json:"eval_pass_compacted,omitempty"`
+	EvalReward         *float64 `json:"eval_reward,omitempty"`
 }
 
 func fp(v float64) *float64 {
@@ -74,6 +75,7 @@ func (m *Metrics) setEval(ev EvalResult) {
 	m.EvalSummaryQuality = fp(ev.SummaryQuality)
 	m.EvalCompactions = fp(ev.Compactions)
 	m.EvalPassCompacted = fp(ev.PassCompacted)
+	m.EvalReward = fp(ev.Reward)
 }
 
 // MarshalJSON writes the fields in declaration order, leaving out
@@ -209,7 +211,7 @@ func writeAtomic(path string, b []byte) error {
 // recordedBefore reads the evaluation of iteration 0 from metrics.jsonl
 // (for a resumed run, whose first evaluation happened before the restart).
 func (t *Trainer) recordedBefore() EvalResult {
-	ev := EvalResult{Episodes: t.Cfg.Run.EvalEpisodes, Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN()}
+	ev := EvalResult{Episodes: t.Cfg.Run.EvalEpisodes, Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
 	b, err := os.ReadFile(filepath.Join(t.Cfg.Run.Dir, "metrics.jsonl"))
 	if err != nil {
 		return ev
@@ -224,6 +226,7 @@ func (t *Trainer) recordedBefore() EvalResult {
 			Q         *float64 `json:"eval_summary_quality"`
 			K         *float64 `json:"eval_compactions"`
 			P         *float64 `json:"eval_pass_compacted"`
+			R         *float64 `json:"eval_reward"`
 		}
 		if json.Unmarshal(sc.Bytes(), &m) != nil || m.Iteration != 0 || m.C == nil {
 			continue
@@ -231,7 +234,7 @@ func (t *Trainer) recordedBefore() EvalResult {
 		for _, f := range []struct {
 			dst *float64
 			src *float64
-		}{{&ev.Pass1Compact, m.C}, {&ev.Pass1Single, m.S}, {&ev.SummaryQuality, m.Q}, {&ev.Compactions, m.K}, {&ev.PassCompacted, m.P}} {
+		}{{&ev.Pass1Compact, m.C}, {&ev.Pass1Single, m.S}, {&ev.SummaryQuality, m.Q}, {&ev.Compactions, m.K}, {&ev.PassCompacted, m.P}, {&ev.Reward, m.R}} {
 			if f.src != nil {
 				*f.dst = *f.src
 			}

@@ -58,6 +58,9 @@ type EvalResult struct {
 	Compactions    float64 `json:"compactions"`     // per episode, with compaction
 	// PassCompacted is pass@1 over the episodes that compacted at least once.
 	PassCompacted float64 `json:"pass_compacted"`
+	// Reward is the mean reward with compaction (with partial credit, the
+	// fraction of keys right).
+	Reward float64 `json:"reward"`
 }
 
 // Result is the outcome of Run.
@@ -247,7 +250,7 @@ func (t *Trainer) trainSeeds(it int) (tasks, samples []int64) {
 func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error) {
 	cfg := t.Cfg
 	n := cfg.Run.EvalEpisodes
-	ev := EvalResult{Episodes: n, SummaryQuality: math.NaN()}
+	ev := EvalResult{Episodes: n, SummaryQuality: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
 	if n == 0 {
 		return ev, nil
 	}
@@ -275,7 +278,7 @@ func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error
 		if single {
 			ev.Pass1Single = s.pass
 		} else {
-			ev.Pass1Compact, ev.SummaryQuality, ev.Compactions, ev.PassCompacted = s.pass, s.summaryQuality, s.compactions, s.passCompacted
+			ev.Pass1Compact, ev.SummaryQuality, ev.Compactions, ev.PassCompacted, ev.Reward = s.pass, s.summaryQuality, s.compactions, s.passCompacted, s.reward
 		}
 	}
 	return ev, nil
