@@ -123,16 +123,21 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 	return out.String(), nil
 }
 
-// checkout clones src into dst at commit.
+// checkout makes dst a repository holding commit and its ancestors only
+// (fetched by id from src, no refs, no tags), checked out detached: the
+// agent keeps the history up to base_commit but cannot find later commits,
+// which would leak the fix.
 func checkout(ctx context.Context, src, dst, commit string) error {
-	if _, err := git(ctx, filepath.Dir(dst), nil, "clone", "-q", "--no-hardlinks", "--no-checkout", src, dst); err != nil {
+	if _, err := git(ctx, filepath.Dir(dst), nil, "init", "-q", dst); err != nil {
+		return err
+	}
+	if _, err := git(ctx, dst, nil, "-c", "uploadpack.allowAnySHA1InWant=true", "fetch", "-q", "--no-tags", "file://"+src, commit); err != nil {
 		return err
 	}
 	if _, err := git(ctx, dst, nil, "checkout", "-q", "--detach", commit); err != nil {
 		return err
 	}
-	_, err := git(ctx, dst, nil, "remote", "remove", "origin")
-	return err
+	return os.Remove(filepath.Join(dst, ".git", "FETCH_HEAD"))
 }
 
 // Reset implements agent.Environment.

@@ -50,8 +50,9 @@ const (
 )
 
 // fixture builds repos/acme__calc (a Python package with a bug in clamp)
-// and returns the repositories directory and the instance.
-func fixture(t *testing.T) (string, Instance) {
+// and returns the repositories directory, the instance and the id of a
+// commit after base_commit (which the agent must not see).
+func fixture(t *testing.T) (string, Instance, string) {
 	t.Helper()
 	repos := t.TempDir()
 	repo := filepath.Join(repos, "acme__calc")
@@ -75,13 +76,14 @@ func fixture(t *testing.T) (string, Instance) {
 	write(t, filepath.Join(repo, "LATER"), "later\n")
 	run(t, repo, "git", "add", "-A")
 	run(t, repo, "git", "commit", "-q", "-m", "later")
+	later := strings.TrimSpace(run(t, repo, "git", "rev-parse", "HEAD"))
 	return repos, Instance{
 		InstanceID: "acme__calc-1", Repo: "acme/calc", BaseCommit: base,
 		ProblemStatement: "clamp(5, 0, 3) returns 0; it should return 3.",
 		Patch:            gold, TestPatch: testPatch,
 		FailToPass: TestList{"tests/test_ops.py::OpsTest::test_clamp"},
 		PassToPass: TestList{"tests.test_ops.OpsTest.test_add"},
-	}
+	}, later
 }
 
 func episode(t *testing.T, e *Env, replies ...string) float64 {
@@ -109,7 +111,7 @@ func episode(t *testing.T, e *Env, replies ...string) float64 {
 
 func TestResolution(t *testing.T) {
 	needBwrap(t)
-	repos, inst := fixture(t)
+	repos, inst, later := fixture(t)
 	opts := Options{ReposDir: repos}
 
 	t.Run("gold patch resolves", func(t *testing.T) {
@@ -135,7 +137,7 @@ func TestResolution(t *testing.T) {
 	t.Run("workspace edits are the patch", func(t *testing.T) {
 		e := New(inst, opts)
 		r := episode(t, e,
-			"```bash\ntest ! -e LATER && git log --oneline | wc -l && sed -i 's/min(x, lo)/min(x, hi)/' calc/ops.py && echo '# note' > NOTES.md\n```",
+			"```bash\ntest ! -e LATER && test \"$(git log --all --oneline | wc -l)\" = 1 && ! git cat-file -e "+later+" && sed -i 's/min(x, lo)/min(x, hi)/' calc/ops.py && echo '# note' > NOTES.md\n```",
 			"<submit/>")
 		if r != 1 {
 			t.Fatalf("reward %v, report %+v", r, e.Report())
