@@ -243,3 +243,21 @@ func (t *Trainer) recordedBefore() EvalResult {
 	}
 	return ev
 }
+
+// finalRecord is the last line of metrics.jsonl: the evaluation after the
+// last iteration, with no training fields (there was no rollout).
+func finalRecord(iteration int, ev EvalResult, evalSeconds float64) map[string]any {
+	m := Metrics{}
+	m.setEval(ev)
+	rec := map[string]any{"iteration": iteration, "time_eval_s": evalSeconds}
+	for k, v := range map[string]*float64{
+		"eval_pass1_compact": m.EvalPass1Compact, "eval_pass1_single": m.EvalPass1Single,
+		"eval_summary_quality": m.EvalSummaryQuality, "eval_compactions": m.EvalCompactions,
+		"eval_pass_compacted": m.EvalPassCompacted, "eval_reward": m.EvalReward,
+	} {
+		if v != nil {
+			rec[k] = *v
+		}
+	}
+	return rec
+}

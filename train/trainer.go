@@ -196,10 +196,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	if !haveBefore && cfg.Run.Iterations == 0 {
 		res.Before = ev
 	}
-	m := Metrics{Iteration: cfg.Run.Iterations}
-	m.setEval(ev)
-	m.TimeEvalS = t.now().Sub(t0).Seconds()
-	if err := mw.Write(m); err != nil {
+	if err := mw.Write(finalRecord(cfg.Run.Iterations, ev, t.now().Sub(t0).Seconds())); err != nil {
 		return res, err
 	}
 	res.Iterations = cfg.Run.Iterations
