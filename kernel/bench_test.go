@@ -141,6 +141,12 @@ func BenchmarkVector(b *testing.B) {
 					p.axpy(1e-3, x, y)
 				}
 			})
+			b.Run(fmt.Sprintf("%s/sigmoid/n=%d", p.name, n), func(b *testing.B) {
+				d := make([]float32, n)
+				for b.Loop() {
+					p.sigmoid(d, x)
+				}
+			})
 			b.Run(fmt.Sprintf("%s/expShift/n=%d", p.name, n), func(b *testing.B) {
 				d := make([]float32, n)
 				for b.Loop() {

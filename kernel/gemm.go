@@ -85,6 +85,7 @@ type impl struct {
 	// packing of B.
 	dotT     func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 	expShift func(dst, x []float32, shift float32) float32
+	sigmoid  func(dst, x []float32)
 	max      func(x []float32) float32
 	// packT16, when set, packs 16 columns of op(B) = Bᵀ: dst[p·ds + j] = b[j·ldb + p], j < 16, p < kc.
 	packT16 func(kc int, b []float32, ldb int, dst []float32, ds int)

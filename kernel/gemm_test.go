@@ -392,6 +392,36 @@ func TestExpShift(t *testing.T) {
 	}
 }
 
+func TestSigmoid(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	inf := float32(math.Inf(1))
+	for _, p := range impls {
+		for _, n := range []int{0, 1, 7, 16, 33, 300} {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 10)
+			}
+			if n >= 7 {
+				copy(x, []float32{-inf, inf, 0, -100, 100, 87.5, -87.5})
+			}
+			dst := make([]float32, n)
+			p.sigmoid(dst, x)
+			for i, v := range x {
+				want := 1 / (1 + math.Exp(-float64(v)))
+				if math.Abs(float64(dst[i])-want) > 1e-6*want+1e-38 {
+					t.Fatalf("%s: σ(%v) = %v, want %v", p.name, v, dst[i], want)
+				}
+			}
+		}
+	}
+	// In place.
+	x := []float32{0, 2}
+	Sigmoid(x, x)
+	if x[0] != 0.5 || math.Abs(float64(x[1])-0.8807970779778823) > 1e-7 {
+		t.Errorf("Sigmoid in place = %v", x)
+	}
+}
+
 func TestMax(t *testing.T) {
 	r := rand.New(rand.NewPCG(19, 20))
 	for _, p := range impls {

@@ -164,6 +164,9 @@ func packT16(kc int, b []float32, ldb int, dst []float32, ds int)
 // dst[i] = e^(x[i]−shift) for i < len(x); returns Σ dst[i].
 func expShift512(dst []float32, x []float32, shift float32) float32
 
+// dst[i] = 1/(1 + e^(−x[i])) for i < len(x).
+func sigmoid512(dst []float32, x []float32)
+
 // max_i x[i], −Inf for an empty x.
 func max512(x []float32) float32
 

@@ -34,6 +34,15 @@ func ExpShift(dst, x []float32, shift float32) float32 {
 	return active.expShift(dst, x, shift)
 }
 
+// Sigmoid sets dst[i] = σ(x[i]) = 1/(1 + e^(−x[i])) (the gate of SiLU / SwiGLU), with ExpShift's
+// exponential: relative error below 1e-6, exactly 0 and 1 far out. It panics if len(dst) != len(x).
+func Sigmoid(dst, x []float32) {
+	if len(dst) != len(x) {
+		panic(fmt.Sprintf("kernel.Sigmoid: len(dst) = %d != len(x) = %d", len(dst), len(x)))
+	}
+	active.sigmoid(dst, x)
+}
+
 // Max returns max_i x[i], or −Inf when x is empty.
 func Max(x []float32) float32 {
 	return active.max(x)

@@ -41,6 +41,7 @@ func main() {
 	}
 	packT16()
 	expShift()
+	sigmoid()
 	maxVec()
 	dot(true)
 	dot(false)
@@ -485,11 +486,70 @@ func bcast(v float32) VecVirtual {
 	return r
 }
 
-// expShift emits expShift512(dst, x, shift) float32: dst[i] = e^(x[i]−shift) for i < len(x),
-// returning Σ dst[i]. As model's scalar expf: with y = x−shift = n·ln2 + r (n = round(y·log2 e),
-// ln2 split in two for Cody–Waite), e^r by its degree-6 Taylor polynomial, scaled by 2^n with
-// VSCALEFPS (which gives +Inf past the float32 range). y < −87 (−Inf included) gives 0, y is
-// clamped to ≤ 89 first (+Inf → +Inf), NaN stays NaN.
+// expConsts are the broadcast constants of expCore.
+type expConsts struct {
+	thr, hi, lo, log2e, ln2hi, ln2lo VecVirtual
+	coef                             []VecVirtual
+}
+
+func newExpConsts() expConsts {
+	return expConsts{
+		thr: bcast(-87), hi: bcast(89), lo: bcast(-88),
+		log2e: bcast(1.44269504088896341), ln2hi: bcast(0.693359375), ln2lo: bcast(-2.12194440e-4),
+		coef: []VecVirtual{bcast(1.0 / 720), bcast(1.0 / 120), bcast(1.0 / 24), bcast(1.0 / 6), bcast(0.5), bcast(1)},
+	}
+}
+
+// expCore returns e^v lane-wise (v is clobbered), as model's scalar expf: v = n·ln2 + r
+// (n = round(v·log2 e), ln2 split in two for Cody–Waite), e^r by its degree-6 Taylor polynomial,
+// scaled by 2^n with VSCALEFPS (which gives +Inf past the float32 range). v < −87 (−Inf included)
+// gives 0, v is clamped to ≤ 89 first (+Inf → +Inf), NaN stays NaN. Uses K2.
+func expCore(c expConsts, v VecVirtual) VecVirtual {
+	// K2: v ≥ −87 or NaN (not-less-than, unordered).
+	VCMPPS(Imm(5), c.thr, v, K2)
+	VMAXPS(v, c.lo, v)
+	VMINPS(v, c.hi, v)
+	t := ZMM()
+	VMULPS(c.log2e, v, t)
+	VRNDSCALEPS(Imm(0), t, t)
+	VFNMADD231PS(t, c.ln2hi, v)
+	VFNMADD231PS(t, c.ln2lo, v)
+	p := ZMM()
+	VMOVAPS(c.coef[0], p)
+	for _, k := range c.coef[1:] {
+		VFMADD213PS(k, v, p)
+	}
+	VFMADD213PS(c.coef[len(c.coef)-1], v, p)
+	VSCALEFPS(t, p, p)
+	VMOVAPS_Z(p, K2, p)
+	return p
+}
+
+// elementwise emits the loop of a lane-wise kernel over x (dst and x of the same length), 16
+// lanes at a time and the tail under the mask K1: f maps the loaded vector to the stored one.
+func elementwise(name string, dp, xp Register, n Register, f func(v VecVirtual, masked bool) VecVirtual) {
+	Label(name + "loop")
+	CMPQ(n, U32(16))
+	JL(LabelRef(name + "tail"))
+	v := ZMM()
+	VMOVUPS(Mem{Base: xp}, v)
+	VMOVUPS(f(v, false), Mem{Base: dp})
+	ADDQ(U32(64), xp)
+	ADDQ(U32(64), dp)
+	SUBQ(U32(16), n)
+	JMP(LabelRef(name + "loop"))
+	Label(name + "tail")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "done"))
+	tailMask(n)
+	u := ZMM()
+	VMOVUPS_Z(Mem{Base: xp}, K1, u)
+	VMOVUPS(f(u, true), K1, Mem{Base: dp})
+	Label(name + "done")
+}
+
+// expShift emits expShift512(dst, x, shift) float32: dst[i] = e^(x[i]−shift) for i < len(x)
+// (expCore), returning Σ dst[i].
 func expShift() {
 	TEXT("expShift512", NOSPLIT, "func(dst, x []float32, shift float32) float32")
 	Doc("dst[i] = e^(x[i]−shift) for i < len(x); returns Σ dst[i].")
@@ -499,59 +559,42 @@ func expShift() {
 	Load(Param("x").Len(), n)
 	sh := ZMM()
 	VBROADCASTSS(paramAddr("shift"), sh)
-	thr, hi, lo := bcast(-87), bcast(89), bcast(-88)
-	log2e, ln2hi, ln2lo := bcast(1.44269504088896341), bcast(0.693359375), bcast(-2.12194440e-4)
-	coef := []VecVirtual{bcast(1.0 / 720), bcast(1.0 / 120), bcast(1.0 / 24), bcast(1.0 / 6), bcast(0.5), bcast(1)}
+	c := newExpConsts()
 	sum := ZMM()
 	zero(true, sum)
-	body := func(masked bool) {
-		v := ZMM()
-		if masked {
-			VMOVUPS_Z(Mem{Base: xp}, K1, v)
-		} else {
-			VMOVUPS(Mem{Base: xp}, v)
-		}
+	elementwise("exp", dp, xp, n, func(v VecVirtual, masked bool) VecVirtual {
 		VSUBPS(sh, v, v)
-		// K2: y ≥ −87 or NaN (not-less-than, unordered).
-		VCMPPS(Imm(5), thr, v, K2)
-		VMAXPS(v, lo, v)
-		VMINPS(v, hi, v)
-		t := ZMM()
-		VMULPS(log2e, v, t)
-		VRNDSCALEPS(Imm(0), t, t)
-		VFNMADD231PS(t, ln2hi, v)
-		VFNMADD231PS(t, ln2lo, v)
-		p := ZMM()
-		VMOVAPS(coef[0], p)
-		for _, c := range coef[1:] {
-			VFMADD213PS(c, v, p)
-		}
-		VFMADD213PS(coef[len(coef)-1], v, p)
-		VSCALEFPS(t, p, p)
-		VMOVAPS_Z(p, K2, p)
+		p := expCore(c, v)
 		if masked {
-			VMOVUPS(p, K1, Mem{Base: dp})
 			VADDPS(p, sum, K1, sum)
 		} else {
-			VMOVUPS(p, Mem{Base: dp})
 			VADDPS(p, sum, sum)
 		}
-	}
-	Label("exploop")
-	CMPQ(n, U32(16))
-	JL(LabelRef("exptail"))
-	body(false)
-	ADDQ(U32(64), xp)
-	ADDQ(U32(64), dp)
-	SUBQ(U32(16), n)
-	JMP(LabelRef("exploop"))
-	Label("exptail")
-	TESTQ(n, n)
-	JZ(LabelRef("expsum"))
-	tailMask(n)
-	body(true)
-	Label("expsum")
+		return p
+	})
 	Store(hsum(true, sum), ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// sigmoid emits sigmoid512(dst, x): dst[i] = 1/(1 + e^(−x[i])) (expCore; the division is exact).
+func sigmoid() {
+	TEXT("sigmoid512", NOSPLIT, "func(dst, x []float32)")
+	Doc("dst[i] = 1/(1 + e^(−x[i])) for i < len(x).")
+	dp := Load(Param("dst").Base(), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
+	c := newExpConsts()
+	one := c.coef[len(c.coef)-1]
+	negZero := bcast(float32(math.Copysign(0, -1)))
+	elementwise("sig", dp, xp, n, func(v VecVirtual, masked bool) VecVirtual {
+		VPXORD(negZero, v, v)
+		p := expCore(c, v)
+		VADDPS(one, p, p)
+		VDIVPS(p, one, p)
+		return p
+	})
 	VZEROUPPER()
 	RET()
 }
