@@ -21,6 +21,9 @@ type Suite struct {
 	Agent   agent.Config // Temperature and NoCompaction are set per Collect call
 	Workers int          // concurrent episodes (the engine batches their calls)
 	Seed    int64        // mixed into the expert's summaries
+	// NewEnv makes the environment of a task seed; nil means the vault
+	// suite with Env.
+	NewEnv func(seed int64) (agent.Environment, error)
 }
 
 var (
@@ -98,6 +101,13 @@ func (s *Suite) Demonstrations(ctx context.Context, seeds []int64, p float64) ([
 	return s.run(ctx, a, seeds, samples, nil)
 }
 
+func (s *Suite) newEnv(seed int64) (agent.Environment, error) {
+	if s.NewEnv != nil {
+		return s.NewEnv(seed)
+	}
+	return vault.New(s.Env, seed)
+}
+
 func (s *Suite) run(ctx context.Context, a *agent.Agent, seeds, samples []int64, progress func(done, total int)) ([]episode.Episode, error) {
 	if len(samples) != len(seeds) {
 		return nil, fmt.Errorf("collect: %d sampling seeds for %d task seeds", len(samples), len(seeds))
@@ -113,13 +123,13 @@ func (s *Suite) run(ctx context.Context, a *agent.Agent, seeds, samples []int64,
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				env, err := vault.New(s.Env, seeds[j])
+				env, err := s.newEnv(seeds[j])
 				if err != nil {
 					errs[j] = fmt.Errorf("task seed %d: %w", seeds[j], err)
 					continue
 				}
 				ep, err := a.Run(ctx, env, samples[j])
-				ep.ID = fmt.Sprintf("vault-%d-%d", seeds[j], j)
+				ep.ID = fmt.Sprintf("task-%d-%d", seeds[j], j)
 				out[j], errs[j] = ep, err
 				mu.Lock()
 				done++
