@@ -233,7 +233,7 @@ func (f collectorFunc) Collect(ctx context.Context, r Rollouts) ([]episode.Episo
 type letterEnv struct{}
 
 func (letterEnv) Reset(ctx context.Context) (string, error) {
-	return "say something with the letter e", nil
+	return "say something with the letter k", nil
 }
 func (letterEnv) Step(ctx context.Context, reply string) (agent.Step, error) {
 	r := 0.0
