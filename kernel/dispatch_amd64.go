@@ -10,9 +10,9 @@ const (
 	mr256, nr256 = 6, 16
 )
 
-var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, dotT: dotTAVX512, packT16: packT16, expShift: expShift512, sigmoid: sigmoid512, max: max512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
+var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, directBUnit: 1, dotT: dotTAVX512, packT16: packT16, expShift: expShift512, sigmoid: sigmoid512, max: max512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
 
-var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
+var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, directB: true, directBUnit: 8, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
 
 // available lists the code paths this CPU and OS support, fastest first.
 func available() []*impl {
@@ -54,8 +54,9 @@ func micro512(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c 
 	tiles512[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, uint32(1)<<rem-1)
 }
 
-// micro256 runs the AVX2 tile. B is always a zero-padded packed strip; a tile whose width is not
-// a whole number of ymm vectors is computed into a scratch tile and added to C.
+// micro256 runs the AVX2 tile on whole ymm vectors: B is a zero-padded packed strip, or op(B) in
+// place when n is a multiple of 8; a tile whose width is not a whole number of vectors is
+// computed into a scratch tile and added to C.
 func micro256(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
 	nv := (nr + 7) / 8
 	if nr%8 == 0 {

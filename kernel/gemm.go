@@ -74,9 +74,10 @@ type impl struct {
 	name   string
 	mr, nr int
 	micro  microKernel
-	// directB reports that micro reads at most nr columns of B, so op(B) may be passed unpacked
-	// with its own row stride when B is not transposed.
-	directB bool
+	// directB reports that micro may read op(B) in place with its own row stride (B not
+	// transposed) when n is a multiple of directBUnit: micro then reads no column past n.
+	directB     bool
+	directBUnit int
 	dot     func(x, y []float32) float32
 	axpy    func(alpha float32, x, y []float32)
 	scale   func(alpha float32, x []float32)
@@ -188,7 +189,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	ws := workspaces.Get().(*workspace)
 	defer workspaces.Put(ws)
 	// B is used in place when few row strips of A reuse it: packing would cost as much as it saves.
-	direct := p.directB && !g.transB && m1-m0 <= 2*mr
+	direct := p.directB && !g.transB && m1-m0 <= 2*mr && (n1-n0)%p.directBUnit == 0 && n0%p.directBUnit == 0
 	// op(A)[i, p] is g.a[aOff(i, p)] = g.a[i·ars + p·aps]: the micro-kernels read A in place.
 	ars, aps := g.lda, 1
 	if g.transA {

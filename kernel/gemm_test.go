@@ -148,6 +148,20 @@ func TestGemmEdges(t *testing.T) {
 	}
 }
 
+// TestGemmDirectB covers few rows with B read in place (n a multiple of 8 for AVX2).
+func TestGemmDirectB(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, p := range impls {
+		for _, m := range []int{1, 5, 12} {
+			for _, n := range []int{8, 16, 24, 40, 64, 72, 128, 136} {
+				for _, tA := range []bool{false, true} {
+					gemmCase{transA: tA, m: m, n: n, k: 33, alpha: 1.5, beta: 0.5, padB: 3, padC: 1}.check(t, r, p, 1+n%2)
+				}
+			}
+		}
+	}
+}
+
 // TestGemmBlocked crosses the cache-block boundaries in every dimension, with several threads.
 func TestGemmBlocked(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))

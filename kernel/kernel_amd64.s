@@ -3,22 +3,27 @@
 #include "textflag.h"
 
 // func gemm512m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m1n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   b_base+48(FP), BX
-	MOVQ   bs+72(FP), SI
-	SHLQ   $0x02, SI
-	MOVL   mask+116(FP), DI
-	KMOVW  DI, K1
-	VPXORD Z0, Z0, Z0
-	TESTQ  AX, AX
-	JZ     done_512_1_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       b_base+48(FP), BX
+	MOVQ       bs+72(FP), SI
+	SHLQ       $0x02, SI
+	MOVL       mask+116(FP), DI
+	KMOVW      DI, K1
+	VPXORD     Z0, Z0, Z0
+	MOVQ       c_base+80(FP), DI
+	MOVQ       ldc+104(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       DI, R8
+	PREFETCHT0 (R8)
+	TESTQ      AX, AX
+	JZ         done_512_1_1
 
 loop_512_1_1:
 	VMOVUPS.Z    (BX), K1, Z1
@@ -30,34 +35,37 @@ loop_512_1_1:
 	JNZ          loop_512_1_1
 
 done_512_1_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z2
-	VMOVUPS.Z    (AX), K1, Z1
+	VMOVUPS.Z    (DI), K1, Z1
 	VFMADD231PS  Z0, Z2, Z1
-	VMOVUPS      Z1, K1, (AX)
+	VMOVUPS      Z1, K1, (DI)
 	VZEROUPPER
 	RET
 
 // func gemm512m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m1n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   b_base+48(FP), BX
-	MOVQ   bs+72(FP), SI
-	SHLQ   $0x02, SI
-	MOVL   mask+116(FP), DI
-	KMOVW  DI, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	TESTQ  AX, AX
-	JZ     done_512_1_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       b_base+48(FP), BX
+	MOVQ       bs+72(FP), SI
+	SHLQ       $0x02, SI
+	MOVL       mask+116(FP), DI
+	KMOVW      DI, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	MOVQ       c_base+80(FP), DI
+	MOVQ       ldc+104(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       DI, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	TESTQ      AX, AX
+	JZ         done_512_1_2
 
 loop_512_1_2:
 	VMOVUPS      (BX), Z2
@@ -71,38 +79,42 @@ loop_512_1_2:
 	JNZ          loop_512_1_2
 
 done_512_1_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z4
-	VMOVUPS      (AX), Z2
+	VMOVUPS      (DI), Z2
 	VFMADD231PS  Z0, Z4, Z2
-	VMOVUPS      Z2, (AX)
-	VMOVUPS.Z    64(AX), K1, Z2
+	VMOVUPS      Z2, (DI)
+	VMOVUPS.Z    64(DI), K1, Z2
 	VFMADD231PS  Z1, Z4, Z2
-	VMOVUPS      Z2, K1, 64(AX)
+	VMOVUPS      Z2, K1, 64(DI)
 	VZEROUPPER
 	RET
 
 // func gemm512m1n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m1n3(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   b_base+48(FP), BX
-	MOVQ   bs+72(FP), SI
-	SHLQ   $0x02, SI
-	MOVL   mask+116(FP), DI
-	KMOVW  DI, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	TESTQ  AX, AX
-	JZ     done_512_1_3
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       b_base+48(FP), BX
+	MOVQ       bs+72(FP), SI
+	SHLQ       $0x02, SI
+	MOVL       mask+116(FP), DI
+	KMOVW      DI, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	MOVQ       c_base+80(FP), DI
+	MOVQ       ldc+104(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       DI, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 128(R8)
+	TESTQ      AX, AX
+	JZ         done_512_1_3
 
 loop_512_1_3:
 	VMOVUPS      (BX), Z3
@@ -118,42 +130,47 @@ loop_512_1_3:
 	JNZ          loop_512_1_3
 
 done_512_1_3:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z6
-	VMOVUPS      (AX), Z3
+	VMOVUPS      (DI), Z3
 	VFMADD231PS  Z0, Z6, Z3
-	VMOVUPS      Z3, (AX)
-	VMOVUPS      64(AX), Z3
+	VMOVUPS      Z3, (DI)
+	VMOVUPS      64(DI), Z3
 	VFMADD231PS  Z1, Z6, Z3
-	VMOVUPS      Z3, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z3
+	VMOVUPS      Z3, 64(DI)
+	VMOVUPS.Z    128(DI), K1, Z3
 	VFMADD231PS  Z2, Z6, Z3
-	VMOVUPS      Z3, K1, 128(AX)
+	VMOVUPS      Z3, K1, 128(DI)
 	VZEROUPPER
 	RET
 
 // func gemm512m1n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m1n4(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   b_base+48(FP), BX
-	MOVQ   bs+72(FP), SI
-	SHLQ   $0x02, SI
-	MOVL   mask+116(FP), DI
-	KMOVW  DI, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	TESTQ  AX, AX
-	JZ     done_512_1_4
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       b_base+48(FP), BX
+	MOVQ       bs+72(FP), SI
+	SHLQ       $0x02, SI
+	MOVL       mask+116(FP), DI
+	KMOVW      DI, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       c_base+80(FP), DI
+	MOVQ       ldc+104(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       DI, R8
+	PREFETCHT0 (R8)
+	PREFETCHT0 64(R8)
+	PREFETCHT0 128(R8)
+	PREFETCHT0 192(R8)
+	TESTQ      AX, AX
+	JZ         done_512_1_4
 
 loop_512_1_4:
 	VMOVUPS      (BX), Z4
@@ -171,43 +188,47 @@ loop_512_1_4:
 	JNZ          loop_512_1_4
 
 done_512_1_4:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z8
-	VMOVUPS      (AX), Z4
+	VMOVUPS      (DI), Z4
 	VFMADD231PS  Z0, Z8, Z4
-	VMOVUPS      Z4, (AX)
-	VMOVUPS      64(AX), Z4
+	VMOVUPS      Z4, (DI)
+	VMOVUPS      64(DI), Z4
 	VFMADD231PS  Z1, Z8, Z4
-	VMOVUPS      Z4, 64(AX)
-	VMOVUPS      128(AX), Z4
+	VMOVUPS      Z4, 64(DI)
+	VMOVUPS      128(DI), Z4
 	VFMADD231PS  Z2, Z8, Z4
-	VMOVUPS      Z4, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z4
+	VMOVUPS      Z4, 128(DI)
+	VMOVUPS.Z    192(DI), K1, Z4
 	VFMADD231PS  Z3, Z8, Z4
-	VMOVUPS      Z4, K1, 192(AX)
+	VMOVUPS      Z4, K1, 192(DI)
 	VZEROUPPER
 	RET
 
 // func gemm512m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m2n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	TESTQ  AX, AX
-	JZ     done_512_2_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	TESTQ      AX, AX
+	JZ         done_512_2_1
 
 loop_512_2_1:
 	VMOVUPS.Z    (SI), K1, Z2
@@ -221,40 +242,46 @@ loop_512_2_1:
 	JNZ          loop_512_2_1
 
 done_512_2_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z3
-	VMOVUPS.Z    (AX), K1, Z2
+	VMOVUPS.Z    (R8), K1, Z2
 	VFMADD231PS  Z0, Z3, Z2
-	VMOVUPS      Z2, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z2
+	VMOVUPS      Z2, K1, (R8)
+	ADDQ         R9, R8
+	VMOVUPS.Z    (R8), K1, Z2
 	VFMADD231PS  Z1, Z3, Z2
-	VMOVUPS      Z2, K1, (AX)
+	VMOVUPS      Z2, K1, (R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m2n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	TESTQ  AX, AX
-	JZ     done_512_2_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	TESTQ      AX, AX
+	JZ         done_512_2_2
 
 loop_512_2_2:
 	VMOVUPS      (SI), Z4
@@ -271,48 +298,56 @@ loop_512_2_2:
 	JNZ          loop_512_2_2
 
 done_512_2_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z6
-	VMOVUPS      (AX), Z4
+	VMOVUPS      (R8), Z4
 	VFMADD231PS  Z0, Z6, Z4
-	VMOVUPS      Z4, (AX)
-	VMOVUPS.Z    64(AX), K1, Z4
+	VMOVUPS      Z4, (R8)
+	VMOVUPS.Z    64(R8), K1, Z4
 	VFMADD231PS  Z1, Z6, Z4
-	VMOVUPS      Z4, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z4
+	VMOVUPS      Z4, K1, 64(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z4
 	VFMADD231PS  Z2, Z6, Z4
-	VMOVUPS      Z4, (AX)
-	VMOVUPS.Z    64(AX), K1, Z4
+	VMOVUPS      Z4, (R8)
+	VMOVUPS.Z    64(R8), K1, Z4
 	VFMADD231PS  Z3, Z6, Z4
-	VMOVUPS      Z4, K1, 64(AX)
+	VMOVUPS      Z4, K1, 64(R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m2n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m2n3(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	TESTQ  AX, AX
-	JZ     done_512_2_3
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	TESTQ      AX, AX
+	JZ         done_512_2_3
 
 loop_512_2_3:
 	VMOVUPS      (SI), Z6
@@ -332,56 +367,66 @@ loop_512_2_3:
 	JNZ          loop_512_2_3
 
 done_512_2_3:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z9
-	VMOVUPS      (AX), Z6
+	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z0, Z9, Z6
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      64(AX), Z6
+	VMOVUPS      Z6, (R8)
+	VMOVUPS      64(R8), Z6
 	VFMADD231PS  Z1, Z9, Z6
-	VMOVUPS      Z6, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z6
+	VMOVUPS      Z6, 64(R8)
+	VMOVUPS.Z    128(R8), K1, Z6
 	VFMADD231PS  Z2, Z9, Z6
-	VMOVUPS      Z6, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z6
+	VMOVUPS      Z6, K1, 128(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z3, Z9, Z6
-	VMOVUPS      Z6, (AX)
-	VMOVUPS      64(AX), Z6
+	VMOVUPS      Z6, (R8)
+	VMOVUPS      64(R8), Z6
 	VFMADD231PS  Z4, Z9, Z6
-	VMOVUPS      Z6, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z6
+	VMOVUPS      Z6, 64(R8)
+	VMOVUPS.Z    128(R8), K1, Z6
 	VFMADD231PS  Z5, Z9, Z6
-	VMOVUPS      Z6, K1, 128(AX)
+	VMOVUPS      Z6, K1, 128(R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m2n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m2n4(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	TESTQ  AX, AX
-	JZ     done_512_2_4
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	TESTQ      AX, AX
+	JZ         done_512_2_4
 
 loop_512_2_4:
 	VMOVUPS      (SI), Z8
@@ -404,57 +449,63 @@ loop_512_2_4:
 	JNZ          loop_512_2_4
 
 done_512_2_4:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z12
-	VMOVUPS      (AX), Z8
+	VMOVUPS      (R8), Z8
 	VFMADD231PS  Z0, Z12, Z8
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      64(AX), Z8
+	VMOVUPS      Z8, (R8)
+	VMOVUPS      64(R8), Z8
 	VFMADD231PS  Z1, Z12, Z8
-	VMOVUPS      Z8, 64(AX)
-	VMOVUPS      128(AX), Z8
+	VMOVUPS      Z8, 64(R8)
+	VMOVUPS      128(R8), Z8
 	VFMADD231PS  Z2, Z12, Z8
-	VMOVUPS      Z8, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z8
+	VMOVUPS      Z8, 128(R8)
+	VMOVUPS.Z    192(R8), K1, Z8
 	VFMADD231PS  Z3, Z12, Z8
-	VMOVUPS      Z8, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z8
+	VMOVUPS      Z8, K1, 192(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z8
 	VFMADD231PS  Z4, Z12, Z8
-	VMOVUPS      Z8, (AX)
-	VMOVUPS      64(AX), Z8
+	VMOVUPS      Z8, (R8)
+	VMOVUPS      64(R8), Z8
 	VFMADD231PS  Z5, Z12, Z8
-	VMOVUPS      Z8, 64(AX)
-	VMOVUPS      128(AX), Z8
+	VMOVUPS      Z8, 64(R8)
+	VMOVUPS      128(R8), Z8
 	VFMADD231PS  Z6, Z12, Z8
-	VMOVUPS      Z8, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z8
+	VMOVUPS      Z8, 128(R8)
+	VMOVUPS.Z    192(R8), K1, Z8
 	VFMADD231PS  Z7, Z12, Z8
-	VMOVUPS      Z8, K1, 192(AX)
+	VMOVUPS      Z8, K1, 192(R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m3n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	TESTQ  AX, AX
-	JZ     done_512_3_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	TESTQ      AX, AX
+	JZ         done_512_3_1
 
 loop_512_3_1:
 	VMOVUPS.Z    (SI), K1, Z3
@@ -470,46 +521,55 @@ loop_512_3_1:
 	JNZ          loop_512_3_1
 
 done_512_3_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z4
-	VMOVUPS.Z    (AX), K1, Z3
+	VMOVUPS.Z    (R8), K1, Z3
 	VFMADD231PS  Z0, Z4, Z3
-	VMOVUPS      Z3, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z3
+	VMOVUPS      Z3, K1, (R8)
+	ADDQ         R9, R8
+	VMOVUPS.Z    (R8), K1, Z3
 	VFMADD231PS  Z1, Z4, Z3
-	VMOVUPS      Z3, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z3
+	VMOVUPS      Z3, K1, (R8)
+	ADDQ         R9, R8
+	VMOVUPS.Z    (R8), K1, Z3
 	VFMADD231PS  Z2, Z4, Z3
-	VMOVUPS      Z3, K1, (AX)
+	VMOVUPS      Z3, K1, (R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m3n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	TESTQ  AX, AX
-	JZ     done_512_3_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	TESTQ      AX, AX
+	JZ         done_512_3_2
 
 loop_512_3_2:
 	VMOVUPS      (SI), Z6
@@ -529,58 +589,70 @@ loop_512_3_2:
 	JNZ          loop_512_3_2
 
 done_512_3_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z8
-	VMOVUPS      (AX), Z6
+	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z0, Z8, Z6
-	VMOVUPS      Z6, (AX)
-	VMOVUPS.Z    64(AX), K1, Z6
+	VMOVUPS      Z6, (R8)
+	VMOVUPS.Z    64(R8), K1, Z6
 	VFMADD231PS  Z1, Z8, Z6
-	VMOVUPS      Z6, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z6
+	VMOVUPS      Z6, K1, 64(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z2, Z8, Z6
-	VMOVUPS      Z6, (AX)
-	VMOVUPS.Z    64(AX), K1, Z6
+	VMOVUPS      Z6, (R8)
+	VMOVUPS.Z    64(R8), K1, Z6
 	VFMADD231PS  Z3, Z8, Z6
-	VMOVUPS      Z6, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z6
+	VMOVUPS      Z6, K1, 64(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z4, Z8, Z6
-	VMOVUPS      Z6, (AX)
-	VMOVUPS.Z    64(AX), K1, Z6
+	VMOVUPS      Z6, (R8)
+	VMOVUPS.Z    64(R8), K1, Z6
 	VFMADD231PS  Z5, Z8, Z6
-	VMOVUPS      Z6, K1, 64(AX)
+	VMOVUPS      Z6, K1, 64(R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m3n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m3n3(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	TESTQ  AX, AX
-	JZ     done_512_3_3
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	TESTQ      AX, AX
+	JZ         done_512_3_3
 
 loop_512_3_3:
 	VMOVUPS      (SI), Z9
@@ -604,70 +676,85 @@ loop_512_3_3:
 	JNZ          loop_512_3_3
 
 done_512_3_3:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z12
-	VMOVUPS      (AX), Z9
+	VMOVUPS      (R8), Z9
 	VFMADD231PS  Z0, Z12, Z9
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      64(AX), Z9
+	VMOVUPS      Z9, (R8)
+	VMOVUPS      64(R8), Z9
 	VFMADD231PS  Z1, Z12, Z9
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z9
+	VMOVUPS      Z9, 64(R8)
+	VMOVUPS.Z    128(R8), K1, Z9
 	VFMADD231PS  Z2, Z12, Z9
-	VMOVUPS      Z9, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z9
+	VMOVUPS      Z9, K1, 128(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z9
 	VFMADD231PS  Z3, Z12, Z9
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      64(AX), Z9
+	VMOVUPS      Z9, (R8)
+	VMOVUPS      64(R8), Z9
 	VFMADD231PS  Z4, Z12, Z9
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z9
+	VMOVUPS      Z9, 64(R8)
+	VMOVUPS.Z    128(R8), K1, Z9
 	VFMADD231PS  Z5, Z12, Z9
-	VMOVUPS      Z9, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z9
+	VMOVUPS      Z9, K1, 128(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z9
 	VFMADD231PS  Z6, Z12, Z9
-	VMOVUPS      Z9, (AX)
-	VMOVUPS      64(AX), Z9
+	VMOVUPS      Z9, (R8)
+	VMOVUPS      64(R8), Z9
 	VFMADD231PS  Z7, Z12, Z9
-	VMOVUPS      Z9, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z9
+	VMOVUPS      Z9, 64(R8)
+	VMOVUPS.Z    128(R8), K1, Z9
 	VFMADD231PS  Z8, Z12, Z9
-	VMOVUPS      Z9, K1, 128(AX)
+	VMOVUPS      Z9, K1, 128(R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m3n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m3n4(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	MOVL   mask+116(FP), R8
-	KMOVW  R8, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	TESTQ  AX, AX
-	JZ     done_512_3_4
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	MOVL       mask+116(FP), R8
+	KMOVW      R8, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	PREFETCHT0 64(R10)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 192(R10)
+	TESTQ      AX, AX
+	JZ         done_512_3_4
 
 loop_512_3_4:
 	VMOVUPS      (SI), Z12
@@ -695,73 +782,81 @@ loop_512_3_4:
 	JNZ          loop_512_3_4
 
 done_512_3_4:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z16
-	VMOVUPS      (AX), Z12
+	VMOVUPS      (R8), Z12
 	VFMADD231PS  Z0, Z16, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R8)
+	VMOVUPS      64(R8), Z12
 	VFMADD231PS  Z1, Z16, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS      128(AX), Z12
+	VMOVUPS      Z12, 64(R8)
+	VMOVUPS      128(R8), Z12
 	VFMADD231PS  Z2, Z16, Z12
-	VMOVUPS      Z12, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z12
+	VMOVUPS      Z12, 128(R8)
+	VMOVUPS.Z    192(R8), K1, Z12
 	VFMADD231PS  Z3, Z16, Z12
-	VMOVUPS      Z12, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 192(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z12
 	VFMADD231PS  Z4, Z16, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R8)
+	VMOVUPS      64(R8), Z12
 	VFMADD231PS  Z5, Z16, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS      128(AX), Z12
+	VMOVUPS      Z12, 64(R8)
+	VMOVUPS      128(R8), Z12
 	VFMADD231PS  Z6, Z16, Z12
-	VMOVUPS      Z12, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z12
+	VMOVUPS      Z12, 128(R8)
+	VMOVUPS.Z    192(R8), K1, Z12
 	VFMADD231PS  Z7, Z16, Z12
-	VMOVUPS      Z12, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 192(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Z12
 	VFMADD231PS  Z8, Z16, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R8)
+	VMOVUPS      64(R8), Z12
 	VFMADD231PS  Z9, Z16, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS      128(AX), Z12
+	VMOVUPS      Z12, 64(R8)
+	VMOVUPS      128(R8), Z12
 	VFMADD231PS  Z10, Z16, Z12
-	VMOVUPS      Z12, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z12
+	VMOVUPS      Z12, 128(R8)
+	VMOVUPS.Z    192(R8), K1, Z12
 	VFMADD231PS  Z11, Z16, Z12
-	VMOVUPS      Z12, K1, 192(AX)
+	VMOVUPS      Z12, K1, 192(R8)
 	VZEROUPPER
 	RET
 
 // func gemm512m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m4n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	TESTQ  AX, AX
-	JZ     done_512_4_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_512_4_1
 
 loop_512_4_1:
 	VMOVUPS.Z    (DI), K1, Z4
@@ -780,54 +875,66 @@ loop_512_4_1:
 	JNZ          loop_512_4_1
 
 done_512_4_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z5
-	VMOVUPS.Z    (AX), K1, Z4
+	VMOVUPS.Z    (R9), K1, Z4
 	VFMADD231PS  Z0, Z5, Z4
-	VMOVUPS      Z4, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z4
+	VMOVUPS      Z4, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z4
 	VFMADD231PS  Z1, Z5, Z4
-	VMOVUPS      Z4, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z4
+	VMOVUPS      Z4, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z4
 	VFMADD231PS  Z2, Z5, Z4
-	VMOVUPS      Z4, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z4
+	VMOVUPS      Z4, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z4
 	VFMADD231PS  Z3, Z5, Z4
-	VMOVUPS      Z4, K1, (AX)
+	VMOVUPS      Z4, K1, (R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m4n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	TESTQ  AX, AX
-	JZ     done_512_4_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	TESTQ      AX, AX
+	JZ         done_512_4_2
 
 loop_512_4_2:
 	VMOVUPS      (DI), Z8
@@ -851,70 +958,86 @@ loop_512_4_2:
 	JNZ          loop_512_4_2
 
 done_512_4_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z10
-	VMOVUPS      (AX), Z8
+	VMOVUPS      (R9), Z8
 	VFMADD231PS  Z0, Z10, Z8
-	VMOVUPS      Z8, (AX)
-	VMOVUPS.Z    64(AX), K1, Z8
+	VMOVUPS      Z8, (R9)
+	VMOVUPS.Z    64(R9), K1, Z8
 	VFMADD231PS  Z1, Z10, Z8
-	VMOVUPS      Z8, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z8
+	VMOVUPS      Z8, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z8
 	VFMADD231PS  Z2, Z10, Z8
-	VMOVUPS      Z8, (AX)
-	VMOVUPS.Z    64(AX), K1, Z8
+	VMOVUPS      Z8, (R9)
+	VMOVUPS.Z    64(R9), K1, Z8
 	VFMADD231PS  Z3, Z10, Z8
-	VMOVUPS      Z8, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z8
+	VMOVUPS      Z8, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z8
 	VFMADD231PS  Z4, Z10, Z8
-	VMOVUPS      Z8, (AX)
-	VMOVUPS.Z    64(AX), K1, Z8
+	VMOVUPS      Z8, (R9)
+	VMOVUPS.Z    64(R9), K1, Z8
 	VFMADD231PS  Z5, Z10, Z8
-	VMOVUPS      Z8, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z8
+	VMOVUPS      Z8, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z8
 	VFMADD231PS  Z6, Z10, Z8
-	VMOVUPS      Z8, (AX)
-	VMOVUPS.Z    64(AX), K1, Z8
+	VMOVUPS      Z8, (R9)
+	VMOVUPS.Z    64(R9), K1, Z8
 	VFMADD231PS  Z7, Z10, Z8
-	VMOVUPS      Z8, K1, 64(AX)
+	VMOVUPS      Z8, K1, 64(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m4n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m4n3(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	TESTQ  AX, AX
-	JZ     done_512_4_3
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	TESTQ      AX, AX
+	JZ         done_512_4_3
 
 loop_512_4_3:
 	VMOVUPS      (DI), Z12
@@ -943,86 +1066,106 @@ loop_512_4_3:
 	JNZ          loop_512_4_3
 
 done_512_4_3:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z15
-	VMOVUPS      (AX), Z12
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z0, Z15, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS      64(R9), Z12
 	VFMADD231PS  Z1, Z15, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z12
+	VMOVUPS      Z12, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z12
 	VFMADD231PS  Z2, Z15, Z12
-	VMOVUPS      Z12, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z3, Z15, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS      64(R9), Z12
 	VFMADD231PS  Z4, Z15, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z12
+	VMOVUPS      Z12, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z12
 	VFMADD231PS  Z5, Z15, Z12
-	VMOVUPS      Z12, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z6, Z15, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS      64(R9), Z12
 	VFMADD231PS  Z7, Z15, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z12
+	VMOVUPS      Z12, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z12
 	VFMADD231PS  Z8, Z15, Z12
-	VMOVUPS      Z12, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z9, Z15, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS      64(AX), Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS      64(R9), Z12
 	VFMADD231PS  Z10, Z15, Z12
-	VMOVUPS      Z12, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z12
+	VMOVUPS      Z12, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z12
 	VFMADD231PS  Z11, Z15, Z12
-	VMOVUPS      Z12, K1, 128(AX)
+	VMOVUPS      Z12, K1, 128(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m4n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m4n4(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	TESTQ  AX, AX
-	JZ     done_512_4_4
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	TESTQ      AX, AX
+	JZ         done_512_4_4
 
 loop_512_4_4:
 	VMOVUPS      (DI), Z16
@@ -1056,87 +1199,97 @@ loop_512_4_4:
 	JNZ          loop_512_4_4
 
 done_512_4_4:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z20
-	VMOVUPS      (AX), Z16
+	VMOVUPS      (R9), Z16
 	VFMADD231PS  Z0, Z20, Z16
-	VMOVUPS      Z16, (AX)
-	VMOVUPS      64(AX), Z16
+	VMOVUPS      Z16, (R9)
+	VMOVUPS      64(R9), Z16
 	VFMADD231PS  Z1, Z20, Z16
-	VMOVUPS      Z16, 64(AX)
-	VMOVUPS      128(AX), Z16
+	VMOVUPS      Z16, 64(R9)
+	VMOVUPS      128(R9), Z16
 	VFMADD231PS  Z2, Z20, Z16
-	VMOVUPS      Z16, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z16
+	VMOVUPS      Z16, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z16
 	VFMADD231PS  Z3, Z20, Z16
-	VMOVUPS      Z16, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z16
+	VMOVUPS      Z16, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z16
 	VFMADD231PS  Z4, Z20, Z16
-	VMOVUPS      Z16, (AX)
-	VMOVUPS      64(AX), Z16
+	VMOVUPS      Z16, (R9)
+	VMOVUPS      64(R9), Z16
 	VFMADD231PS  Z5, Z20, Z16
-	VMOVUPS      Z16, 64(AX)
-	VMOVUPS      128(AX), Z16
+	VMOVUPS      Z16, 64(R9)
+	VMOVUPS      128(R9), Z16
 	VFMADD231PS  Z6, Z20, Z16
-	VMOVUPS      Z16, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z16
+	VMOVUPS      Z16, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z16
 	VFMADD231PS  Z7, Z20, Z16
-	VMOVUPS      Z16, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z16
+	VMOVUPS      Z16, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z16
 	VFMADD231PS  Z8, Z20, Z16
-	VMOVUPS      Z16, (AX)
-	VMOVUPS      64(AX), Z16
+	VMOVUPS      Z16, (R9)
+	VMOVUPS      64(R9), Z16
 	VFMADD231PS  Z9, Z20, Z16
-	VMOVUPS      Z16, 64(AX)
-	VMOVUPS      128(AX), Z16
+	VMOVUPS      Z16, 64(R9)
+	VMOVUPS      128(R9), Z16
 	VFMADD231PS  Z10, Z20, Z16
-	VMOVUPS      Z16, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z16
+	VMOVUPS      Z16, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z16
 	VFMADD231PS  Z11, Z20, Z16
-	VMOVUPS      Z16, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z16
+	VMOVUPS      Z16, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z16
 	VFMADD231PS  Z12, Z20, Z16
-	VMOVUPS      Z16, (AX)
-	VMOVUPS      64(AX), Z16
+	VMOVUPS      Z16, (R9)
+	VMOVUPS      64(R9), Z16
 	VFMADD231PS  Z13, Z20, Z16
-	VMOVUPS      Z16, 64(AX)
-	VMOVUPS      128(AX), Z16
+	VMOVUPS      Z16, 64(R9)
+	VMOVUPS      128(R9), Z16
 	VFMADD231PS  Z14, Z20, Z16
-	VMOVUPS      Z16, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z16
+	VMOVUPS      Z16, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z16
 	VFMADD231PS  Z15, Z20, Z16
-	VMOVUPS      Z16, K1, 192(AX)
+	VMOVUPS      Z16, K1, 192(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m5n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	TESTQ  AX, AX
-	JZ     done_512_5_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_512_5_1
 
 loop_512_5_1:
 	VMOVUPS.Z    (DI), K1, Z5
@@ -1157,60 +1310,75 @@ loop_512_5_1:
 	JNZ          loop_512_5_1
 
 done_512_5_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z6
-	VMOVUPS.Z    (AX), K1, Z5
+	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z0, Z6, Z5
-	VMOVUPS      Z5, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z5
+	VMOVUPS      Z5, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z1, Z6, Z5
-	VMOVUPS      Z5, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z5
+	VMOVUPS      Z5, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z2, Z6, Z5
-	VMOVUPS      Z5, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z5
+	VMOVUPS      Z5, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z3, Z6, Z5
-	VMOVUPS      Z5, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z5
+	VMOVUPS      Z5, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z4, Z6, Z5
-	VMOVUPS      Z5, K1, (AX)
+	VMOVUPS      Z5, K1, (R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m5n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	TESTQ  AX, AX
-	JZ     done_512_5_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	TESTQ      AX, AX
+	JZ         done_512_5_2
 
 loop_512_5_2:
 	VMOVUPS      (DI), Z10
@@ -1237,80 +1405,100 @@ loop_512_5_2:
 	JNZ          loop_512_5_2
 
 done_512_5_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z12
-	VMOVUPS      (AX), Z10
+	VMOVUPS      (R9), Z10
 	VFMADD231PS  Z0, Z12, Z10
-	VMOVUPS      Z10, (AX)
-	VMOVUPS.Z    64(AX), K1, Z10
+	VMOVUPS      Z10, (R9)
+	VMOVUPS.Z    64(R9), K1, Z10
 	VFMADD231PS  Z1, Z12, Z10
-	VMOVUPS      Z10, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z10
+	VMOVUPS      Z10, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z10
 	VFMADD231PS  Z2, Z12, Z10
-	VMOVUPS      Z10, (AX)
-	VMOVUPS.Z    64(AX), K1, Z10
+	VMOVUPS      Z10, (R9)
+	VMOVUPS.Z    64(R9), K1, Z10
 	VFMADD231PS  Z3, Z12, Z10
-	VMOVUPS      Z10, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z10
+	VMOVUPS      Z10, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z10
 	VFMADD231PS  Z4, Z12, Z10
-	VMOVUPS      Z10, (AX)
-	VMOVUPS.Z    64(AX), K1, Z10
+	VMOVUPS      Z10, (R9)
+	VMOVUPS.Z    64(R9), K1, Z10
 	VFMADD231PS  Z5, Z12, Z10
-	VMOVUPS      Z10, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z10
+	VMOVUPS      Z10, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z10
 	VFMADD231PS  Z6, Z12, Z10
-	VMOVUPS      Z10, (AX)
-	VMOVUPS.Z    64(AX), K1, Z10
+	VMOVUPS      Z10, (R9)
+	VMOVUPS.Z    64(R9), K1, Z10
 	VFMADD231PS  Z7, Z12, Z10
-	VMOVUPS      Z10, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z10
+	VMOVUPS      Z10, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z10
 	VFMADD231PS  Z8, Z12, Z10
-	VMOVUPS      Z10, (AX)
-	VMOVUPS.Z    64(AX), K1, Z10
+	VMOVUPS      Z10, (R9)
+	VMOVUPS.Z    64(R9), K1, Z10
 	VFMADD231PS  Z9, Z12, Z10
-	VMOVUPS      Z10, K1, 64(AX)
+	VMOVUPS      Z10, K1, 64(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m5n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m5n3(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	TESTQ  AX, AX
-	JZ     done_512_5_3
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	TESTQ      AX, AX
+	JZ         done_512_5_3
 
 loop_512_5_3:
 	VMOVUPS      (DI), Z15
@@ -1343,100 +1531,125 @@ loop_512_5_3:
 	JNZ          loop_512_5_3
 
 done_512_5_3:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z18
-	VMOVUPS      (AX), Z15
+	VMOVUPS      (R9), Z15
 	VFMADD231PS  Z0, Z18, Z15
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      64(AX), Z15
+	VMOVUPS      Z15, (R9)
+	VMOVUPS      64(R9), Z15
 	VFMADD231PS  Z1, Z18, Z15
-	VMOVUPS      Z15, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z15
+	VMOVUPS      Z15, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z15
 	VFMADD231PS  Z2, Z18, Z15
-	VMOVUPS      Z15, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z15
+	VMOVUPS      Z15, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z15
 	VFMADD231PS  Z3, Z18, Z15
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      64(AX), Z15
+	VMOVUPS      Z15, (R9)
+	VMOVUPS      64(R9), Z15
 	VFMADD231PS  Z4, Z18, Z15
-	VMOVUPS      Z15, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z15
+	VMOVUPS      Z15, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z15
 	VFMADD231PS  Z5, Z18, Z15
-	VMOVUPS      Z15, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z15
+	VMOVUPS      Z15, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z15
 	VFMADD231PS  Z6, Z18, Z15
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      64(AX), Z15
+	VMOVUPS      Z15, (R9)
+	VMOVUPS      64(R9), Z15
 	VFMADD231PS  Z7, Z18, Z15
-	VMOVUPS      Z15, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z15
+	VMOVUPS      Z15, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z15
 	VFMADD231PS  Z8, Z18, Z15
-	VMOVUPS      Z15, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z15
+	VMOVUPS      Z15, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z15
 	VFMADD231PS  Z9, Z18, Z15
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      64(AX), Z15
+	VMOVUPS      Z15, (R9)
+	VMOVUPS      64(R9), Z15
 	VFMADD231PS  Z10, Z18, Z15
-	VMOVUPS      Z15, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z15
+	VMOVUPS      Z15, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z15
 	VFMADD231PS  Z11, Z18, Z15
-	VMOVUPS      Z15, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z15
+	VMOVUPS      Z15, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z15
 	VFMADD231PS  Z12, Z18, Z15
-	VMOVUPS      Z15, (AX)
-	VMOVUPS      64(AX), Z15
+	VMOVUPS      Z15, (R9)
+	VMOVUPS      64(R9), Z15
 	VFMADD231PS  Z13, Z18, Z15
-	VMOVUPS      Z15, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z15
+	VMOVUPS      Z15, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z15
 	VFMADD231PS  Z14, Z18, Z15
-	VMOVUPS      Z15, K1, 128(AX)
+	VMOVUPS      Z15, K1, 128(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m5n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m5n4(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	TESTQ  AX, AX
-	JZ     done_512_5_4
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	VPXORD     Z16, Z16, Z16
+	VPXORD     Z17, Z17, Z17
+	VPXORD     Z18, Z18, Z18
+	VPXORD     Z19, Z19, Z19
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	TESTQ      AX, AX
+	JZ         done_512_5_4
 
 loop_512_5_4:
 	VMOVUPS      (DI), Z20
@@ -1475,101 +1688,113 @@ loop_512_5_4:
 	JNZ          loop_512_5_4
 
 done_512_5_4:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z24
-	VMOVUPS      (AX), Z20
+	VMOVUPS      (R9), Z20
 	VFMADD231PS  Z0, Z24, Z20
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      64(AX), Z20
+	VMOVUPS      Z20, (R9)
+	VMOVUPS      64(R9), Z20
 	VFMADD231PS  Z1, Z24, Z20
-	VMOVUPS      Z20, 64(AX)
-	VMOVUPS      128(AX), Z20
+	VMOVUPS      Z20, 64(R9)
+	VMOVUPS      128(R9), Z20
 	VFMADD231PS  Z2, Z24, Z20
-	VMOVUPS      Z20, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z20
+	VMOVUPS      Z20, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z20
 	VFMADD231PS  Z3, Z24, Z20
-	VMOVUPS      Z20, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z20
+	VMOVUPS      Z20, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z20
 	VFMADD231PS  Z4, Z24, Z20
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      64(AX), Z20
+	VMOVUPS      Z20, (R9)
+	VMOVUPS      64(R9), Z20
 	VFMADD231PS  Z5, Z24, Z20
-	VMOVUPS      Z20, 64(AX)
-	VMOVUPS      128(AX), Z20
+	VMOVUPS      Z20, 64(R9)
+	VMOVUPS      128(R9), Z20
 	VFMADD231PS  Z6, Z24, Z20
-	VMOVUPS      Z20, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z20
+	VMOVUPS      Z20, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z20
 	VFMADD231PS  Z7, Z24, Z20
-	VMOVUPS      Z20, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z20
+	VMOVUPS      Z20, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z20
 	VFMADD231PS  Z8, Z24, Z20
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      64(AX), Z20
+	VMOVUPS      Z20, (R9)
+	VMOVUPS      64(R9), Z20
 	VFMADD231PS  Z9, Z24, Z20
-	VMOVUPS      Z20, 64(AX)
-	VMOVUPS      128(AX), Z20
+	VMOVUPS      Z20, 64(R9)
+	VMOVUPS      128(R9), Z20
 	VFMADD231PS  Z10, Z24, Z20
-	VMOVUPS      Z20, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z20
+	VMOVUPS      Z20, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z20
 	VFMADD231PS  Z11, Z24, Z20
-	VMOVUPS      Z20, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z20
+	VMOVUPS      Z20, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z20
 	VFMADD231PS  Z12, Z24, Z20
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      64(AX), Z20
+	VMOVUPS      Z20, (R9)
+	VMOVUPS      64(R9), Z20
 	VFMADD231PS  Z13, Z24, Z20
-	VMOVUPS      Z20, 64(AX)
-	VMOVUPS      128(AX), Z20
+	VMOVUPS      Z20, 64(R9)
+	VMOVUPS      128(R9), Z20
 	VFMADD231PS  Z14, Z24, Z20
-	VMOVUPS      Z20, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z20
+	VMOVUPS      Z20, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z20
 	VFMADD231PS  Z15, Z24, Z20
-	VMOVUPS      Z20, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z20
+	VMOVUPS      Z20, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z20
 	VFMADD231PS  Z16, Z24, Z20
-	VMOVUPS      Z20, (AX)
-	VMOVUPS      64(AX), Z20
+	VMOVUPS      Z20, (R9)
+	VMOVUPS      64(R9), Z20
 	VFMADD231PS  Z17, Z24, Z20
-	VMOVUPS      Z20, 64(AX)
-	VMOVUPS      128(AX), Z20
+	VMOVUPS      Z20, 64(R9)
+	VMOVUPS      128(R9), Z20
 	VFMADD231PS  Z18, Z24, Z20
-	VMOVUPS      Z20, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z20
+	VMOVUPS      Z20, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z20
 	VFMADD231PS  Z19, Z24, Z20
-	VMOVUPS      Z20, K1, 192(AX)
+	VMOVUPS      Z20, K1, 192(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m6n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	TESTQ  AX, AX
-	JZ     done_512_6_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_512_6_1
 
 loop_512_6_1:
 	VMOVUPS.Z    (DI), K1, Z6
@@ -1592,66 +1817,84 @@ loop_512_6_1:
 	JNZ          loop_512_6_1
 
 done_512_6_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z7
-	VMOVUPS.Z    (AX), K1, Z6
+	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z0, Z7, Z6
-	VMOVUPS      Z6, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z6
+	VMOVUPS      Z6, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z1, Z7, Z6
-	VMOVUPS      Z6, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z6
+	VMOVUPS      Z6, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z2, Z7, Z6
-	VMOVUPS      Z6, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z6
+	VMOVUPS      Z6, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z3, Z7, Z6
-	VMOVUPS      Z6, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z6
+	VMOVUPS      Z6, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z4, Z7, Z6
-	VMOVUPS      Z6, K1, (AX)
-	ADDQ         CX, AX
-	VMOVUPS.Z    (AX), K1, Z6
+	VMOVUPS      Z6, K1, (R9)
+	ADDQ         R10, R9
+	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z5, Z7, Z6
-	VMOVUPS      Z6, K1, (AX)
+	VMOVUPS      Z6, K1, (R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m6n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	TESTQ  AX, AX
-	JZ     done_512_6_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	TESTQ      AX, AX
+	JZ         done_512_6_2
 
 loop_512_6_2:
 	VMOVUPS      (DI), Z12
@@ -1681,90 +1924,114 @@ loop_512_6_2:
 	JNZ          loop_512_6_2
 
 done_512_6_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z14
-	VMOVUPS      (AX), Z12
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z0, Z14, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS.Z    64(AX), K1, Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z1, Z14, Z12
-	VMOVUPS      Z12, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z2, Z14, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS.Z    64(AX), K1, Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z3, Z14, Z12
-	VMOVUPS      Z12, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z4, Z14, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS.Z    64(AX), K1, Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z5, Z14, Z12
-	VMOVUPS      Z12, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z6, Z14, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS.Z    64(AX), K1, Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z7, Z14, Z12
-	VMOVUPS      Z12, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z8, Z14, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS.Z    64(AX), K1, Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z9, Z14, Z12
-	VMOVUPS      Z12, K1, 64(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z12
+	VMOVUPS      Z12, K1, 64(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z10, Z14, Z12
-	VMOVUPS      Z12, (AX)
-	VMOVUPS.Z    64(AX), K1, Z12
+	VMOVUPS      Z12, (R9)
+	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z11, Z14, Z12
-	VMOVUPS      Z12, K1, 64(AX)
+	VMOVUPS      Z12, K1, 64(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m6n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m6n3(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	TESTQ  AX, AX
-	JZ     done_512_6_3
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	VPXORD     Z16, Z16, Z16
+	VPXORD     Z17, Z17, Z17
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	TESTQ      AX, AX
+	JZ         done_512_6_3
 
 loop_512_6_3:
 	VMOVUPS      (DI), Z18
@@ -1801,114 +2068,144 @@ loop_512_6_3:
 	JNZ          loop_512_6_3
 
 done_512_6_3:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z21
-	VMOVUPS      (AX), Z18
+	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z0, Z21, Z18
-	VMOVUPS      Z18, (AX)
-	VMOVUPS      64(AX), Z18
+	VMOVUPS      Z18, (R9)
+	VMOVUPS      64(R9), Z18
 	VFMADD231PS  Z1, Z21, Z18
-	VMOVUPS      Z18, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z18
+	VMOVUPS      Z18, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z2, Z21, Z18
-	VMOVUPS      Z18, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z18
+	VMOVUPS      Z18, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z3, Z21, Z18
-	VMOVUPS      Z18, (AX)
-	VMOVUPS      64(AX), Z18
+	VMOVUPS      Z18, (R9)
+	VMOVUPS      64(R9), Z18
 	VFMADD231PS  Z4, Z21, Z18
-	VMOVUPS      Z18, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z18
+	VMOVUPS      Z18, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z5, Z21, Z18
-	VMOVUPS      Z18, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z18
+	VMOVUPS      Z18, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z6, Z21, Z18
-	VMOVUPS      Z18, (AX)
-	VMOVUPS      64(AX), Z18
+	VMOVUPS      Z18, (R9)
+	VMOVUPS      64(R9), Z18
 	VFMADD231PS  Z7, Z21, Z18
-	VMOVUPS      Z18, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z18
+	VMOVUPS      Z18, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z8, Z21, Z18
-	VMOVUPS      Z18, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z18
+	VMOVUPS      Z18, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z9, Z21, Z18
-	VMOVUPS      Z18, (AX)
-	VMOVUPS      64(AX), Z18
+	VMOVUPS      Z18, (R9)
+	VMOVUPS      64(R9), Z18
 	VFMADD231PS  Z10, Z21, Z18
-	VMOVUPS      Z18, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z18
+	VMOVUPS      Z18, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z11, Z21, Z18
-	VMOVUPS      Z18, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z18
+	VMOVUPS      Z18, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z12, Z21, Z18
-	VMOVUPS      Z18, (AX)
-	VMOVUPS      64(AX), Z18
+	VMOVUPS      Z18, (R9)
+	VMOVUPS      64(R9), Z18
 	VFMADD231PS  Z13, Z21, Z18
-	VMOVUPS      Z18, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z18
+	VMOVUPS      Z18, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z14, Z21, Z18
-	VMOVUPS      Z18, K1, 128(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z18
+	VMOVUPS      Z18, K1, 128(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z15, Z21, Z18
-	VMOVUPS      Z18, (AX)
-	VMOVUPS      64(AX), Z18
+	VMOVUPS      Z18, (R9)
+	VMOVUPS      64(R9), Z18
 	VFMADD231PS  Z16, Z21, Z18
-	VMOVUPS      Z18, 64(AX)
-	VMOVUPS.Z    128(AX), K1, Z18
+	VMOVUPS      Z18, 64(R9)
+	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z17, Z21, Z18
-	VMOVUPS      Z18, K1, 128(AX)
+	VMOVUPS      Z18, K1, 128(R9)
 	VZEROUPPER
 	RET
 
 // func gemm512m6n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512F, MMX+
 TEXT ·gemm512m6n4(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	MOVL   mask+116(FP), R9
-	KMOVW  R9, K1
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
-	TESTQ  AX, AX
-	JZ     done_512_6_4
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	MOVL       mask+116(FP), R9
+	KMOVW      R9, K1
+	VPXORD     Z0, Z0, Z0
+	VPXORD     Z1, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	VPXORD     Z16, Z16, Z16
+	VPXORD     Z17, Z17, Z17
+	VPXORD     Z18, Z18, Z18
+	VPXORD     Z19, Z19, Z19
+	VPXORD     Z20, Z20, Z20
+	VPXORD     Z21, Z21, Z21
+	VPXORD     Z22, Z22, Z22
+	VPXORD     Z23, Z23, Z23
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 192(R11)
+	TESTQ      AX, AX
+	JZ         done_512_6_4
 
 loop_512_6_4:
 	VMOVUPS      (DI), Z24
@@ -1952,105 +2249,107 @@ loop_512_6_4:
 	JNZ          loop_512_6_4
 
 done_512_6_4:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Z28
-	VMOVUPS      (AX), Z24
+	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z0, Z28, Z24
-	VMOVUPS      Z24, (AX)
-	VMOVUPS      64(AX), Z24
+	VMOVUPS      Z24, (R9)
+	VMOVUPS      64(R9), Z24
 	VFMADD231PS  Z1, Z28, Z24
-	VMOVUPS      Z24, 64(AX)
-	VMOVUPS      128(AX), Z24
+	VMOVUPS      Z24, 64(R9)
+	VMOVUPS      128(R9), Z24
 	VFMADD231PS  Z2, Z28, Z24
-	VMOVUPS      Z24, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z24
+	VMOVUPS      Z24, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z3, Z28, Z24
-	VMOVUPS      Z24, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z24
+	VMOVUPS      Z24, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z4, Z28, Z24
-	VMOVUPS      Z24, (AX)
-	VMOVUPS      64(AX), Z24
+	VMOVUPS      Z24, (R9)
+	VMOVUPS      64(R9), Z24
 	VFMADD231PS  Z5, Z28, Z24
-	VMOVUPS      Z24, 64(AX)
-	VMOVUPS      128(AX), Z24
+	VMOVUPS      Z24, 64(R9)
+	VMOVUPS      128(R9), Z24
 	VFMADD231PS  Z6, Z28, Z24
-	VMOVUPS      Z24, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z24
+	VMOVUPS      Z24, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z7, Z28, Z24
-	VMOVUPS      Z24, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z24
+	VMOVUPS      Z24, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z8, Z28, Z24
-	VMOVUPS      Z24, (AX)
-	VMOVUPS      64(AX), Z24
+	VMOVUPS      Z24, (R9)
+	VMOVUPS      64(R9), Z24
 	VFMADD231PS  Z9, Z28, Z24
-	VMOVUPS      Z24, 64(AX)
-	VMOVUPS      128(AX), Z24
+	VMOVUPS      Z24, 64(R9)
+	VMOVUPS      128(R9), Z24
 	VFMADD231PS  Z10, Z28, Z24
-	VMOVUPS      Z24, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z24
+	VMOVUPS      Z24, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z11, Z28, Z24
-	VMOVUPS      Z24, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z24
+	VMOVUPS      Z24, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z12, Z28, Z24
-	VMOVUPS      Z24, (AX)
-	VMOVUPS      64(AX), Z24
+	VMOVUPS      Z24, (R9)
+	VMOVUPS      64(R9), Z24
 	VFMADD231PS  Z13, Z28, Z24
-	VMOVUPS      Z24, 64(AX)
-	VMOVUPS      128(AX), Z24
+	VMOVUPS      Z24, 64(R9)
+	VMOVUPS      128(R9), Z24
 	VFMADD231PS  Z14, Z28, Z24
-	VMOVUPS      Z24, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z24
+	VMOVUPS      Z24, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z15, Z28, Z24
-	VMOVUPS      Z24, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z24
+	VMOVUPS      Z24, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z16, Z28, Z24
-	VMOVUPS      Z24, (AX)
-	VMOVUPS      64(AX), Z24
+	VMOVUPS      Z24, (R9)
+	VMOVUPS      64(R9), Z24
 	VFMADD231PS  Z17, Z28, Z24
-	VMOVUPS      Z24, 64(AX)
-	VMOVUPS      128(AX), Z24
+	VMOVUPS      Z24, 64(R9)
+	VMOVUPS      128(R9), Z24
 	VFMADD231PS  Z18, Z28, Z24
-	VMOVUPS      Z24, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z24
+	VMOVUPS      Z24, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z19, Z28, Z24
-	VMOVUPS      Z24, K1, 192(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Z24
+	VMOVUPS      Z24, K1, 192(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z20, Z28, Z24
-	VMOVUPS      Z24, (AX)
-	VMOVUPS      64(AX), Z24
+	VMOVUPS      Z24, (R9)
+	VMOVUPS      64(R9), Z24
 	VFMADD231PS  Z21, Z28, Z24
-	VMOVUPS      Z24, 64(AX)
-	VMOVUPS      128(AX), Z24
+	VMOVUPS      Z24, 64(R9)
+	VMOVUPS      128(R9), Z24
 	VFMADD231PS  Z22, Z28, Z24
-	VMOVUPS      Z24, 128(AX)
-	VMOVUPS.Z    192(AX), K1, Z24
+	VMOVUPS      Z24, 128(R9)
+	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z23, Z28, Z24
-	VMOVUPS      Z24, K1, 192(AX)
+	VMOVUPS      Z24, K1, 192(R9)
 	VZEROUPPER
 	RET
 
 // func gemm256m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m1n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   b_base+48(FP), BX
-	MOVQ   bs+72(FP), SI
-	SHLQ   $0x02, SI
-	VXORPS Y0, Y0, Y0
-	TESTQ  AX, AX
-	JZ     done_256_1_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       b_base+48(FP), BX
+	MOVQ       bs+72(FP), SI
+	SHLQ       $0x02, SI
+	VXORPS     Y0, Y0, Y0
+	MOVQ       c_base+80(FP), DI
+	MOVQ       ldc+104(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       DI, R8
+	PREFETCHT0 (R8)
+	TESTQ      AX, AX
+	JZ         done_256_1_1
 
 loop_256_1_1:
 	VMOVUPS      (BX), Y1
@@ -2062,32 +2361,34 @@ loop_256_1_1:
 	JNZ          loop_256_1_1
 
 done_256_1_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y2
-	VMOVUPS      (AX), Y1
+	VMOVUPS      (DI), Y1
 	VFMADD231PS  Y0, Y2, Y1
-	VMOVUPS      Y1, (AX)
+	VMOVUPS      Y1, (DI)
 	VZEROUPPER
 	RET
 
 // func gemm256m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m1n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   b_base+48(FP), BX
-	MOVQ   bs+72(FP), SI
-	SHLQ   $0x02, SI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  AX, AX
-	JZ     done_256_1_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       b_base+48(FP), BX
+	MOVQ       bs+72(FP), SI
+	SHLQ       $0x02, SI
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	MOVQ       c_base+80(FP), DI
+	MOVQ       ldc+104(FP), R8
+	SHLQ       $0x02, R8
+	MOVQ       DI, R8
+	PREFETCHT0 (R8)
+	TESTQ      AX, AX
+	JZ         done_256_1_2
 
 loop_256_1_2:
 	VMOVUPS      (BX), Y2
@@ -2101,35 +2402,39 @@ loop_256_1_2:
 	JNZ          loop_256_1_2
 
 done_256_1_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y4
-	VMOVUPS      (AX), Y2
+	VMOVUPS      (DI), Y2
 	VFMADD231PS  Y0, Y4, Y2
-	VMOVUPS      Y2, (AX)
-	VMOVUPS      32(AX), Y2
+	VMOVUPS      Y2, (DI)
+	VMOVUPS      32(DI), Y2
 	VFMADD231PS  Y1, Y4, Y2
-	VMOVUPS      Y2, 32(AX)
+	VMOVUPS      Y2, 32(DI)
 	VZEROUPPER
 	RET
 
 // func gemm256m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m2n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	TESTQ  AX, AX
-	JZ     done_256_2_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	TESTQ      AX, AX
+	JZ         done_256_2_1
 
 loop_256_2_1:
 	VMOVUPS      (SI), Y2
@@ -2143,38 +2448,42 @@ loop_256_2_1:
 	JNZ          loop_256_2_1
 
 done_256_2_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y3
-	VMOVUPS      (AX), Y2
+	VMOVUPS      (R8), Y2
 	VFMADD231PS  Y0, Y3, Y2
-	VMOVUPS      Y2, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y2
+	VMOVUPS      Y2, (R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Y2
 	VFMADD231PS  Y1, Y3, Y2
-	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y2, (R8)
 	VZEROUPPER
 	RET
 
 // func gemm256m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m2n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  AX, AX
-	JZ     done_256_2_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	TESTQ      AX, AX
+	JZ         done_256_2_2
 
 loop_256_2_2:
 	VMOVUPS      (SI), Y4
@@ -2191,43 +2500,49 @@ loop_256_2_2:
 	JNZ          loop_256_2_2
 
 done_256_2_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y6
-	VMOVUPS      (AX), Y4
+	VMOVUPS      (R8), Y4
 	VFMADD231PS  Y0, Y6, Y4
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      32(AX), Y4
+	VMOVUPS      Y4, (R8)
+	VMOVUPS      32(R8), Y4
 	VFMADD231PS  Y1, Y6, Y4
-	VMOVUPS      Y4, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y4
+	VMOVUPS      Y4, 32(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Y4
 	VFMADD231PS  Y2, Y6, Y4
-	VMOVUPS      Y4, (AX)
-	VMOVUPS      32(AX), Y4
+	VMOVUPS      Y4, (R8)
+	VMOVUPS      32(R8), Y4
 	VFMADD231PS  Y3, Y6, Y4
-	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y4, 32(R8)
 	VZEROUPPER
 	RET
 
 // func gemm256m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m3n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	TESTQ  AX, AX
-	JZ     done_256_3_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	TESTQ      AX, AX
+	JZ         done_256_3_1
 
 loop_256_3_1:
 	VMOVUPS      (SI), Y3
@@ -2243,44 +2558,50 @@ loop_256_3_1:
 	JNZ          loop_256_3_1
 
 done_256_3_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y4
-	VMOVUPS      (AX), Y3
+	VMOVUPS      (R8), Y3
 	VFMADD231PS  Y0, Y4, Y3
-	VMOVUPS      Y3, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y3
+	VMOVUPS      Y3, (R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Y3
 	VFMADD231PS  Y1, Y4, Y3
-	VMOVUPS      Y3, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y3
+	VMOVUPS      Y3, (R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Y3
 	VFMADD231PS  Y2, Y4, Y3
-	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y3, (R8)
 	VZEROUPPER
 	RET
 
 // func gemm256m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m3n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	MOVQ   b_base+48(FP), SI
-	MOVQ   bs+72(FP), DI
-	SHLQ   $0x02, DI
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	TESTQ  AX, AX
-	JZ     done_256_3_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	MOVQ       b_base+48(FP), SI
+	MOVQ       bs+72(FP), DI
+	SHLQ       $0x02, DI
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	MOVQ       c_base+80(FP), R8
+	MOVQ       ldc+104(FP), R9
+	SHLQ       $0x02, R9
+	MOVQ       R8, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	TESTQ      AX, AX
+	JZ         done_256_3_2
 
 loop_256_3_2:
 	VMOVUPS      (SI), Y6
@@ -2300,53 +2621,61 @@ loop_256_3_2:
 	JNZ          loop_256_3_2
 
 done_256_3_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y8
-	VMOVUPS      (AX), Y6
+	VMOVUPS      (R8), Y6
 	VFMADD231PS  Y0, Y8, Y6
-	VMOVUPS      Y6, (AX)
-	VMOVUPS      32(AX), Y6
+	VMOVUPS      Y6, (R8)
+	VMOVUPS      32(R8), Y6
 	VFMADD231PS  Y1, Y8, Y6
-	VMOVUPS      Y6, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, 32(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Y6
 	VFMADD231PS  Y2, Y8, Y6
-	VMOVUPS      Y6, (AX)
-	VMOVUPS      32(AX), Y6
+	VMOVUPS      Y6, (R8)
+	VMOVUPS      32(R8), Y6
 	VFMADD231PS  Y3, Y8, Y6
-	VMOVUPS      Y6, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, 32(R8)
+	ADDQ         R9, R8
+	VMOVUPS      (R8), Y6
 	VFMADD231PS  Y4, Y8, Y6
-	VMOVUPS      Y6, (AX)
-	VMOVUPS      32(AX), Y6
+	VMOVUPS      Y6, (R8)
+	VMOVUPS      32(R8), Y6
 	VFMADD231PS  Y5, Y8, Y6
-	VMOVUPS      Y6, 32(AX)
+	VMOVUPS      Y6, 32(R8)
 	VZEROUPPER
 	RET
 
 // func gemm256m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m4n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	TESTQ  AX, AX
-	JZ     done_256_4_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_256_4_1
 
 loop_256_4_1:
 	VMOVUPS      (DI), Y4
@@ -2365,52 +2694,60 @@ loop_256_4_1:
 	JNZ          loop_256_4_1
 
 done_256_4_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y5
-	VMOVUPS      (AX), Y4
+	VMOVUPS      (R9), Y4
 	VFMADD231PS  Y0, Y5, Y4
-	VMOVUPS      Y4, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y4
+	VMOVUPS      Y4, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y4
 	VFMADD231PS  Y1, Y5, Y4
-	VMOVUPS      Y4, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y4
+	VMOVUPS      Y4, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y4
 	VFMADD231PS  Y2, Y5, Y4
-	VMOVUPS      Y4, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y4
+	VMOVUPS      Y4, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y4
 	VFMADD231PS  Y3, Y5, Y4
-	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y4, (R9)
 	VZEROUPPER
 	RET
 
 // func gemm256m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m4n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	TESTQ  AX, AX
-	JZ     done_256_4_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_256_4_2
 
 loop_256_4_2:
 	VMOVUPS      (DI), Y8
@@ -2434,61 +2771,71 @@ loop_256_4_2:
 	JNZ          loop_256_4_2
 
 done_256_4_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y10
-	VMOVUPS      (AX), Y8
+	VMOVUPS      (R9), Y8
 	VFMADD231PS  Y0, Y10, Y8
-	VMOVUPS      Y8, (AX)
-	VMOVUPS      32(AX), Y8
+	VMOVUPS      Y8, (R9)
+	VMOVUPS      32(R9), Y8
 	VFMADD231PS  Y1, Y10, Y8
-	VMOVUPS      Y8, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y8
+	VMOVUPS      Y8, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y8
 	VFMADD231PS  Y2, Y10, Y8
-	VMOVUPS      Y8, (AX)
-	VMOVUPS      32(AX), Y8
+	VMOVUPS      Y8, (R9)
+	VMOVUPS      32(R9), Y8
 	VFMADD231PS  Y3, Y10, Y8
-	VMOVUPS      Y8, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y8
+	VMOVUPS      Y8, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y8
 	VFMADD231PS  Y4, Y10, Y8
-	VMOVUPS      Y8, (AX)
-	VMOVUPS      32(AX), Y8
+	VMOVUPS      Y8, (R9)
+	VMOVUPS      32(R9), Y8
 	VFMADD231PS  Y5, Y10, Y8
-	VMOVUPS      Y8, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y8
+	VMOVUPS      Y8, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y8
 	VFMADD231PS  Y6, Y10, Y8
-	VMOVUPS      Y8, (AX)
-	VMOVUPS      32(AX), Y8
+	VMOVUPS      Y8, (R9)
+	VMOVUPS      32(R9), Y8
 	VFMADD231PS  Y7, Y10, Y8
-	VMOVUPS      Y8, 32(AX)
+	VMOVUPS      Y8, 32(R9)
 	VZEROUPPER
 	RET
 
 // func gemm256m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m5n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	TESTQ  AX, AX
-	JZ     done_256_5_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_256_5_1
 
 loop_256_5_1:
 	VMOVUPS      (DI), Y5
@@ -2509,58 +2856,68 @@ loop_256_5_1:
 	JNZ          loop_256_5_1
 
 done_256_5_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y6
-	VMOVUPS      (AX), Y5
+	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y0, Y6, Y5
-	VMOVUPS      Y5, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y5
+	VMOVUPS      Y5, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y1, Y6, Y5
-	VMOVUPS      Y5, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y5
+	VMOVUPS      Y5, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y2, Y6, Y5
-	VMOVUPS      Y5, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y5
+	VMOVUPS      Y5, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y3, Y6, Y5
-	VMOVUPS      Y5, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y5
+	VMOVUPS      Y5, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y4, Y6, Y5
-	VMOVUPS      Y5, (AX)
+	VMOVUPS      Y5, (R9)
 	VZEROUPPER
 	RET
 
 // func gemm256m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m5n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	TESTQ  AX, AX
-	JZ     done_256_5_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_256_5_2
 
 loop_256_5_2:
 	VMOVUPS      (DI), Y10
@@ -2587,69 +2944,81 @@ loop_256_5_2:
 	JNZ          loop_256_5_2
 
 done_256_5_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y12
-	VMOVUPS      (AX), Y10
+	VMOVUPS      (R9), Y10
 	VFMADD231PS  Y0, Y12, Y10
-	VMOVUPS      Y10, (AX)
-	VMOVUPS      32(AX), Y10
+	VMOVUPS      Y10, (R9)
+	VMOVUPS      32(R9), Y10
 	VFMADD231PS  Y1, Y12, Y10
-	VMOVUPS      Y10, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y10
+	VMOVUPS      Y10, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y10
 	VFMADD231PS  Y2, Y12, Y10
-	VMOVUPS      Y10, (AX)
-	VMOVUPS      32(AX), Y10
+	VMOVUPS      Y10, (R9)
+	VMOVUPS      32(R9), Y10
 	VFMADD231PS  Y3, Y12, Y10
-	VMOVUPS      Y10, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y10
+	VMOVUPS      Y10, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y10
 	VFMADD231PS  Y4, Y12, Y10
-	VMOVUPS      Y10, (AX)
-	VMOVUPS      32(AX), Y10
+	VMOVUPS      Y10, (R9)
+	VMOVUPS      32(R9), Y10
 	VFMADD231PS  Y5, Y12, Y10
-	VMOVUPS      Y10, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y10
+	VMOVUPS      Y10, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y10
 	VFMADD231PS  Y6, Y12, Y10
-	VMOVUPS      Y10, (AX)
-	VMOVUPS      32(AX), Y10
+	VMOVUPS      Y10, (R9)
+	VMOVUPS      32(R9), Y10
 	VFMADD231PS  Y7, Y12, Y10
-	VMOVUPS      Y10, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y10
+	VMOVUPS      Y10, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y10
 	VFMADD231PS  Y8, Y12, Y10
-	VMOVUPS      Y10, (AX)
-	VMOVUPS      32(AX), Y10
+	VMOVUPS      Y10, (R9)
+	VMOVUPS      32(R9), Y10
 	VFMADD231PS  Y9, Y12, Y10
-	VMOVUPS      Y10, 32(AX)
+	VMOVUPS      Y10, 32(R9)
 	VZEROUPPER
 	RET
 
 // func gemm256m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m6n1(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	TESTQ  AX, AX
-	JZ     done_256_6_1
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_256_6_1
 
 loop_256_6_1:
 	VMOVUPS      (DI), Y6
@@ -2672,64 +3041,76 @@ loop_256_6_1:
 	JNZ          loop_256_6_1
 
 done_256_6_1:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y7
-	VMOVUPS      (AX), Y6
+	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y0, Y7, Y6
-	VMOVUPS      Y6, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y1, Y7, Y6
-	VMOVUPS      Y6, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y2, Y7, Y6
-	VMOVUPS      Y6, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y3, Y7, Y6
-	VMOVUPS      Y6, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y4, Y7, Y6
-	VMOVUPS      Y6, (AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y6
+	VMOVUPS      Y6, (R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y5, Y7, Y6
-	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y6, (R9)
 	VZEROUPPER
 	RET
 
 // func gemm256m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemm256m6n2(SB), NOSPLIT, $0-120
-	MOVQ   kc+0(FP), AX
-	MOVQ   a_base+8(FP), CX
-	MOVQ   ars+32(FP), DX
-	SHLQ   $0x02, DX
-	MOVQ   aps+40(FP), BX
-	SHLQ   $0x02, BX
-	LEAQ   (CX)(DX*2), SI
-	ADDQ   DX, SI
-	MOVQ   b_base+48(FP), DI
-	MOVQ   bs+72(FP), R8
-	SHLQ   $0x02, R8
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
-	TESTQ  AX, AX
-	JZ     done_256_6_2
+	MOVQ       kc+0(FP), AX
+	MOVQ       a_base+8(FP), CX
+	MOVQ       ars+32(FP), DX
+	SHLQ       $0x02, DX
+	MOVQ       aps+40(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (CX)(DX*2), SI
+	ADDQ       DX, SI
+	MOVQ       b_base+48(FP), DI
+	MOVQ       bs+72(FP), R8
+	SHLQ       $0x02, R8
+	VXORPS     Y0, Y0, Y0
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	VXORPS     Y10, Y10, Y10
+	VXORPS     Y11, Y11, Y11
+	MOVQ       c_base+80(FP), R9
+	MOVQ       ldc+104(FP), R10
+	SHLQ       $0x02, R10
+	MOVQ       R9, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	TESTQ      AX, AX
+	JZ         done_256_6_2
 
 loop_256_6_2:
 	VMOVUPS      (DI), Y12
@@ -2759,51 +3140,48 @@ loop_256_6_2:
 	JNZ          loop_256_6_2
 
 done_256_6_2:
-	MOVQ         c_base+80(FP), AX
-	MOVQ         ldc+104(FP), CX
-	SHLQ         $0x02, CX
 	VBROADCASTSS alpha+112(FP), Y14
-	VMOVUPS      (AX), Y12
+	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y0, Y14, Y12
-	VMOVUPS      Y12, (AX)
-	VMOVUPS      32(AX), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y1, Y14, Y12
-	VMOVUPS      Y12, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y12
+	VMOVUPS      Y12, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y2, Y14, Y12
-	VMOVUPS      Y12, (AX)
-	VMOVUPS      32(AX), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y3, Y14, Y12
-	VMOVUPS      Y12, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y12
+	VMOVUPS      Y12, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y4, Y14, Y12
-	VMOVUPS      Y12, (AX)
-	VMOVUPS      32(AX), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y5, Y14, Y12
-	VMOVUPS      Y12, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y12
+	VMOVUPS      Y12, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y6, Y14, Y12
-	VMOVUPS      Y12, (AX)
-	VMOVUPS      32(AX), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y7, Y14, Y12
-	VMOVUPS      Y12, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y12
+	VMOVUPS      Y12, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y8, Y14, Y12
-	VMOVUPS      Y12, (AX)
-	VMOVUPS      32(AX), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y9, Y14, Y12
-	VMOVUPS      Y12, 32(AX)
-	ADDQ         CX, AX
-	VMOVUPS      (AX), Y12
+	VMOVUPS      Y12, 32(R9)
+	ADDQ         R10, R9
+	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y10, Y14, Y12
-	VMOVUPS      Y12, (AX)
-	VMOVUPS      32(AX), Y12
+	VMOVUPS      Y12, (R9)
+	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y11, Y14, Y12
-	VMOVUPS      Y12, 32(AX)
+	VMOVUPS      Y12, 32(R9)
 	VZEROUPPER
 	RET
 

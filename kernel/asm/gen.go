@@ -21,6 +21,9 @@ const (
 	mr256, nv256 = 6, 2 // rows × ymm vectors (8 floats): 6×16 tile, 12 accumulators
 )
 
+// prefetchC makes the GEMM tiles prefetch their tile of C before the k loop.
+const prefetchC = true
+
 const gemmSig = "func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)"
 
 func main() {
@@ -143,6 +146,22 @@ func gemmTile(wide bool, mr, nv int) {
 	bc := vec(wide)
 	loop := fmt.Sprintf("loop_%s_%d_%d", suffix(wide), mr, nv)
 	done := fmt.Sprintf("done_%s_%d_%d", suffix(wide), mr, nv)
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	if prefetchC {
+		// The tile of C is read only after the loop: fetch it meanwhile.
+		pc := GP64()
+		MOVQ(cp, pc)
+		for i := range mr {
+			for j := 0; j < nv*vbytes; j += 64 {
+				PREFETCHT0(Mem{Base: pc, Disp: j})
+			}
+			if i < mr-1 {
+				ADDQ(ldc, pc)
+			}
+		}
+	}
 	TESTQ(kc, kc)
 	JZ(LabelRef(done))
 	Label(loop)
@@ -168,9 +187,6 @@ func gemmTile(wide bool, mr, nv int) {
 	DECQ(kc)
 	JNZ(LabelRef(loop))
 	Label(done)
-	cp := Load(Param("c").Base(), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(Imm(2), ldc)
 	VBROADCASTSS(paramAddr("alpha"), bc)
 	t := bv[0]
 	for i := range mr {
