@@ -10,15 +10,32 @@ import (
 	"github.com/compactrl/compactrl/optim"
 )
 
-// Throughput is a measured rate: Tokens processed in Seconds.
+// Throughput is a measured rate: Tokens processed in Seconds of wall
+// time, using CPUSeconds of process CPU time. On a shared machine
+// TokensPerCPUSec·threads is the rate the engine would reach with its
+// threads to itself (0 where CPU time is unavailable).
 type Throughput struct {
-	Tokens       int
-	Seconds      float64
-	TokensPerSec float64
+	Tokens          int
+	Seconds         float64
+	TokensPerSec    float64
+	CPUSeconds      float64
+	TokensPerCPUSec float64
 }
 
-func throughput(tokens int, d time.Duration) Throughput {
-	return Throughput{Tokens: tokens, Seconds: d.Seconds(), TokensPerSec: float64(tokens) / d.Seconds()}
+type stopwatch struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func startWatch() stopwatch { return stopwatch{time.Now(), processCPU()} }
+
+func (w stopwatch) throughput(tokens int) Throughput {
+	d, c := time.Since(w.wall).Seconds(), (processCPU() - w.cpu).Seconds()
+	t := Throughput{Tokens: tokens, Seconds: d, TokensPerSec: float64(tokens) / d, CPUSeconds: c}
+	if c > 0 {
+		t.TokensPerCPUSec = float64(tokens) / c
+	}
+	return t
 }
 
 // BenchTrain times steps training steps (forward, backward, clipping,
@@ -56,7 +73,7 @@ func BenchTrain(ctx context.Context, cfg Config, batch, seqLen, steps int) (Thro
 	if err := step(); err != nil {
 		return Throughput{}, err
 	}
-	start := time.Now()
+	w := startWatch()
 	for s := 0; s < steps; s++ {
 		if err := ctx.Err(); err != nil {
 			return Throughput{}, err
@@ -65,7 +82,7 @@ func BenchTrain(ctx context.Context, cfg Config, batch, seqLen, steps int) (Thro
 			return Throughput{}, err
 		}
 	}
-	return throughput(steps*batch*seqLen, time.Since(start)), nil
+	return w.throughput(steps * batch * seqLen), nil
 }
 
 // BenchDecode times reps rounds of sampling newTokens tokens for each of
@@ -88,11 +105,11 @@ func BenchDecode(ctx context.Context, cfg Config, batch, promptLen, newTokens, r
 		}
 		reqs[i] = infer.Request{Prompt: p, MaxTokens: newTokens, Temperature: 1, Seed: int64(i)}
 	}
-	start := time.Now()
+	w := startWatch()
 	for r := 0; r < reps; r++ {
 		if _, err := m.Generate(ctx, reqs); err != nil {
 			return Throughput{}, err
 		}
 	}
-	return throughput(reps*batch*newTokens, time.Since(start)), nil
+	return w.throughput(reps * batch * newTokens), nil
 }

@@ -13,6 +13,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(r.TokensPerSec, "tokens/s")
+	b.ReportMetric(r.TokensPerCPUSec, "tokens/cpu-s")
 }
 
 // BenchmarkDecode32: 32 prompts of 64 tokens, 64 new tokens each.
@@ -22,6 +23,7 @@ func BenchmarkDecode32(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(r.TokensPerSec, "tokens/s")
+	b.ReportMetric(r.TokensPerCPUSec, "tokens/cpu-s")
 }
 
 func TestBenchArgs(t *testing.T) {

@@ -70,6 +70,18 @@ func rmsnorm(y, rinv, x, w []float32, n, d int, eps float64) {
 	})
 }
 
+// normApply recomputes y = x·r·w from a forward's saved x and r.
+func normApply(y, x, rinv, w []float32, n, d int) {
+	parallel(n, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xr, yr, r := x[i*d:i*d+d], y[i*d:i*d+d], rinv[i]
+			for j, v := range xr {
+				yr[j] = v * r * w[j]
+			}
+		}
+	})
+}
+
 // normChunk is the row block over which rmsnormBack sums partial weight
 // gradients; fixed so that the sum order never depends on the thread count.
 const normChunk = 64
@@ -149,6 +161,15 @@ func swiglu(a, sg, g, u []float32) {
 		for i := range s {
 			s[i] = 1 / (1 + s[i])
 			a[lo+i] = g[lo+i] * s[i] * u[lo+i]
+		}
+	})
+}
+
+// swigluApply recomputes a = g·σ(g)·u from a forward's saved σ(g).
+func swigluApply(a, sg, g, u []float32) {
+	parallel(len(a), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a[i] = g[i] * sg[i] * u[i]
 		}
 	})
 }

@@ -24,7 +24,8 @@ type Output struct {
 }
 
 type layerActs struct {
-	x, r1, h1, q, k, v, lse, att, x2, r2, h2, g, u, a, sg []float32
+	// Normed inputs and the SwiGLU product are recomputed in Backward.
+	x, r1, q, k, v, lse, att, x2, r2, g, u, sg []float32
 }
 
 // Scorer evaluates a model on batches of sequences and back-propagates
@@ -48,6 +49,8 @@ type Scorer struct {
 	hg         []float32 // hidden rows of the targets [M, Dim]
 	logp       []float32 // policy: [M, Vocab] log-softmax
 	vals       []float32 // critic: [M]
+
+	hbuf, abuf []float32 // normed input / SwiGLU output of the layer in work
 
 	dx, dh, dq, dk, dv, datt, dg, du, da, tmp, dlog, scratch []float32
 }
@@ -102,11 +105,11 @@ func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
 	}
 	for l := range s.acts {
 		a := &s.acts[l]
-		a.x, a.r1, a.h1 = grow(a.x, n*d), grow(a.r1, n), grow(a.h1, n*d)
+		a.x, a.r1 = grow(a.x, n*d), grow(a.r1, n)
 		a.q, a.k, a.v = grow(a.q, n*qw), grow(a.k, n*kw), grow(a.v, n*kw)
 		a.lse, a.att = grow(a.lse, n*cfg.Heads), grow(a.att, n*qw)
-		a.x2, a.r2, a.h2 = grow(a.x2, n*d), grow(a.r2, n), grow(a.h2, n*d)
-		a.g, a.u, a.a, a.sg = grow(a.g, n*F), grow(a.u, n*F), grow(a.a, n*F), grow(a.sg, n*F)
+		a.x2, a.r2 = grow(a.x2, n*d), grow(a.r2, n)
+		a.g, a.u, a.sg = grow(a.g, n*F), grow(a.u, n*F), grow(a.sg, n*F)
 	}
 	M := len(s.targets)
 	s.xf, s.rf, s.hf = grow(s.xf, n*d), grow(s.rf, n), grow(s.hf, n*d)
@@ -117,6 +120,7 @@ func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
 		s.logp = grow(s.logp, M*cfg.Vocab)
 	}
 	s.tmp = grow(s.tmp, n*max(d, qw))
+	s.hbuf, s.abuf = grow(s.hbuf, n*d), grow(s.abuf, n*F)
 	return nil
 }
 
@@ -157,25 +161,25 @@ func (s *Scorer) forward(raw bool) *Output {
 	}
 	for l := range m.Layers {
 		w, a := &m.Layers[l], &s.acts[l]
-		rmsnorm(a.h1, a.r1, a.x, w.AttnNorm.Data, n, d, cfg.NormEps)
-		linear(a.q, a.h1, w.Wq, n)
-		linear(a.k, a.h1, w.Wk, n)
-		linear(a.v, a.h1, w.Wv, n)
+		rmsnorm(s.hbuf, a.r1, a.x, w.AttnNorm.Data, n, d, cfg.NormEps)
+		linear(a.q, s.hbuf, w.Wq, n)
+		linear(a.k, s.hbuf, w.Wk, n)
+		linear(a.v, s.hbuf, w.Wv, n)
 		m.rope(a.q, s.pos, cfg.Heads, false)
 		m.rope(a.k, s.pos, cfg.KVHeads, false)
 		m.attention(a.att, a.lse, a.q, a.k, a.v, s.pk)
 		copy(a.x2, a.x)
 		kernel.Gemm(false, true, n, d, w.Wo.Shape[1], 1, a.att, w.Wo.Shape[1], w.Wo.Data, w.Wo.Shape[1], 1, a.x2, d)
-		rmsnorm(a.h2, a.r2, a.x2, w.MLPNorm.Data, n, d, cfg.NormEps)
-		linear(a.g, a.h2, w.Wg, n)
-		linear(a.u, a.h2, w.Wu, n)
-		swiglu(a.a, a.sg, a.g, a.u)
+		rmsnorm(s.hbuf, a.r2, a.x2, w.MLPNorm.Data, n, d, cfg.NormEps)
+		linear(a.g, s.hbuf, w.Wg, n)
+		linear(a.u, s.hbuf, w.Wu, n)
+		swiglu(s.abuf, a.sg, a.g, a.u)
 		next := s.xf
 		if l+1 < len(m.Layers) {
 			next = s.acts[l+1].x
 		}
 		copy(next, a.x2)
-		kernel.Gemm(false, true, n, d, cfg.FFN, 1, a.a, cfg.FFN, w.Wd.Data, cfg.FFN, 1, next, d)
+		kernel.Gemm(false, true, n, d, cfg.FFN, 1, s.abuf, cfg.FFN, w.Wd.Data, cfg.FFN, 1, next, d)
 	}
 	rmsnorm(s.hf, s.rf, s.xf, m.Norm.Data, n, d, cfg.NormEps)
 	for i, r := range s.targets {
@@ -293,19 +297,22 @@ func (s *Scorer) Backward(dOut [][]float64) error {
 
 	for l := len(m.Layers) - 1; l >= 0; l-- {
 		w, a := &m.Layers[l], &s.acts[l]
-		linearBack(s.da, s.dx, a.a, w.Wd, n, false)
+		swigluApply(s.abuf, a.sg, a.g, a.u)
+		linearBack(s.da, s.dx, s.abuf, w.Wd, n, false)
 		swigluBack(s.dg, s.du, s.da, a.sg, a.g, a.u)
-		linearBack(s.dh, s.dg, a.h2, w.Wg, n, false)
-		linearBack(s.dh, s.du, a.h2, w.Wu, n, true)
+		normApply(s.hbuf, a.x2, a.r2, w.MLPNorm.Data, n, d)
+		linearBack(s.dh, s.dg, s.hbuf, w.Wg, n, false)
+		linearBack(s.dh, s.du, s.hbuf, w.Wu, n, true)
 		rmsnormBack(s.dx, s.dh, a.x2, a.r2, w.MLPNorm, n, d, s.scratch)
 
 		linearBack(s.datt, s.dx, a.att, w.Wo, n, false)
 		m.attentionBack(s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse, s.pk)
 		m.rope(s.dq, s.pos, cfg.Heads, true)
 		m.rope(s.dk, s.pos, cfg.KVHeads, true)
-		linearBack(s.dh, s.dq, a.h1, w.Wq, n, false)
-		linearBack(s.dh, s.dk, a.h1, w.Wk, n, true)
-		linearBack(s.dh, s.dv, a.h1, w.Wv, n, true)
+		normApply(s.hbuf, a.x, a.r1, w.AttnNorm.Data, n, d)
+		linearBack(s.dh, s.dq, s.hbuf, w.Wq, n, false)
+		linearBack(s.dh, s.dk, s.hbuf, w.Wk, n, true)
+		linearBack(s.dh, s.dv, s.hbuf, w.Wv, n, true)
 		rmsnormBack(s.dx, s.dh, a.x, a.r1, w.AttnNorm, n, d, s.scratch)
 	}
 	for i, tok := range s.tokens {
