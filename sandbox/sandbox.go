@@ -21,6 +21,9 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"syscall"
 	"time"
 )
 
@@ -149,4 +152,26 @@ func baseEnv(extra map[string]string) map[string]string {
 		env[k] = v
 	}
 	return env
+}
+
+// ReadRegular reads a file that sandboxed code may have written: only if
+// path is a regular file (not a symlink planted to make the host read
+// something else, not a FIFO that would block) of at most max bytes.
+func ReadRegular(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s has %d bytes, limit %d", path, fi.Size(), max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -420,5 +421,36 @@ func TestShellQuote(t *testing.T) {
 		if got := ShellQuote(in); got != want {
 			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, []byte("hello"), 0o644)
+	if b, err := ReadRegular(file, 5); err != nil || string(b) != "hello" {
+		t.Fatalf("regular file: %q %v", b, err)
+	}
+	if _, err := ReadRegular(file, 4); err == nil {
+		t.Fatal("file over the limit read")
+	}
+	link := filepath.Join(dir, "l")
+	os.Symlink(file, link)
+	if _, err := ReadRegular(link, 100); err == nil {
+		t.Fatal("symlink followed")
+	}
+	fifo := filepath.Join(dir, "p")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadRegular(fifo, 100); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("FIFO read as a file")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadRegular blocked on a FIFO")
 	}
 }

@@ -96,6 +96,15 @@ func TestReadReward(t *testing.T) {
 			t.Errorf("%s %q: reward %v err %v; want %v ok=%v", c.file, c.body, got, err, c.want, c.ok)
 		}
 	}
+	// A symlink is never followed (the host would read what the sandbox points at).
+	write("", "")
+	target := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(target, []byte("1"), 0o644)
+	os.Symlink(target, filepath.Join(dir, "reward.txt"))
+	if _, _, err := ReadReward(dir); err == nil {
+		t.Fatal("reward.txt symlink followed")
+	}
+	os.Remove(filepath.Join(dir, "reward.txt"))
 	// reward.txt takes precedence.
 	os.WriteFile(filepath.Join(dir, "reward.txt"), []byte("1"), 0o644)
 	os.WriteFile(filepath.Join(dir, "reward.json"), []byte(`{"reward": 0}`), 0o644)

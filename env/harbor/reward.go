@@ -9,19 +9,25 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/compactrl/compactrl/sandbox"
 )
 
 // ErrNoReward means the verifier wrote neither reward.txt nor reward.json.
 var ErrNoReward = errors.New("verifier wrote no reward file (reward.txt or reward.json)")
 
+// maxRewardBytes bounds a reward file.
+const maxRewardBytes = 1 << 20
+
 // ReadReward reads the verifier's reward from dir, as Harbor does:
 // reward.txt (one number) takes precedence over reward.json (an object of
 // numbers: its "reward" key, or its only key). All values found are returned
 // too (reward.txt gives {"reward": x}). A missing, empty or unparsable file
-// is an error.
+// is an error; so is one that is not a regular file (the verifier runs
+// sandboxed, the host reads what it wrote: a symlink is never followed).
 func ReadReward(dir string) (float64, map[string]float64, error) {
 	txt := filepath.Join(dir, "reward.txt")
-	if b, err := os.ReadFile(txt); err == nil {
+	if b, err := sandbox.ReadRegular(txt, maxRewardBytes); err == nil {
 		s := strings.TrimSpace(string(b))
 		if s == "" {
 			return 0, nil, fmt.Errorf("%s is empty", txt)
@@ -35,7 +41,7 @@ func ReadReward(dir string) (float64, map[string]float64, error) {
 		return 0, nil, fmt.Errorf("read %s: %w", txt, err)
 	}
 	js := filepath.Join(dir, "reward.json")
-	b, err := os.ReadFile(js)
+	b, err := sandbox.ReadRegular(js, maxRewardBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, ErrNoReward
 	}

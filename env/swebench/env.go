@@ -109,10 +109,11 @@ func RepoDir(inst *Instance, reposDir string) (string, error) {
 	return "", fmt.Errorf("instance %s: no local git repository for %q (tried %s)", inst.InstanceID, inst.Repo, strings.Join(cands, ", "))
 }
 
-// git runs git on the host in dir (root's git must accept directories the
-// sandbox user owns, hence safe.directory).
+// git runs git on the host in dir. It is only ever used on repositories
+// the agent has not touched (the source, fresh checkouts): an agent
+// controls its workspace's .git, and git would run what that names.
 func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.directory=*", "-c", "user.name=compactrl", "-c", "user.email=compactrl@localhost", "-c", "advice.detachedHead=false"}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "user.name=compactrl", "-c", "user.email=compactrl@localhost", "-c", "advice.detachedHead=false"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
@@ -131,7 +132,7 @@ func checkout(ctx context.Context, src, dst, commit string) error {
 	if _, err := git(ctx, filepath.Dir(dst), nil, "init", "-q", dst); err != nil {
 		return err
 	}
-	if _, err := git(ctx, dst, nil, "-c", "uploadpack.allowAnySHA1InWant=true", "fetch", "-q", "--no-tags", "file://"+src, commit); err != nil {
+	if _, err := git(ctx, dst, nil, "-c", "safe.directory="+src, "-c", "uploadpack.allowAnySHA1InWant=true", "fetch", "-q", "--no-tags", "file://"+src, commit); err != nil {
 		return err
 	}
 	if _, err := git(ctx, dst, nil, "checkout", "-q", "--detach", commit); err != nil {
@@ -240,7 +241,7 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 func (e *Env) finish(ctx context.Context, patch, obs string) (agent.Step, error) {
 	e.done = true
 	e.metrics["agent_seconds"] = time.Since(e.started).Seconds()
-	e.sess.Close()
+	e.sess.Close() // everything the agent started is gone before anything reads its files
 	defer e.cleanup()
 	if patch == "" {
 		var err error
@@ -263,46 +264,73 @@ func (e *Env) finish(ctx context.Context, patch, obs string) (agent.Step, error)
 	return agent.Step{Done: true, Reward: reward, Observation: obs + fmt.Sprintf("[submitted; resolved: %v]", rep.Resolved)}, nil
 }
 
+// maxPatchBytes bounds the model's patch.
+const maxPatchBytes = 64 << 20
+
 // workspaceDiff is the agent's change: `git diff --binary base` over a
 // temporary index holding every file (untracked included, .gitignore
-// respected), leaving the workspace's own index alone.
+// respected). It runs in a fresh sandbox, never on the host: the agent
+// controls the workspace's .git (config, hooks, filters, fsmonitor), and
+// git on the host would run whatever it names. A workspace whose git no
+// longer works yields an empty patch (metric patch_error = 1).
 func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
-	app := filepath.Join(e.ws, "app")
-	idx := filepath.Join(e.ws, "diff.index")
-	env := []string{"GIT_INDEX_FILE=" + idx}
-	if _, err := git(ctx, app, env, "read-tree", e.inst.BaseCommit); err != nil {
+	out := filepath.Join(e.ws, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
 		return "", err
 	}
-	if _, err := git(ctx, app, env, "add", "-A"); err != nil {
+	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: filepath.Join(e.ws, "app"),
+		Mounts: []sandbox.Mount{{Host: out, Target: "/out", Writable: true}}, Limits: e.opts.Limits})
+	if err != nil {
+		return "", fmt.Errorf("start diff sandbox: %w", err)
+	}
+	defer sess.Close()
+	base := sandbox.ShellQuote(e.inst.BaseCommit)
+	r, err := sess.Exec(ctx, "export GIT_INDEX_FILE=/tmp/compactrl-diff.index && git read-tree "+base+
+		" && git add -A && git diff --cached --binary "+base+" > /out/model.patch", 10*time.Minute)
+	if err != nil {
 		return "", err
 	}
-	return git(ctx, app, env, "diff", "--cached", "--binary", e.inst.BaseCommit)
+	if r.ExitCode != 0 {
+		e.metrics["patch_error"] = 1
+		return "", nil
+	}
+	b, err := sandbox.ReadRegular(filepath.Join(out, "model.patch"), maxPatchBytes)
+	if err != nil {
+		e.metrics["patch_error"] = 1
+		return "", nil
+	}
+	return string(b), nil
 }
 
-// applyPatch applies patch in dir with the fallbacks of SWE-bench's harness.
-// With undo, a failed attempt's partial changes are reverted (all of the
-// checkout's changes: only for the first patch applied to it).
-func applyPatch(ctx context.Context, dir, patchFile string, undo bool) (string, error) {
-	attempts := [][]string{
-		{"git", "-c", "safe.directory=*", "apply", "--verbose", patchFile},
-		{"git", "-c", "safe.directory=*", "apply", "--verbose", "--3way", patchFile},
-		{"patch", "--batch", "--fuzz=5", "-p1", "-i", patchFile},
+// applyCmds are the patch fallbacks of SWE-bench's harness, run in /app.
+func applyCmds(patchFile string) []string {
+	q := sandbox.ShellQuote(patchFile)
+	return []string{
+		"git apply --verbose " + q,
+		"git apply --verbose --3way " + q,
+		"patch --batch --fuzz=5 -p1 -i " + q,
 	}
-	var msgs []string
-	for _, a := range attempts {
-		cmd := exec.CommandContext(ctx, a[0], a[1:]...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err == nil {
-			return strings.Join(a[:len(a)-1], " "), nil
+}
+
+// applyPatch tries applyCmds in sess; with undo, a failed attempt's partial
+// changes are reverted (all of the checkout's changes: only for the first
+// patch applied to it). It returns the command that worked, or "".
+func applyPatch(ctx context.Context, sess sandbox.Session, patchFile string, undo bool) (string, error) {
+	for _, c := range applyCmds(patchFile) {
+		r, err := sess.Exec(ctx, c, 5*time.Minute)
+		if err != nil {
+			return "", err
 		}
-		msgs = append(msgs, fmt.Sprintf("%s: %v: %s", strings.Join(a[:len(a)-1], " "), err, truncate(strings.TrimSpace(string(out)), 300)))
+		if r.ExitCode == 0 {
+			return c, nil
+		}
 		if undo {
-			git(ctx, dir, nil, "reset", "-q", "--hard")
-			git(ctx, dir, nil, "clean", "-fdq")
+			if _, err := sess.Exec(ctx, "git reset -q --hard && git clean -fdq", 5*time.Minute); err != nil {
+				return "", err
+			}
 		}
 	}
-	return "", errors.New(strings.Join(msgs, "; "))
+	return "", nil
 }
 
 var diffFileRe = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/(\S+)$`)
@@ -322,24 +350,41 @@ func patchFiles(patch string) []string {
 	return out
 }
 
-// evaluate runs the SWE-bench verdict for patch on a fresh checkout.
+// evaluate runs the SWE-bench verdict for patch on a fresh checkout made
+// on the host from the trusted repository; everything after — applying the
+// untrusted patch, resetting the test files, applying test_patch, the
+// tests — runs inside one sandbox.
 func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 	rep := Report{PatchBytes: len(patch), FailToPass: map[string]bool{}, PassToPass: map[string]bool{}}
 	dir, err := sandbox.MkdirTemp(e.ws, "eval-")
 	if err != nil {
 		return rep, err
 	}
-	app := filepath.Join(dir, "app")
+	app, in := filepath.Join(dir, "app"), filepath.Join(dir, "in")
 	if err := checkout(ctx, e.src, app, e.inst.BaseCommit); err != nil {
 		return rep, err
 	}
-	if strings.TrimSpace(patch) != "" {
-		pf := filepath.Join(dir, "model.patch")
-		if err := os.WriteFile(pf, []byte(patch), 0o644); err != nil {
+	if err := os.Mkdir(in, 0o755); err != nil {
+		return rep, err
+	}
+	for name, body := range map[string]string{"model.patch": patch, "test.patch": e.inst.TestPatch} {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(body), 0o644); err != nil {
 			return rep, err
 		}
-		method, err := applyPatch(ctx, app, pf, true)
+	}
+	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app,
+		Mounts: append([]sandbox.Mount{{Host: in, Target: "/in"}}, e.cacheMounts()...), Env: e.env(), Limits: e.opts.Limits})
+	if err != nil {
+		return rep, fmt.Errorf("start test sandbox: %w", err)
+	}
+	defer sess.Close()
+	modelPatched := strings.TrimSpace(patch) != ""
+	if modelPatched {
+		method, err := applyPatch(ctx, sess, "/in/model.patch", true)
 		if err != nil {
+			return rep, err
+		}
+		if method == "" {
 			e.metrics["patch_applied"] = 0
 			return rep, nil // an unappliable patch resolves nothing
 		}
@@ -348,26 +393,29 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 	e.metrics["patch_applied"] = map[bool]float64{false: 0, true: 1}[rep.PatchApplied]
 	if strings.TrimSpace(e.inst.TestPatch) != "" {
 		// Test files are the instance's: undo the model's edits to them.
+		base := sandbox.ShellQuote(e.inst.BaseCommit)
 		for _, f := range patchFiles(e.inst.TestPatch) {
-			if _, err := git(ctx, app, nil, "cat-file", "-e", e.inst.BaseCommit+":"+f); err == nil {
-				git(ctx, app, nil, "checkout", "-q", e.inst.BaseCommit, "--", f)
-			} else {
-				os.Remove(filepath.Join(app, f))
+			q := sandbox.ShellQuote(f)
+			r, err := sess.Exec(ctx, "if git cat-file -e "+base+":"+q+" 2>/dev/null; then git checkout -q "+base+" -- "+q+"; else rm -rf -- "+q+"; fi", time.Minute)
+			if err != nil {
+				return rep, err
+			}
+			if r.ExitCode != 0 && !modelPatched {
+				return rep, fmt.Errorf("reset test file %s: %s", f, r.Output)
 			}
 		}
-		tf := filepath.Join(dir, "test.patch")
-		if err := os.WriteFile(tf, []byte(e.inst.TestPatch), 0o644); err != nil {
+		method, err := applyPatch(ctx, sess, "/in/test.patch", false)
+		if err != nil {
 			return rep, err
 		}
-		if _, err := applyPatch(ctx, app, tf, false); err != nil {
-			return rep, fmt.Errorf("test_patch does not apply: %w", err)
+		if method == "" {
+			if modelPatched {
+				e.metrics["test_patch_conflict"] = 1
+				return rep, nil // the model's patch broke what the tests need
+			}
+			return rep, errors.New("test_patch does not apply to base_commit")
 		}
 	}
-	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app, Mounts: e.cacheMounts(), Env: e.env(), Limits: e.opts.Limits})
-	if err != nil {
-		return rep, fmt.Errorf("start test sandbox: %w", err)
-	}
-	defer sess.Close()
 	hasPytest := false
 	if r, err := sess.Exec(ctx, "python3 -c 'import pytest' 2>/dev/null", 30*time.Second); err == nil && r.ExitCode == 0 {
 		hasPytest = true

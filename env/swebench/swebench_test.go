@@ -143,6 +143,18 @@ func TestResolution(t *testing.T) {
 			t.Fatalf("reward %v, report %+v", r, e.Report())
 		}
 	})
+	t.Run("the workspace's git config never runs on the host", func(t *testing.T) {
+		marker := filepath.Join(t.TempDir(), "pwned")
+		e := New(inst, opts)
+		hook := sandbox.ShellQuote("touch " + marker + "; false")
+		r := episode(t, e, "```bash\ngit config core.fsmonitor "+hook+" && sed -i 's/min(x, lo)/min(x, hi)/' calc/ops.py\n```\n<submit/>")
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("a command from the agent's .git/config ran on the host")
+		}
+		if r != 1 {
+			t.Fatalf("reward %v, report %+v, metrics %v", r, e.Report(), e.Metrics())
+		}
+	})
 	t.Run("editing the tests does not help", func(t *testing.T) {
 		e := New(inst, opts)
 		cheat := "```bash\ncat > tests/test_ops.py <<'EOF'\nimport unittest\n\n\nclass OpsTest(unittest.TestCase):\n    def test_add(self):\n        pass\n\n    def test_clamp(self):\n        pass\nEOF\n```\n<submit/>"
