@@ -38,6 +38,7 @@ func commands() map[string]command {
 		"rollout":    {"play episodes with a policy, write episode JSONL and statistics", runRollout},
 		"show":       {"print a readable transcript of one episode (compactions marked)", runShow},
 		"model":      {"create a checkpoint (init) or print its logits (logits)", runModel},
+		"bench":      {"bench model: training/decode throughput vs PyTorch and llama.cpp, GEMM vs FMA peak", runBench},
 	}
 }
 

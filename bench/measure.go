@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/kernel"
+	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/optim"
+)
+
+// Measure is a rate measured over several timed runs: Value is the median
+// of Samples (one rate per run), so that a burst of other load on shared
+// cores moves it less than it moves the mean.
+type Measure struct {
+	Value   float64   `json:"value"`
+	Samples []float64 `json:"samples"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func newMeasure(samples []float64) Measure {
+	return Measure{Value: median(samples), Samples: samples}
+}
+
+// Train times steps training steps of the built-in model of cfg after one
+// warm-up step: forward and backward of the mean cross-entropy over batch
+// random sequences of seq+1 tokens (batch·seq targets), gradient-norm
+// clipping to 1 and an AdamW update. Each sample is batch·seq / (wall time
+// of one step), in tokens/s, on runtime.GOMAXPROCS threads.
+func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measure, error) {
+	if batch <= 0 || seq <= 0 || steps <= 0 {
+		return Measure{}, fmt.Errorf("bench train: batch %d, seq %d and steps %d must be positive", batch, seq, steps)
+	}
+	if seq+1 > cfg.MaxSeq {
+		return Measure{}, fmt.Errorf("bench train: seq %d + 1 exceeds max_seq %d", seq, cfg.MaxSeq)
+	}
+	m, err := model.New(cfg, 1, false)
+	if err != nil {
+		return Measure{}, fmt.Errorf("bench train: %w", err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	seqs := make([]model.Seq, batch)
+	for i := range seqs {
+		toks := make([]int, seq+1)
+		for j := range toks {
+			toks[j] = rng.IntN(cfg.Vocab)
+		}
+		seqs[i] = model.Seq{Tokens: toks, From: 1}
+	}
+	ps := m.OptimParams()
+	opt := optim.New(ps, 0.9, 0.999, 1e-8, 0.01, model.IsNorm)
+	sc := m.NewScorer()
+	step := func() error {
+		m.ZeroGrad()
+		loss, err := sc.CrossEntropy(seqs)
+		if err != nil {
+			return err
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			return fmt.Errorf("loss is %g", loss)
+		}
+		optim.ClipGradNorm(ps, 1)
+		return opt.Step(ps, 1e-4)
+	}
+	samples := make([]float64, 0, steps)
+	for s := -1; s < steps; s++ {
+		if err := ctx.Err(); err != nil {
+			return Measure{}, err
+		}
+		t0 := time.Now()
+		if err := step(); err != nil {
+			return Measure{}, fmt.Errorf("bench train step %d: %w", s+1, err)
+		}
+		if s >= 0 {
+			samples = append(samples, float64(batch*seq)/time.Since(t0).Seconds())
+		}
+	}
+	return newMeasure(samples), nil
+}
+
+// DecodeResult is batched generation throughput, in generated tokens/s.
+// Decode is the steady state: the batch·(tokens−1) tokens sampled after
+// the first, over the time from the end of the prefill to the last token
+// (each of those tokens costs one decode forward of the whole batch).
+// Generate counts all batch·tokens tokens over the whole run, prefill of
+// the prompts included.
+type DecodeResult struct {
+	Decode   Measure `json:"decode"`
+	Generate Measure `json:"generate"`
+}
+
+// Prompts draws batch prompts of n token ids from pick, a seeded stream:
+// the same prompts for every engine.
+func Prompts(batch, n int, pick func(r *rand.Rand) int) [][]int {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ps := make([][]int, batch)
+	for i := range ps {
+		ps[i] = make([]int, n)
+		for j := range ps[i] {
+			ps[i][j] = pick(rng)
+		}
+	}
+	return ps
+}
+
+// Decode times reps rounds of sampling tokens new tokens (temperature 1,
+// no truncation, no stop token) for every prompt at once in one
+// model.Decoder with its KV cache, after a short warm-up round. A round's
+// first Step is the prefill; the other tokens−1 Steps are decode steps.
+func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps int) (DecodeResult, error) {
+	if len(prompts) == 0 || tokens < 2 || reps <= 0 {
+		return DecodeResult{}, fmt.Errorf("bench decode: %d prompts, %d tokens (≥ 2), %d reps must be positive", len(prompts), tokens, reps)
+	}
+	round := func(n int) (decode, generate float64, err error) {
+		d := m.NewDecoder()
+		for i, p := range prompts {
+			if len(p)+n > m.Cfg.MaxSeq {
+				return 0, 0, fmt.Errorf("bench decode: prompt %d of %d tokens + %d new exceeds max_seq %d", i, len(p), n, m.Cfg.MaxSeq)
+			}
+			if _, err := d.Add(infer.Request{Prompt: p, MaxTokens: n, Temperature: 1, Seed: int64(i)}); err != nil {
+				return 0, 0, fmt.Errorf("bench decode: prompt %d: %w", i, err)
+			}
+		}
+		t0 := time.Now()
+		finished := len(d.Step())
+		t1 := time.Now()
+		for s := 1; s < n; s++ {
+			if err := ctx.Err(); err != nil {
+				return 0, 0, err
+			}
+			finished += len(d.Step())
+		}
+		t2 := time.Now()
+		if finished != len(prompts) || d.Active() != 0 {
+			return 0, 0, fmt.Errorf("bench decode: %d of %d sequences finished after %d steps", finished, len(prompts), n)
+		}
+		b := float64(len(prompts))
+		return b * float64(n-1) / t2.Sub(t1).Seconds(), b * float64(n) / t2.Sub(t0).Seconds(), nil
+	}
+	if _, _, err := round(min(tokens, 8)); err != nil {
+		return DecodeResult{}, err
+	}
+	var dec, gen []float64
+	for range reps {
+		d, g, err := round(tokens)
+		if err != nil {
+			return DecodeResult{}, err
+		}
+		dec, gen = append(dec, d), append(gen, g)
+	}
+	return DecodeResult{Decode: newMeasure(dec), Generate: newMeasure(gen)}, nil
+}
+
+// GemmShape is one product C[M×N] = op(A)·op(B) with depth K.
+type GemmShape struct {
+	Name           string `json:"name"`
+	TransA, TransB bool   `json:"-"`
+	M, N, K        int    `json:"-"`
+}
+
+// Flops is 2·M·N·K.
+func (s GemmShape) Flops() float64 { return 2 * float64(s.M) * float64(s.N) * float64(s.K) }
+
+// Gemm measures kernel.Gemm on shape s in GFLOP/s (2·M·N·K flops a call),
+// on runtime.GOMAXPROCS threads: samples timed batches of calls, each
+// batch about total/samples long, after one warm-up call.
+func Gemm(ctx context.Context, s GemmShape, total time.Duration, samples int) (Measure, error) {
+	if s.M <= 0 || s.N <= 0 || s.K <= 0 || samples <= 0 {
+		return Measure{}, fmt.Errorf("bench gemm %s: dimensions %d×%d×%d and samples %d must be positive", s.Name, s.M, s.N, s.K, samples)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	fill := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	a, b, c := fill(s.M*s.K), fill(s.K*s.N), make([]float32, s.M*s.N)
+	lda, ldb := s.K, s.N
+	if s.TransA {
+		lda = s.M
+	}
+	if s.TransB {
+		ldb = s.K
+	}
+	call := func() { kernel.Gemm(s.TransA, s.TransB, s.M, s.N, s.K, 1, a, lda, b, ldb, 0, c, s.N) }
+	t0 := time.Now()
+	call()
+	one := max(time.Since(t0), time.Microsecond)
+	iters := max(1, int(total/time.Duration(samples)/one))
+	out := make([]float64, 0, samples)
+	for range samples {
+		if err := ctx.Err(); err != nil {
+			return Measure{}, err
+		}
+		t0 := time.Now()
+		for range iters {
+			call()
+		}
+		out = append(out, s.Flops()*float64(iters)/time.Since(t0).Seconds()/1e9)
+	}
+	for _, v := range c {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return Measure{}, fmt.Errorf("bench gemm %s: non-finite result", s.Name)
+		}
+	}
+	return newMeasure(out), nil
+}
+
+// ModelShapes are the products the built-in model runs for cfg: the
+// training step's projections x·Wᵀ over batch·seq rows (attention, MLP,
+// language-model head), the weight gradient dyᵀ·x of the MLP, and the
+// batched decode step's MLP projection over decodeBatch rows.
+func ModelShapes(cfg model.Config, batch, seq, decodeBatch int) []GemmShape {
+	n := batch * seq
+	d := cfg.Dim
+	return []GemmShape{
+		{Name: fmt.Sprintf("train x·Wqᵀ %d×%d×%d", n, cfg.Heads*cfg.HeadDim(), d), TransB: true, M: n, N: cfg.Heads * cfg.HeadDim(), K: d},
+		{Name: fmt.Sprintf("train x·Wgᵀ %d×%d×%d", n, cfg.FFN, d), TransB: true, M: n, N: cfg.FFN, K: d},
+		{Name: fmt.Sprintf("train x·Wdᵀ %d×%d×%d", n, d, cfg.FFN), TransB: true, M: n, N: d, K: cfg.FFN},
+		{Name: fmt.Sprintf("train head %d×%d×%d", n, cfg.Vocab, d), TransB: true, M: n, N: cfg.Vocab, K: d},
+		{Name: fmt.Sprintf("train dWg = dyᵀ·x %d×%d×%d", cfg.FFN, d, n), TransA: true, M: cfg.FFN, N: d, K: n},
+		{Name: fmt.Sprintf("decode x·Wgᵀ %d×%d×%d", decodeBatch, cfg.FFN, d), TransB: true, M: decodeBatch, N: cfg.FFN, K: d},
+	}
+}
+
+// SquareShapes are the n×n×n products (no transposes) of DESIGN.md §6's table.
+func SquareShapes(ns ...int) []GemmShape {
+	out := make([]GemmShape, len(ns))
+	for i, n := range ns {
+		out[i] = GemmShape{Name: fmt.Sprintf("%d³", n), M: n, N: n, K: n}
+	}
+	return out
+}
