@@ -6,15 +6,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // runModel dispatches `compactrl model init|logits`.
 func runModel(ctx context.Context, e env, args []string) error {
-	const usage = "usage: compactrl model init --preset NAME --seed N --out DIR\n       compactrl model logits --checkpoint DIR --tokens 1,2,3"
+	const usage = "usage: compactrl model init --preset NAME --seed N --out DIR [--tokenizer tokenizer.json] [--critic]\n       compactrl model logits --checkpoint DIR --tokens 1,2,3"
 	if len(args) == 0 {
 		fmt.Fprintln(e.stderr, usage)
 		return errors.New("need a model subcommand (init or logits)")
@@ -30,7 +33,8 @@ func runModel(ctx context.Context, e env, args []string) error {
 }
 
 // runModelInit writes a randomly initialised checkpoint (config.json +
-// model.safetensors). The tokenizer.json is not written here.
+// model.safetensors). With --tokenizer, the vocabulary size comes from that
+// tokenizer.json, which is copied into the checkpoint.
 func runModelInit(e env, args []string) error {
 	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -38,6 +42,7 @@ func runModelInit(e env, args []string) error {
 	seed := fs.Int64("seed", 0, "initialisation seed")
 	out := fs.String("out", "", "checkpoint directory to create")
 	value := fs.Bool("critic", false, "write a value model (score head) instead of a policy")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json to copy into the checkpoint (sets the vocabulary size)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,12 +53,28 @@ func runModelInit(e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("model init: %w", err)
 	}
+	var tok *tokenizer.Tokenizer
+	if *tokPath != "" {
+		if tok, err = tokenizer.Load(*tokPath); err != nil {
+			return fmt.Errorf("model init: %w", err)
+		}
+		cfg.Vocab = tok.VocabSize()
+	}
 	m, err := model.New(cfg, *seed, *value)
 	if err != nil {
 		return fmt.Errorf("model init: %w", err)
 	}
 	if err := m.Save(*out); err != nil {
 		return fmt.Errorf("model init: %w", err)
+	}
+	if tok != nil {
+		b, err := os.ReadFile(*tokPath)
+		if err != nil {
+			return fmt.Errorf("model init: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(*out, "tokenizer.json"), b, 0o644); err != nil {
+			return fmt.Errorf("model init: %w", err)
+		}
 	}
 	return json.NewEncoder(e.stdout).Encode(map[string]any{"checkpoint": *out, "preset": *preset, "params": m.NumParams()})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/tokenizer"
 )
 
 func TestModelInitAndLogits(t *testing.T) {
@@ -46,5 +47,26 @@ func TestModelInitAndLogits(t *testing.T) {
 	}
 	if code := run(context.Background(), e, []string{"model", "init", "--preset", "huge", "--out", dir}); code == 0 {
 		t.Fatal("unknown preset accepted")
+	}
+
+	// --tokenizer sets the vocabulary and lands beside the weights.
+	tok, err := tokenizer.Train([]string{"hello world, hello model", "a tiny corpus for a tiny tokenizer"}, 300, []string{"<|eos|>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(t.TempDir(), "tok.json")
+	if err := tok.Save(tokFile); err != nil {
+		t.Fatal(err)
+	}
+	dir2 := filepath.Join(t.TempDir(), "ck2")
+	if code := run(context.Background(), e, []string{"model", "init", "--preset", "tiny", "--tokenizer", tokFile, "--out", dir2}); code != 0 {
+		t.Fatalf("model init --tokenizer: exit %d: %s", code, errb.String())
+	}
+	m2, err := model.Load(dir2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokenizer.Load(filepath.Join(dir2, "tokenizer.json")); err != nil || m2.Cfg.Vocab != tok.VocabSize() {
+		t.Fatalf("vocab %d, tokenizer %d (%v)", m2.Cfg.Vocab, tok.VocabSize(), err)
 	}
 }
