@@ -148,6 +148,8 @@ func TestCannotWriteOutside(t *testing.T) {
 	for _, cmd := range []string{
 		"touch /usr/evil", "touch /etc/evil", "touch /evil", "mkdir /root/evil",
 		"cat " + secret, "touch " + filepath.Join(outside, "evil"), "echo x > /proc/sys/kernel/hostname",
+		// a hard link to a system file would let the host's chown of the workspace reach it
+		"ln /usr/bin/env /app/hardlink",
 	} {
 		r := mustExec(t, s, cmd, 10*time.Second)
 		if r.ExitCode == 0 {
