@@ -455,6 +455,9 @@ type verdict struct {
 	Compactions float64 `json:"compactions"`
 	Turns       float64 `json:"turns"`
 	Error       string  `json:"error,omitempty"`
+	// Detail is the tail of the final observation (the verifier's output)
+	// of an episode that did not succeed.
+	Detail string `json:"detail,omitempty"`
 }
 
 // verdictSink forwards episodes and keeps their verdicts.
@@ -473,6 +476,9 @@ func (s *verdictSink) Write(ep *episode.Episode) error {
 		Compactions: ep.Metrics[agent.MetricCompactions], Turns: ep.Metrics[agent.MetricTurns],
 		Error: ep.Meta[agent.MetaError],
 	})
+	if v := &s.verdicts[len(s.verdicts)-1]; !v.Success {
+		v.Detail = tailString(ep.Meta[agent.MetaFinalObservation], 600)
+	}
 	return nil
 }
 
@@ -512,6 +518,13 @@ type results struct {
 }
 
 func ptr(v float64) *float64 { return &v }
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
 
 // summarize computes pass@1 = (1/n) Σ 1[ok ∧ R ≥ 1] over the n scored
 // episodes, its Wilson interval, and per-task verdicts.

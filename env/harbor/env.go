@@ -231,7 +231,11 @@ func (e *Env) finish(ctx context.Context, obs string) (agent.Step, error) {
 	if obs != "" {
 		obs += "\n"
 	}
-	return agent.Step{Done: true, Reward: reward, Observation: obs + fmt.Sprintf("[submitted; verifier reward %g]", reward)}, nil
+	obs += fmt.Sprintf("[submitted; verifier reward %g]", reward)
+	if e.verOut != "" {
+		obs += "\nverifier output (tail):\n" + tail(e.verOut, 2000)
+	}
+	return agent.Step{Done: true, Reward: reward, Observation: obs}, nil
 }
 
 // verify runs tests/test.sh in a fresh sandbox over the workspace.
