@@ -78,13 +78,15 @@ type impl struct {
 	// transposed) when n is a multiple of directBUnit: micro then reads no column past n.
 	directB     bool
 	directBUnit int
-	dot     func(x, y []float32) float32
-	axpy    func(alpha float32, x, y []float32)
-	scale   func(alpha float32, x []float32)
+	dot         func(x, y []float32) float32
+	axpy        func(alpha float32, x, y []float32)
+	scale       func(alpha float32, x []float32)
 	// dotT, when set, computes c[i·ldc+j] += alpha·(row i of a · row j of b) for i < mr ≤ 4,
 	// j < nb ≤ 4: the tile kernel of A·Bᵀ for few rows of A (batched decode), which needs no
 	// packing of B.
-	dotT     func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
+	dotT func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
+	// useDotT reports whether dotT beats packing B for m rows and depth k.
+	useDotT  func(m, k int) bool
 	expShift func(dst, x []float32, shift float32) float32
 	sigmoid  func(dst, x []float32)
 	max      func(x []float32) float32
@@ -125,7 +127,7 @@ func gemmN(p *impl, nt int, transA, transB bool, m, n, k int, alpha float32, a [
 		return
 	}
 	g := gemmArgs{p: p, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	if p.dotT != nil && transB && useDotT(m, k) && alpha != 0 {
+	if p.dotT != nil && transB && k > 0 && p.useDotT(m, k) && alpha != 0 {
 		g.dotT(nt, m, n)
 		return
 	}
@@ -285,11 +287,28 @@ func packB(t16 func(kc int, b []float32, ldb int, dst []float32, ds int), dst, b
 	}
 }
 
-// useDotT reports whether A·Bᵀ with m rows and depth k is faster as dot products of rows than
+// useDotT512 reports whether A·Bᵀ with m rows and depth k is faster as dot products of rows than
 // through packed B: packing B costs n·k and only pays off over enough rows, the dot kernel's
 // final reductions cost about as much as 64 of its multiply-adds (measured on AVX-512).
-func useDotT(m, k int) bool {
-	return k > 0 && (m <= 8 || m <= 40 && k >= 128 || m <= 64 && k >= 512)
+func useDotT512(m, k int) bool {
+	return m <= 8 || m <= 40 && k >= 128 || m <= 64 && k >= 512
+}
+
+// useDotTFew is the rule of dotTVia: one dot product per element, for a few rows only.
+func useDotTFew(m, k int) bool { return m <= 4 }
+
+// dotTVia returns a dotT tile made of single dot products (for the paths without a dot tile
+// kernel): c[i·ldc+j] += alpha·dot(row i of a, row j of b).
+func dotTVia(dot func(x, y []float32) float32) func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int) {
+	return func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int) {
+		for i := range mr {
+			ai := a[i*lda : i*lda+k]
+			row := c[i*ldc : i*ldc+nb]
+			for j := range row {
+				row[j] += alpha * dot(ai, b[j*ldb:j*ldb+k])
+			}
+		}
+	}
 }
 
 // dotT computes C = alpha·op(A)·Bᵀ + beta·C with the dot-product tile kernel on nt goroutines,
