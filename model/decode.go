@@ -55,6 +55,117 @@ type Decoder struct {
 	logits                []float32
 	probs                 [][]float32
 	order                 [][]int32
+
+	stats     DecoderStats
+	pool      []*prefixEntry // KV caches of finished sequences
+	poolBytes int64
+	poolLimit int64
+	clock     uint64
+}
+
+// prefixEntry is the KV cache of a finished sequence: positions
+// 0 … len(tokens)−1.
+type prefixEntry struct {
+	tokens []int
+	kc, vc [][]float32
+	bytes  int64
+	used   uint64
+}
+
+// SetPrefixCache keeps the KV caches of finished sequences, up to limit
+// bytes (least recently used dropped first; limit ≤ 0 disables and frees
+// the cache). A new prompt that starts with a cached sequence's tokens
+// copies those positions instead of recomputing them: an agent's next
+// turn re-sends its previous context. Keys and values of a position depend
+// only on the tokens up to it, so the result is the recomputation's, up to
+// float32 rounding of differently shaped GEMMs.
+func (d *Decoder) SetPrefixCache(limit int64) {
+	d.poolLimit = limit
+	d.evict()
+}
+
+// DecoderStats counts a Decoder's work.
+type DecoderStats struct {
+	Steps     int // forwards run
+	Fed       int // positions computed (prefill and decode)
+	Reused    int // prompt positions copied from the prefix cache
+	Generated int // tokens sampled
+}
+
+// Stats returns the counters so far.
+func (d *Decoder) Stats() DecoderStats { return d.stats }
+
+// PrefixCacheBytes is the memory held by cached prefixes.
+func (d *Decoder) PrefixCacheBytes() int64 { return d.poolBytes }
+
+func (d *Decoder) evict() {
+	for len(d.pool) > 0 && (d.poolLimit <= 0 || d.poolBytes > d.poolLimit) {
+		old := 0
+		for i, e := range d.pool {
+			if e.used < d.pool[old].used {
+				old = i
+			}
+		}
+		d.poolBytes -= d.pool[old].bytes
+		d.pool = slices.Delete(d.pool, old, old+1)
+	}
+}
+
+// keepPrefix stores a finished sequence's cache. Entries that are
+// prefixes of it become redundant and are dropped.
+func (d *Decoder) keepPrefix(s *decSeq) {
+	if d.poolLimit <= 0 || s.kc == nil || s.n == 0 {
+		return
+	}
+	toks := append(slices.Clone(s.req.Prompt), s.out.Tokens...)[:s.n]
+	kw := d.m.Cfg.KVHeads * d.m.Cfg.HeadDim()
+	e := &prefixEntry{tokens: toks, kc: s.kc, vc: s.vc, bytes: int64(2*len(s.kc)*s.n*kw) * 4}
+	for l := range e.kc {
+		e.kc[l], e.vc[l] = e.kc[l][:s.n*kw:s.n*kw], e.vc[l][:s.n*kw:s.n*kw]
+	}
+	d.pool = slices.DeleteFunc(d.pool, func(o *prefixEntry) bool {
+		if len(o.tokens) <= len(toks) && slices.Equal(o.tokens, toks[:len(o.tokens)]) {
+			d.poolBytes -= o.bytes
+			return true
+		}
+		return false
+	})
+	d.clock++
+	e.used = d.clock
+	d.pool = append(d.pool, e)
+	d.poolBytes += e.bytes
+	d.evict()
+}
+
+// reusePrefix copies into s's fresh cache the longest cached prefix of its
+// prompt (leaving at least one prompt token to feed).
+func (d *Decoder) reusePrefix(s *decSeq) {
+	p := s.req.Prompt
+	var best *prefixEntry
+	bestLen := 0
+	for _, e := range d.pool {
+		n := min(len(e.tokens), len(p)-1)
+		l := 0
+		for l < n && e.tokens[l] == p[l] {
+			l++
+		}
+		if l > bestLen {
+			best, bestLen = e, l
+		}
+	}
+	if best == nil {
+		return
+	}
+	kw := d.m.Cfg.KVHeads * d.m.Cfg.HeadDim()
+	for l := range s.kc {
+		copy(s.kc[l], best.kc[l][:bestLen*kw])
+		copy(s.vc[l], best.vc[l][:bestLen*kw])
+	}
+	d.clock++
+	best.used = d.clock
+	s.n = bestLen
+	s.pending = append(s.pending[:0], p[bestLen:]...)
+	d.stats.Reused += bestLen
 }
 
 // NewDecoder returns a Decoder over m. m must be a policy, and its weights
@@ -151,6 +262,7 @@ func (d *Decoder) Step() []Finished {
 		}
 	})
 	keep = d.active[:0]
+	d.stats.Generated += len(toks)
 	for i, s := range d.active {
 		s.out.Tokens = append(s.out.Tokens, toks[i])
 		s.out.Logprobs = append(s.out.Logprobs, lps[i])
@@ -164,6 +276,7 @@ func (d *Decoder) Step() []Finished {
 			keep = append(keep, s)
 			continue
 		}
+		d.keepPrefix(s)
 		done = append(done, Finished{s.id, s.out})
 	}
 	clear(d.active[len(keep):])
@@ -211,6 +324,7 @@ func (d *Decoder) forward() {
 			for l := range s.kc {
 				s.kc[l], s.vc[l] = make([]float32, capacity*kw), make([]float32, capacity*kw)
 			}
+			d.reusePrefix(s)
 		}
 		d.rows = append(d.rows, len(d.tokens))
 		for i, t := range s.pending {
@@ -219,6 +333,8 @@ func (d *Decoder) forward() {
 		}
 	}
 	n := len(d.tokens)
+	d.stats.Steps++
+	d.stats.Fed += n
 	d.x, d.h, d.r = grow(d.x, n*dim), grow(d.h, n*dim), grow(d.r, n)
 	d.q, d.k, d.v, d.att = grow(d.q, n*qw), grow(d.k, n*kw), grow(d.v, n*kw), grow(d.att, n*qw)
 	d.g, d.u, d.a, d.sg = grow(d.g, n*F), grow(d.u, n*F), grow(d.a, n*F), grow(d.sg, n*F)

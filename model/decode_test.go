@@ -161,3 +161,57 @@ func TestSampleTokenDistribution(t *testing.T) {
 		t.Fatalf("frequency of token 0 %.4f, want %.4f", got, want0)
 	}
 }
+
+// An agent-like second turn (previous prompt ⊕ completion ⊕ observation)
+// reuses the cached positions and still gives the scoring log-probs.
+func TestPrefixCacheReuse(t *testing.T) {
+	m := decodeModel(t)
+	rng := rand.New(rand.NewPCG(10, 11))
+	d := m.NewDecoder()
+	d.SetPrefixCache(1 << 30)
+	run := func(req infer.Request) infer.Completion {
+		if _, err := d.Add(req); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if f := d.Step(); len(f) > 0 {
+				return f[0].Completion
+			}
+		}
+	}
+	p1 := randPrompt(rng, 20, 61)
+	c1 := run(infer.Request{Prompt: p1, MaxTokens: 10, Temperature: 1, Seed: 1})
+	p2 := append(append(slices.Clone(p1), c1.Tokens...), randPrompt(rng, 7, 61)...)
+	before := d.Stats()
+	c2 := run(infer.Request{Prompt: p2, MaxTokens: 12, Temperature: 1, Seed: 2})
+	st := d.Stats()
+	if got, want := st.Reused-before.Reused, len(p1)+len(c1.Tokens)-1; got != want {
+		t.Fatalf("reused %d positions, want %d", got, want)
+	}
+	if fed := st.Fed - before.Fed; fed != len(p2)-(len(p1)+len(c1.Tokens)-1)+len(c2.Tokens)-1 {
+		t.Fatalf("fed %d positions", fed)
+	}
+	out, err := m.NewScorer().Forward([]Seq{{Tokens: append(slices.Clone(p2), c2.Tokens...), From: len(p2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, lp := range c2.Logprobs {
+		if math.Abs(lp-out.LogProbs[0][j]) > 1e-4 {
+			t.Fatalf("token %d: cached-prefix decode %.6f, scoring %.6f", j, lp, out.LogProbs[0][j])
+		}
+	}
+	// The longer entry replaced the one it extends; a zero limit frees all.
+	if len(d.pool) != 1 || d.PrefixCacheBytes() == 0 {
+		t.Fatalf("pool holds %d entries, %d bytes", len(d.pool), d.PrefixCacheBytes())
+	}
+	d.SetPrefixCache(0)
+	if d.PrefixCacheBytes() != 0 || len(d.pool) != 0 {
+		t.Fatal("disabling the cache kept entries")
+	}
+	// A tiny budget keeps nothing.
+	d.SetPrefixCache(10)
+	run(infer.Request{Prompt: p1, MaxTokens: 3, Temperature: 1})
+	if len(d.pool) != 0 {
+		t.Fatal("entry larger than the budget kept")
+	}
+}

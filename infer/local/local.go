@@ -24,7 +24,14 @@ import (
 // Options tune the engine.
 type Options struct {
 	MaxBatch int // most sequences decoded together; 0 means 64
+	// PrefixCacheBytes bounds the KV caches kept from finished requests so
+	// that a prompt extending an earlier one (an agent's next turn) skips
+	// recomputing the shared prefix; 0 means 256 MiB, negative disables.
+	PrefixCacheBytes int64
 }
+
+// DefaultPrefixCacheBytes is the prefix cache budget when Options leave it 0.
+const DefaultPrefixCacheBytes = 256 << 20
 
 type result struct {
 	c   infer.Completion
@@ -40,6 +47,7 @@ type call struct {
 // Sampler is safe for concurrent use.
 type Sampler struct {
 	maxBatch int
+	cacheMax int64
 	calls    chan *call
 	quit     chan struct{}
 	done     chan struct{}
@@ -47,6 +55,7 @@ type Sampler struct {
 	mu      sync.Mutex
 	pending *model.Model // weights to switch to once idle
 	closed  bool
+	stats   model.DecoderStats // summed over every set of weights
 }
 
 var _ infer.Sampler = (*Sampler)(nil)
@@ -63,8 +72,12 @@ func New(m *model.Model, opts Options) (*Sampler, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
 	}
+	if opts.PrefixCacheBytes == 0 {
+		opts.PrefixCacheBytes = DefaultPrefixCacheBytes
+	}
 	s := &Sampler{
 		maxBatch: opts.MaxBatch,
+		cacheMax: opts.PrefixCacheBytes,
 		calls:    make(chan *call),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -133,9 +146,32 @@ func (s *Sampler) hasPending() bool {
 	return s.pending != nil
 }
 
+// Stats sums the engine's decoder counters (forwards, positions computed,
+// positions reused from the prefix cache, tokens generated).
+func (s *Sampler) Stats() model.DecoderStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *Sampler) newDecoder(m *model.Model) *model.Decoder {
+	d := m.NewDecoder()
+	d.SetPrefixCache(s.cacheMax)
+	return d
+}
+
+func (s *Sampler) addStats(before, after model.DecoderStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Steps += after.Steps - before.Steps
+	s.stats.Fed += after.Fed - before.Fed
+	s.stats.Reused += after.Reused - before.Reused
+	s.stats.Generated += after.Generated - before.Generated
+}
+
 func (s *Sampler) loop(m *model.Model) {
 	defer close(s.done)
-	dec := m.NewDecoder()
+	dec := s.newDecoder(m)
 	running := map[int]*call{}
 	var queue []*call
 	fail := func(err error) {
@@ -171,7 +207,7 @@ func (s *Sampler) loop(m *model.Model) {
 		// New weights: admit nothing until the running sequences finish.
 		if s.hasPending() {
 			if len(running) == 0 {
-				dec = s.takePending().NewDecoder()
+				dec = s.newDecoder(s.takePending())
 			}
 		}
 		if !s.hasPending() {
@@ -200,7 +236,10 @@ func (s *Sampler) loop(m *model.Model) {
 		if len(running) == 0 {
 			continue
 		}
-		for _, f := range dec.Step() {
+		before := dec.Stats()
+		finished := dec.Step()
+		s.addStats(before, dec.Stats())
+		for _, f := range finished {
 			if c, ok := running[f.ID]; ok {
 				c.res <- result{c: f.Completion}
 				delete(running, f.ID)

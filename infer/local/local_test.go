@@ -144,3 +144,35 @@ func TestCancelBadRequestAndClose(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+func TestPrefixCacheAcrossCalls(t *testing.T) {
+	m := testModel(t, 1)
+	s, err := New(m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first := request(4)
+	c1, err := s.Sample(context.Background(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := first
+	next.Prompt = append(append(slices.Clone(first.Prompt), c1.Tokens...), 5, 6, 7)
+	if _, err := s.Sample(context.Background(), next); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Reused != len(first.Prompt)+len(c1.Tokens)-1 || st.Generated == 0 {
+		t.Fatalf("stats %+v: want %d reused positions", st, len(first.Prompt)+len(c1.Tokens)-1)
+	}
+	off, err := New(m, Options{PrefixCacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	off.Sample(context.Background(), first)
+	off.Sample(context.Background(), next)
+	if st := off.Stats(); st.Reused != 0 {
+		t.Fatalf("disabled cache reused %d positions", st.Reused)
+	}
+}
