@@ -28,6 +28,9 @@ var benchShapes = []struct {
 	{"fwd_2048x688x256_tB", false, true, 2048, 688, 256},
 	{"dW_688x256x2048_tA", true, false, 688, 256, 2048},
 	{"dx_2048x256x688", false, false, 2048, 256, 688},
+	// Attention of one head (hd = 64) for a block of 64 query rows: S = Q·Kᵀ, O = P·V.
+	{"attn_QK_64x512x64_tB", false, true, 64, 512, 64},
+	{"attn_PV_64x64x512", false, false, 64, 64, 512},
 	{"decode_32x1024x256", false, false, 32, 1024, 256},
 	{"decode_32x1024x256_tB", false, true, 32, 1024, 256},
 	{"decode_64x1024x256_tB", false, true, 64, 1024, 256},
