@@ -32,6 +32,11 @@ type layerActs struct {
 // through its last Forward. Its buffers grow to the largest batch seen and
 // are reused. A Scorer is not safe for concurrent use; the model's weights
 // must not change between Forward and Backward.
+//
+// Memory: Forward keeps about 4·N·Layers·(2·Dim + 2·(Heads+KVHeads)·HeadDim
+// + 3·FFN) bytes of activations for N packed positions, plus 8·M·Vocab for
+// the log-probabilities of M targets and their gradient. Split large
+// batches: gradients accumulate over successive Forward/Backward pairs.
 type Scorer struct {
 	m *Model
 
@@ -61,7 +66,7 @@ func (m *Model) NewScorer() *Scorer { return &Scorer{m: m} }
 // Model returns the scored model.
 func (s *Scorer) Model() *Model { return s.m }
 
-func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
+func (s *Scorer) prepare(seqs []Seq, allRows, keep bool) error {
 	cfg := s.m.Cfg
 	s.ready = false
 	s.n = 0
@@ -103,7 +108,11 @@ func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
 	if len(s.acts) != cfg.Layers {
 		s.acts = make([]layerActs, cfg.Layers)
 	}
-	for l := range s.acts {
+	layers := 1 // without Backward to come, every layer reuses one set of buffers
+	if keep {
+		layers = cfg.Layers
+	}
+	for l := range s.acts[:layers] {
 		a := &s.acts[l]
 		a.x, a.r1 = grow(a.x, n*d), grow(a.r1, n)
 		a.q, a.k, a.v = grow(a.q, n*qw), grow(a.k, n*kw), grow(a.v, n*kw)
@@ -127,10 +136,19 @@ func (s *Scorer) prepare(seqs []Seq, allRows bool) error {
 // Forward runs the model on seqs and returns the per-target outputs: log-
 // probabilities and entropies for a policy, values for a critic.
 func (s *Scorer) Forward(seqs []Seq) (*Output, error) {
-	if err := s.prepare(seqs, false); err != nil {
+	if err := s.prepare(seqs, false, true); err != nil {
 		return nil, err
 	}
-	return s.forward(false), nil
+	return s.forward(false, true), nil
+}
+
+// Score is Forward without keeping the activations for Backward, in about
+// 1/Layers of the memory (scoring rollouts for π_old or values).
+func (s *Scorer) Score(seqs []Seq) (*Output, error) {
+	if err := s.prepare(seqs, false, false); err != nil {
+		return nil, err
+	}
+	return s.forward(false, false), nil
 }
 
 // Logits returns the policy's logits at every position of tokens:
@@ -139,10 +157,10 @@ func (s *Scorer) Logits(tokens []int) ([][]float32, error) {
 	if s.m.Value {
 		return nil, errors.New("logits: model is a critic")
 	}
-	if err := s.prepare([]Seq{{Tokens: tokens, From: 1}}, true); err != nil {
+	if err := s.prepare([]Seq{{Tokens: tokens, From: 1}}, true, false); err != nil {
 		return nil, err
 	}
-	s.forward(true)
+	s.forward(true, false)
 	V := s.m.Cfg.Vocab
 	rows := make([][]float32, len(tokens))
 	for t := range rows {
@@ -151,8 +169,9 @@ func (s *Scorer) Logits(tokens []int) ([][]float32, error) {
 	return rows, nil
 }
 
-// forward runs the prepared batch; with raw set it stops at the logits.
-func (s *Scorer) forward(raw bool) *Output {
+// forward runs the prepared batch; with raw set it stops at the logits,
+// with keep it saves every layer's activations for Backward.
+func (s *Scorer) forward(raw, keep bool) *Output {
 	m, cfg := s.m, s.m.Cfg
 	n, d := s.n, cfg.Dim
 	x := s.acts[0].x
@@ -160,7 +179,10 @@ func (s *Scorer) forward(raw bool) *Output {
 		copy(x[i*d:i*d+d], m.Embed.Data[int(tok)*d:int(tok)*d+d])
 	}
 	for l := range m.Layers {
-		w, a := &m.Layers[l], &s.acts[l]
+		w, a := &m.Layers[l], &s.acts[0]
+		if keep {
+			a = &s.acts[l]
+		}
 		rmsnorm(s.hbuf, a.r1, a.x, w.AttnNorm.Data, n, d, cfg.NormEps)
 		linear(a.q, s.hbuf, w.Wq, n)
 		linear(a.k, s.hbuf, w.Wk, n)
@@ -175,8 +197,12 @@ func (s *Scorer) forward(raw bool) *Output {
 		linear(a.u, s.hbuf, w.Wu, n)
 		swiglu(s.abuf, a.sg, a.g, a.u)
 		next := s.xf
-		if l+1 < len(m.Layers) {
+		switch {
+		case l+1 == len(m.Layers):
+		case keep:
 			next = s.acts[l+1].x
+		default:
+			next = a.x // consumed: x2 holds the residual stream now
 		}
 		copy(next, a.x2)
 		kernel.Gemm(false, true, n, d, cfg.FFN, 1, s.abuf, cfg.FFN, w.Wd.Data, cfg.FFN, 1, next, d)
@@ -210,7 +236,7 @@ func (s *Scorer) forward(raw bool) *Output {
 		out.LogProbs = s.split(func(i int) float64 { return float64(s.logp[i*V+int(s.tgtTok[i])]) })
 		out.Entropy = s.split(func(i int) float64 { return ent[i] })
 	}
-	s.ready = true
+	s.ready = keep
 	return out
 }
 
