@@ -78,6 +78,11 @@ type SFTConfig struct {
 	BatchSize int     `yaml:"batch_size"` // segments per step
 	LR        float64 `yaml:"lr"`
 	ExpertP   float64 `yaml:"expert_p"` // probability the expert's summary keeps each fact
+	// LMLoss trains every token of the demonstrations (prompts, template
+	// and observation tokens too), not only the expert's outputs: a
+	// language-model warm start for a randomly initialised policy, which
+	// otherwise has too little signal to learn to copy facts.
+	LMLoss bool `yaml:"lm_loss"`
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -290,9 +295,9 @@ func DemoConfig() Config {
 		Files: 3, Pages: 2, Facts: 2, Distractors: 2, NoiseLines: 3, PartialCredit: true}
 	c.Agent = AgentConfig{Context: 448, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 24,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1}
-	c.SFT = SFTConfig{Episodes: 64, Steps: 600, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}
+	c.SFT = SFTConfig{Episodes: 256, Steps: 600, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}
 	c.RL.MiniBatches, c.RL.MicroBatch = 2, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 3e-4, 1e-3, 20
-	c.Run = RunConfig{Dir: "runs/demo", Iterations: 8, Episodes: 16, Workers: 16, EvalEvery: 4, EvalEpisodes: 24, CheckpointEvery: 2}
+	c.Run = RunConfig{Dir: "runs/demo", Iterations: 12, Episodes: 16, Workers: 16, EvalEvery: 6, EvalEpisodes: 32, CheckpointEvery: 4}
 	return c
 }

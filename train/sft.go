@@ -23,7 +23,10 @@ type SFTRecord struct {
 // sftItems are the optimised tokens of the demonstrations: every mask-1
 // token of every trainable segment (the expert's summaries included), with
 // Adv 1 so that the step loss is the weighted negative log-likelihood.
-func sftItems(demos []episode.Episode) []*item {
+func sftItems(demos []episode.Episode, lm bool) []*item {
+	if lm {
+		return lmItems(demos)
+	}
 	var items []*item
 	for ei := range demos {
 		e := &demos[ei]
@@ -70,7 +73,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("warm start demonstrations: %w", err)
 	}
-	items := sftItems(demos)
+	items := sftItems(demos, cfg.SFT.LMLoss)
 	if len(items) == 0 {
 		return fmt.Errorf("warm start: the %d demonstrations have no optimised tokens", len(demos))
 	}
@@ -126,4 +129,29 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		bar.Set(step+1, cfg.SFT.Steps)
 	}
 	return nil
+}
+
+// lmItems are the demonstrations as plain language-model data: every token
+// of each segment's prompt ⊕ response after the first is a target.
+func lmItems(demos []episode.Episode) []*item {
+	var items []*item
+	for ei := range demos {
+		e := &demos[ei]
+		if e.Status == episode.StatusInfraError {
+			continue
+		}
+		for si := range e.Segments {
+			seg := &e.Segments[si]
+			all := append(append([]int(nil), seg.PromptIDs...), seg.ResponseIDs...)
+			if len(all) < 2 {
+				continue
+			}
+			it := &item{ep: ei, seg: si, seq: Sequence{Prompt: all[:1], Response: all[1:]}}
+			for p := range it.seq.Response {
+				it.toks = append(it.toks, rl.Token{Ep: ei, Seg: si, Pos: p})
+			}
+			items = append(items, it)
+		}
+	}
+	return items
 }
