@@ -14,7 +14,8 @@ import (
 // Bubblewrap runs sessions under bwrap (https://github.com/containers/bubblewrap):
 //
 //   - namespaces: every one bwrap can unshare (user, pid, net, ipc, uts,
-//     cgroup): only a loopback interface, no route out;
+//     cgroup): only a loopback interface, no route out (Spec.Network
+//     shares the host's network instead);
 //   - filesystem: a fresh root (remounted read-only) holding /usr and /etc bound read-only
 //     (the /bin, /lib, /lib64, /sbin symlinks of a merged-/usr system are
 //     recreated; non-symlink ones are bound read-only), ROBinds, /dev, /proc,
@@ -142,9 +143,14 @@ func bwrapArgs(spec Spec, roBinds []string, rootLinks map[string]string) []strin
 	lim := spec.Limits.withDefaults()
 	a := []string{
 		"--unshare-all", "--die-with-parent", "--new-session",
+	}
+	if spec.Network {
+		a = append(a, "--share-net")
+	}
+	a = append(a,
 		"--hostname", "sandbox",
 		"--ro-bind", "/usr", "/usr",
-	}
+	)
 	dirs := make([]string, 0, len(rootLinks))
 	for d := range rootLinks {
 		dirs = append(dirs, d)

@@ -67,7 +67,11 @@ func (c Container) runArgs(spec Spec) ([]string, error) {
 		return nil, fmt.Errorf("sandbox: container runner needs an image (Spec.Image or Container.DefaultImage)")
 	}
 	lim := spec.Limits.withDefaults()
-	a := []string{"run", "-d", "--init", "--network", "none",
+	network := "none"
+	if spec.Network {
+		network = "bridge"
+	}
+	a := []string{"run", "-d", "--init", "--network", network,
 		"--memory", fmt.Sprint(lim.MemoryBytes),
 		"--pids-limit", fmt.Sprint(lim.Processes),
 		"--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileSizeBytes, lim.FileSizeBytes),

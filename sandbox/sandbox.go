@@ -91,6 +91,9 @@ type Spec struct {
 	// Image is the container image (Container runner only; Bubblewrap
 	// ignores it and runs on the host's read-only system).
 	Image string
+	// Network shares the host's network (bwrap --share-net; a container's
+	// default network). Off by default: no network at all.
+	Network bool
 }
 
 // AppDir is where Spec.Workdir appears inside the sandbox.

@@ -137,6 +137,29 @@ func TestNoNetwork(t *testing.T) {
 	}
 }
 
+func TestSharedNetworkOptIn(t *testing.T) {
+	b := needBwrap(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	s, err := b.Start(context.Background(), Spec{Workdir: tempDir(t), Network: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := mustExec(t, s, fmt.Sprintf("echo hi > /dev/tcp/127.0.0.1/%d && echo CONNECTED", ln.Addr().(*net.TCPAddr).Port), 10*time.Second)
+	if !strings.Contains(r.Output, "CONNECTED") {
+		t.Fatalf("Network: true did not reach the host: %+v", r)
+	}
+}
+
 func TestCannotWriteOutside(t *testing.T) {
 	b := needBwrap(t)
 	outside := tempDir(t)

@@ -81,6 +81,9 @@ func runEval(ctx context.Context, e env, args []string) error {
 	episodeTimeout := fs.Duration("episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
 	memMB := fs.Int64("memory-mb", 0, "address-space limit per sandboxed process in MiB (0: the task's [environment] memory, else 4096)")
 	procs := fs.Int("max-procs", 0, "processes+threads per sandbox (0: 1024)")
+	network := fs.Bool("network", false, "give sandboxes the host's network (Harbor: only tasks with allow_internet; default: no network)")
+	var binds stringList
+	fs.Var(&binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")
 	cacheDir := fs.String("cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
 	keepWS := fs.Bool("keep-workspaces", false, "leave episode workspaces on disk")
 	fs.Usage = func() {
@@ -114,7 +117,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	var runner sandbox.Runner
 	switch *runnerName {
 	case "bwrap":
-		b := sandbox.Bubblewrap{}
+		b := sandbox.Bubblewrap{ROBinds: binds}
 		if err := b.Available(); err != nil {
 			return fmt.Errorf("--runner bwrap: %w", err)
 		}
@@ -133,7 +136,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	src := taskSource{
 		limits: sandbox.Limits{MemoryBytes: *memMB << 20, Processes: *procs},
 		runner: runner, image: *image, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
-		cache: *cacheDir, keep: *keepWS, noHint: *noHint,
+		cache: *cacheDir, keep: *keepWS, noHint: *noHint, network: *network,
 	}
 	tasks, skipped, err := src.load(*tasksPath)
 	if err != nil {
@@ -214,6 +217,19 @@ func runEval(ctx context.Context, e env, args []string) error {
 	return rerr
 }
 
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	if !filepath.IsAbs(v) {
+		return fmt.Errorf("%q is not an absolute path", v)
+	}
+	*l = append(*l, v)
+	return nil
+}
+
 // taskSource turns --tasks into runnable tasks.
 type taskSource struct {
 	runner                   sandbox.Runner
@@ -222,7 +238,7 @@ type taskSource struct {
 	repos                    string
 	cmdTimeout, agentTimeout time.Duration
 	cache                    string
-	keep, noHint             bool
+	keep, noHint, network    bool
 }
 
 // evalTask is one task: how to make a fresh environment for an episode.
@@ -263,7 +279,7 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 			}
 		}
 		opts := harbor.Options{Runner: s.runner, Limits: s.limits, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
-			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint}
+			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network}
 		tasks = append(tasks, evalTask{name: t.Name, newEnv: func(oracle bool) agent.Environment {
 			o := opts
 			o.ExposeSolution = oracle
@@ -289,7 +305,7 @@ func (s taskSource) loadSWEBench(path string) ([]evalTask, []skippedTask, error)
 			continue
 		}
 		opts := swebench.Options{Runner: s.runner, Limits: s.limits, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
-			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint}
+			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network}
 		tasks = append(tasks, evalTask{name: in.InstanceID, newEnv: func(bool) agent.Environment {
 			return &sweOracleEnv{Env: swebench.New(in, opts), inst: in}
 		}})

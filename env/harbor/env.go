@@ -44,6 +44,11 @@ type Options struct {
 	// and PIP_CACHE_DIR=/cache/pip: builds in later episodes reuse earlier
 	// ones. Off by default, since one episode can then affect another.
 	CacheDir string
+	// Network gives the agent's and the verifier's sandboxes the host's
+	// network when the task allows it ([environment] allow_internet is not
+	// false). Off by default. Terminal-Bench verifiers that install their
+	// test tools at run time need it.
+	Network bool
 }
 
 // Env is one Harbor task as an agent.Environment. It is not safe for
@@ -137,7 +142,7 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	}
 	mounts = append(mounts, e.cacheMounts()...)
 	e.sess, err = e.opts.Runner.Start(ctx, sandbox.Spec{
-		Workdir: app, Mounts: mounts, Env: e.env(nil),
+		Workdir: app, Mounts: mounts, Env: e.env(nil), Network: e.network(),
 		Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
 	if err != nil {
@@ -255,7 +260,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 			{Host: tests, Target: "/tests"},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
 		}, e.cacheMounts()...),
-		Env: e.env(e.task.Config.Verifier.Env), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
+		Env: e.env(e.task.Config.Verifier.Env), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("task %s: start verifier sandbox: %w", e.task.Name, err)
@@ -283,6 +288,10 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	}
 	e.rewards = all
 	return reward, nil
+}
+
+func (e *Env) network() bool {
+	return e.opts.Network && e.task.Config.Environment.AllowInternet
 }
 
 // env is [environment] env, then extra, then the cache variables.

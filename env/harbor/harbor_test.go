@@ -3,6 +3,8 @@ package harbor
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,6 +317,48 @@ func TestEpisodeMechanics(t *testing.T) {
 	}
 	if _, err := e.Step(ctx, "<submit/>"); err == nil {
 		t.Fatal("Step after Done accepted")
+	}
+}
+
+func TestNetworkOptIn(t *testing.T) {
+	needBwrap(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	probe := fmt.Sprintf("```bash\necho hi > /dev/tcp/127.0.0.1/%d && echo CONNECTED\n```", ln.Addr().(*net.TCPAddr).Port)
+	for _, c := range []struct {
+		toml    string
+		network bool
+		want    bool
+	}{
+		{"", false, false}, // default: no network
+		{"", true, true},   // opted in, task allows (Harbor's default)
+		{"[environment]\nallow_internet = false\n", true, false}, // the task forbids it
+	} {
+		task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": c.toml, "tests/test.sh": "echo 0 > /logs/verifier/reward.txt"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := New(task, Options{Network: c.network})
+		if _, err := e.Reset(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.Step(context.Background(), probe)
+		e.Close()
+		if err != nil || strings.Contains(st.Observation, "CONNECTED") != c.want {
+			t.Errorf("toml %q network %v: observation %q (%v), want connected=%v", c.toml, c.network, st.Observation, err, c.want)
+		}
 	}
 }
 

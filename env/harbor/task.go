@@ -59,7 +59,7 @@ type EnvironmentConfig struct {
 	Storage         string            `toml:"storage"`
 	StorageMB       Number            `toml:"storage_mb"`
 	GPUs            Number            `toml:"gpus"`
-	AllowInternet   bool              `toml:"allow_internet"`
+	AllowInternet   bool              `toml:"allow_internet"` // true unless the task says false
 	Workdir         string            `toml:"workdir"`
 	Env             map[string]string `toml:"env"`
 }
@@ -189,6 +189,7 @@ func Load(dir string) (*Task, error) {
 		return nil, fmt.Errorf("load task %s: %w", dir, err)
 	}
 	t := &Task{Name: filepath.Base(abs), Dir: abs, Instruction: strings.TrimSpace(string(ins))}
+	t.Config.Environment.AllowInternet = true // Harbor's default
 	if t.Instruction == "" {
 		return nil, fmt.Errorf("load task %s: instruction.md is empty", dir)
 	}

@@ -32,6 +32,7 @@ type Options struct {
 	KeepWorkspace  bool
 	NoFormatHint   bool
 	CacheDir       string // as harbor.Options.CacheDir
+	Network        bool   // share the host's network with every sandbox (off by default)
 }
 
 // Report is the verdict of one evaluation.
@@ -158,7 +159,7 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	if err := checkout(ctx, src, app, e.inst.BaseCommit); err != nil {
 		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
 	}
-	e.sess, err = e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app, Mounts: e.cacheMounts(), Env: e.env(), Limits: e.opts.Limits})
+	e.sess, err = e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app, Mounts: e.cacheMounts(), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network})
 	if err != nil {
 		return "", fmt.Errorf("instance %s: start sandbox: %w", e.inst.InstanceID, err)
 	}
@@ -373,7 +374,7 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 		}
 	}
 	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app,
-		Mounts: append([]sandbox.Mount{{Host: in, Target: "/in"}}, e.cacheMounts()...), Env: e.env(), Limits: e.opts.Limits})
+		Mounts: append([]sandbox.Mount{{Host: in, Target: "/in"}}, e.cacheMounts()...), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network})
 	if err != nil {
 		return rep, fmt.Errorf("start test sandbox: %w", err)
 	}
