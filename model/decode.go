@@ -119,7 +119,8 @@ func (d *Decoder) keepPrefix(s *decSeq) {
 	}
 	toks := append(slices.Clone(s.req.Prompt), s.out.Tokens...)[:s.n]
 	kw := d.m.Cfg.KVHeads * d.m.Cfg.HeadDim()
-	e := &prefixEntry{tokens: toks, kc: s.kc, vc: s.vc, bytes: int64(2*len(s.kc)*s.n*kw) * 4}
+	// The buffers were sized for the whole request: count what they hold.
+	e := &prefixEntry{tokens: toks, kc: s.kc, vc: s.vc, bytes: int64(2*len(s.kc)*cap(s.kc[0])) * 4}
 	for l := range e.kc {
 		e.kc[l], e.vc[l] = e.kc[l][:s.n*kw:s.n*kw], e.vc[l][:s.n*kw:s.n*kw]
 	}
