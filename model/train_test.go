@@ -61,3 +61,66 @@ func TestTrainingCopiesSequence(t *testing.T) {
 		t.Fatalf("copy loss %.3f → %.3f after %d steps; want below %.3f", first, last, steps, 0.5*chance)
 	}
 }
+
+// The critic learns a value that depends on the context: V(x_<t) = 1 when
+// token 1 has appeared before t, else 0 (squared error, AdamW).
+func TestCriticRegression(t *testing.T) {
+	cfg := Config{Vocab: 8, Dim: 32, Layers: 2, Heads: 4, KVHeads: 4, FFN: 64, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5}
+	policy, err := New(cfg, 2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCritic(policy)
+	rng := rand.New(rand.NewPCG(7, 8))
+	ps := c.OptimParams()
+	opt := optim.New(ps, 0.9, 0.98, 1e-8, 0, nil)
+	sc := c.NewScorer()
+	var first, last float64
+	for s := 0; s < 120; s++ {
+		seqs := make([]Seq, 16)
+		targets := make([][]float64, 16)
+		for i := range seqs {
+			toks := make([]int, 12)
+			for j := range toks {
+				toks[j] = 1 + rng.IntN(cfg.Vocab-1)
+			}
+			seqs[i] = Seq{Tokens: toks, From: 1}
+			seen := 0.0
+			for _, tok := range toks[:len(toks)-1] {
+				if tok == 1 {
+					seen = 1
+				}
+				targets[i] = append(targets[i], seen)
+			}
+		}
+		out, err := sc.Forward(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var loss float64
+		grad := make([][]float64, len(seqs))
+		n := float64(len(seqs) * 11)
+		for i, row := range out.Values {
+			for j, v := range row {
+				e := v - targets[i][j]
+				loss += e * e / n
+				grad[i] = append(grad[i], 2*e/n)
+			}
+		}
+		if s == 0 {
+			first = loss
+		}
+		last = loss
+		c.ZeroGrad()
+		if err := sc.Backward(grad); err != nil {
+			t.Fatal(err)
+		}
+		if err := opt.Step(ps, 3e-3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("value loss %.4f → %.4f", first, last)
+	if last > 0.25*first || last > 0.05 {
+		t.Fatalf("value loss %.4f → %.4f: the critic did not learn", first, last)
+	}
+}
