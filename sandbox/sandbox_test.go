@@ -479,3 +479,48 @@ func TestReadRegular(t *testing.T) {
 		t.Fatal("ReadRegular blocked on a FIFO")
 	}
 }
+
+// BenchmarkStart measures starting a bubblewrap session and running one
+// command in it (what an episode's Reset and a verifier cost).
+func BenchmarkStart(b *testing.B) {
+	if (Bubblewrap{}).Available() != nil {
+		b.Skip("bubblewrap not usable")
+	}
+	dir, err := MkdirTemp("", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	for b.Loop() {
+		s, err := Bubblewrap{}.Start(context.Background(), Spec{Workdir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Exec(context.Background(), "true", 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkExec measures one command's round trip in a running session.
+func BenchmarkExec(b *testing.B) {
+	if (Bubblewrap{}).Available() != nil {
+		b.Skip("bubblewrap not usable")
+	}
+	dir, err := MkdirTemp("", "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	s, err := Bubblewrap{}.Start(context.Background(), Spec{Workdir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for b.Loop() {
+		if _, err := s.Exec(context.Background(), "echo hi", 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
