@@ -322,3 +322,23 @@ func TestBuiltinMicroBatchInvariance(t *testing.T) {
 		}
 	}
 }
+
+func TestExpertReference(t *testing.T) {
+	cfg := DemoConfig()
+	cfg.Run.EvalEpisodes = 16
+	perfect, err := EvaluateExpert(context.Background(), cfg, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy, err := EvaluateExpert(context.Background(), cfg, 0.3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("expert pass@1 with compaction: p=1 %.3f, p=0.3 %.3f; single window %.3f", perfect.Pass1Compact, lossy.Pass1Compact, perfect.Pass1Single)
+	if perfect.Pass1Compact < lossy.Pass1Compact || perfect.SummaryQuality < lossy.SummaryQuality {
+		t.Errorf("lossier summaries must not help: p=1 %+v, p=0.3 %+v", perfect, lossy)
+	}
+	if perfect.Compactions < 1 || perfect.Pass1Single >= perfect.Pass1Compact {
+		t.Errorf("the demo suite must need compaction: %+v", perfect)
+	}
+}

@@ -292,7 +292,7 @@ func DemoConfig() Config {
 	c := DefaultConfig()
 	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 176}
 	c.Suite = SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
-		Files: 3, Pages: 2, Facts: 2, Distractors: 2, NoiseLines: 3, PartialCredit: true}
+		Files: 3, Pages: 3, Facts: 3, Distractors: 2, NoiseLines: 4, PartialCredit: true}
 	c.Agent = AgentConfig{Context: 448, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 24,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1}
 	c.SFT = SFTConfig{Episodes: 256, Steps: 600, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
 )
@@ -106,4 +107,24 @@ func Wilson(k, n int) (lo, hi float64) {
 	c := (p + z*z/(2*nn)) / den
 	h := z * math.Sqrt(p*(1-p)/nn+z*z/(4*nn*nn)) / den
 	return math.Max(0, c-h), math.Min(1, c+h)
+}
+
+// EvaluateExpert evaluates the suite's scripted expert (summaries keep each
+// fact with probability p) on the run's held-out seeds: the reference for
+// what summaries alone can gain on the suite.
+func EvaluateExpert(ctx context.Context, cfg Config, p float64, progress io.Writer) (EvalResult, error) {
+	tok, tmpl, err := LoadTokenizer(cfg.Model)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	suite, err := NewSuite(cfg, tok, tmpl)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	ex, err := vault.NewExpert(tok, tmpl, p, cfg.Seed)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	tr := &Trainer{Cfg: cfg, Collector: suite, Progress: progress}
+	return tr.evaluateWith(ctx, ex, fmt.Sprintf("expert p=%.2f", p))
 }

@@ -81,6 +81,9 @@ type Experiment struct {
 	// the run with train.Build and writes its report).
 	RunOne   func(ctx context.Context, cfg Config) (Result, error)
 	Progress io.Writer
+	// ExpertP lists summary keep probabilities of the scripted expert to
+	// evaluate as reference rows (no training; one evaluation each).
+	ExpertP []float64
 }
 
 // Run executes the experiment.
@@ -126,6 +129,16 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 				}
 			}
 		}
+	}
+	for _, p := range x.ExpertP {
+		ev, err := EvaluateExpert(ctx, x.Base, p, x.Progress)
+		if err != nil {
+			return res, fmt.Errorf("expert p=%g: %w", p, err)
+		}
+		res = append(res, ArmResult{
+			Arm:   Arm{Name: fmt.Sprintf("expert-p%g", p), Label: fmt.Sprintf("scripted expert, p = %g (reference)", p)},
+			Seeds: []int64{x.Base.Seed}, Evals: []EvalResult{ev},
+		})
 	}
 	return res, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/rl"
 )
 
@@ -245,6 +246,10 @@ func (t *Trainer) trainSeeds(it int) (tasks, samples []int64) {
 // Evaluate runs the held-out seeds with compaction and in a single window,
 // at the evaluation temperature, and returns pass@1 for both.
 func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error) {
+	return t.evaluateWith(ctx, t.Policy.Sampler(), label)
+}
+
+func (t *Trainer) evaluateWith(ctx context.Context, smp infer.Sampler, label string) (EvalResult, error) {
 	cfg := t.Cfg
 	n := cfg.Run.EvalEpisodes
 	ev := EvalResult{Episodes: n, SummaryQuality: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
@@ -264,7 +269,7 @@ func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error
 		}
 		bar := newBar(t.Progress, name, n)
 		eps, err := t.Collector.Collect(ctx, Rollouts{
-			Sampler: t.Policy.Sampler(), Seeds: seeds, SampleSeeds: samples,
+			Sampler: smp, Seeds: seeds, SampleSeeds: samples,
 			Temperature: cfg.Agent.EvalTemperature, NoCompaction: single, Progress: bar.Set,
 		})
 		bar.Done()

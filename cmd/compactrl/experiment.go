@@ -55,7 +55,7 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	x := &train.Experiment{Base: base, Arms: arms, Dir: *dir, Progress: e.stderr,
+	x := &train.Experiment{Base: base, Arms: arms, Dir: *dir, Progress: e.stderr, ExpertP: []float64{base.SFT.ExpertP, 1},
 		RunOne: func(ctx context.Context, cfg train.Config) (train.Result, error) {
 			return trainRun(ctx, e, cfg, false, *quiet)
 		}}
