@@ -32,10 +32,11 @@ func (m *Model) attention(att, lse, q, k, v []float32, pk packed) {
 	for _, l := range pk.len {
 		maxLen = max(maxLen, l)
 	}
-	parallel(len(pk.off)*H, 1, func(lo, hi int) {
+	cost := func(t int) int { return pk.len[t/H] }
+	balanced(len(pk.off)*H, cost, func(next func() (int, bool)) {
 		S := getScratch(attnBlock * maxLen)
 		defer putScratch(S)
-		for t := lo; t < hi; t++ {
+		for t, ok := next(); ok; t, ok = next() {
 			s, h := t/H, t%H
 			off, L := pk.off[s], pk.len[s]
 			g := h / group
@@ -89,11 +90,12 @@ func (m *Model) attentionBack(dq, dk, dv, datt, q, k, v, att, lse []float32, pk 
 	for _, l := range pk.len {
 		maxLen = max(maxLen, l)
 	}
-	parallel(len(pk.off)*KV, 1, func(lo, hi int) {
+	cost := func(t int) int { return pk.len[t/KV] }
+	balanced(len(pk.off)*KV, cost, func(next func() (int, bool)) {
 		P, dS := getScratch(attnBlock*maxLen), getScratch(attnBlock*maxLen)
 		defer putScratch(P)
 		defer putScratch(dS)
-		for t := lo; t < hi; t++ {
+		for t, ok := next(); ok; t, ok = next() {
 			s, g := t/KV, t%KV
 			off, L := pk.off[s], pk.len[s]
 			kb, vb := k[off*kw+g*hd:], v[off*kw+g*hd:]

@@ -361,10 +361,14 @@ func (d *Decoder) forward() {
 			copy(s.kc[l][s.n*kw:], d.k[r0*kw:(r0+len(s.pending))*kw])
 			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+len(s.pending))*kw])
 		}
-		parallel(len(d.active)*cfg.Heads, 1, func(lo, hi int) {
+		cost := func(t int) int {
+			s := d.active[t/cfg.Heads]
+			return len(s.pending) * (s.n + len(s.pending))
+		}
+		balanced(len(d.active)*cfg.Heads, cost, func(next func() (int, bool)) {
 			S := getScratch(attnBlock * maxCtx)
 			defer putScratch(S)
-			for t := lo; t < hi; t++ {
+			for t, ok := next(); ok; t, ok = next() {
 				s, h := d.active[t/cfg.Heads], t%cfg.Heads
 				g := h / group
 				kb, vb := s.kc[l][g*hd:], s.vc[l][g*hd:]

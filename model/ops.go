@@ -3,7 +3,9 @@ package model
 import (
 	"math"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/compactrl/compactrl/kernel"
 )
@@ -28,6 +30,44 @@ func parallel(n, grain int, fn func(lo, hi int)) {
 		go func() {
 			defer wg.Done()
 			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// balanced runs independent tasks 0 … n−1 on up to GOMAXPROCS worker
+// goroutines that pull the costliest remaining task first (attention costs
+// grow with the square of a sequence's length). Each worker calls worker
+// once, which loops over next; tasks must write disjoint outputs, so the
+// result does not depend on which worker ran what.
+func balanced(n int, cost func(int) int, worker func(next func() (int, bool))) {
+	if n <= 0 {
+		return
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cost(b) - cost(a) })
+	var ctr atomic.Int64
+	next := func() (int, bool) {
+		i := int(ctr.Add(1) - 1)
+		if i >= n {
+			return 0, false
+		}
+		return order[i], true
+	}
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		worker(next)
+		return
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			worker(next)
 		}()
 	}
 	wg.Wait()
