@@ -50,13 +50,18 @@ func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32
 			for b.Loop() {
 				f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
 			}
-			flops := 2 * float64(s.m) * float64(s.n) * float64(s.k) * float64(b.N)
-			b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			if cpu := processCPU() - cpu0; cpu > 0 {
-				// Per CPU-second of this process: robust to other load on shared cores.
-				b.ReportMetric(flops/cpu.Seconds()/1e9, "GFLOP/cpu-s")
-			}
+			reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k), cpu0)
 		})
+	}
+}
+
+// reportFlops reports GFLOP/s (wall clock) and GFLOP/cpu-s (per CPU-second of this process since
+// cpu0: robust to other load on shared cores) for b.N operations of flops each.
+func reportFlops(b *testing.B, flops float64, cpu0 time.Duration) {
+	total := flops * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(total/cpu.Seconds()/1e9, "GFLOP/cpu-s")
 	}
 }
 
@@ -171,4 +176,22 @@ func BenchmarkVector(b *testing.B) {
 			Axpy(1e-3, x, y)
 		}
 	})
+}
+
+// BenchmarkMicroKernel runs the widest tile of each SIMD path on cached operands (one kc×mr
+// slice of A, one kc×nr strip of B): the ceiling the blocked driver approaches.
+func BenchmarkMicroKernel(b *testing.B) {
+	for _, p := range impls {
+		for _, kc := range []int{64, 128, 256} {
+			b.Run(fmt.Sprintf("%s/kc=%d", p.name, kc), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(3, 3))
+				a, bm, c := randSlice(r, p.mr*kc), randSlice(r, p.nr*kc), make([]float32, p.mr*p.nr)
+				cpu0 := processCPU()
+				for b.Loop() {
+					p.micro(p.mr, p.nr, kc, a, 1, p.mr, bm, p.nr, c, p.nr, 1)
+				}
+				reportFlops(b, 2*float64(p.mr*p.nr*kc), cpu0)
+			})
+		}
+	}
 }

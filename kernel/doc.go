@@ -59,7 +59,8 @@
 // avx512 path kept 111–154 GFLOP/cpu-s per core on the large shapes and 94–121 on the decode
 // shapes with m ≥ 4 (gonum 9–16); wall-clock throughputs of 252–303 GFLOP/s were observed for 1024³,
 // 4096×256×256 and 2048×688×256 when the other core was free (DESIGN.md's anchor: gonum 15–22,
-// a 4×32 AVX-512 kernel 76–83). The micro-kernel alone, on cached data, runs at 185–207
-// GFLOP/s (80–88% of peak); the rest goes to packing and to moving C. ExpShift takes 0.18 ns and
+// a 4×32 AVX-512 kernel 76–83). The 6×64 micro-kernel alone, on cached operands
+// (BenchmarkMicroKernel), runs at 175–191 GFLOP/cpu-s (74–81% of peak); the rest goes to packing
+// B and to moving C between the caches. ExpShift takes 0.18 ns and
 // Sigmoid 0.67 ns an element on AVX-512 (the portable Go loops 6.6 and 13 ns).
 package kernel
