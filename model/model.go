@@ -1,17 +1,22 @@
 // Package model is the built-in policy and value network: a Llama decoder
 // (Hugging Face LlamaForCausalLM semantics, float32) with a hand-written
 // backward pass, and a critic that shares the trunk and ends in a scalar
-// head.
+// head (score.weight).
 //
 // Data flows as follows. Training and PPO scoring pack a batch of
 // variable-length sequences into one [N, Dim] activation matrix (no
-// padding): every projection is one GEMM over all N positions, attention
-// runs per (sequence, kv-head group). A Scorer keeps the activations of its
-// last Forward so that Backward can turn dL/d(output) — per-target
-// log-probabilities for the policy, per-target values for the critic — into
-// parameter gradients, accumulated in Param.Grad. Sampling uses a KV cache
-// per sequence: a Decoder batches the prefill of new prompts and one decode
-// step of every running sequence into a single forward.
+// padding): every projection is one kernel.Gemm over all N positions,
+// attention runs per (sequence, head) as blocked GEMMs. A Scorer keeps the
+// activations of its last Forward so that Backward can turn dL/d(output) —
+// per-target log-probabilities for the policy, per-target values for the
+// critic — into parameter gradients, accumulated in Param.Grad (Score is
+// the lighter forward for rollouts that need no gradient). Sampling uses a
+// KV cache per sequence: a Decoder batches the prefill of new prompts and
+// one decode step of every running sequence into a single forward, and can
+// keep finished sequences' caches so that a prompt extending an earlier one
+// skips the shared prefix. Checkpoints are config.json + model.safetensors
+// with HF names (Save, Load); optimisation is package optim's
+// (OptimParams).
 package model
 
 import (
