@@ -106,6 +106,31 @@ func (a *Agent) block(marker int, text string) []int {
 	return append(ids, a.tmpl.EndOfTurn)
 }
 
+// encode tokenises text inside an episode, through ContextTokenizer when
+// the tokenizer has it.
+func (a *Agent) encode(ctx context.Context, text string) ([]int, error) {
+	if ct, ok := a.tok.(ContextTokenizer); ok {
+		ids, err := ct.EncodeContext(ctx, text)
+		if err != nil {
+			return nil, fmt.Errorf("tokenize: %w", err)
+		}
+		return ids, nil
+	}
+	return a.tok.Encode(text), nil
+}
+
+// decode is encode's inverse.
+func (a *Agent) decode(ctx context.Context, ids []int) (string, error) {
+	if ct, ok := a.tok.(ContextTokenizer); ok {
+		text, err := ct.DecodeContext(ctx, ids)
+		if err != nil {
+			return "", fmt.Errorf("detokenize: %w", err)
+		}
+		return text, nil
+	}
+	return a.tok.Decode(ids), nil
+}
+
 func (a *Agent) marker(n int) []int {
 	return a.tok.Encode(fmt.Sprintf(" …[%d tokens omitted]… ", n))
 }
@@ -302,7 +327,12 @@ func (r *run) loop(ctx context.Context) error {
 		return fmt.Errorf("environment reset: %w", err)
 	}
 	r.ep.Task = task
-	r.seg.PromptIDs = append(append([]int{}, a.system...), a.block(a.tmpl.User, task)...)
+	taskIDs, err := a.encode(ctx, task)
+	if err != nil {
+		return fmt.Errorf("task: %w", err)
+	}
+	r.seg.PromptIDs = append(append([]int{}, a.system...), a.tmpl.User)
+	r.seg.PromptIDs = append(append(r.seg.PromptIDs, taskIDs...), a.tmpl.EndOfTurn)
 	need := b.SummaryPrompt + cfg.MaxSummaryTokens
 	if cfg.NoCompaction {
 		need = cfg.MaxActionTokens + 2
@@ -355,7 +385,11 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		turns++
 		m[MetricTurns] = float64(turns)
-		st, err := r.env.Step(ctx, a.tok.Decode(action))
+		reply, err := a.decode(ctx, action)
+		if err != nil {
+			return fmt.Errorf("action %d: %w", turns, err)
+		}
+		st, err := r.env.Step(ctx, reply)
 		if err != nil {
 			return fmt.Errorf("environment step %d: %w", turns, err)
 		}
@@ -381,7 +415,10 @@ func (r *run) loop(ctx context.Context) error {
 		} else {
 			formatRun = 0
 		}
-		ids := a.tok.Encode(obs)
+		ids, err := a.encode(ctx, obs)
+		if err != nil {
+			return fmt.Errorf("observation %d: %w", turns, err)
+		}
 		limit := min(b.ObservationCap, cfg.Window-r.len()-2)
 		capped := a.CapObservation(ids, limit)
 		if capped == nil && len(ids) > 0 {
@@ -413,7 +450,10 @@ func (r *run) compact(ctx context.Context) error {
 	if n := len(summary); n > 0 && summary[n-1] == a.tmpl.EndOfTurn {
 		summary = summary[:n-1]
 	}
-	text := a.tok.Decode(summary)
+	text, err := a.decode(ctx, summary)
+	if err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
 	r.summaries++
 	idx := r.summaries
 	q := math.NaN()

@@ -649,3 +649,47 @@ func (e *fixedObsEnv) Step(ctx context.Context, reply string) (Step, error) {
 	}
 	return st, err
 }
+
+// flakyTok is a ContextTokenizer that fails from its failAt-th in-episode call on.
+type flakyTok struct {
+	byteTok
+	calls, failAt int
+}
+
+func (f *flakyTok) EncodeContext(ctx context.Context, s string) ([]int, error) {
+	if f.calls++; f.calls >= f.failAt {
+		return nil, errors.New("tokenizer endpoint down")
+	}
+	return f.Encode(s), nil
+}
+
+func (f *flakyTok) DecodeContext(ctx context.Context, ids []int) (string, error) {
+	if f.calls++; f.calls >= f.failAt {
+		return "", errors.New("tokenizer endpoint down")
+	}
+	return f.Decode(ids), nil
+}
+
+func TestContextTokenizerFailureIsInfraError(t *testing.T) {
+	cfg := testConfig()
+	for _, failAt := range []int{1, 2, 3, 6} {
+		s := &randSampler{}
+		tok := &flakyTok{failAt: failAt}
+		a, err := New(cfg, tok, testTmpl, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := &fakeEnv{rng: rand.New(rand.NewPCG(3, 3)), obsMax: 100, doneAfter: 100}
+		ep, err := a.Run(context.Background(), env, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Status != episode.StatusInfraError || !strings.Contains(ep.Meta[MetaError], "tokenizer endpoint down") {
+			t.Fatalf("failAt %d: status %s meta %v", failAt, ep.Status, ep.Meta)
+		}
+		// The environment never saw a reply the tokenizer failed to decode.
+		if env.steps >= tok.calls {
+			t.Fatalf("failAt %d: environment stepped %d times after %d tokenizer calls", failAt, env.steps, tok.calls)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package agent
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Tokenizer is what the loop needs of the policy's tokenizer: plain text to
 // ids and back. Special (template) tokens never come from Encode; the loop
@@ -9,6 +12,15 @@ import "fmt"
 type Tokenizer interface {
 	Encode(text string) []int
 	Decode(ids []int) string
+}
+
+// ContextTokenizer is implemented by tokenizers that can fail or block (a
+// remote engine's /tokenize and /detokenize). When the loop's tokenizer has
+// it, the loop uses these methods inside an episode, so a tokenizer failure
+// ends that episode as infra_error instead of passing empty text on.
+type ContextTokenizer interface {
+	EncodeContext(ctx context.Context, text string) ([]int, error)
+	DecodeContext(ctx context.Context, ids []int) (string, error)
 }
 
 // Template holds the ids of the chat template's special tokens. The context
