@@ -35,7 +35,7 @@ func TestDecodeMatchesScoring(t *testing.T) {
 	m := decodeModel(t)
 	rng := rand.New(rand.NewPCG(2, 3))
 	var reqs []infer.Request
-	for i, n := range []int{1, 9, 30, 4} {
+	for i, n := range []int{1, 9, 30, 4, 70} { // 70 spans two attention blocks
 		reqs = append(reqs, infer.Request{Prompt: randPrompt(rng, n, 61), MaxTokens: 20 + i, Temperature: 1, Seed: int64(i)})
 	}
 	reqs[1].TopP = 0.8
