@@ -57,3 +57,32 @@ func TestLoadRejectsBadWeights(t *testing.T) {
 		t.Fatalf("missing weights file: %v", err)
 	}
 }
+
+func TestPresetsValidAndCounted(t *testing.T) {
+	for name, cfg := range Presets {
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("preset %s: %v", name, err)
+		}
+		if n := cfg.NumParams(); n < 500_000 || n > 35_000_000 {
+			t.Errorf("preset %s has %d parameters, outside ~1M–30M", name, n)
+		}
+		if name == "medium" {
+			continue // 100 MB: counted above, not allocated
+		}
+		m, err := alloc(cfg, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.NumParams() != cfg.NumParams() {
+			t.Errorf("preset %s: Config.NumParams %d, model has %d", name, cfg.NumParams(), m.NumParams())
+		}
+	}
+	if _, err := Preset("nope"); err == nil || !strings.Contains(err.Error(), "tiny") {
+		t.Fatalf("unknown preset: %v", err)
+	}
+	bad := Presets["tiny"]
+	bad.KVHeads = 3
+	if _, err := New(bad, 1, false); err == nil {
+		t.Fatal("kv_heads not dividing heads accepted")
+	}
+}
