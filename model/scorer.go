@@ -31,7 +31,9 @@ type layerActs struct {
 // Scorer evaluates a model on batches of sequences and back-propagates
 // through its last Forward. Its buffers grow to the largest batch seen and
 // are reused. A Scorer is not safe for concurrent use; the model's weights
-// must not change between Forward and Backward.
+// must not change between Forward and Backward. Several Scorers of one
+// model may run Forward or Score at once, but Backward writes the model's
+// gradients: one Backward at a time per model.
 //
 // Memory: Forward keeps about 4·N·Layers·(2·Dim + 2·(Heads+KVHeads)·HeadDim
 // + 3·FFN) bytes of activations for N packed positions, plus 8·M·Vocab for
