@@ -47,6 +47,8 @@ type Options struct {
 	PeakTime   time.Duration // time of the FMA peak measurement
 
 	Python    string   // interpreter with torch, e.g. /usr/bin/python3
+	TorchBLAS []string // one PyTorch run each: "" as installed, or a directory holding a libblas.so.3 (see Torch)
+	GGUF      string   // where to keep the exported GGUF ("" : a temporary file)
 	LlamaDir  string   // llama.cpp install (DIR/run, DIR/root/usr/bin/llama-server)
 	LlamaArgs []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
 	SkipTorch bool
@@ -63,8 +65,20 @@ func DefaultOptions() Options {
 		Seq:     512, Batch: 8, Steps: 5,
 		DecodeBatch: 32, Prompt: 16, DecodeTokens: 128, DecodeReps: 3,
 		GemmSquare: []int{256, 1024}, GemmTime: 500 * time.Millisecond, PeakTime: time.Second,
-		Python: "/usr/bin/python3", LlamaDir: os.Getenv(LlamaEnv),
+		Python: "/usr/bin/python3", TorchBLAS: defaultTorchBLAS(), LlamaDir: os.Getenv(LlamaEnv),
 	}
+}
+
+// defaultTorchBLAS is torch as installed and, where Debian's OpenBLAS is
+// present, torch on OpenBLAS: Debian's python3-torch takes the system
+// libblas.so.3, which is the unoptimised reference BLAS unless an optimised
+// one is installed and selected.
+func defaultTorchBLAS() []string {
+	out := []string{""}
+	if _, err := os.Stat(OpenBLASDir + "/libblas.so.3"); err == nil {
+		out = append(out, OpenBLASDir)
+	}
+	return out
 }
 
 // FFNFor is the SwiGLU width Llama uses for dimension d: 8d/3 rounded up to
@@ -90,6 +104,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("bench: gemm time %v and peak time %v must be positive", o.GemmTime, o.PeakTime)
 	case !o.SkipTorch && o.Python == "":
 		return errors.New("bench: no python interpreter for the PyTorch comparison (set one or skip it)")
+	case !o.SkipTorch && len(o.TorchBLAS) == 0:
+		return errors.New("bench: no PyTorch variant to run (TorchBLAS is empty; \"\" runs torch as installed)")
 	case !o.SkipLlama && o.LlamaDir == "":
 		return fmt.Errorf("bench: no llama.cpp directory for the decode comparison (set %s or skip it)", LlamaEnv)
 	}
@@ -110,7 +126,7 @@ type GemmResult struct {
 	GFLOPS Measure   `json:"gflops"`
 }
 
-// Report is everything one Run measured. Torch and Llama are nil when
+// Report is everything one Run measured. Torch is empty and Llama nil when
 // skipped.
 type Report struct {
 	Date       string `json:"date"`
@@ -118,6 +134,9 @@ type Report struct {
 	GoVersion  string `json:"go_version"`
 	KernelPath string `json:"kernel_path"`
 	Threads    int    `json:"threads"`
+	// Load1Start and Load1End are the 1-minute load averages before and after the run.
+	Load1Start float64 `json:"load1_start"`
+	Load1End   float64 `json:"load1_end"`
 
 	Model        model.Config `json:"model"`
 	Params       int          `json:"params"`
@@ -127,12 +146,12 @@ type Report struct {
 	Prompt       int          `json:"prompt"`
 	DecodeTokens int          `json:"decode_tokens"`
 
-	PeakGFLOPS float64      `json:"peak_gflops"`
-	Gemm       []GemmResult `json:"gemm"`
-	Train      Measure      `json:"train_tokens_per_s"`
-	Torch      *TorchResult `json:"torch,omitempty"`
-	Decode     DecodeResult `json:"decode_tokens_per_s"`
-	Llama      *LlamaResult `json:"llama,omitempty"`
+	PeakGFLOPS float64       `json:"peak_gflops"`
+	Gemm       []GemmResult  `json:"gemm"`
+	Train      Measure       `json:"train_tokens_per_s"`
+	Torch      []TorchResult `json:"torch,omitempty"`
+	Decode     DecodeResult  `json:"decode_tokens_per_s"`
+	Llama      *LlamaResult  `json:"llama,omitempty"`
 }
 
 // Run measures everything o asks for, writing one progress line per
@@ -149,7 +168,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	cfg := o.config()
 	r := &Report{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Machine: cpuModel(), GoVersion: runtime.Version(),
-		KernelPath: kernel.Path(), Threads: o.Threads, Model: cfg, Params: cfg.NumParams(),
+		KernelPath: kernel.Path(), Threads: o.Threads, Load1Start: loadAverage(), Model: cfg, Params: cfg.NumParams(),
 		Seq: o.Seq, Batch: o.Batch, DecodeBatch: o.DecodeBatch, Prompt: o.Prompt, DecodeTokens: o.DecodeTokens,
 	}
 	step := func(what string) { fmt.Fprintf(progress, "bench: %s\n", what) }
@@ -172,12 +191,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 	if !o.SkipTorch {
-		step("PyTorch training step")
-		t, err := Torch(ctx, o.Python, cfg, o.Batch, o.Seq, o.Steps, o.Threads)
-		if err != nil {
-			return nil, err
+		for _, lib := range o.TorchBLAS {
+			step("PyTorch training step " + map[bool]string{true: "(BLAS as installed)", false: "(BLAS from " + lib + ")"}[lib == ""])
+			t, err := Torch(ctx, o.Python, lib, cfg, o.Batch, o.Seq, o.Steps, o.Threads)
+			if err != nil {
+				return nil, err
+			}
+			r.Torch = append(r.Torch, t)
 		}
-		r.Torch = &t
 	}
 
 	m, err := model.New(cfg, 1, false)
@@ -206,12 +227,13 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	if !o.SkipLlama {
 		step(fmt.Sprintf("llama.cpp decode, %d sequences", o.DecodeBatch))
-		l, err := Llama(ctx, o.LlamaDir, m, tok, prompts, o.DecodeTokens, o.DecodeReps, o.Threads, o.LlamaArgs)
+		l, err := Llama(ctx, o.LlamaDir, o.GGUF, m, tok, prompts, o.DecodeTokens, o.DecodeReps, o.Threads, o.LlamaArgs)
 		if err != nil {
 			return nil, err
 		}
 		r.Llama = &l
 	}
+	r.Load1End = loadAverage()
 	return r, nil
 }
 
@@ -232,38 +254,51 @@ func cpuModel() string {
 func (r *Report) WriteTable(w io.Writer) error {
 	c := r.Model
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · %d threads · %s, kernel path %s\n\n", r.Date, r.Machine, r.Threads, r.GoVersion, r.KernelPath)
+	fmt.Fprintf(&b, "%s · %s · %d threads · %s, kernel path %s · load average %.2f before, %.2f after\n\n",
+		r.Date, r.Machine, r.Threads, r.GoVersion, r.KernelPath, r.Load1Start, r.Load1End)
 	fmt.Fprintf(&b, "Model: d=%d, %d layers, %d heads (%d KV), FFN %d, vocab %d, %s head, %.2fM parameters, float32.\n",
 		c.Dim, c.Layers, c.Heads, c.KVHeads, c.FFN, c.Vocab, map[bool]string{true: "tied", false: "untied"}[c.TiedEmbeddings], float64(r.Params)/1e6)
 	fmt.Fprintf(&b, "Training: batch %d × seq %d = %d tokens a step (forward, backward, clip, AdamW). Decode: %d sequences, %d-token prompts, %d new tokens each (temperature 1, no truncation).\n\n",
 		r.Batch, r.Seq, r.Batch*r.Seq, r.DecodeBatch, r.Prompt, r.DecodeTokens)
-	b.WriteString("| measurement | compactrl | reference | ratio | target |\n|---|---:|---|---:|---|\n")
-	row := func(what string, ours float64, unit, refName string, ref float64, target string) {
-		refCell, ratio := refName, "—"
-		if ref > 0 {
-			refCell = fmt.Sprintf("%s: %s", refName, num(ref))
-			ratio = fmt.Sprintf("%.2f×", ours/ref)
+	b.WriteString("| measurement | compactrl | reference | ratio | target | cores busy |\n|---|---:|---|---:|---|---|\n")
+	cores := func(m Measure) string {
+		if m.CPUShare <= 0 {
+			return "?"
 		}
-		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s |\n", what, num(ours), unit, refCell, ratio, target)
+		return fmt.Sprintf("%.2f", m.CPUShare*float64(r.Threads))
 	}
-	torchName, torch := "PyTorch (skipped)", 0.0
-	if r.Torch != nil {
-		torchName, torch = r.Torch.Engine, r.Torch.Train.Value
+	row := func(what string, ours Measure, unit, refName string, ref *Measure, target string) {
+		refCell, ratio, busy := refName, "—", cores(ours)
+		if ref != nil && ref.Value > 0 {
+			refCell = fmt.Sprintf("%s: %s", refName, num(ref.Value))
+			ratio = fmt.Sprintf("%.2f×", ours.Value/ref.Value)
+			if ref.CPUShare > 0 || ours.CPUShare > 0 {
+				busy += " / " + cores(*ref)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s |\n", what, num(ours.Value), unit, refCell, ratio, target, busy)
 	}
-	row("training tokens/s", r.Train.Value, "tok/s", torchName, torch, "≥ 1.0× (aim 1.5×)")
-	llamaName, llamaDec, llamaGen := "llama.cpp (skipped)", 0.0, 0.0
+	if len(r.Torch) == 0 {
+		row("training tokens/s", r.Train, "tok/s", "PyTorch (skipped)", nil, "≥ 1.0× (aim 1.5×)")
+	}
+	for _, t := range r.Torch {
+		row("training tokens/s", r.Train, "tok/s", t.Label(), &t.Train, "≥ 1.0× (aim 1.5×)")
+	}
+	llamaName, llamaDec, llamaGen := "llama.cpp (skipped)", (*Measure)(nil), (*Measure)(nil)
 	if r.Llama != nil {
-		llamaName, llamaDec, llamaGen = r.Llama.Engine, r.Llama.Rate.Decode.Value, r.Llama.Rate.Generate.Value
+		llamaName, llamaDec, llamaGen = r.Llama.Engine, &r.Llama.Rate.Decode, &r.Llama.Rate.Generate
 	}
-	row(fmt.Sprintf("batch-%d decode tokens/s (steady state)", r.DecodeBatch), r.Decode.Decode.Value, "tok/s", llamaName, llamaDec, "≥ 0.5× (aim 1×)")
-	row(fmt.Sprintf("batch-%d generate tokens/s (prefill included)", r.DecodeBatch), r.Decode.Generate.Value, "tok/s", llamaName, llamaGen, "—")
+	row(fmt.Sprintf("batch-%d decode tokens/s (steady state)", r.DecodeBatch), r.Decode.Decode, "tok/s", llamaName, llamaDec, "≥ 0.5× (aim 1×)")
+	row(fmt.Sprintf("batch-%d generate tokens/s (prefill included)", r.DecodeBatch), r.Decode.Generate, "tok/s", llamaName, llamaGen, "—")
+	peak := &Measure{Value: r.PeakGFLOPS}
 	for _, g := range r.Gemm {
-		row("GEMM "+g.Shape.Name, g.GFLOPS.Value, "GFLOP/s", "FMA peak", r.PeakGFLOPS, "—")
+		row("GEMM "+g.Shape.Name, g.GFLOPS, "GFLOP/s", "FMA peak", peak, "—")
 	}
-	fmt.Fprintf(&b, "| float32 FMA peak, %d threads | %s GFLOP/s | | | |\n", r.Threads, num(r.PeakGFLOPS))
+	fmt.Fprintf(&b, "| float32 FMA peak, %d threads (best of 10 windows) | %s GFLOP/s | | | | |\n", r.Threads, num(r.PeakGFLOPS))
 	if r.Llama != nil {
 		fmt.Fprintf(&b, "\nllama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))
 	}
+	b.WriteString("Rates are medians of the timed runs. Cores busy: CPU time of the engine's process over the timed runs ÷ their wall time (compactrl / reference); below the thread count, other load had the cores.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

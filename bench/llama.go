@@ -55,12 +55,13 @@ type LlamaResult struct {
 // and times reps rounds in which every prompt is sent at once as its own
 // /completion request for tokens new tokens (ignore_eos, temperature 1,
 // no top-k/top-p/min-p truncation: the built-in Decoder's sampling), after
-// a short warm-up round. From each response's timings (predicted_n tokens
+// a short warm-up round. The GGUF is written to keep when it is not empty
+// (to rerun llama.cpp's own tools on it), else to a temporary file. From each response's timings (predicted_n tokens
 // in predicted_ms from the end of its prefill) and its arrival time, the
 // decode window runs from the earliest prefill end to the last arrival;
 // Decode counts Σ(predicted_n − 1) tokens in it, Generate all tokens over
 // the client's wall time from the first send (HTTP included).
-func Llama(ctx context.Context, dir string, m *model.Model, tok *tokenizer.Tokenizer, prompts [][]int, tokens, reps, threads int, extra []string) (LlamaResult, error) {
+func Llama(ctx context.Context, dir, keep string, m *model.Model, tok *tokenizer.Tokenizer, prompts [][]int, tokens, reps, threads int, extra []string) (LlamaResult, error) {
 	if len(prompts) == 0 || tokens < 2 || reps <= 0 || threads <= 0 {
 		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %d prompts, %d tokens (≥ 2), %d reps, %d threads must be positive", len(prompts), tokens, reps, threads)
 	}
@@ -70,6 +71,9 @@ func Llama(ctx context.Context, dir string, m *model.Model, tok *tokenizer.Token
 	}
 	defer os.RemoveAll(tmp)
 	gguf := filepath.Join(tmp, "model.gguf")
+	if keep != "" {
+		gguf = keep
+	}
 	if err := format.WriteGGUF(gguf, m.LlamaConfig(), m.Tensors(), tok); err != nil {
 		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %w", err)
 	}
@@ -95,14 +99,19 @@ func Llama(ctx context.Context, dir string, m *model.Model, tok *tokenizer.Token
 		return LlamaResult{}, srv.wrap(err)
 	}
 	var dec, gen []float64
+	var wall time.Duration
+	cpu0 := pidCPU(srv.cmd.Process.Pid)
 	for range reps {
+		t0 := time.Now()
 		d, g, err := llamaRound(ctx, srv.url, prompts, tokens)
 		if err != nil {
 			return LlamaResult{}, srv.wrap(err)
 		}
+		wall += time.Since(t0)
 		dec, gen = append(dec, d), append(gen, g)
 	}
-	res.Rate = DecodeResult{Decode: newMeasure(dec), Generate: newMeasure(gen)}
+	share := cpuShare(pidCPU(srv.cmd.Process.Pid)-cpu0, wall, threads)
+	res.Rate = DecodeResult{Decode: newMeasure(dec, share), Generate: newMeasure(gen, share)}
 	return res, nil
 }
 

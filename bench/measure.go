@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
 
@@ -16,10 +17,14 @@ import (
 
 // Measure is a rate measured over several timed runs: Value is the median
 // of Samples (one rate per run), so that a burst of other load on shared
-// cores moves it less than it moves the mean.
+// cores moves it less than it moves the mean. CPUShare is the engine
+// process's CPU time over the timed runs divided by their wall time times
+// the thread count: near 1 when the engine had (and used) every core it
+// was given, lower when other load took them; 0 when unknown.
 type Measure struct {
-	Value   float64   `json:"value"`
-	Samples []float64 `json:"samples"`
+	Value    float64   `json:"value"`
+	Samples  []float64 `json:"samples"`
+	CPUShare float64   `json:"cpu_share"`
 }
 
 func median(xs []float64) float64 {
@@ -35,8 +40,8 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func newMeasure(samples []float64) Measure {
-	return Measure{Value: median(samples), Samples: samples}
+func newMeasure(samples []float64, share float64) Measure {
+	return Measure{Value: median(samples), Samples: samples, CPUShare: share}
 }
 
 // Train times steps training steps of the built-in model of cfg after one
@@ -79,8 +84,13 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 		optim.ClipGradNorm(ps, 1)
 		return opt.Step(ps, 1e-4)
 	}
+	if err := step(); err != nil {
+		return Measure{}, fmt.Errorf("bench train warm-up step: %w", err)
+	}
 	samples := make([]float64, 0, steps)
-	for s := -1; s < steps; s++ {
+	var wall time.Duration
+	cpu0 := processCPU()
+	for s := range steps {
 		if err := ctx.Err(); err != nil {
 			return Measure{}, err
 		}
@@ -88,11 +98,11 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 		if err := step(); err != nil {
 			return Measure{}, fmt.Errorf("bench train step %d: %w", s+1, err)
 		}
-		if s >= 0 {
-			samples = append(samples, float64(batch*seq)/time.Since(t0).Seconds())
-		}
+		d := time.Since(t0)
+		wall += d
+		samples = append(samples, float64(batch*seq)/d.Seconds())
 	}
-	return newMeasure(samples), nil
+	return newMeasure(samples, cpuShare(processCPU()-cpu0, wall, runtime.GOMAXPROCS(0))), nil
 }
 
 // DecodeResult is batched generation throughput, in generated tokens/s.
@@ -128,6 +138,7 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 	if len(prompts) == 0 || tokens < 2 || reps <= 0 {
 		return DecodeResult{}, fmt.Errorf("bench decode: %d prompts, %d tokens (≥ 2), %d reps must be positive", len(prompts), tokens, reps)
 	}
+	var wall time.Duration
 	round := func(n int) (decode, generate float64, err error) {
 		d := m.NewDecoder()
 		for i, p := range prompts {
@@ -148,6 +159,7 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 			finished += len(d.Step())
 		}
 		t2 := time.Now()
+		wall += t2.Sub(t0)
 		if finished != len(prompts) || d.Active() != 0 {
 			return 0, 0, fmt.Errorf("bench decode: %d of %d sequences finished after %d steps", finished, len(prompts), n)
 		}
@@ -158,6 +170,8 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 		return DecodeResult{}, err
 	}
 	var dec, gen []float64
+	wall = 0
+	cpu0 := processCPU()
 	for range reps {
 		d, g, err := round(tokens)
 		if err != nil {
@@ -165,7 +179,8 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 		}
 		dec, gen = append(dec, d), append(gen, g)
 	}
-	return DecodeResult{Decode: newMeasure(dec), Generate: newMeasure(gen)}, nil
+	share := cpuShare(processCPU()-cpu0, wall, runtime.GOMAXPROCS(0))
+	return DecodeResult{Decode: newMeasure(dec, share), Generate: newMeasure(gen, share)}, nil
 }
 
 // GemmShape is one product C[M×N] = op(A)·op(B) with depth K.
@@ -207,6 +222,8 @@ func Gemm(ctx context.Context, s GemmShape, total time.Duration, samples int) (M
 	one := max(time.Since(t0), time.Microsecond)
 	iters := max(1, int(total/time.Duration(samples)/one))
 	out := make([]float64, 0, samples)
+	var wall time.Duration
+	cpu0 := processCPU()
 	for range samples {
 		if err := ctx.Err(); err != nil {
 			return Measure{}, err
@@ -215,14 +232,17 @@ func Gemm(ctx context.Context, s GemmShape, total time.Duration, samples int) (M
 		for range iters {
 			call()
 		}
-		out = append(out, s.Flops()*float64(iters)/time.Since(t0).Seconds()/1e9)
+		d := time.Since(t0)
+		wall += d
+		out = append(out, s.Flops()*float64(iters)/d.Seconds()/1e9)
 	}
+	share := cpuShare(processCPU()-cpu0, wall, runtime.GOMAXPROCS(0))
 	for _, v := range c {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return Measure{}, fmt.Errorf("bench gemm %s: non-finite result", s.Name)
 		}
 	}
-	return newMeasure(out), nil
+	return newMeasure(out, share), nil
 }
 
 // ModelShapes are the products the built-in model runs for cfg: the

@@ -11,8 +11,9 @@ bench.Train. All float32.
 
 usage: torch_train.py --dim D --layers L --heads H --kv-heads KV --ffn F
                       --vocab V --seq T --batch B --threads N --steps S [--tied]
-Prints one JSON line: {"engine": ..., "threads": N, "tokens_per_step": B·T,
-"step_s": [one wall time per timed step]}.
+Prints one JSON line: {"engine": ..., "blas": loaded BLAS library, "threads": N, "tokens_per_step": B·T,
+"step_s": [one wall time per timed step], "cpu_s": process CPU time of
+the timed steps}.
 """
 import argparse
 import json
@@ -92,6 +93,20 @@ class Decoder(torch.nn.Module):
         return x @ w.t()
 
 
+def blas_library():
+    """The BLAS shared object this process loaded (torch's generic-BLAS builds
+    take whichever libblas.so.3 the dynamic linker finds)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if "blas" in path.rsplit("/", 1)[-1]:
+                    return path
+    except OSError:
+        pass
+    return ""
+
+
 def main():
     p = argparse.ArgumentParser()
     for name in ("dim", "layers", "heads", "kv-heads", "ffn", "vocab", "seq", "batch", "threads", "steps"):
@@ -122,13 +137,15 @@ def main():
         return loss.item()
 
     step()  # warm-up: allocator and OpenMP pool
-    times = []
+    times, cpu = [], 0.0
     for _ in range(a.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - t0)
-    print(json.dumps({"engine": "PyTorch " + torch.__version__, "threads": torch.get_num_threads(),
-                      "tokens_per_step": a.batch * a.seq, "step_s": times}))
+        cpu += time.process_time() - c0
+    print(json.dumps({"engine": "PyTorch " + torch.__version__, "blas": blas_library(),
+                      "threads": torch.get_num_threads(),
+                      "tokens_per_step": a.batch * a.seq, "step_s": times, "cpu_s": cpu}))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 	gemmSec := fs.Duration("gemm-time", d.GemmTime, "time per GEMM shape")
 	peakSec := fs.Duration("peak-time", d.PeakTime, "time of the FMA peak measurement")
 	python := fs.String("python", d.Python, "Python interpreter with torch")
+	torchBLAS := fs.String("torch-blas", strings.Join(blasNames(d.TorchBLAS), ","), "PyTorch runs, comma-separated: \"installed\" (the system's libblas.so.3) or a directory put first on LD_LIBRARY_PATH (e.g. "+bench.OpenBLASDir+")")
+	gguf := fs.String("gguf", "", "keep the exported GGUF at FILE (default: a temporary file)")
 	llamaDir := fs.String("llama-dir", d.LlamaDir, "llama.cpp install directory (default $"+bench.LlamaEnv+")")
 	llamaArgs := fs.String("llama-args", "", "extra llama-server flags, space-separated (e.g. \"-fa off -ctk f32 -ctv f32\")")
 	skipTorch := fs.Bool("skip-torch", false, "do not run the PyTorch comparison")
@@ -78,7 +80,17 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 	o.Seq, o.Batch, o.Steps = *seq, *batch, *steps
 	o.DecodeBatch, o.DecodeTokens, o.Prompt, o.DecodeReps = *decBatch, *decTokens, *prompt, *reps
 	o.GemmTime, o.PeakTime = *gemmSec, *peakSec
-	o.Python, o.LlamaDir, o.LlamaArgs = *python, *llamaDir, strings.Fields(*llamaArgs)
+	o.Python, o.LlamaDir, o.LlamaArgs, o.GGUF = *python, *llamaDir, strings.Fields(*llamaArgs), *gguf
+	o.TorchBLAS = nil
+	for _, b := range strings.Split(*torchBLAS, ",") {
+		switch b = strings.TrimSpace(b); b {
+		case "":
+		case "installed":
+			o.TorchBLAS = append(o.TorchBLAS, "")
+		default:
+			o.TorchBLAS = append(o.TorchBLAS, b)
+		}
+	}
 	o.SkipTorch, o.SkipLlama = *skipTorch, *skipLlama
 
 	if *cpuProfile != "" {
@@ -102,4 +114,16 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 		return enc.Encode(r)
 	}
 	return r.WriteTable(e.stdout)
+}
+
+// blasNames writes bench.Options.TorchBLAS for the --torch-blas flag.
+func blasNames(dirs []string) []string {
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
+		out[i] = d
+		if d == "" {
+			out[i] = "installed"
+		}
+	}
+	return out
 }
