@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -174,11 +175,13 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	step := func(what string) { fmt.Fprintf(progress, "bench: %s\n", what) }
 
 	step(fmt.Sprintf("FMA peak, %d threads", o.Threads))
-	r.PeakGFLOPS = kernel.MeasurePeakGFLOPS(o.Threads, o.PeakTime)
+	labeled(ctx, "peak", func(context.Context) { r.PeakGFLOPS = kernel.MeasurePeakGFLOPS(o.Threads, o.PeakTime) })
 	shapes := append(SquareShapes(o.GemmSquare...), ModelShapes(cfg, o.Batch, o.Seq, o.DecodeBatch)...)
 	for _, s := range shapes {
 		step("GEMM " + s.Name)
-		g, err := Gemm(ctx, s, o.GemmTime, 5)
+		var g Measure
+		var err error
+		labeled(ctx, "gemm", func(ctx context.Context) { g, err = Gemm(ctx, s, o.GemmTime, 5) })
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +190,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 
 	step("built-in training step")
 	var err error
-	if r.Train, err = Train(ctx, cfg, o.Batch, o.Seq, o.Steps); err != nil {
+	labeled(ctx, "train", func(ctx context.Context) { r.Train, err = Train(ctx, cfg, o.Batch, o.Seq, o.Steps) })
+	if err != nil {
 		return nil, err
 	}
 	if !o.SkipTorch {
@@ -222,7 +226,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	prompts := Prompts(o.DecodeBatch, o.Prompt, pick)
 	step(fmt.Sprintf("built-in decode, %d sequences", o.DecodeBatch))
-	if r.Decode, err = Decode(ctx, m, prompts, o.DecodeTokens, o.DecodeReps); err != nil {
+	labeled(ctx, "decode", func(ctx context.Context) { r.Decode, err = Decode(ctx, m, prompts, o.DecodeTokens, o.DecodeReps) })
+	if err != nil {
 		return nil, err
 	}
 	if !o.SkipLlama {
@@ -235,6 +240,13 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	r.Load1End = loadAverage()
 	return r, nil
+}
+
+// labeled runs fn with the pprof label phase=name, which the goroutines it
+// starts inherit: a CPU profile of Run splits by phase with
+// go tool pprof -tagfocus=phase=train (or peak, gemm, decode).
+func labeled(ctx context.Context, name string, fn func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("phase", name), fn)
 }
 
 // cpuModel is the "model name" of /proc/cpuinfo, or GOOS/GOARCH.
