@@ -56,6 +56,10 @@ type Decoder struct {
 	probs                 [][]float32
 	order                 [][]int32
 
+	batch        []*decSeq // sequences fed by the last forward
+	feed         []int     // tokens each fed
+	prefillChunk int
+
 	stats     DecoderStats
 	pool      []*prefixEntry // KV caches of finished sequences
 	poolBytes int64
@@ -230,8 +234,15 @@ func (d *Decoder) Remove(id int) bool {
 // Model is the model the Decoder samples from.
 func (d *Decoder) Model() *Model { return d.m }
 
-// Step advances every active sequence by one token and returns those that
-// finished (a stop token or their token limit).
+// SetPrefillChunk bounds the prompt tokens fed per Step, summed over the
+// sequences still prefilling (n ≤ 0: no bound), so that long new prompts
+// do not stall the running sequences' decoding: a prompt is then fed over
+// several Steps, and samples its first token after the last chunk.
+func (d *Decoder) SetPrefillChunk(n int) { d.prefillChunk = n }
+
+// Step advances every active sequence by one token (or one chunk of its
+// prompt) and returns those that finished (a stop token or their token
+// limit).
 func (d *Decoder) Step() []Finished {
 	var done []Finished
 	// Requests with no room for a token finish without a forward.
@@ -244,27 +255,34 @@ func (d *Decoder) Step() []Finished {
 		}
 		keep = append(keep, s)
 	}
+	clear(d.active[len(keep):])
 	d.active = keep
 	if len(d.active) == 0 {
 		return done
 	}
 	d.forward()
 	V := d.m.Cfg.Vocab
-	for len(d.probs) < len(d.active) {
+	for len(d.probs) < len(d.batch) {
 		d.probs = append(d.probs, make([]float32, V))
 		d.order = append(d.order, make([]int32, V))
 	}
-	toks := make([]int, len(d.active))
-	lps := make([]float64, len(d.active))
-	parallel(len(d.active), 4, func(lo, hi int) {
+	toks := make([]int, len(d.batch))
+	lps := make([]float64, len(d.batch))
+	parallel(len(d.batch), 4, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			s := d.active[i]
+			s := d.batch[i]
+			if len(s.pending) > 0 {
+				continue // prompt not fully fed yet
+			}
 			toks[i], lps[i] = sampleToken(d.logits[i*V:i*V+V], s.req.Temperature, s.req.TopP, s.rng, d.probs[i], d.order[i])
 		}
 	})
-	keep = d.active[:0]
-	d.stats.Generated += len(toks)
-	for i, s := range d.active {
+	finished := false
+	for i, s := range d.batch {
+		if len(s.pending) > 0 {
+			continue
+		}
+		d.stats.Generated++
 		s.out.Tokens = append(s.out.Tokens, toks[i])
 		s.out.Logprobs = append(s.out.Logprobs, lps[i])
 		switch {
@@ -274,14 +292,22 @@ func (d *Decoder) Step() []Finished {
 			s.out.FinishReason = infer.FinishLength
 		default:
 			s.pending = append(s.pending[:0], toks[i])
-			keep = append(keep, s)
 			continue
 		}
 		d.keepPrefix(s)
 		done = append(done, Finished{s.id, s.out})
+		finished = true
 	}
-	clear(d.active[len(keep):])
-	d.active = keep
+	if finished {
+		keep = d.active[:0]
+		for _, s := range d.active {
+			if s.out.FinishReason == "" {
+				keep = append(keep, s)
+			}
+		}
+		clear(d.active[len(keep):])
+		d.active = keep
+	}
 	return done
 }
 
@@ -310,14 +336,17 @@ func (m *Model) Generate(ctx context.Context, reqs []infer.Request) ([]infer.Com
 	return out, nil
 }
 
-// forward feeds every active sequence's pending tokens through the model,
-// appending their keys and values to the caches, and leaves in d.logits the
-// logits after each sequence's last pending token.
+// forward feeds pending tokens through the model — all of them for a
+// decoding sequence, up to the prefill chunk for prompts — appending their
+// keys and values to the caches. It leaves the sequences fed in d.batch
+// and in d.logits the logits after each one's last fed token.
 func (d *Decoder) forward() {
 	m, cfg := d.m, d.m.Cfg
 	dim, hd, F := cfg.Dim, cfg.HeadDim(), cfg.FFN
 	qw, kw := cfg.Heads*hd, cfg.KVHeads*hd
 	d.tokens, d.pos, d.rows = d.tokens[:0], d.pos[:0], d.rows[:0]
+	d.batch, d.feed = d.batch[:0], d.feed[:0]
+	budget := d.prefillChunk
 	for _, s := range d.active {
 		if s.kc == nil {
 			capacity := len(s.req.Prompt) + s.limit
@@ -327,8 +356,18 @@ func (d *Decoder) forward() {
 			}
 			d.reusePrefix(s)
 		}
+		f := len(s.pending)
+		if len(s.out.Tokens) == 0 && d.prefillChunk > 0 { // still in its prompt
+			if budget <= 0 {
+				continue
+			}
+			f = min(f, budget)
+			budget -= f
+		}
+		d.batch = append(d.batch, s)
+		d.feed = append(d.feed, f)
 		d.rows = append(d.rows, len(d.tokens))
-		for i, t := range s.pending {
+		for i, t := range s.pending[:f] {
 			d.tokens = append(d.tokens, int32(t))
 			d.pos = append(d.pos, int32(s.n+i))
 		}
@@ -345,36 +384,35 @@ func (d *Decoder) forward() {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	group := cfg.Heads / cfg.KVHeads
 	maxCtx := 0
-	for _, s := range d.active {
-		maxCtx = max(maxCtx, s.n+len(s.pending))
+	for i, s := range d.batch {
+		maxCtx = max(maxCtx, s.n+d.feed[i])
 	}
+	H := cfg.Heads
+	cost := func(t int) int { return d.feed[t/H] * (d.batch[t/H].n + d.feed[t/H]) }
 	for l := range m.Layers {
 		w := &m.Layers[l]
 		rmsnorm(d.h, d.r, d.x, w.AttnNorm.Data, n, dim, cfg.NormEps)
 		linear(d.q, d.h, w.Wq, n)
 		linear(d.k, d.h, w.Wk, n)
 		linear(d.v, d.h, w.Wv, n)
-		m.rope(d.q, d.pos, cfg.Heads, false)
+		m.rope(d.q, d.pos, H, false)
 		m.rope(d.k, d.pos, cfg.KVHeads, false)
-		for i, s := range d.active {
-			r0 := d.rows[i]
-			copy(s.kc[l][s.n*kw:], d.k[r0*kw:(r0+len(s.pending))*kw])
-			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+len(s.pending))*kw])
+		for i, s := range d.batch {
+			r0, f := d.rows[i], d.feed[i]
+			copy(s.kc[l][s.n*kw:], d.k[r0*kw:(r0+f)*kw])
+			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+f)*kw])
 		}
-		cost := func(t int) int {
-			s := d.active[t/cfg.Heads]
-			return len(s.pending) * (s.n + len(s.pending))
-		}
-		balanced(len(d.active)*cfg.Heads, cost, func(next func() (int, bool)) {
+		balanced(len(d.batch)*H, cost, func(next func() (int, bool)) {
 			S := getScratch(attnBlock * maxCtx)
 			defer putScratch(S)
 			for t, ok := next(); ok; t, ok = next() {
-				s, h := d.active[t/cfg.Heads], t%cfg.Heads
+				i, h := t/H, t%H
+				s, f := d.batch[i], d.feed[i]
 				g := h / group
 				kb, vb := s.kc[l][g*hd:], s.vc[l][g*hd:]
-				for i0 := 0; i0 < len(s.pending); i0 += attnBlock {
-					nb := min(attnBlock, len(s.pending)-i0)
-					c := (d.rows[t/cfg.Heads]+i0)*qw + h*hd
+				for i0 := 0; i0 < f; i0 += attnBlock {
+					nb := min(attnBlock, f-i0)
+					c := (d.rows[i]+i0)*qw + h*hd
 					attendBlock(d.att[c:], d.q[c:], qw, kb, vb, kw, hd, nb, s.n+i0, scale, S, nil, 0)
 				}
 			}
@@ -386,13 +424,14 @@ func (d *Decoder) forward() {
 		swiglu(d.a, d.sg, d.g, d.u)
 		kernel.Gemm(false, true, n, dim, F, 1, d.a, F, w.Wd.Data, F, 1, d.x, dim)
 	}
-	B := len(d.active)
+	B := len(d.batch)
 	d.last, d.lastH, d.lastR = grow(d.last, B*dim), grow(d.lastH, B*dim), grow(d.lastR, B)
-	for i, s := range d.active {
-		r := d.rows[i] + len(s.pending) - 1
+	for i, s := range d.batch {
+		f := d.feed[i]
+		r := d.rows[i] + f - 1
 		copy(d.last[i*dim:i*dim+dim], d.x[r*dim:r*dim+dim])
-		s.n += len(s.pending)
-		s.pending = s.pending[:0]
+		s.n += f
+		s.pending = s.pending[f:]
 	}
 	rmsnorm(d.lastH, d.lastR, d.last, m.Norm.Data, B, dim, cfg.NormEps)
 	V := cfg.Vocab

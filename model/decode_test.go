@@ -215,3 +215,50 @@ func TestPrefixCacheReuse(t *testing.T) {
 		t.Fatal("entry larger than the budget kept")
 	}
 }
+
+// With a prefill chunk, a long prompt is fed over several steps while a
+// running sequence keeps decoding, and the samples are unchanged.
+func TestChunkedPrefill(t *testing.T) {
+	m := decodeModel(t)
+	rng := rand.New(rand.NewPCG(12, 13))
+	short := infer.Request{Prompt: randPrompt(rng, 3, 61), MaxTokens: 12, Temperature: 1, Seed: 5}
+	long := infer.Request{Prompt: randPrompt(rng, 70, 61), MaxTokens: 6, Temperature: 1, TopP: 0.9, Seed: 6}
+	want, err := m.Generate(context.Background(), []infer.Request{short, long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := m.NewDecoder()
+	d.SetPrefillChunk(16)
+	idShort, _ := d.Add(short)
+	d.Step() // the short prompt is fed and samples its first token
+	idLong, _ := d.Add(long)
+	got := map[int]infer.Completion{}
+	at := map[int]int{}
+	steps := 0
+	for len(got) < 2 {
+		before := d.Stats().Generated
+		steps++
+		for _, f := range d.Step() {
+			got[f.ID], at[f.ID] = f.Completion, steps
+		}
+		if _, ok := got[idShort]; !ok && d.Stats().Generated == before {
+			t.Fatalf("step %d: the running sequence did not advance during prefill", steps)
+		}
+	}
+	// 70 prompt tokens in chunks of ≤ 16 take 5 steps, the last of which
+	// samples the first of 6 tokens: 10 steps (6 without chunks).
+	if at[idLong] != 10 {
+		t.Fatalf("long request finished at step %d, want 10", at[idLong])
+	}
+	for i, id := range []int{idShort, idLong} {
+		c := got[id]
+		if !slices.Equal(c.Tokens, want[i].Tokens) {
+			t.Fatalf("request %d: chunked %v, unchunked %v", i, c.Tokens, want[i].Tokens)
+		}
+		for j := range c.Logprobs {
+			if math.Abs(c.Logprobs[j]-want[i].Logprobs[j]) > 1e-4 {
+				t.Fatalf("request %d token %d: %g vs %g", i, j, c.Logprobs[j], want[i].Logprobs[j])
+			}
+		}
+	}
+}

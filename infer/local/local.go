@@ -28,6 +28,10 @@ type Options struct {
 	// that a prompt extending an earlier one (an agent's next turn) skips
 	// recomputing the shared prefix; 0 means 256 MiB, negative disables.
 	PrefixCacheBytes int64
+	// PrefillChunk bounds the prompt tokens fed per decode step, so that
+	// long new prompts do not stall running sequences; 0 means 1024,
+	// negative means no bound.
+	PrefillChunk int
 }
 
 // DefaultPrefixCacheBytes is the prefix cache budget when Options leave it 0.
@@ -48,6 +52,7 @@ type call struct {
 type Sampler struct {
 	maxBatch int
 	cacheMax int64
+	chunk    int
 	calls    chan *call
 	quit     chan struct{}
 	done     chan struct{}
@@ -75,9 +80,13 @@ func New(m *model.Model, opts Options) (*Sampler, error) {
 	if opts.PrefixCacheBytes == 0 {
 		opts.PrefixCacheBytes = DefaultPrefixCacheBytes
 	}
+	if opts.PrefillChunk == 0 {
+		opts.PrefillChunk = 1024
+	}
 	s := &Sampler{
 		maxBatch: opts.MaxBatch,
 		cacheMax: opts.PrefixCacheBytes,
+		chunk:    opts.PrefillChunk,
 		calls:    make(chan *call),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -157,6 +166,7 @@ func (s *Sampler) Stats() model.DecoderStats {
 func (s *Sampler) newDecoder(m *model.Model) *model.Decoder {
 	d := m.NewDecoder()
 	d.SetPrefixCache(s.cacheMax)
+	d.SetPrefillChunk(s.chunk)
 	return d
 }
 

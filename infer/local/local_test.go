@@ -53,7 +53,7 @@ func sameCompletion(a, b infer.Completion) bool {
 // what each request gets when decoded alone.
 func TestConcurrentSamplesMatchSolo(t *testing.T) {
 	m := testModel(t, 1)
-	s, err := New(m, Options{MaxBatch: 5})
+	s, err := New(m, Options{MaxBatch: 5, PrefillChunk: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
