@@ -6,7 +6,7 @@
 // # How a product runs
 //
 // Gemm scales C by beta, then adds alpha·op(A)·op(B) block by block. For each kc×nc panel of op(B)
-// (kc = 128, nc = 2048) the panel is packed into contiguous nr-wide strips, zero-padded (Bᵀ is
+// (kc = 256, nc = 2048) the panel is packed into contiguous nr-wide strips, zero-padded (Bᵀ is
 // transposed 16×16 in registers on AVX-512); op(A) is read in place through a row and a column
 // stride, so either layout costs nothing. A register-blocked micro-kernel accumulates one mr×nr
 // tile of C over kc (AVX-512: 6×64, 24 zmm accumulators, B rows loaded once per k and A broadcast;
@@ -61,6 +61,8 @@
 // 4096×256×256 and 2048×688×256 when the other core was free (DESIGN.md's anchor: gonum 15–22,
 // a 4×32 AVX-512 kernel 76–83). The 6×64 micro-kernel alone, on cached operands
 // (BenchmarkMicroKernel), runs at 175–191 GFLOP/cpu-s (74–81% of peak); the rest goes to packing
-// B and to moving C between the caches. ExpShift takes 0.18 ns and
+// B and to moving C between the caches. With operands streaming from memory as in a training
+// step (BenchmarkGemmCold, the "bench" model's 4104-token products) it keeps 128–141 GFLOP/cpu-s
+// on 1 thread and 97–135 per core on 2, where the two cores share the memory bandwidth. ExpShift takes 0.18 ns and
 // Sigmoid 0.67 ns an element on AVX-512 (the portable Go loops 6.6 and 13 ns).
 package kernel

@@ -54,10 +54,10 @@ func checkGemm(transA, transB bool, m, n, k int, a []float32, lda int, b []float
 }
 
 // Cache blocking: a kc×nc panel of op(B) is packed per step and reused over all rows of C; an
-// mc×kc block of op(A) stays in L2 while the nr-wide strips of the panel pass through L1.
+// mc×kc block of op(A) stays in L1/L2 while the nr-wide strips of the panel pass through.
 const (
-	blockK = 128
-	blockM = 120 // rounded down to a multiple of mr
+	blockK = 256
+	blockM = 48 // rounded down to a multiple of mr
 	blockN = 2048
 	// parallelFlops is the product size (2·m·n·k, here about 50 µs of one core) below which Gemm
 	// stays on the calling goroutine; each further goroutine needs as much work again.
@@ -90,6 +90,8 @@ type impl struct {
 	expShift func(dst, x []float32, shift float32) float32
 	sigmoid  func(dst, x []float32)
 	max      func(x []float32) float32
+	// packAT packs w ≤ 16 columns of kc rows of A: dst[p·w + i] = a[p·lda + i].
+	packAT func(kc int, a []float32, lda, w int, dst []float32)
 	// packT16, when set, packs 16 columns of op(B) = Bᵀ: dst[p·ds + j] = b[j·ldb + p], j < 16, p < kc.
 	packT16 func(kc int, b []float32, ldb int, dst []float32, ds int)
 	// peak runs iters rounds of independent FMAs and returns the flops done.
@@ -98,7 +100,7 @@ type impl struct {
 
 // workspace holds the packing buffers of one worker goroutine.
 type workspace struct {
-	a, b []float32 // op(A) rows for the dot path; packed op(B) panel
+	a, b []float32 // packed op(A) block (transposed A) or rows (dot path); packed op(B) panel
 }
 
 var workspaces = sync.Pool{New: func() any { return new(workspace) }}
@@ -192,12 +194,8 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	defer workspaces.Put(ws)
 	// B is used in place when few row strips of A reuse it: packing would cost as much as it saves.
 	direct := p.directB && !g.transB && m1-m0 <= 2*mr && (n1-n0)%p.directBUnit == 0 && n0%p.directBUnit == 0
-	// op(A)[i, p] is g.a[aOff(i, p)] = g.a[i·ars + p·aps]: the micro-kernels read A in place.
-	ars, aps := g.lda, 1
-	if g.transA {
-		ars, aps = 1, g.lda
-	}
-	aOff := func(i, p int) int { return i*ars + p*aps }
+	// The micro-kernels read A through strides: A itself when not transposed (row stride lda),
+	// packed kc×mr strips (row stride 1, column stride mr) when it is.
 	mcMax := max(mr, blockM/mr*mr)
 	for jc := n0; jc < n1; jc += blockN {
 		nc := min(blockN, n1-jc)
@@ -215,6 +213,17 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 			}
 			for ic := m0; ic < m1; ic += mcMax {
 				mc := min(mcMax, m1-ic)
+				// Transposed A is packed: in place its strips of mr values sit one row of A
+				// (lda floats, a page or more) apart at every k, which thrashes the TLB.
+				var ap []float32
+				if g.transA {
+					ws.a = grow(ws.a, mc*kc)
+					ap = ws.a
+					for s := 0; s < mc; s += mr {
+						w := min(mr, mc-s)
+						p.packAT(kc, g.a[pc*g.lda+ic+s:], g.lda, w, ap[s*kc:s*kc+w*kc])
+					}
+				}
 				for jr := 0; jr < nc; jr += nr {
 					nrr := min(nr, nc-jr)
 					var bj []float32
@@ -224,11 +233,24 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 						bj = bp[jr*kc:]
 					}
 					for ir := 0; ir < mc; ir += mr {
-						p.micro(min(mr, mc-ir), nrr, kc, g.a[aOff(ic+ir, pc):], ars, aps, bj, bs, g.c[(ic+ir)*g.ldc+jc+jr:], g.ldc, g.alpha)
+						mrr := min(mr, mc-ir)
+						c := g.c[(ic+ir)*g.ldc+jc+jr:]
+						if g.transA {
+							p.micro(mrr, nrr, kc, ap[ir*kc:], 1, mrr, bj, bs, c, g.ldc, g.alpha)
+						} else {
+							p.micro(mrr, nrr, kc, g.a[(ic+ir)*g.lda+pc:], g.lda, 1, bj, bs, c, g.ldc, g.alpha)
+						}
 					}
 				}
 			}
 		}
+	}
+}
+
+// packATGo copies w ≤ 16 columns of kc rows: dst[p·w + i] = a[p·lda + i].
+func packATGo(kc int, a []float32, lda, w int, dst []float32) {
+	for p := range kc {
+		copy(dst[p*w:p*w+w], a[p*lda:p*lda+w])
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 // generic is the pure-Go code path, used where no SIMD path applies.
-var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, directBUnit: 1, dotT: dotTVia(dotGo), useDotT: useDotTFew, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
+var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, directBUnit: 1, dotT: dotTVia(dotGo), useDotT: useDotTFew, packAT: packATGo, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
 
 // microGo is the pure-Go micro-kernel: C[0:mr, 0:nr] += alpha·Σ_p a[i·ars+p·aps]·b[p·bs+j].
 func microGo(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {

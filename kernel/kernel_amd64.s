@@ -5557,6 +5557,35 @@ packdone:
 	VZEROUPPER
 	RET
 
+// func packAT512(kc int, a []float32, lda int, w int, dst []float32)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·packAT512(SB), NOSPLIT, $0-72
+	MOVQ  kc+0(FP), AX
+	MOVQ  a_base+8(FP), CX
+	MOVQ  lda+32(FP), DX
+	SHLQ  $0x02, DX
+	MOVQ  w+40(FP), BX
+	MOVQ  dst_base+48(FP), SI
+	MOVL  $0x00000001, DI
+	SHLXL BX, DI, DI
+	DECL  DI
+	KMOVW DI, K1
+	SHLQ  $0x02, BX
+	TESTQ AX, AX
+	JZ    packATdone
+
+packATloop:
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS   Z0, K1, (SI)
+	ADDQ      DX, CX
+	ADDQ      BX, SI
+	DECQ      AX
+	JNZ       packATloop
+
+packATdone:
+	VZEROUPPER
+	RET
+
 // func expShift512(dst []float32, x []float32, shift float32) float32
 // Requires: AVX, AVX512F, AVX512VL, BMI2, SSE
 TEXT ·expShift512(SB), NOSPLIT, $0-60

@@ -161,6 +161,9 @@ func dotT512m4n4(k int, a []float32, lda int, b []float32, ldb int, alpha float3
 // dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc.
 func packT16(kc int, b []float32, ldb int, dst []float32, ds int)
 
+// dst[p·w + i] = a[p·lda + i] for i < w ≤ 16, p < kc.
+func packAT512(kc int, a []float32, lda int, w int, dst []float32)
+
 // dst[i] = e^(x[i]−shift) for i < len(x); returns Σ dst[i].
 func expShift512(dst []float32, x []float32, shift float32) float32
 

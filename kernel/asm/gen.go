@@ -43,6 +43,7 @@ func main() {
 		}
 	}
 	packT16()
+	packAT()
 	expShift()
 	sigmoid()
 	maxVec()
@@ -665,7 +666,36 @@ func maxVec() {
 	RET()
 }
 
-// tailMask sets K1 to the low n bits (0 ≤ n < 16) for a masked last vector.
+// packAT emits packAT512(kc, a, lda, w, dst): dst[p·w + i] = a[p·lda + i] for i < w ≤ 16, p < kc —
+// a strip of w columns of transposed A made contiguous, each row moved under the mask of w lanes.
+func packAT() {
+	TEXT("packAT512", NOSPLIT, "func(kc int, a []float32, lda, w int, dst []float32)")
+	Doc("dst[p·w + i] = a[p·lda + i] for i < w ≤ 16, p < kc.")
+	kc := Load(Param("kc"), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(Imm(2), lda)
+	w := GP64()
+	Load(Param("w"), w)
+	dp := Load(Param("dst").Base(), GP64())
+	tailMask(w)
+	SHLQ(Imm(2), w)
+	v := ZMM()
+	TESTQ(kc, kc)
+	JZ(LabelRef("packATdone"))
+	Label("packATloop")
+	VMOVUPS_Z(Mem{Base: ap}, K1, v)
+	VMOVUPS(v, K1, Mem{Base: dp})
+	ADDQ(lda, ap)
+	ADDQ(w, dp)
+	DECQ(kc)
+	JNZ(LabelRef("packATloop"))
+	Label("packATdone")
+	VZEROUPPER()
+	RET()
+}
+
+// tailMask sets K1 to the low n bits (0 ≤ n ≤ 16) for a masked last vector.
 func tailMask(n Register) {
 	mask := GP32()
 	MOVL(U32(1), mask)
