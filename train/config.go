@@ -295,9 +295,9 @@ func DemoConfig() Config {
 		Files: 3, Pages: 3, Facts: 3, Distractors: 2, NoiseLines: 4, PartialCredit: true}
 	c.Agent = AgentConfig{Context: 448, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 24,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1}
-	c.SFT = SFTConfig{Episodes: 256, Steps: 600, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}
+	c.SFT = SFTConfig{Episodes: 512, Steps: 3000, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}
 	c.RL.MiniBatches, c.RL.MicroBatch = 2, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 3e-4, 1e-3, 20
-	c.Run = RunConfig{Dir: "runs/demo", Iterations: 12, Episodes: 16, Workers: 16, EvalEvery: 6, EvalEpisodes: 32, CheckpointEvery: 4}
+	c.Run = RunConfig{Dir: "runs/demo", Iterations: 20, Episodes: 16, Workers: 16, EvalEvery: 5, EvalEpisodes: 32, CheckpointEvery: 5}
 	return c
 }
