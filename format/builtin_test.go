@@ -1,5 +1,3 @@
-//go:build !nomodel
-
 package format_test
 
 import (
@@ -10,11 +8,9 @@ import (
 	"github.com/compactrl/compactrl/model"
 )
 
-func init() { builtinLogits = builtinModelLogits }
-
 // builtinLogits runs the built-in model (package model) on ids with the
 // checkpoint's weights.
-func builtinModelLogits(t *testing.T, cfg format.LlamaConfig, ts []format.Tensor, ids []int) [][]float64 {
+func builtinLogits(t *testing.T, cfg format.LlamaConfig, ts []format.Tensor, ids []int) [][]float64 {
 	dir := t.TempDir()
 	if err := format.WriteConfig(dir, cfg); err != nil {
 		t.Fatal(err)

@@ -399,12 +399,7 @@ func serverParity(t *testing.T, dir string, cfg format.LlamaConfig, tok *tokeniz
 	}
 	ref := refForward(cfg, ts, ids)
 
-	var builtin [][]float64
-	if builtinLogits != nil {
-		builtin = builtinLogits(t, cfg, ts, ids)
-	} else {
-		t.Log("built with -tags nomodel: built-in model not compared")
-	}
+	builtin := builtinLogits(t, cfg, ts, ids)
 
 	ban := map[string]any{}
 	for id := 0; id < tok.VocabSize(); id++ {
@@ -431,11 +426,9 @@ func serverParity(t *testing.T, dir string, cfg format.LlamaConfig, tok *tokeniz
 		for _, e := range top {
 			maxDiff = math.Max(maxDiff, math.Abs(e.Logprob-lp[e.ID]))
 		}
-		if builtin != nil {
-			bl := logSoftmax(builtin[pos])
-			for v := range lp {
-				maxDiffModel = math.Max(maxDiffModel, math.Abs(bl[v]-lp[v]))
-			}
+		bl := logSoftmax(builtin[pos])
+		for v := range lp {
+			maxDiffModel = math.Max(maxDiffModel, math.Abs(bl[v]-lp[v]))
 		}
 		if pos == 0 {
 			t.Logf("position 0: llama.cpp top %d (%.5f) %q, reference %d (%.5f)", top[0].ID, top[0].Logprob, top[0].Token, best, lp[best])
@@ -443,24 +436,17 @@ func serverParity(t *testing.T, dir string, cfg format.LlamaConfig, tok *tokeniz
 	}
 	frac := float64(agree) / float64(n)
 	t.Logf("%d positions: greedy agreement %.3f, max |Δ logprob| of the top 5, llama.cpp vs reference: %.2e", n, frac, maxDiff)
-	if builtin != nil {
-		t.Logf("built-in model vs reference, max |Δ logprob| over the vocabulary: %.2e", maxDiffModel)
-	}
+	t.Logf("built-in model vs reference, max |Δ logprob| over the vocabulary: %.2e", maxDiffModel)
 	if frac < 0.99 {
 		t.Errorf("greedy agreement %.3f < 0.99", frac)
 	}
 	if maxDiff >= 1e-2 {
 		t.Errorf("llama.cpp log-probs differ from the reference by %.3g ≥ 1e-2", maxDiff)
 	}
-	if builtin != nil && maxDiffModel >= 1e-3 {
+	if maxDiffModel >= 1e-3 {
 		t.Errorf("built-in model log-probs differ from the reference by %.3g ≥ 1e-3", maxDiffModel)
 	}
 }
-
-// builtinLogits runs the built-in model (package model) on a checkpoint;
-// set by builtin_test.go, nil under -tags nomodel (to test this package
-// while model/ does not build).
-var builtinLogits func(t *testing.T, cfg format.LlamaConfig, ts []format.Tensor, ids []int) [][]float64
 
 // checkTokenize compares llama.cpp's tokenisation and detokenisation of
 // text (from the GGUF vocabulary, merges and pre-tokenizer) with tok's.
