@@ -32,37 +32,37 @@
 // Intel Xeon (Sapphire Rapids class, AVX-512), 2 vCPUs, Go 1.26, float32, BenchmarkGemm and
 // BenchmarkPeak. Other jobs shared the two cores throughout, so the figures are GFLOP per CPU-second
 // of the benchmark process (its user+system time, which other load does not inflate), medians of
-// 3 runs; at 2 threads they are per core, the throughput is about twice that when both cores are
-// free. The FMA peak (MeasurePeakGFLOPS, best window) was 231–239 GFLOP/s on 1 thread and
-// 450–476 on 2.
+// 3 runs (1 for avx2 and go). The FMA peak (MeasurePeakGFLOPS, best window) was 231–239 GFLOP/s
+// on 1 thread and 450–476 on 2 when the other core was free.
 //
 //	shape m×n×k (op)              avx512  %peak  avx2   go    gonum  avx512/gonum
-//	64³                            128     54     75    5.5   10.0    13×
-//	256³                           132     56     91    5.8    9.8    13×
-//	1024³                          149     63     87    5.9    9.4    16×
-//	4096×256×256                   145     61     95    5.8    9.3    16×
-//	4096×256×256 (x·Wᵀ)            143     61     95    5.7   14.1    10×
-//	2048×688×256 (x·Wᵀ)            151     64     96    6.0   13.4    11×
-//	688×256×2048 (dW = dyᵀ·x)      140     59     85    5.7    9.7    14×
-//	2048×256×688 (dx = dy·W)       148     63     95    5.9    9.5    16×
-//	64×512×64 (Q·Kᵀ, one head)     133     56     48    5.5   18.1     7×
-//	64×64×512 (P·V, one head)      146     62     81    5.7   10.2    14×
-//	32×1024×256                     88     37     51    5.3   10.1     9×
-//	32×1024×256 (x·Wᵀ, decode)     100     42     32    5.4   16.2     6×
-//	64×1024×256 (x·Wᵀ)             119     50     49    5.7   15.9     7×
-//	4×1024×256 (x·Wᵀ)              108     46     26    6.5   13.4     8×
-//	1×1024×256                      49     21     32    2.0    6.1     8×
-//	1×1024×256 (x·Wᵀ)               48     20     24    6.5   11.2     4×
+//	64³                            124     54     80    5.6   10.3    12×
+//	256³                           143     62     93    5.9    9.5    15×
+//	1024³                          155     67    102    6.0    9.4    16×
+//	4096×256×256                   153     66    102    6.1    9.4    16×
+//	4096×256×256 (x·Wᵀ)            149     65    106    6.1   14.3    10×
+//	2048×688×256 (x·Wᵀ)            145     63    108    6.0   14.9    10×
+//	688×256×2048 (dW = dyᵀ·x)      132     57     89    6.2    9.3    14×
+//	2048×256×688 (dx = dy·W)       153     66    109    6.3    9.9    15×
+//	64×512×64 (Q·Kᵀ, one head)     133     58     53    5.7   17.1     8×
+//	64×64×512 (P·V, one head)      134     58     92    5.9   10.0    13×
+//	32×1024×256                     83     36     53    5.5   10.3     8×
+//	32×1024×256 (x·Wᵀ, decode)     102     44     33    5.7   16.2     6×
+//	64×1024×256 (x·Wᵀ)             112     48     53    6.1   15.8     7×
+//	4×1024×256 (x·Wᵀ)              120     52     24    6.7   13.2     9×
+//	1×1024×256                      56     24     31    2.0    6.6     8×
+//	1×1024×256 (x·Wᵀ)               50     22     24    6.5   10.4     5×
 //
-// (1 thread; %peak against 236 GFLOP/s. The m = 1 rows are matrix-vector products: they stream
+// (1 thread; %peak against 231 GFLOP/s. The m = 1 rows are matrix-vector products: they stream
 // the 1 MiB of B once and are bound by the cache bandwidth, not by the FMAs.) At 2 threads the
-// avx512 path kept 111–154 GFLOP/cpu-s per core on the large shapes and 94–121 on the decode
-// shapes with m ≥ 4 (gonum 9–16); wall-clock throughputs of 252–303 GFLOP/s were observed for 1024³,
-// 4096×256×256 and 2048×688×256 when the other core was free (DESIGN.md's anchor: gonum 15–22,
-// a 4×32 AVX-512 kernel 76–83). The 6×64 micro-kernel alone, on cached operands
-// (BenchmarkMicroKernel), runs at 175–191 GFLOP/cpu-s (74–81% of peak); the rest goes to packing
-// B and to moving C between the caches. With operands streaming from memory as in a training
-// step (BenchmarkGemmCold, the "bench" model's 4104-token products) it keeps 128–141 GFLOP/cpu-s
-// on 1 thread and 97–135 per core on 2, where the two cores share the memory bandwidth. ExpShift takes 0.18 ns and
-// Sigmoid 0.67 ns an element on AVX-512 (the portable Go loops 6.6 and 13 ns).
+// avx512 path kept, per core, 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention
+// ones and 84–108 on the decode shapes with m ≥ 4 (gonum 9–16); the throughput is twice that
+// when both cores are free: 252–303 GFLOP/s were observed for 1024³, 4096×256×256 and
+// 2048×688×256 in a quieter moment (DESIGN.md's anchor: gonum 15–22, a 4×32 AVX-512 kernel
+// 76–83). The 6×64 micro-kernel alone, on cached operands (BenchmarkMicroKernel), runs at
+// 181–186 GFLOP/cpu-s (78–81% of peak); the rest goes to packing B and to moving C between the
+// caches. With operands streaming from memory as in a training step (BenchmarkGemmCold, the
+// "bench" model's 4104-token products) it keeps 118–132 GFLOP/cpu-s on 1 thread and 116–135 per
+// core on 2. ExpShift takes 0.18 ns and Sigmoid 0.67 ns an element on AVX-512 (the portable Go
+// loops 6.6 and 13 ns).
 package kernel
