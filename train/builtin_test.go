@@ -343,7 +343,7 @@ func TestBuiltinMicroBatchInvariance(t *testing.T) {
 		}
 		// Gradient norms before clipping are scale-sensitive (Adam is not).
 		for k := 0; k < 3; k++ {
-			if a, b := norms[3*i+k], norms[k]; math.Abs(a-b) > 1e-4*math.Abs(b)+1e-9 {
+			if a, b := norms[3*i+k], norms[k]; math.Abs(a-b) > 1e-3*math.Abs(b)+1e-9 {
 				t.Errorf("micro-batch run %d: statistic %d = %g, want %g", i, k, a, b)
 			}
 		}
