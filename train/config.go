@@ -83,6 +83,13 @@ type SFTConfig struct {
 	// language-model warm start for a randomly initialised policy, which
 	// otherwise has too little signal to learn to copy facts.
 	LMLoss bool `yaml:"lm_loss"`
+	// CopySteps optimiser steps of induction pretraining come first:
+	// language-model loss on the second copy of a window of CopyLen
+	// demonstration tokens repeated (w ⊕ w), so that a randomly
+	// initialised policy learns to copy from its context before it is
+	// asked to copy keys and values into summaries (0: none).
+	CopySteps int `yaml:"copy_steps"`
+	CopyLen   int `yaml:"copy_len"`
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -136,7 +143,7 @@ func DefaultConfig() Config {
 			MaxActionTokens: 32, MaxSummaryTokens: 96, ObservationCap: 0,
 			Temperature: 1, EvalTemperature: 0,
 		},
-		SFT: SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6},
+		SFT: SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopyLen: 128},
 		RL: RLConfig{
 			Estimator: "cross-gae", Gamma: 1, Lambda: 0, Alpha: 1.5, GroupSize: 1,
 			LossMode: "token-mean", ClipLow: 0.2, ClipHigh: 0.28, DualClip: 0,
@@ -224,6 +231,7 @@ func (c Config) Validate() error {
 		nonneg("agent.observation_cap", c.Agent.ObservationCap),
 		nonneg("sft.episodes", c.SFT.Episodes),
 		nonneg("sft.steps", c.SFT.Steps),
+		nonneg("sft.copy_steps", c.SFT.CopySteps),
 		pos("sft.batch_size", c.SFT.BatchSize),
 		pos("rl.group_size", c.RL.GroupSize),
 		pos("rl.ppo_epochs", c.RL.PPOEpochs),
@@ -259,6 +267,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
+	case c.SFT.CopySteps > 0 && c.SFT.CopyLen < 2:
+		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
@@ -295,7 +305,7 @@ func DemoConfig() Config {
 		Files: 3, Pages: 3, Facts: 3, Distractors: 2, NoiseLines: 4, PartialCredit: true}
 	c.Agent = AgentConfig{Context: 448, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 24,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1}
-	c.SFT = SFTConfig{Episodes: 512, Steps: 3000, BatchSize: 8, LR: 3e-3, ExpertP: 0.6}
+	c.SFT = SFTConfig{Episodes: 512, Steps: 3000, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopySteps: 800, CopyLen: 448}
 	c.RL.MiniBatches, c.RL.MicroBatch = 2, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 3e-4, 1e-3, 20
 	c.Run = RunConfig{Dir: "runs/demo", Iterations: 20, Episodes: 16, Workers: 16, EvalEvery: 5, EvalEpisodes: 32, CheckpointEvery: 5}

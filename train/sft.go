@@ -13,6 +13,7 @@ import (
 
 // SFTRecord is one line of RUN_DIR/sft.jsonl: one warm-start step.
 type SFTRecord struct {
+	Phase    string  `json:"phase"` // "copy" (induction pretraining) or "sft"
 	Step     int     `json:"step"`
 	Loss     float64 `json:"loss"` // mean −log π over the step's optimised tokens
 	Tokens   int     `json:"tokens"`
@@ -61,7 +62,7 @@ func sftItems(demos []episode.Episode, lm bool) []*item {
 func (t *Trainer) warmStart(ctx context.Context) error {
 	cfg := t.Cfg
 	defer func() { _ = t.Policy.Publish(ctx) }()
-	if t.Expert == nil || cfg.SFT.Steps == 0 {
+	if t.Expert == nil || cfg.SFT.Steps+cfg.SFT.CopySteps == 0 {
 		return nil
 	}
 	span := cfg.Suite.TestSeedStart - cfg.Suite.TrainSeedStart
@@ -82,12 +83,23 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	bar := newBar(t.Progress, "warm start (SFT)", cfg.SFT.Steps)
-	defer bar.Done()
+	if cfg.SFT.CopySteps > 0 {
+		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -2)), 0))
+		step := 0
+		next := func() []*item {
+			// The gap grows over the first 60% of the steps: induction
+			// forms on near copies and then stretches across the window.
+			reach := min(1, float64(step)/(0.6*float64(cfg.SFT.CopySteps)))
+			step++
+			return copyBatch(demos, cfg.SFT.BatchSize, cfg.SFT.CopyLen, reach, r)
+		}
+		if err := t.sftPhase(ctx, w, "copy", "copy pretraining", cfg.SFT.CopySteps, next); err != nil {
+			return err
+		}
+	}
 	var order []*item
 	epoch := 0
-	warm := max(1, cfg.SFT.Steps/10)
-	for step := 0; step < cfg.SFT.Steps; step++ {
+	next := func() []*item {
 		for len(order) < cfg.SFT.BatchSize {
 			p := append([]*item(nil), items...)
 			r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -1, int64(epoch))), 0))
@@ -97,6 +109,21 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		}
 		batch := order[:min(cfg.SFT.BatchSize, len(items))]
 		order = order[len(batch):]
+		return batch
+	}
+	return t.sftPhase(ctx, w, "sft", "warm start (SFT)", cfg.SFT.Steps, next)
+}
+
+// sftPhase runs steps optimiser steps of the weighted negative
+// log-likelihood (token-mean over each batch next returns, fixed before
+// micro-batching), learning rate SFT.LR with a linear warm-up over the
+// first tenth of the steps, one SFTRecord per step.
+func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title string, steps int, next func() []*item) error {
+	bar := newBar(t.Progress, title, steps)
+	defer bar.Done()
+	warm := max(1, steps/10)
+	for step := 0; step < steps; step++ {
+		batch := next()
 		n, err := weigh(batch, rl.TokenMean)
 		if err != nil {
 			return err
@@ -113,22 +140,72 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			}
 			return d, nil
 		}); err != nil {
-			return fmt.Errorf("warm start step %d: %w", step, err)
+			return fmt.Errorf("%s step %d: %w", title, step, err)
 		}
-		rate := lr(cfg.SFT.LR, warm, step)
+		rate := lr(t.Cfg.SFT.LR, warm, step)
 		gn, err := t.Policy.Step(ctx, rate)
 		if err != nil {
-			return fmt.Errorf("warm start step %d: %w", step, err)
+			return fmt.Errorf("%s step %d: %w", title, step, err)
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return fmt.Errorf("warm start step %d: loss %v", step, loss)
+			return fmt.Errorf("%s step %d: loss %v", title, step, loss)
 		}
-		if err := w.Write(SFTRecord{Step: step, Loss: loss, Tokens: n, GradNorm: gn, LR: rate}); err != nil {
+		if err := w.Write(SFTRecord{Phase: phase, Step: step, Loss: loss, Tokens: n, GradNorm: gn, LR: rate}); err != nil {
 			return err
 		}
-		bar.Set(step+1, cfg.SFT.Steps)
+		bar.Set(step+1, steps)
 	}
 	return nil
+}
+
+// copyBatch is a batch of induction pretraining: n sequences w ⊕ g ⊕ w of
+// at most length tokens, w a random window of a random demonstration
+// segment (prompt ⊕ response) of 64 … length/2 tokens, g a gap of other
+// demonstration text filling a random part (at most the fraction reach) of
+// the rest, the targets the second copy of w after its first token. The
+// copies end up as far apart as the window allows, so the policy learns to copy across its whole window (a
+// head that learned to copy only nearby tokens does not carry the task
+// from the top of the context to a summary at its end). A randomly
+// initialised policy learns from these, in a few hundred steps, the
+// induction heads it needs to copy keys and values into summaries and
+// answers; from the demonstrations alone, where a few tokens per segment
+// are copies, it does not learn them in any budget the demo affords
+// (docs/results.md).
+func copyBatch(demos []episode.Episode, n, length int, reach float64, r *rand.Rand) []*item {
+	var segs [][]int
+	for ei := range demos {
+		for si := range demos[ei].Segments {
+			seg := &demos[ei].Segments[si]
+			if all := append(append([]int(nil), seg.PromptIDs...), seg.ResponseIDs...); len(all) >= 2 {
+				segs = append(segs, all)
+			}
+		}
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	window := func(l int) []int {
+		all := segs[r.IntN(len(segs))]
+		l = min(l, len(all))
+		lo := r.IntN(len(all) - l + 1)
+		return all[lo : lo+l]
+	}
+	batch := make([]*item, n)
+	for i := range batch {
+		lw := max(2, length/2)
+		if lw > 64 {
+			lw = 64 + r.IntN(lw-64+1)
+		}
+		w := window(lw)
+		gap := window(r.IntN(int(reach*float64(length-2*len(w))) + 1))
+		prompt := append(append(append([]int(nil), w...), gap...), w[0])
+		it := &item{ep: i, seq: Sequence{Prompt: prompt, Response: append([]int(nil), w[1:]...)}}
+		for p := range it.seq.Response {
+			it.toks = append(it.toks, rl.Token{Ep: i, Pos: p})
+		}
+		batch[i] = it
+	}
+	return batch
 }
 
 // lmItems are the demonstrations as plain language-model data: every token

@@ -22,9 +22,15 @@ import (
 // has a value (after the last page, unknown keys are answered "?"). Asked to
 // summarise (the prompt ends with the Summary marker) it writes
 //
-//	goal: report k1 k2 … from N files
-//	found: k1=v1 …        (each fact kept with probability P)
+//	goal: report the values of k1 k2 …. the vault has N files.
+//	found: k=v …          (in the order seen, each kept with probability P)
 //	at: file F page Q of M
+//
+// Every piece of its output is a copy of something in its context, in the
+// same order — the goal line restates the task word for word, the answer
+// lists the found facts first, in the summary's order, then "?" for the
+// keys still missing — so that what a small transformer must learn from the
+// demonstrations is copying (induction), not sorting or lookup.
 //
 // so with P = 1 it succeeds whenever the window and compactions suffice, and
 // with P < 1 it fails when a dropped fact is not seen again. Every summary
@@ -59,6 +65,7 @@ type knowledge struct {
 	keys   []string
 	files  int
 	found  map[string]string
+	order  []string    // keys of found, in the order they were found
 	file   int         // the file being worked on (0: none yet)
 	page   int         // the last page read of file
 	pages  map[int]int // page counts learned
@@ -67,7 +74,7 @@ type knowledge struct {
 
 var (
 	taskRE    = regexp.MustCompile(`report the values of ([a-z ]+)\. the vault has (\d+) files`)
-	goalRE    = regexp.MustCompile(`goal: report ([a-z ]+) from (\d+) files`)
+	goalRE    = regexp.MustCompile(`goal: report the values of ([a-z ]+)\. the vault has (\d+) files`)
 	atRE      = regexp.MustCompile(`at: file (\d+)(?: page (\d+) of (\d+))?`)
 	openObsRE = regexp.MustCompile(`^file (\d+) has (\d+) pages`)
 	readObsRE = regexp.MustCompile(`^file (\d+) page (\d+)`)
@@ -99,7 +106,7 @@ func (k *knowledge) fromSummary(text string) {
 			}
 		case strings.HasPrefix(line, "found:"):
 			for _, f := range facts(line) {
-				k.found[f.Key] = f.Value
+				k.add(f)
 			}
 		case strings.HasPrefix(line, "at:"):
 			if m := atRE.FindStringSubmatch(line); m != nil {
@@ -115,6 +122,14 @@ func (k *knowledge) fromSummary(text string) {
 }
 
 func (k *knowledge) asked(key string) bool { return slices.Contains(k.keys, key) }
+
+// add records a fact; a key seen again keeps its place and takes the new value.
+func (k *knowledge) add(f Fact) {
+	if _, ok := k.found[f.Key]; !ok {
+		k.order = append(k.order, f.Key)
+	}
+	k.found[f.Key] = f.Value
+}
 
 func (k *knowledge) observe(action, obs string) {
 	a, err := ParseAction(action)
@@ -143,7 +158,7 @@ func (k *knowledge) observe(action, obs string) {
 			}
 			for _, f := range facts(line) {
 				if k.asked(f.Key) {
-					k.found[f.Key] = f.Value
+					k.add(f)
 				}
 			}
 		}
@@ -175,12 +190,13 @@ func (k *knowledge) next() string {
 
 func (k *knowledge) answer() string {
 	parts := []string{"answer"}
+	for _, key := range k.order {
+		parts = append(parts, key+"="+k.found[key])
+	}
 	for _, key := range k.keys {
-		v, ok := k.found[key]
-		if !ok {
-			v = "?"
+		if _, ok := k.found[key]; !ok {
+			parts = append(parts, key+"=?")
 		}
-		parts = append(parts, key+"="+v)
 	}
 	if len(parts) == 1 {
 		parts = append(parts, "unknown=?")
@@ -191,13 +207,10 @@ func (k *knowledge) answer() string {
 // summary writes the summary, keeping each fact with probability p.
 func (k *knowledge) summary(rng *rand.Rand, p float64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "goal: report %s from %d files\nfound:", strings.Join(k.keys, " "), k.files)
+	fmt.Fprintf(&b, "goal: report the values of %s. the vault has %d files.\nfound:", strings.Join(k.keys, " "), k.files)
 	n := 0
-	for _, key := range k.keys {
-		v, ok := k.found[key]
-		if !ok {
-			continue
-		}
+	for _, key := range k.order {
+		v := k.found[key]
 		if rng.Float64() < p {
 			fmt.Fprintf(&b, " %s=%s", key, v)
 			n++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -255,7 +256,11 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 		v, _ := e.Truth(k)
 		found = append(found, k+"="+v)
 	}
-	summary := "goal: report " + strings.Join(e.Keys(), " ") + " from 5 files\nfound: " + strings.Join(found, " ") + "\nat: file 2 page 1 of 3"
+	// The facts in reverse order of the keys: the answer copies the
+	// summary's order.
+	slices.Reverse(found)
+	goal := "goal: report the values of " + strings.Join(e.Keys(), " ") + ". the vault has 5 files."
+	summary := goal + "\nfound: " + strings.Join(found, " ") + "\nat: file 2 page 1 of 3"
 	resumed := []int{tm.System, tm.EndOfTurn, tm.Summary}
 	resumed = append(resumed, tk.Encode(summary)...)
 	resumed = append(resumed, tm.EndOfTurn, tm.Assistant)
@@ -264,7 +269,7 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 		t.Fatalf("resumed with all facts: %q", got)
 	}
 	// The same with one fact missing continues where the summary says.
-	summary = "goal: report " + strings.Join(e.Keys(), " ") + " from 5 files\nfound: " + found[0] + "\nat: file 2 page 1 of 3"
+	summary = goal + "\nfound: " + found[0] + "\nat: file 2 page 1 of 3"
 	resumed = append([]int{tm.System, tm.EndOfTurn, tm.Summary}, tk.Encode(summary)...)
 	resumed = append(resumed, tm.EndOfTurn, tm.Assistant)
 	c, _ = ex.Sample(context.Background(), inferReq(resumed, 32, tm))
@@ -275,7 +280,7 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 	// tight MaxTokens truncates with FinishLength.
 	sumPrompt := append(append([]int{}, resumed[:len(resumed)-1]...), tm.User, tm.EndOfTurn, tm.Summary)
 	c, _ = ex.Sample(context.Background(), inferReq(sumPrompt, 96, tm))
-	if got := tk.Decode(c.Tokens); !strings.HasPrefix(got, "goal: report "+strings.Join(e.Keys(), " ")) || !strings.Contains(got, "at: file 2 page 1 of 3") {
+	if got := tk.Decode(c.Tokens); !strings.HasPrefix(got, goal) || !strings.Contains(got, "at: file 2 page 1 of 3") {
 		t.Fatalf("summary %q", got)
 	}
 	c, _ = ex.Sample(context.Background(), inferReq(sumPrompt, 3, tm))
