@@ -335,7 +335,10 @@ func TestEpisodeTimeoutIsInfraError(t *testing.T) {
 	a, envs := vaultAgent(t, nil)
 	b := blocker{inner: a, started: make(chan struct{}, 100)}
 	var out bytes.Buffer
-	st, err := Run(context.Background(), Config{Workers: 3, EpisodeTimeout: 20 * time.Millisecond}, Jobs("v", 0, 10), b, envs, NewJSONLSink(&out), nil)
+	// The timeout must be far above a real episode's time even under the
+	// race detector on a loaded 2-core machine: only the blocked episodes
+	// may reach it.
+	st, err := Run(context.Background(), Config{Workers: 3, EpisodeTimeout: 400 * time.Millisecond}, Jobs("v", 0, 10), b, envs, NewJSONLSink(&out), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
