@@ -18,6 +18,19 @@ type Config struct {
 	RopeTheta      float64 // rope_theta
 	NormEps        float64 // rms_norm_eps
 	TiedEmbeddings bool    // tie_word_embeddings: lm_head shares model.embed_tokens.weight
+	// InitRange is initializer_range: the standard deviation of New's
+	// normal initialisation of linear and embedding weights (0: HF's 0.02).
+	// Small models learn to copy from their context (induction) far sooner
+	// from a larger one, about 0.5/√Dim.
+	InitRange float64
+}
+
+// initStd is InitRange with its default.
+func (c Config) initStd() float64 {
+	if c.InitRange > 0 {
+		return c.InitRange
+	}
+	return 0.02
 }
 
 // HeadDim is Dim / Heads.
@@ -36,6 +49,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model config: head dim %d must be even for RoPE", c.HeadDim())
 	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("model config: kv_heads %d must divide heads %d", c.KVHeads, c.Heads)
+	case c.InitRange < 0:
+		return fmt.Errorf("model config: initializer_range %g must not be negative", c.InitRange)
 	case c.RopeTheta <= 0:
 		return fmt.Errorf("model config: rope_theta %g must be positive", c.RopeTheta)
 	case c.NormEps <= 0:

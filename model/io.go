@@ -18,6 +18,7 @@ func (m *Model) LlamaConfig() format.LlamaConfig {
 	c := m.Cfg
 	lc := format.NewLlamaConfig(c.Vocab, c.Dim, c.FFN, c.Layers, c.Heads, c.KVHeads, c.MaxSeq)
 	lc.RMSNormEps, lc.RopeTheta, lc.TieWordEmbeddings = c.NormEps, c.RopeTheta, c.TiedEmbeddings
+	lc.InitializerRange = c.initStd()
 	if m.Value {
 		lc.Architectures = []string{"LlamaForSequenceClassification"}
 	}
@@ -30,6 +31,9 @@ func ConfigFromLlama(lc format.LlamaConfig) (Config, error) {
 		Vocab: lc.VocabSize, Dim: lc.HiddenSize, Layers: lc.NumHiddenLayers, Heads: lc.NumAttentionHeads,
 		KVHeads: lc.KVHeads(), FFN: lc.IntermediateSize, MaxSeq: lc.MaxPositionEmbeddings,
 		RopeTheta: lc.RopeTheta, NormEps: lc.RMSNormEps, TiedEmbeddings: lc.TieWordEmbeddings,
+	}
+	if lc.InitializerRange != 0.02 {
+		c.InitRange = lc.InitializerRange // 0.02 is the default: kept as 0
 	}
 	if lc.HeadDim != 0 && lc.HeadDim*lc.NumAttentionHeads != lc.HiddenSize {
 		return Config{}, fmt.Errorf("head_dim %d × heads %d ≠ hidden_size %d is unsupported", lc.HeadDim, lc.NumAttentionHeads, lc.HiddenSize)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,5 +85,43 @@ func TestPresetsValidAndCounted(t *testing.T) {
 	bad.KVHeads = 3
 	if _, err := New(bad, 1, false); err == nil {
 		t.Fatal("kv_heads not dividing heads accepted")
+	}
+}
+
+// InitRange sets the standard deviation of the random weights and travels
+// through config.json as initializer_range.
+func TestInitRange(t *testing.T) {
+	cfg := Config{Vocab: 64, Dim: 32, Layers: 1, Heads: 2, KVHeads: 2, FFN: 64, MaxSeq: 16, RopeTheta: 10000, NormEps: 1e-5, InitRange: 0.1}
+	m, err := New(cfg, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss float64
+	n := 0
+	for _, p := range m.params {
+		if len(p.Shape) == 2 {
+			for _, v := range p.Data {
+				ss += float64(v) * float64(v)
+				n++
+			}
+		}
+	}
+	if std := math.Sqrt(ss / float64(n)); math.Abs(std-0.1) > 0.005 {
+		t.Fatalf("weight std %.4f, want 0.1", std)
+	}
+	dir := t.TempDir()
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Cfg != cfg {
+		t.Fatalf("loaded config %+v, want %+v", back.Cfg, cfg)
+	}
+	cfg.InitRange = -1
+	if _, err := New(cfg, 1, false); err == nil {
+		t.Fatal("negative initializer_range accepted")
 	}
 }

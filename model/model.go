@@ -123,7 +123,7 @@ func (m *Model) buildRope() {
 }
 
 // New returns a model with random weights: linear and embedding weights
-// ~ N(0, 0.02²) (HF initializer_range), norm weights 1, drawn from a PCG
+// ~ N(0, σ²), σ = cfg.InitRange (HF initializer_range, default 0.02), norm weights 1, drawn from a PCG
 // stream seeded by seed. A critic (value true) gets score.weight = 0, so
 // that its first values are 0.
 func New(cfg Config, seed int64, value bool) (*Model, error) {
@@ -132,6 +132,7 @@ func New(cfg Config, seed int64, value bool) (*Model, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x636f6d7061637472))
+	std := cfg.initStd()
 	for _, p := range m.params {
 		switch {
 		case len(p.Shape) == 1:
@@ -141,7 +142,7 @@ func New(cfg Config, seed int64, value bool) (*Model, error) {
 		case p == m.Score:
 		default:
 			for i := range p.Data {
-				p.Data[i] = float32(0.02 * rng.NormFloat64())
+				p.Data[i] = float32(std * rng.NormFloat64())
 			}
 		}
 	}

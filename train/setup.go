@@ -49,6 +49,9 @@ func ModelArch(c ModelConfig, vocab, window int) (model.Config, error) {
 			*o.dst = o.v
 		}
 	}
+	if c.InitRange > 0 {
+		mc.InitRange = c.InitRange
+	}
 	if mc.MaxSeq < window {
 		if c.MaxSeq > 0 {
 			return mc, fmt.Errorf("model.max_seq: %d is below agent.context %d", c.MaxSeq, window)

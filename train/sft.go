@@ -91,7 +91,11 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			// forms on near copies and then stretches across the window.
 			reach := min(1, float64(step)/(0.6*float64(cfg.SFT.CopySteps)))
 			step++
-			return copyBatch(demos, cfg.SFT.BatchSize, cfg.SFT.CopyLen, reach, r)
+			n := cfg.SFT.CopyBatch
+			if n == 0 {
+				n = cfg.SFT.BatchSize
+			}
+			return copyBatch(demos, n, cfg.SFT.CopyLen, reach, r)
 		}
 		if err := t.sftPhase(ctx, w, "copy", "copy pretraining", cfg.SFT.CopySteps, next); err != nil {
 			return err
