@@ -40,7 +40,7 @@ type ModelConfig struct {
 	// initializer_range; 0: 0.02). About 0.5/√dim lets a nano policy learn
 	// to copy from its context in hundreds of steps instead of thousands.
 	InitRange float64 `yaml:"init_range"`
-	Init      string `yaml:"init"` // checkpoint directory to start from instead of random weights
+	Init      string  `yaml:"init"` // checkpoint directory to start from instead of random weights
 }
 
 // SuiteConfig selects the built-in long-horizon suite and its difficulty
