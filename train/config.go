@@ -88,10 +88,10 @@ type SFTConfig struct {
 	// otherwise has too little signal to learn to copy facts.
 	LMLoss bool `yaml:"lm_loss"`
 	// CopySteps optimiser steps of induction pretraining come first:
-	// language-model loss on the second copy of a window of CopyLen
-	// demonstration tokens repeated (w ⊕ w), so that a randomly
-	// initialised policy learns to copy from its context before it is
-	// asked to copy keys and values into summaries (0: none).
+	// language-model loss on the second copy of a window w of
+	// demonstration tokens in w ⊕ gap ⊕ w, at most CopyLen tokens long, so
+	// that a randomly initialised policy learns to copy from its context
+	// before it is asked to copy keys and values into summaries (0: none).
 	CopySteps int `yaml:"copy_steps"`
 	CopyLen   int `yaml:"copy_len"`
 	CopyBatch int `yaml:"copy_batch"` // sequences a copy step (0: batch_size)

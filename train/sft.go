@@ -84,6 +84,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	}
 	defer w.Close()
 	if cfg.SFT.CopySteps > 0 {
+		corpus := copyCorpus(demos)
 		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -2)), 0))
 		step := 0
 		next := func() []*item {
@@ -95,7 +96,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			if n == 0 {
 				n = cfg.SFT.BatchSize
 			}
-			return copyBatch(demos, n, cfg.SFT.CopyLen, reach, r)
+			return copyBatch(corpus, n, cfg.SFT.CopyLen, reach, r)
 		}
 		if err := t.sftPhase(ctx, w, "copy", "copy pretraining", cfg.SFT.CopySteps, next); err != nil {
 			return err
@@ -162,29 +163,34 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 	return nil
 }
 
-// copyBatch is a batch of induction pretraining: n sequences w ⊕ g ⊕ w of
-// at most length tokens, w a random window of a random demonstration
-// segment (prompt ⊕ response) of 64 … length/2 tokens, g a gap of other
-// demonstration text filling a random part (at most the fraction reach) of
-// the rest, the targets the second copy of w after its first token. The
-// copies end up as far apart as the window allows, so the policy learns to copy across its whole window (a
-// head that learned to copy only nearby tokens does not carry the task
-// from the top of the context to a summary at its end). A randomly
-// initialised policy learns from these, in a few hundred steps, the
-// induction heads it needs to copy keys and values into summaries and
-// answers; from the demonstrations alone, where a few tokens per segment
-// are copies, it does not learn them in any budget the demo affords
-// (docs/results.md).
-func copyBatch(demos []episode.Episode, n, length int, reach float64, r *rand.Rand) []*item {
+// copyCorpus is the text of induction pretraining: every demonstration
+// segment's prompt ⊕ response of at least 2 tokens.
+func copyCorpus(demos []episode.Episode) [][]int {
 	var segs [][]int
 	for ei := range demos {
 		for si := range demos[ei].Segments {
-			seg := &demos[ei].Segments[si]
-			if all := append(append([]int(nil), seg.PromptIDs...), seg.ResponseIDs...); len(all) >= 2 {
+			if all := segmentTokens(&demos[ei].Segments[si]); len(all) >= 2 {
 				segs = append(segs, all)
 			}
 		}
 	}
+	return segs
+}
+
+// copyBatch is a batch of induction pretraining: n sequences w ⊕ g ⊕ w of
+// at most length tokens, w a random window of a random corpus sequence of
+// 64 … length/2 tokens, g a gap of other corpus text filling a random part
+// (at most the fraction reach) of the rest, the targets the second copy of
+// w after its first token. The copies end up as far apart as the window
+// allows, so the policy learns to copy across its whole window (a head
+// that learned to copy only nearby tokens does not carry the task from the
+// top of the context to a summary at its end). With initializer_range
+// about 0.5/√dim, a randomly initialised policy learns from these, in a few
+// hundred steps, the induction heads it needs to copy keys and values into
+// summaries and answers; from the demonstrations alone, where a few tokens
+// per segment are copies, it did not learn them within the demo's budget
+// (docs/results.md).
+func copyBatch(segs [][]int, n, length int, reach float64, r *rand.Rand) []*item {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -223,7 +229,7 @@ func lmItems(demos []episode.Episode) []*item {
 		}
 		for si := range e.Segments {
 			seg := &e.Segments[si]
-			all := append(append([]int(nil), seg.PromptIDs...), seg.ResponseIDs...)
+			all := segmentTokens(seg)
 			if len(all) < 2 {
 				continue
 			}
@@ -235,4 +241,9 @@ func lmItems(demos []episode.Episode) []*item {
 		}
 	}
 	return items
+}
+
+// segmentTokens returns a new slice holding a segment's prompt ⊕ response.
+func segmentTokens(seg *episode.Segment) []int {
+	return append(append(make([]int, 0, len(seg.PromptIDs)+len(seg.ResponseIDs)), seg.PromptIDs...), seg.ResponseIDs...)
 }

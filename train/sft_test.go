@@ -34,7 +34,7 @@ func TestCopyBatch(t *testing.T) {
 	maxGap := map[float64]int{}
 	for _, reach := range []float64{0, 1} {
 		for range 20 {
-			for _, it := range copyBatch(demos, 8, length, reach, r) {
+			for _, it := range copyBatch(copyCorpus(demos), 8, length, reach, r) {
 				w := append([]int{it.seq.Prompt[len(it.seq.Prompt)-1]}, it.seq.Response...)
 				p := it.seq.Prompt[:len(it.seq.Prompt)-1]
 				if len(w) < 64 || len(w) > length/2 || !slices.Equal(p[:len(w)], w) {
@@ -58,7 +58,7 @@ func TestCopyBatch(t *testing.T) {
 	if maxGap[0] != 0 || maxGap[1] < 50 {
 		t.Fatalf("gaps %v: want none at reach 0 and long ones at reach 1", maxGap)
 	}
-	if copyBatch(nil, 4, length, 1, r) != nil {
+	if copyBatch(copyCorpus(nil), 4, length, 1, r) != nil {
 		t.Fatal("a batch from no demonstrations")
 	}
 }
