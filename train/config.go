@@ -36,6 +36,10 @@ type ModelConfig struct {
 	KVHeads   int    `yaml:"kv_heads"`
 	FFN       int    `yaml:"ffn"`
 	MaxSeq    int    `yaml:"max_seq"`
+	// RopeTheta is RoPE's base (HF rope_theta; 0 keeps the preset's). A
+	// large base leaves more of a small head's dimensions slowly rotating,
+	// so that attention can match content across the whole window.
+	RopeTheta float64 `yaml:"rope_theta"`
 	// InitRange is the std of the random initial weights (HF
 	// initializer_range; 0: 0.02). About 0.5/√dim lets a nano policy learn
 	// to copy from its context in hundreds of steps instead of thousands.
@@ -94,7 +98,13 @@ type SFTConfig struct {
 	// before it is asked to copy keys and values into summaries (0: none).
 	CopySteps int `yaml:"copy_steps"`
 	CopyLen   int `yaml:"copy_len"`
-	CopyBatch int `yaml:"copy_batch"` // sequences a copy step (0: batch_size)
+	CopyBatch int `yaml:"copy_batch"` // sequences a copy or recall step (0: batch_size)
+	// RecallSteps optimiser steps of recall pretraining follow: demonstration
+	// segments with up to RecallExtra synthetic record lines spliced in, then
+	// a found line querying every record fact of the context, the loss on
+	// the values (the key → value lookup summaries and answers need; 0: none).
+	RecallSteps int `yaml:"recall_steps"`
+	RecallExtra int `yaml:"recall_extra"`
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -238,6 +248,8 @@ func (c Config) Validate() error {
 		nonneg("sft.steps", c.SFT.Steps),
 		nonneg("sft.copy_steps", c.SFT.CopySteps),
 		nonneg("sft.copy_batch", c.SFT.CopyBatch),
+		nonneg("sft.recall_steps", c.SFT.RecallSteps),
+		nonneg("sft.recall_extra", c.SFT.RecallExtra),
 		pos("sft.batch_size", c.SFT.BatchSize),
 		pos("rl.group_size", c.RL.GroupSize),
 		pos("rl.ppo_epochs", c.RL.PPOEpochs),
@@ -273,10 +285,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
+	case c.Model.RopeTheta < 0:
+		return fmt.Errorf("model.rope_theta: %g must not be negative", c.Model.RopeTheta)
 	case c.Model.InitRange < 0:
 		return fmt.Errorf("model.init_range: %g must not be negative", c.Model.InitRange)
-	case c.SFT.CopySteps > 0 && c.SFT.CopyLen < 2:
-		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
+	case c.SFT.CopySteps+c.SFT.RecallSteps > 0 && c.SFT.CopyLen < 2:
+		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps or sft.recall_steps > 0", c.SFT.CopyLen)
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
@@ -311,11 +325,11 @@ func DemoConfig() Config {
 	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 176, InitRange: 0.06}
 	c.Suite = SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
 		Files: 3, Pages: 3, Facts: 3, Distractors: 2, NoiseLines: 4, PartialCredit: true}
-	c.Agent = AgentConfig{Context: 448, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 24,
+	c.Agent = AgentConfig{Context: 512, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 30,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1}
-	c.SFT = SFTConfig{Episodes: 512, Steps: 3000, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopySteps: 800, CopyLen: 448, CopyBatch: 32}
+	c.SFT = SFTConfig{Episodes: 512, Steps: 3000, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallExtra: 6}
 	c.RL.MiniBatches, c.RL.MicroBatch = 2, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 3e-4, 1e-3, 20
-	c.Run = RunConfig{Dir: "runs/demo", Iterations: 20, Episodes: 16, Workers: 16, EvalEvery: 5, EvalEpisodes: 32, CheckpointEvery: 5}
+	c.Run = RunConfig{Dir: "runs/demo", Iterations: 20, Episodes: 16, Workers: 16, EvalEvery: 5, EvalEpisodes: 64, CheckpointEvery: 5}
 	return c
 }

@@ -41,6 +41,9 @@ func TestValidateNamesField(t *testing.T) {
 		"rl: {gamma: 0}":                                   "rl.gamma",
 		"rl: {group_size: 3}":                              "run.episodes",
 		"suite: {train_seed_start: 5, test_seed_start: 5}": "suite.test_seed_start",
+		"model: {rope_theta: -1}":                          "model.rope_theta",
+		"sft: {recall_steps: -1}":                          "sft.recall_steps",
+		"sft: {recall_steps: 5, copy_len: 1}":              "sft.copy_len",
 	} {
 		_, err := ParseConfig(strings.NewReader(yml))
 		if err == nil || !strings.Contains(err.Error(), field) {
@@ -73,5 +76,18 @@ func TestDemoYAMLMatchesDemoConfig(t *testing.T) {
 	}
 	if want := DemoConfig(); c != want {
 		t.Errorf("configs/demo.yaml differs from DemoConfig():\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestModelArchOverrides(t *testing.T) {
+	mc, err := ModelArch(ModelConfig{Preset: "tiny", Dim: 64, Heads: 2, KVHeads: 1, RopeTheta: 5e5, InitRange: 0.05}, 300, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.Dim != 64 || mc.Heads != 2 || mc.KVHeads != 1 || mc.RopeTheta != 5e5 || mc.InitRange != 0.05 || mc.Vocab != 300 || mc.MaxSeq < 512 {
+		t.Fatalf("overrides not applied: %+v", mc)
+	}
+	if mc, _ := ModelArch(ModelConfig{Preset: "tiny"}, 300, 512); mc.RopeTheta != 10000 {
+		t.Fatalf("rope_theta 0 should keep the preset's 10000, got %g", mc.RopeTheta)
 	}
 }

@@ -49,6 +49,9 @@ func ModelArch(c ModelConfig, vocab, window int) (model.Config, error) {
 			*o.dst = o.v
 		}
 	}
+	if c.RopeTheta > 0 {
+		mc.RopeTheta = c.RopeTheta
+	}
 	if c.InitRange > 0 {
 		mc.InitRange = c.InitRange
 	}
@@ -128,8 +131,15 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 		pol.Close()
 		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
 	}
+	var facts *FactTokens
+	if cfg.SFT.RecallSteps > 0 {
+		if facts, err = NewFactTokens(tok); err != nil {
+			pol.Close()
+			return nil, fmt.Errorf("sft.recall_steps: %w", err)
+		}
+	}
 	tr := &Trainer{
-		Cfg: cfg, Policy: pol, Collector: suite, Expert: suite, Progress: progress, Log: log,
+		Cfg: cfg, Policy: pol, Collector: suite, Expert: suite, Facts: facts, Progress: progress, Log: log,
 		NewCritic: func(ctx context.Context, p Policy) (Model, error) {
 			b, ok := p.(*Builtin)
 			if !ok {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,7 +14,7 @@ import (
 
 // SFTRecord is one line of RUN_DIR/sft.jsonl: one warm-start step.
 type SFTRecord struct {
-	Phase    string  `json:"phase"` // "copy" (induction pretraining) or "sft"
+	Phase    string  `json:"phase"` // "copy" (induction pretraining), "recall" (recall pretraining) or "sft"
 	Step     int     `json:"step"`
 	Loss     float64 `json:"loss"` // mean −log π over the step's optimised tokens
 	Tokens   int     `json:"tokens"`
@@ -62,7 +63,7 @@ func sftItems(demos []episode.Episode, lm bool) []*item {
 func (t *Trainer) warmStart(ctx context.Context) error {
 	cfg := t.Cfg
 	defer func() { _ = t.Policy.Publish(ctx) }()
-	if t.Expert == nil || cfg.SFT.Steps+cfg.SFT.CopySteps == 0 {
+	if t.Expert == nil || cfg.SFT.Steps+cfg.SFT.CopySteps+cfg.SFT.RecallSteps == 0 {
 		return nil
 	}
 	span := cfg.Suite.TestSeedStart - cfg.Suite.TrainSeedStart
@@ -99,6 +100,26 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			return copyBatch(corpus, n, cfg.SFT.CopyLen, reach, r)
 		}
 		if err := t.sftPhase(ctx, w, "copy", "copy pretraining", cfg.SFT.CopySteps, next); err != nil {
+			return err
+		}
+	}
+	if cfg.SFT.RecallSteps > 0 {
+		if t.Facts == nil {
+			return errors.New("warm start: sft.recall_steps needs the suite's fact tokens (Trainer.Facts)")
+		}
+		corpus := copyCorpus(demos)
+		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -3)), 0))
+		n := cfg.SFT.CopyBatch
+		if n == 0 {
+			n = cfg.SFT.BatchSize
+		}
+		step := 0
+		next := func() []*item {
+			reach := min(1, 0.05+float64(step)/(0.6*float64(cfg.SFT.RecallSteps)))
+			step++
+			return recallBatch(corpus, t.Facts, n, cfg.SFT.CopyLen, cfg.SFT.RecallExtra, reach, r)
+		}
+		if err := t.sftPhase(ctx, w, "recall", "recall pretraining", cfg.SFT.RecallSteps, next); err != nil {
 			return err
 		}
 	}

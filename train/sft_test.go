@@ -63,10 +63,12 @@ func TestCopyBatch(t *testing.T) {
 	}
 }
 
-// The warm start runs its copy phase first, then SFT, each logged.
+// The warm start runs its copy phase first, then recall, then SFT, each
+// logged.
 func TestWarmStartPhases(t *testing.T) {
 	cfg := nanoConfig(t)
 	cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
+	cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
 	cfg.Run.Iterations = 0
 	s, err := Build(cfg, nil, nil)
 	if err != nil {
@@ -93,7 +95,7 @@ func TestWarmStartPhases(t *testing.T) {
 		}
 		phases = append(phases, r.Phase)
 	}
-	if want := []string{"copy", "copy", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
+	if want := []string{"copy", "copy", "recall", "recall", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
 		t.Fatalf("phases %v, want %v", phases, want)
 	}
 }

@@ -26,8 +26,11 @@ type Trainer struct {
 	NewCritic func(ctx context.Context, p Policy) (Model, error)
 	Collector Collector
 	Expert    ExpertCollector // nil or SFT.Steps == 0: no warm start
-	Progress  io.Writer       // progress bars; nil: none
-	Log       io.Writer       // one line per iteration; nil: none
+	// Facts is the suite's fact language in tokens, for recall
+	// pretraining (SFT.RecallSteps); nil without it.
+	Facts    *FactTokens
+	Progress io.Writer // progress bars; nil: none
+	Log      io.Writer // one line per iteration; nil: none
 	// Resume continues from the run directory's latest checkpoint.
 	Resume bool
 

@@ -117,11 +117,9 @@ func runEval(ctx context.Context, e env, args []string) error {
 	var runner sandbox.Runner
 	switch *runnerName {
 	case "bwrap":
-		b := sandbox.Bubblewrap{ROBinds: binds}
-		if err := b.Available(); err != nil {
-			return fmt.Errorf("--runner bwrap: %w", err)
-		}
-		runner = b
+		// Available is checked once the flags are known to be good, so that
+		// a flag error is reported as such on a machine without bwrap.
+		runner = sandbox.Bubblewrap{ROBinds: binds}
 	case "docker", "podman":
 		runner = sandbox.Container{Engine: *runnerName, DefaultImage: *image}
 	default:
@@ -178,6 +176,11 @@ func runEval(ctx context.Context, e env, args []string) error {
 		meta["engine"], meta["engine_kind"], meta["model"] = *engines, *kind, *modelName
 		meta["context"], meta["reserve"] = strconv.Itoa(cfg.Window), strconv.Itoa(cfg.Reserve)
 		meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
+	}
+	if b, ok := runner.(sandbox.Bubblewrap); ok {
+		if err := b.Available(); err != nil {
+			return fmt.Errorf("--runner bwrap: %w", err)
+		}
 	}
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {

@@ -23,16 +23,18 @@ import (
 // summarise (the prompt ends with the Summary marker) it writes
 //
 //	goal: report the values of k1 k2 …. the vault has N files.
-//	found: k=v …          (in the order seen, each kept with probability P)
+//	found: k1=v1 k2=? …   (every asked key in task order; a known value kept with probability P, else ?)
 //	at: file F page Q of M
 //
-// Every piece of its output is a copy of something in its context, in the
-// same order — the goal line restates the task word for word, the answer
-// lists the found facts first, in the summary's order, then "?" for the
-// keys still missing — so that what a small transformer must learn from the
-// demonstrations is copying (induction), not sorting or lookup.
+// Summary and answer both list the asked keys in the task's order, each
+// with the value the context shows for it or "?": the one skill a small
+// transformer has to learn for both is a lookup — copy the next key of
+// the goal line, then copy the value that follows "key=" elsewhere in the
+// context — instead of sorting facts by when they were found and taking
+// the set difference for the missing ones. The goal line restates the task
+// word for word.
 //
-// so with P = 1 it succeeds whenever the window and compactions suffice, and
+// With P = 1 it succeeds whenever the window and compactions suffice, and
 // with P < 1 it fails when a dropped fact is not seen again. Every summary
 // re-draws every fact it knows, so a fact found before the first of c
 // compactions survives them all with probability P^c (a lossy summariser
@@ -190,13 +192,12 @@ func (k *knowledge) next() string {
 
 func (k *knowledge) answer() string {
 	parts := []string{"answer"}
-	for _, key := range k.order {
-		parts = append(parts, key+"="+k.found[key])
-	}
 	for _, key := range k.keys {
-		if _, ok := k.found[key]; !ok {
-			parts = append(parts, key+"=?")
+		v, ok := k.found[key]
+		if !ok {
+			v = "?"
 		}
+		parts = append(parts, key+"="+v)
 	}
 	if len(parts) == 1 {
 		parts = append(parts, "unknown=?")
@@ -208,16 +209,14 @@ func (k *knowledge) answer() string {
 func (k *knowledge) summary(rng *rand.Rand, p float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "goal: report the values of %s. the vault has %d files.\nfound:", strings.Join(k.keys, " "), k.files)
-	n := 0
-	for _, key := range k.order {
-		v := k.found[key]
-		if rng.Float64() < p {
-			fmt.Fprintf(&b, " %s=%s", key, v)
-			n++
+	for _, key := range k.keys {
+		v, ok := k.found[key]
+		// One draw per asked key, known or not, so that which facts a
+		// summary keeps does not depend on which others were found.
+		if keep := rng.Float64() < p; !ok || !keep {
+			v = "?"
 		}
-	}
-	if n == 0 {
-		b.WriteString(" none")
+		fmt.Fprintf(&b, " %s=%s", key, v)
 	}
 	switch {
 	case k.file == 0:

@@ -348,3 +348,14 @@ func ParseConfig(spec string) (Config, error) {
 	}
 	return c, c.validate()
 }
+
+// FactWords returns the words of the suite's facts: every key a record can
+// name and every value it can hold, so that synthetic "record k=v" lines
+// (recall pretraining) use exactly the suite's language.
+func FactWords() (keys, values []string) {
+	keys = slices.Clone(keyWords)
+	for v := 10; v < 100; v++ {
+		values = append(values, strconv.Itoa(v))
+	}
+	return keys, values
+}

@@ -234,6 +234,8 @@ func TestStepAndReward(t *testing.T) {
 	}
 }
 
+func (e *Env) truthOrEmpty(k string) string { v, _ := e.Truth(k); return v }
+
 func itoa(n int) string { return Action{Verb: Open, File: n}.String()[len("open "):] }
 
 func TestExpertReadsOnlyItsContext(t *testing.T) {
@@ -256,8 +258,9 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 		v, _ := e.Truth(k)
 		found = append(found, k+"="+v)
 	}
-	// The facts in reverse order of the keys: the answer copies the
-	// summary's order.
+	// The facts in reverse order of the keys in the summary: the answer
+	// still lists them in the task's order.
+	answer := "answer " + strings.Join(found, " ")
 	slices.Reverse(found)
 	goal := "goal: report the values of " + strings.Join(e.Keys(), " ") + ". the vault has 5 files."
 	summary := goal + "\nfound: " + strings.Join(found, " ") + "\nat: file 2 page 1 of 3"
@@ -265,8 +268,8 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 	resumed = append(resumed, tk.Encode(summary)...)
 	resumed = append(resumed, tm.EndOfTurn, tm.Assistant)
 	c, _ = ex.Sample(context.Background(), inferReq(resumed, 32, tm))
-	if got := tk.Decode(c.Tokens[:len(c.Tokens)-1]); got != "answer "+strings.Join(found, " ") {
-		t.Fatalf("resumed with all facts: %q", got)
+	if got := tk.Decode(c.Tokens[:len(c.Tokens)-1]); got != answer {
+		t.Fatalf("resumed with all facts: %q, want %q", got, answer)
 	}
 	// The same with one fact missing continues where the summary says.
 	summary = goal + "\nfound: " + found[0] + "\nat: file 2 page 1 of 3"
@@ -280,8 +283,18 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 	// tight MaxTokens truncates with FinishLength.
 	sumPrompt := append(append([]int{}, resumed[:len(resumed)-1]...), tm.User, tm.EndOfTurn, tm.Summary)
 	c, _ = ex.Sample(context.Background(), inferReq(sumPrompt, 96, tm))
-	if got := tk.Decode(c.Tokens); !strings.HasPrefix(got, goal) || !strings.Contains(got, "at: file 2 page 1 of 3") {
-		t.Fatalf("summary %q", got)
+	// It lists every asked key in the task's order, the known one with its
+	// value (p = 1 keeps it), the others with ?.
+	wantFound := "found:"
+	for _, k := range e.Keys() {
+		v := "?"
+		if k+"="+e.truthOrEmpty(k) == found[0] {
+			v = e.truthOrEmpty(k)
+		}
+		wantFound += " " + k + "=" + v
+	}
+	if got := tk.Decode(c.Tokens); !strings.HasPrefix(got, goal) || !strings.Contains(got, "\n"+wantFound+"\n") || !strings.Contains(got, "at: file 2 page 1 of 3") {
+		t.Fatalf("summary %q, want %q", got, wantFound)
 	}
 	c, _ = ex.Sample(context.Background(), inferReq(sumPrompt, 3, tm))
 	if len(c.Tokens) != 3 || c.FinishReason != "length" || len(c.Logprobs) != 3 {

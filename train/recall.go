@@ -1,0 +1,183 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/rl"
+)
+
+// FactTokens is the suite's fact language in token ids: the pieces of a
+// "record k=v" line and of a summary's "found:" line. Recall pretraining
+// splices synthetic record lines into demonstration segments and queries
+// them with these.
+type FactTokens struct {
+	Newline, Record, Eq, Found []int
+	Keys, Values               [][]int // " k" (as after "record") and "v"
+}
+
+// NewFactTokens encodes the vault suite's fact language with tok. Each
+// piece must encode the same alone as inside a line, so that spliced lines
+// are token for token what the environment would show.
+func NewFactTokens(tok agent.Tokenizer) (*FactTokens, error) {
+	keys, values := vault.FactWords()
+	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Eq: tok.Encode("="), Found: tok.Encode("\nfound:")}
+	for _, k := range keys {
+		f.Keys = append(f.Keys, tok.Encode(" "+k))
+	}
+	for _, v := range values {
+		f.Values = append(f.Values, tok.Encode(v))
+	}
+	// A line spliced from pieces must be the line the tokenizer makes.
+	line := slices.Concat(f.Record, f.Keys[0], f.Eq, f.Values[0], f.Newline)
+	if want := tok.Encode("record " + keys[0] + "=" + values[0] + "\n"); !slices.Equal(line, want) {
+		return nil, fmt.Errorf("fact tokens: record line pieces %v do not concatenate to its encoding %v", line, want)
+	}
+	if len(f.Newline) != 1 || len(f.Eq) != 1 {
+		return nil, errors.New("fact tokens: newline and = must be one token each")
+	}
+	return f, nil
+}
+
+// fact is one key=value pair found in a token sequence.
+type fact struct{ key, value int } // indices into Keys, Values
+
+// at reports the fact of a record line starting at position i of seq:
+// Record ⊕ key ⊕ Eq ⊕ value ⊕ Newline.
+func (f *FactTokens) at(seq []int, i int) (fact, int, bool) {
+	match := func(p []int) bool { return i+len(p) <= len(seq) && slices.Equal(seq[i:i+len(p)], p) }
+	if !match(f.Record) {
+		return fact{}, 0, false
+	}
+	start := i
+	i += len(f.Record)
+	k := slices.IndexFunc(f.Keys, match)
+	if k < 0 {
+		return fact{}, 0, false
+	}
+	i += len(f.Keys[k])
+	if !match(f.Eq) {
+		return fact{}, 0, false
+	}
+	i += len(f.Eq)
+	v := slices.IndexFunc(f.Values, func(p []int) bool { return match(slices.Concat(p, f.Newline)) })
+	if v < 0 {
+		return fact{}, 0, false
+	}
+	i += len(f.Values[v]) + 1
+	return fact{k, v}, i - start, true
+}
+
+// facts returns the record facts of seq whose key has one value there (a
+// key shown with two values cannot be queried), in order of appearance.
+func (f *FactTokens) facts(seq []int) []fact {
+	var out []fact
+	vals := map[int]map[int]bool{}
+	for i := 0; i < len(seq); i++ {
+		ft, n, ok := f.at(seq, i)
+		if !ok {
+			continue
+		}
+		if vals[ft.key] == nil {
+			vals[ft.key] = map[int]bool{}
+			out = append(out, ft)
+		}
+		vals[ft.key][ft.value] = true
+		i += n - 1
+	}
+	return slices.DeleteFunc(out, func(ft fact) bool { return len(vals[ft.key]) > 1 })
+}
+
+// recallBatch is a batch of recall pretraining: n sequences c ⊕ q. c is a
+// random window of a demonstration segment (reach·length tokens: a
+// curriculum from dense short contexts, where the lookup is learnt fast, to
+// the whole window) with 1 … extra synthetic record lines
+// ("record k=v", keys and values drawn from the suite's, keys not in the
+// segment) spliced in after random newlines, its start cut so that c ⊕ q
+// fits length tokens; q queries every record fact left in c, in a random
+// order, as a summary's found line does:
+//
+//	found: k₁=v₁ k₂=v₂ …
+//
+// with the targets the values only (the keys are the query). A policy
+// learns here the lookup that summaries and answers need — the value that
+// follows "k=" somewhere in the context — which the lossy demonstrations
+// show too rarely (most of their found-line values are "?") for a small
+// model to pick up.
+func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float64, r *rand.Rand) []*item {
+	if len(segs) == 0 {
+		return nil
+	}
+	batch := make([]*item, 0, n)
+	for len(batch) < n {
+		seg := segs[r.IntN(len(segs))]
+		if wl := max(8, int(reach*float64(length))); wl < len(seg) {
+			lo := r.IntN(len(seg) - wl + 1)
+			seg = seg[lo : lo+wl]
+		}
+		present := map[int]bool{}
+		for _, f := range ft.facts(seg) {
+			present[f.key] = true
+		}
+		var nls []int
+		for i, id := range seg {
+			if id == ft.Newline[0] {
+				nls = append(nls, i+1)
+			}
+		}
+		if len(nls) == 0 {
+			nls = []int{0}
+		}
+		ctx := slices.Clone(seg)
+		{
+			// Splice at positions from the last to the first so that earlier
+			// positions stay valid.
+			var at []int
+			for range 1 + r.IntN(max(1, extra)) {
+				at = append(at, nls[r.IntN(len(nls))])
+			}
+			slices.Sort(at)
+			for j := len(at) - 1; j >= 0; j-- {
+				k := r.IntN(len(ft.Keys))
+				if present[k] {
+					continue
+				}
+				present[k] = true
+				line := slices.Concat(ft.Record, ft.Keys[k], ft.Eq, ft.Values[r.IntN(len(ft.Values))], ft.Newline)
+				ctx = slices.Insert(ctx, at[j], line...)
+			}
+		}
+		// Leave room for the query (each fact at most key+eq+value tokens).
+		facts := ft.facts(ctx)
+		qlen := len(ft.Found)
+		for _, f := range facts {
+			qlen += len(ft.Keys[f.key]) + len(ft.Eq) + len(ft.Values[f.value])
+		}
+		if over := len(ctx) + qlen - length; over > 0 {
+			ctx = ctx[min(over, len(ctx)):]
+			facts = ft.facts(ctx)
+		}
+		if len(facts) == 0 {
+			continue
+		}
+		r.Shuffle(len(facts), func(i, j int) { facts[i], facts[j] = facts[j], facts[i] })
+		prompt := slices.Concat(ctx, ft.Found, ft.Keys[facts[0].key], ft.Eq)
+		it := &item{ep: len(batch), seq: Sequence{Prompt: prompt}}
+		for j, f := range facts {
+			if j > 0 {
+				it.seq.Response = append(it.seq.Response, ft.Keys[f.key]...)
+				it.seq.Response = append(it.seq.Response, ft.Eq...)
+			}
+			for _, id := range ft.Values[f.value] {
+				it.toks = append(it.toks, rl.Token{Ep: it.ep, Pos: len(it.seq.Response)})
+				it.seq.Response = append(it.seq.Response, id)
+			}
+		}
+		batch = append(batch, it)
+	}
+	return batch
+}
