@@ -159,6 +159,17 @@ type State struct {
 	Tensors map[string][]float32
 }
 
+// Reset zeroes the moments and the step count: the next Step is the first
+// of a fresh optimiser (bias correction included), for a new objective on
+// the same parameters.
+func (o *AdamW) Reset() {
+	o.step = 0
+	for i := range o.m {
+		clear(o.m[i])
+		clear(o.v[i])
+	}
+}
+
 // State exports the state (slices alias the optimiser's).
 func (o *AdamW) State() State {
 	s := State{Step: o.step, Tensors: make(map[string][]float32, 2*len(o.m))}

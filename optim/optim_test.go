@@ -121,3 +121,26 @@ func TestAdamWStateResume(t *testing.T) {
 		t.Fatal("wrong parameter accepted")
 	}
 }
+
+// After Reset the optimiser steps exactly as a new one on the same weights:
+// the first step moves each weight by lr·sign(g) again.
+func TestAdamWReset(t *testing.T) {
+	ps := []Param{{Name: "x", Data: []float32{1, 2}, Grad: make([]float32, 2)}}
+	o := New(ps, 0.9, 0.999, 1e-8, 0, nil)
+	for s := range 5 {
+		ps[0].Grad[0], ps[0].Grad[1] = 100, float32(-s)
+		o.Step(ps, 0.1)
+	}
+	o.Reset()
+	if o.Steps() != 0 {
+		t.Fatalf("steps after reset: %d", o.Steps())
+	}
+	before := slices.Clone(ps[0].Data)
+	ps[0].Grad[0], ps[0].Grad[1] = -0.001, 0.001
+	o.Step(ps, 0.1)
+	for i, want := range []float32{before[0] + 0.1, before[1] - 0.1} {
+		if math.Abs(float64(ps[0].Data[i]-want)) > 1e-5 {
+			t.Errorf("weight %d after reset: %g, want %g (a fresh first step)", i, ps[0].Data[i], want)
+		}
+	}
+}

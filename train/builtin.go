@@ -113,6 +113,9 @@ func (b *Builtin) Step(ctx context.Context, lr float64) (float64, error) {
 	return n, nil
 }
 
+// ResetOptimizer starts AdamW afresh (zero moments and step count).
+func (b *Builtin) ResetOptimizer() { b.opt.Reset() }
+
 // Save writes the model (config.json, model.safetensors) and the optimiser
 // state (OptimizerFile) to dir.
 func (b *Builtin) Save(dir string) error {

@@ -108,7 +108,9 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 			cfg.Run.Dir = filepath.Join(x.Dir, a.Name, fmt.Sprintf("seed-%d", seed))
 			if a.Name != "base" {
 				cfg.Model.Init = filepath.Join(baseDir, "checkpoints", "iter-000000", "policy")
-				cfg.SFT.Steps = 0
+				// No warm-start phase at all: copy or recall pretraining on
+				// top of the warm-started policy would undo part of it.
+				cfg.SFT.Steps, cfg.SFT.CopySteps, cfg.SFT.RecallSteps = 0, 0, 0
 			}
 			a.Apply(&cfg)
 			if err := cfg.Validate(); err != nil {
@@ -183,11 +185,12 @@ func meanOf(evals []EvalResult, f func(EvalResult) float64) float64 {
 
 // Table is the results table: pooled pass@1 (with compaction and single
 // window, 95% Wilson intervals over all held-out episodes of all seeds),
-// compactions per episode and summary quality (means over seeds).
+// mean reward with compaction (the fraction of keys right under partial
+// credit), compactions per episode and summary quality (means over seeds).
 func Table(results []ArmResult) report.Table {
 	t := report.Table{
 		Caption: "Held-out pass@1 on the built-in vault suite",
-		Header:  []string{"arm", "seeds", "pass@1 compacted [95% CI]", "pass@1 single window [95% CI]", "compactions / ep.", "summary quality", "per-seed pass@1 compacted"},
+		Header:  []string{"arm", "seeds", "pass@1 compacted [95% CI]", "pass@1 single window [95% CI]", "mean reward compacted", "compactions / ep.", "summary quality", "per-seed pass@1 compacted"},
 	}
 	for _, r := range results {
 		c, s := pool(r.Evals, false), pool(r.Evals, true)
@@ -199,6 +202,7 @@ func Table(results []ArmResult) report.Table {
 			r.Arm.Label, fmt.Sprint(len(r.Seeds)),
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", c.P, c.Lo, c.Hi, c.K, c.N),
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", s.P, s.Lo, s.Hi, s.K, s.N),
+			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Reward })),
 			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Compactions })),
 			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.SummaryQuality })),
 			strings.Join(per, " "),

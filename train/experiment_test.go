@@ -23,6 +23,7 @@ func TestWilsonHandValues(t *testing.T) {
 func TestExperimentOrchestration(t *testing.T) {
 	base := DefaultConfig()
 	base.Run.Episodes = 10
+	base.SFT.CopySteps, base.SFT.RecallSteps = 5, 5
 	arms, err := SelectArms([]string{"compactionrl", "grpo", "no-summary-training"})
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +49,8 @@ func TestExperimentOrchestration(t *testing.T) {
 			}
 			continue
 		}
-		if c.SFT.Steps != 0 || c.Model.Init != filepath.Join("/x/base", filepathSeed(c.Seed), "checkpoints/iter-000000/policy") {
-			t.Errorf("arm %s must start from base's policy: init %q, sft %d", arm, c.Model.Init, c.SFT.Steps)
+		if c.SFT.Steps+c.SFT.CopySteps+c.SFT.RecallSteps != 0 || c.Model.Init != filepath.Join("/x/base", filepathSeed(c.Seed), "checkpoints/iter-000000/policy") {
+			t.Errorf("arm %s must start from base's policy with no warm-start phase: init %q, sft %+v", arm, c.Model.Init, c.SFT)
 		}
 		switch arm {
 		case "grpo":

@@ -12,42 +12,42 @@ import (
 )
 
 // FactTokens is the suite's fact language in token ids: the pieces of a
-// "record k=v" line and of a summary's "found:" line. Recall pretraining
+// "record k v" line and of a summary's "found:" line. Recall pretraining
 // splices synthetic record lines into demonstration segments and queries
 // them with these.
 type FactTokens struct {
-	Newline, Record, Eq, Found []int
-	Keys, Values               [][]int // " k" (as after "record") and "v"
+	Newline, Record, Found []int
+	Keys, Values           [][]int // " k" and " v", as in "record k v"
 }
 
-// NewFactTokens encodes the vault suite's fact language with tok. Each
+// NewFactTokens encodes the fact language of the vault suite cfg with tok. Each
 // piece must encode the same alone as inside a line, so that spliced lines
 // are token for token what the environment would show.
-func NewFactTokens(tok agent.Tokenizer) (*FactTokens, error) {
-	keys, values := vault.FactWords()
-	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Eq: tok.Encode("="), Found: tok.Encode("\nfound:")}
+func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
+	keys, values := vault.FactWords(cfg)
+	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:")}
 	for _, k := range keys {
 		f.Keys = append(f.Keys, tok.Encode(" "+k))
 	}
 	for _, v := range values {
-		f.Values = append(f.Values, tok.Encode(v))
+		f.Values = append(f.Values, tok.Encode(" "+v))
 	}
 	// A line spliced from pieces must be the line the tokenizer makes.
-	line := slices.Concat(f.Record, f.Keys[0], f.Eq, f.Values[0], f.Newline)
-	if want := tok.Encode("record " + keys[0] + "=" + values[0] + "\n"); !slices.Equal(line, want) {
+	line := slices.Concat(f.Record, f.Keys[0], f.Values[0], f.Newline)
+	if want := tok.Encode("record " + vault.Fact{Key: keys[0], Value: values[0]}.String() + "\n"); !slices.Equal(line, want) {
 		return nil, fmt.Errorf("fact tokens: record line pieces %v do not concatenate to its encoding %v", line, want)
 	}
-	if len(f.Newline) != 1 || len(f.Eq) != 1 {
-		return nil, errors.New("fact tokens: newline and = must be one token each")
+	if len(f.Newline) != 1 {
+		return nil, errors.New("fact tokens: newline must be one token")
 	}
 	return f, nil
 }
 
-// fact is one key=value pair found in a token sequence.
+// fact is one key and value found in a token sequence.
 type fact struct{ key, value int } // indices into Keys, Values
 
 // at reports the fact of a record line starting at position i of seq:
-// Record ⊕ key ⊕ Eq ⊕ value ⊕ Newline.
+// Record ⊕ key ⊕ value ⊕ Newline.
 func (f *FactTokens) at(seq []int, i int) (fact, int, bool) {
 	match := func(p []int) bool { return i+len(p) <= len(seq) && slices.Equal(seq[i:i+len(p)], p) }
 	if !match(f.Record) {
@@ -60,10 +60,6 @@ func (f *FactTokens) at(seq []int, i int) (fact, int, bool) {
 		return fact{}, 0, false
 	}
 	i += len(f.Keys[k])
-	if !match(f.Eq) {
-		return fact{}, 0, false
-	}
-	i += len(f.Eq)
 	v := slices.IndexFunc(f.Values, func(p []int) bool { return match(slices.Concat(p, f.Newline)) })
 	if v < 0 {
 		return fact{}, 0, false
@@ -96,16 +92,16 @@ func (f *FactTokens) facts(seq []int) []fact {
 // random window of a demonstration segment (reach·length tokens: a
 // curriculum from dense short contexts, where the lookup is learnt fast, to
 // the whole window) with 1 … extra synthetic record lines
-// ("record k=v", keys and values drawn from the suite's, keys not in the
+// ("record k v", keys and values drawn from the suite's, keys not in the
 // segment) spliced in after random newlines, its start cut so that c ⊕ q
 // fits length tokens; q queries every record fact left in c, in a random
 // order, as a summary's found line does:
 //
-//	found: k₁=v₁ k₂=v₂ …
+//	found: k₁ v₁ k₂ v₂ …
 //
 // with the targets the values only (the keys are the query). A policy
 // learns here the lookup that summaries and answers need — the value that
-// follows "k=" somewhere in the context — which the lossy demonstrations
+// follows k somewhere in the context — which the lossy demonstrations
 // show too rarely (most of their found-line values are "?") for a small
 // model to pick up.
 func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float64, r *rand.Rand) []*item {
@@ -147,7 +143,7 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 					continue
 				}
 				present[k] = true
-				line := slices.Concat(ft.Record, ft.Keys[k], ft.Eq, ft.Values[r.IntN(len(ft.Values))], ft.Newline)
+				line := slices.Concat(ft.Record, ft.Keys[k], ft.Values[r.IntN(len(ft.Values))], ft.Newline)
 				ctx = slices.Insert(ctx, at[j], line...)
 			}
 		}
@@ -155,7 +151,7 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 		facts := ft.facts(ctx)
 		qlen := len(ft.Found)
 		for _, f := range facts {
-			qlen += len(ft.Keys[f.key]) + len(ft.Eq) + len(ft.Values[f.value])
+			qlen += len(ft.Keys[f.key]) + len(ft.Values[f.value])
 		}
 		if over := len(ctx) + qlen - length; over > 0 {
 			ctx = ctx[min(over, len(ctx)):]
@@ -165,12 +161,11 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 			continue
 		}
 		r.Shuffle(len(facts), func(i, j int) { facts[i], facts[j] = facts[j], facts[i] })
-		prompt := slices.Concat(ctx, ft.Found, ft.Keys[facts[0].key], ft.Eq)
+		prompt := slices.Concat(ctx, ft.Found, ft.Keys[facts[0].key])
 		it := &item{ep: len(batch), seq: Sequence{Prompt: prompt}}
 		for j, f := range facts {
 			if j > 0 {
 				it.seq.Response = append(it.seq.Response, ft.Keys[f.key]...)
-				it.seq.Response = append(it.seq.Response, ft.Eq...)
 			}
 			for _, id := range ft.Values[f.value] {
 				it.toks = append(it.toks, rl.Token{Ep: it.ep, Pos: len(it.seq.Response)})

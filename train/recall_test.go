@@ -16,24 +16,24 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft, err := NewFactTokens(tok)
+	ft, err := NewFactTokens(tok, vault.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	segs := [][]int{
-		tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune=56\nnote 4: the fan clicks near the east door\n"),
-		tok.Encode("file 2 page 3\nrecord amber=12\nnote 9: the lamp idles\nrecord amber=13\nnote 1: the belt stops\n"),
+		tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n"),
+		tok.Encode("file 2 page 3\nrecord amber 12\nnote 9: the lamp idles\nrecord amber 13\nnote 1: the belt stops\n"),
 		tok.Encode("file 3 page 1\nnote 7: the drum leaks\n"),
 	}
 	if got := ft.facts(segs[0]); len(got) != 1 {
-		t.Fatalf("facts of segment 0: %v, want dune=56", got)
+		t.Fatalf("facts of segment 0: %v, want dune 56", got)
 	}
 	if got := ft.facts(segs[1]); len(got) != 0 {
 		t.Fatalf("facts of segment 1: %v, want none (amber has two values)", got)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	record := regexp.MustCompile(`record ([a-z]+)=(\d+)\n`)
-	query := regexp.MustCompile(` ([a-z]+)=(\d+)`)
+	record := regexp.MustCompile(`record ([a-z]+) (\d+)\n`)
+	query := regexp.MustCompile(` ([a-z]+) (\d+)`)
 	queried := 0
 	for _, it := range recallBatch(segs, ft, 64, 60, 4, 1, r) {
 		all := append(append([]int(nil), it.seq.Prompt...), it.seq.Response...)
@@ -56,7 +56,7 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 		}
 		for _, m := range qs {
 			if v := stated[m[1]]; len(v) != 1 || v[0] != m[2] {
-				t.Fatalf("query %s=%s but the context states %v:\n%s", m[1], m[2], v, text)
+				t.Fatalf("query %s %s but the context states %v:\n%s", m[1], m[2], v, text)
 			}
 			queried++
 		}
@@ -69,7 +69,7 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 		for _, m := range qs[1:] {
 			want = append(want, m[2])
 		}
-		if got := tok.Decode(target); got != qs[0][2]+strings.Join(want, "") {
+		if got := tok.Decode(target); got != " "+qs[0][2]+" "+strings.Join(want, " ") && !(len(want) == 0 && got == " "+qs[0][2]) {
 			t.Fatalf("targets %q, want the values %q then %v", got, qs[0][2], want)
 		}
 	}

@@ -133,7 +133,7 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	}
 	var facts *FactTokens
 	if cfg.SFT.RecallSteps > 0 {
-		if facts, err = NewFactTokens(tok); err != nil {
+		if facts, err = NewFactTokens(tok, VaultConfig(cfg.Suite)); err != nil {
 			pol.Close()
 			return nil, fmt.Errorf("sft.recall_steps: %w", err)
 		}

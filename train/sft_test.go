@@ -98,4 +98,8 @@ func TestWarmStartPhases(t *testing.T) {
 	if want := []string{"copy", "copy", "recall", "recall", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
 		t.Fatalf("phases %v, want %v", phases, want)
 	}
+	// RL starts with a fresh optimiser, not the warm start's moments.
+	if n := s.Policy.opt.Steps(); n != 0 {
+		t.Fatalf("policy optimiser at step %d after the warm start, want a fresh one", n)
+	}
 }

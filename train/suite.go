@@ -45,7 +45,7 @@ func LoopConfig(c AgentConfig) agent.Config {
 
 // VaultConfig maps the run's suite knobs onto the suite's configuration.
 func VaultConfig(c SuiteConfig) vault.Config {
-	return vault.Config{Files: c.Files, Pages: c.Pages, Facts: c.Facts, Distractors: c.Distractors, NoiseLines: c.NoiseLines, PartialCredit: c.PartialCredit}
+	return vault.Config{Files: c.Files, Pages: c.Pages, Facts: c.Facts, Keys: c.Keys, Distractors: c.Distractors, NoiseLines: c.NoiseLines, PartialCredit: c.PartialCredit}
 }
 
 // NewSuite builds the suite of a run's config with the vault's default

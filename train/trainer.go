@@ -39,6 +39,9 @@ type Trainer struct {
 	clock  func() time.Time
 }
 
+// optimizerResetter is a Policy whose optimiser can start afresh.
+type optimizerResetter interface{ ResetOptimizer() }
+
 // State is what a checkpoint records besides the weights: enough to
 // continue the run exactly where it stopped. Every random choice of an
 // iteration derives from (Seed, iteration), so no generator state beyond
@@ -137,6 +140,13 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			return res, err
 		}
 		res.TimeSFT = t.now().Sub(t0)
+		// RL starts with a fresh optimiser: AdamW's second moments from the
+		// warm start (β₂ = 0.999 remembers ~1000 steps of the much larger
+		// SFT gradients) would shrink the first hundreds of policy updates
+		// to nothing (approx. KL < 1e-4 per update in the demo before this).
+		if r, ok := t.Policy.(optimizerResetter); ok {
+			r.ResetOptimizer()
+		}
 		if t.critic, err = t.NewCritic(ctx, t.Policy); err != nil {
 			return res, fmt.Errorf("new critic: %w", err)
 		}

@@ -3,6 +3,7 @@ package vault
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,20 +16,25 @@ type Verb string
 //
 //	open F               F a file number
 //	read F P             P a page number of file F
-//	answer k=v [k=v …]   k a key (lower-case letters), v an integer or ?
+//	answer k v [k v …]   k a key (lower-case letters), v an integer or ?
 const (
 	Open   Verb = "open"
 	Read   Verb = "read"
 	Answer Verb = "answer"
 )
 
-// Fact is one key=value pair.
+// Fact is one key and its value, written "key value": the value right after
+// its key, so that finding a key's value is one step of induction (the
+// token after an earlier occurrence of the key), which a small transformer
+// learns in a few hundred steps; with a separator ("key=value") the lookup
+// has to match the token before the separator, which the nano policy did
+// not learn in thousands (docs/results.md).
 type Fact struct {
 	Key   string
 	Value string
 }
 
-func (f Fact) String() string { return f.Key + "=" + f.Value }
+func (f Fact) String() string { return f.Key + " " + f.Value }
 
 // Action is one parsed reply.
 type Action struct {
@@ -90,12 +96,15 @@ func ParseAction(reply string) (Action, error) {
 		return Action{Verb: Read, File: file, Page: page}, nil
 	case Answer:
 		if len(f) == 1 {
-			return Action{}, errors.New("answer needs at least one key=value")
+			return Action{}, errors.New("answer needs at least one key and value")
+		}
+		if len(f)%2 == 0 {
+			return Action{}, fmt.Errorf("answer takes key value pairs, got %d words", len(f)-1)
 		}
 		a := Action{Verb: Answer}
 		seen := map[string]bool{}
-		for _, w := range f[1:] {
-			fact, err := parseFact(w)
+		for i := 1; i < len(f); i += 2 {
+			fact, err := parseFact(f[i], f[i+1])
 			if err != nil {
 				return Action{}, fmt.Errorf("answer: %w", err)
 			}
@@ -107,7 +116,7 @@ func ParseAction(reply string) (Action, error) {
 		}
 		return a, nil
 	}
-	return Action{}, fmt.Errorf("unknown action %q: use open F, read F P or answer key=value", truncate(f[0], 20))
+	return Action{}, fmt.Errorf("unknown action %q: use open F, read F P or answer key value", truncate(f[0], 20))
 }
 
 func number(s string) (int, error) {
@@ -121,12 +130,8 @@ func number(s string) (int, error) {
 	return n, nil
 }
 
-func parseFact(w string) (Fact, error) {
-	k, v, ok := strings.Cut(w, "=")
-	if !ok || k == "" || v == "" {
-		return Fact{}, fmt.Errorf("%q is not key=value", truncate(w, 30))
-	}
-	if strings.Trim(k, "abcdefghijklmnopqrstuvwxyz") != "" {
+func parseFact(k, v string) (Fact, error) {
+	if k == "" || strings.Trim(k, "abcdefghijklmnopqrstuvwxyz") != "" {
 		return Fact{}, fmt.Errorf("key %q is not lower-case letters", truncate(k, 20))
 	}
 	if v != "?" {
@@ -137,14 +142,18 @@ func parseFact(w string) (Fact, error) {
 	return Fact{Key: k, Value: v}, nil
 }
 
-// facts returns the well-formed key=value words of text (those with a
-// lower-case key and an integer value), in order.
+// facts returns the facts stated in text: each suite key word followed by
+// an integer, in order ("k ?" states nothing).
 func facts(text string) []Fact {
 	var out []Fact
-	for _, w := range strings.Fields(text) {
-		f, err := parseFact(w)
-		if err == nil && f.Value != "?" {
-			out = append(out, f)
+	w := strings.Fields(text)
+	for i := 0; i+1 < len(w); i++ {
+		if !slices.Contains(keyWords, w[i]) {
+			continue
+		}
+		if _, err := number(w[i+1]); err == nil {
+			out = append(out, Fact{Key: w[i], Value: w[i+1]})
+			i++
 		}
 	}
 	return out

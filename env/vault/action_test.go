@@ -18,8 +18,8 @@ func TestParseAction(t *testing.T) {
 	good := map[string]Action{
 		"open 3":                  {Verb: Open, File: 3},
 		"  read 2   7\n":          {Verb: Read, File: 2, Page: 7},
-		"answer amber=41":         {Verb: Answer, Answers: []Fact{{"amber", "41"}}},
-		"answer amber=41 basil=?": {Verb: Answer, Answers: []Fact{{"amber", "41"}, {"basil", "?"}}},
+		"answer amber 41":         {Verb: Answer, Answers: []Fact{{"amber", "41"}}},
+		"answer amber 41 basil ?": {Verb: Answer, Answers: []Fact{{"amber", "41"}, {"basil", "?"}}},
 	}
 	for in, want := range good {
 		got, err := ParseAction(in)
@@ -36,11 +36,11 @@ func TestParseAction(t *testing.T) {
 		"read 1":           "two numbers",
 		"read a 1":         "not a number",
 		"answer":           "at least one",
-		"answer amber":     "not key=value",
-		"answer =3":        "not key=value",
-		"answer Amber=3":   "lower-case",
-		"answer amber=x":   "not a number",
-		"answer a=1 a=1":   "twice",
+		"answer amber":     "key value pairs",
+		"answer 3 amber":   "lower-case",
+		"answer Amber 3":   "lower-case",
+		"answer amber x":   "not a number",
+		"answer a 1 a 1":   "twice",
 		"Open 1":           "unknown action",
 		"<|assistant|> x":  "unknown action",
 	}
@@ -55,7 +55,7 @@ func TestParseAction(t *testing.T) {
 // FuzzParseAction: parsing never panics, errors are short and valid UTF-8
 // when the input is, and every parsed action round-trips through String.
 func FuzzParseAction(f *testing.F) {
-	for _, s := range []string{"open 3", "read 2 7", "answer amber=41 basil=?", "", "answer a=1 a=1", "read 1 99999999", "open \x00", "answer ==", "read\t1\t2"} {
+	for _, s := range []string{"open 3", "read 2 7", "answer amber 41 basil ?", "", "answer a 1 a 1", "read 1 99999999", "open \x00", "answer x", "read\t1\t2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

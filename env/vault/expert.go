@@ -23,13 +23,13 @@ import (
 // summarise (the prompt ends with the Summary marker) it writes
 //
 //	goal: report the values of k1 k2 …. the vault has N files.
-//	found: k1=v1 k2=? …   (every asked key in task order; a known value kept with probability P, else ?)
+//	found: k1 v1 k2 ? …   (every asked key in task order; a known value kept with probability P, else ?)
 //	at: file F page Q of M
 //
 // Summary and answer both list the asked keys in the task's order, each
 // with the value the context shows for it or "?": the one skill a small
 // transformer has to learn for both is a lookup — copy the next key of
-// the goal line, then copy the value that follows "key=" elsewhere in the
+// the goal line, then copy the value that follows the key elsewhere in the
 // context — instead of sorting facts by when they were found and taking
 // the set difference for the missing ones. The goal line restates the task
 // word for word.
@@ -197,10 +197,10 @@ func (k *knowledge) answer() string {
 		if !ok {
 			v = "?"
 		}
-		parts = append(parts, key+"="+v)
+		parts = append(parts, Fact{key, v}.String())
 	}
 	if len(parts) == 1 {
-		parts = append(parts, "unknown=?")
+		parts = append(parts, "unknown ?")
 	}
 	return strings.Join(parts, " ")
 }
@@ -216,7 +216,7 @@ func (k *knowledge) summary(rng *rand.Rand, p float64) string {
 		if keep := rng.Float64() < p; !ok || !keep {
 			v = "?"
 		}
-		fmt.Fprintf(&b, " %s=%s", key, v)
+		fmt.Fprintf(&b, " %s", Fact{key, v})
 	}
 	switch {
 	case k.file == 0:

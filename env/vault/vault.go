@@ -1,6 +1,6 @@
 // Package vault is the built-in long-horizon task suite: the agent searches a
 // procedurally generated vault of files for the values of the keys the task
-// names, and answers with all of them. Facts ("record key=value" lines) are
+// names, and answers with all of them. Facts ("record key value" lines) are
 // scattered over many pages full of noise lines, more than fit in one
 // context window, and the keys to report appear only in the task text, so
 // both the task and the facts found must survive each compaction in the
@@ -8,7 +8,7 @@
 //
 // Data flow: New(cfg, seed) generates one episode's vault deterministically
 // from the seed; Reset returns the task text, Step parses one action
-// (ParseAction: open F, read F P, answer k=v …) and returns its observation.
+// (ParseAction: open F, read F P, answer k v …) and returns its observation.
 // The episode ends at the answer, with reward 1 when every asked key has its
 // value (or, with Config.PartialCredit, the fraction right). The Env also
 // grades summaries (SummaryQuality, SummaryAudit) and reports metrics.
@@ -36,6 +36,7 @@ type Config struct {
 	Files         int  // files in the vault
 	Pages         int  // pages per file: each file has Pages−1 … Pages+1 (at least 1)
 	Facts         int  // keys the task asks for, each on one random page
+	Keys          int  // size of the key pool tasks and distractors draw from (0: all 32 key words)
 	Distractors   int  // records of other keys, scattered like the facts
 	NoiseLines    int  // noise lines per page (the observation length)
 	PartialCredit bool // reward = fraction of keys right instead of all-or-nothing
@@ -56,8 +57,11 @@ func (c Config) validate() error {
 	if c.Pages < 1 || c.Pages > 99 {
 		errs = append(errs, fmt.Errorf("pages %d not in 1…99", c.Pages))
 	}
-	if c.Facts < 1 || c.Facts > len(keyWords)/2 {
-		errs = append(errs, fmt.Errorf("facts %d not in 1…%d", c.Facts, len(keyWords)/2))
+	if c.Keys < 0 || c.Keys > len(keyWords) {
+		errs = append(errs, fmt.Errorf("keys %d not in 0…%d", c.Keys, len(keyWords)))
+	}
+	if c.Facts < 1 || c.Facts > c.pool()/2 {
+		errs = append(errs, fmt.Errorf("facts %d not in 1…%d (half the key pool of %d)", c.Facts, c.pool()/2, c.pool()))
 	}
 	if c.Distractors < 0 || c.Distractors > 1000 {
 		errs = append(errs, fmt.Errorf("distractors %d not in 0…1000", c.Distractors))
@@ -66,6 +70,14 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("noise lines %d not in 0…10000", c.NoiseLines))
 	}
 	return errors.Join(errs...)
+}
+
+// pool is the number of key words in play.
+func (c Config) pool() int {
+	if c.Keys == 0 {
+		return len(keyWords)
+	}
+	return c.Keys
 }
 
 // SeedRange is a half-open range of episode seeds [Start, End).
@@ -105,8 +117,8 @@ var (
 // SystemPrompt describes the suite's actions to the policy.
 const SystemPrompt = "You search a vault of files for the values of keys. " +
 	"Reply with exactly one action per turn: open F shows how many pages file F has; " +
-	"read F P shows page P of file F; answer k=v k=v gives the value of every key asked for and ends the task. " +
-	"Facts appear on pages as record key=value."
+	"read F P shows page P of file F; answer k v k v gives the value of every key asked for and ends the task. " +
+	"Facts appear on pages as record key value."
 
 // page is one page's lines.
 type page struct{ lines []string }
@@ -137,7 +149,7 @@ func New(cfg Config, seed int64) (*Env, error) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x7661756c74))
 	e := &Env{cfg: cfg, seed: seed, truth: map[string]string{}, where: map[string][2]int{}, seen: map[string]bool{}, reads: map[[2]int]int{}}
-	perm := rng.Perm(len(keyWords))
+	perm := rng.Perm(cfg.pool())
 	for _, i := range perm[:cfg.Facts] {
 		e.keys = append(e.keys, keyWords[i])
 	}
@@ -166,11 +178,11 @@ func New(cfg Config, seed int64) (*Env, error) {
 		e.truth[k] = v
 		fp := slots[rng.IntN(len(slots))]
 		e.where[k] = fp
-		insert(fp, "record "+k+"="+v)
+		insert(fp, "record "+Fact{k, v}.String())
 	}
 	for range cfg.Distractors {
 		k := keyWords[others[rng.IntN(len(others))]]
-		insert(slots[rng.IntN(len(slots))], "record "+k+"="+strconv.Itoa(10+rng.IntN(90)))
+		insert(slots[rng.IntN(len(slots))], "record "+Fact{k, strconv.Itoa(10 + rng.IntN(90))}.String())
 	}
 	e.task = fmt.Sprintf("task: report the values of %s. the vault has %d files.", strings.Join(e.keys, " "), cfg.Files)
 	return e, nil
@@ -316,7 +328,7 @@ func (e *Env) Metrics() map[string]float64 {
 	}
 }
 
-// ParseConfig reads knobs "files=5,pages=3,facts=4,distractors=6,noise=5,partial=true"
+// ParseConfig reads knobs "files=5,pages=3,facts=4,keys=32,distractors=6,noise=5,partial=true"
 // (any subset, in any order) over DefaultConfig; "" gives the default.
 func ParseConfig(spec string) (Config, error) {
 	c := DefaultConfig()
@@ -336,9 +348,9 @@ func ParseConfig(spec string) (Config, error) {
 			c.PartialCredit = b
 			continue
 		}
-		dst := map[string]*int{"files": &c.Files, "pages": &c.Pages, "facts": &c.Facts, "distractors": &c.Distractors, "noise": &c.NoiseLines}[k]
+		dst := map[string]*int{"files": &c.Files, "pages": &c.Pages, "facts": &c.Facts, "keys": &c.Keys, "distractors": &c.Distractors, "noise": &c.NoiseLines}[k]
 		if dst == nil {
-			return c, fmt.Errorf("vault knob %q: unknown (files, pages, facts, distractors, noise, partial)", k)
+			return c, fmt.Errorf("vault knob %q: unknown (files, pages, facts, keys, distractors, noise, partial)", k)
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -349,11 +361,11 @@ func ParseConfig(spec string) (Config, error) {
 	return c, c.validate()
 }
 
-// FactWords returns the words of the suite's facts: every key a record can
-// name and every value it can hold, so that synthetic "record k=v" lines
-// (recall pretraining) use exactly the suite's language.
-func FactWords() (keys, values []string) {
-	keys = slices.Clone(keyWords)
+// FactWords returns the words of the suite's facts under cfg: every key a
+// record can name and every value it can hold, so that synthetic
+// "record k v" lines (recall pretraining) use exactly the suite's language.
+func FactWords(cfg Config) (keys, values []string) {
+	keys = slices.Clone(keyWords[:cfg.pool()])
 	for v := 10; v < 100; v++ {
 		values = append(values, strconv.Itoa(v))
 	}

@@ -140,8 +140,8 @@ func TestGenerationDeterministicAndSplit(t *testing.T) {
 		n := 0
 		for f := 1; f <= DefaultConfig().Files; f++ {
 			for p := 1; p <= a.NumPages(f); p++ {
-				n += strings.Count(a.PageText(f, p), "record "+k+"=")
-				if strings.Contains(a.PageText(f, p), "record "+k+"="+v+"\n") || strings.HasSuffix(a.PageText(f, p), "record "+k+"="+v) {
+				n += strings.Count(a.PageText(f, p), "record "+k+" ")
+				if strings.Contains(a.PageText(f, p), "record "+k+" "+v+"\n") || strings.HasSuffix(a.PageText(f, p), "record "+k+" "+v) {
 					n += 100
 				}
 			}
@@ -194,10 +194,10 @@ func TestStepAndReward(t *testing.T) {
 			seen++
 		}
 	}
-	if q := e.SummaryQuality("found: " + k + "=" + v); math.Abs(q-1) > 1e-12 && seen == 1 {
+	if q := e.SummaryQuality("found: " + k + " " + v); math.Abs(q-1) > 1e-12 && seen == 1 {
 		t.Fatalf("quality with the seen fact kept: %v", q)
 	}
-	if q := e.SummaryQuality("found: " + k + "=0"); q != 0 && seen == 1 {
+	if q := e.SummaryQuality("found: " + k + " 0"); q != 0 && seen == 1 {
 		t.Fatalf("quality with a wrong value: %v", q)
 	}
 	kept, lost := e.SummaryAudit("goal: … found: none")
@@ -208,7 +208,7 @@ func TestStepAndReward(t *testing.T) {
 	var ans []string
 	for _, kk := range e.Keys() {
 		vv, _ := e.Truth(kk)
-		ans = append(ans, kk+"="+vv)
+		ans = append(ans, kk+" "+vv)
 	}
 	st, _ = e.Step(ctx, "answer "+strings.Join(ans, " "))
 	if !st.Done || st.Reward != 1 || e.Metrics()["answer_accuracy"] != 1 {
@@ -222,7 +222,7 @@ func TestStepAndReward(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.PartialCredit = partial
 		e, _ := New(cfg, 7)
-		wrong := append([]string{e.Keys()[0] + "=?"}, ans[1:]...)
+		wrong := append([]string{e.Keys()[0] + " ?"}, ans[1:]...)
 		st, _ := e.Step(ctx, "answer "+strings.Join(wrong, " "))
 		want := 0.0
 		if partial {
@@ -256,7 +256,7 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 	var found []string
 	for _, k := range e.Keys() {
 		v, _ := e.Truth(k)
-		found = append(found, k+"="+v)
+		found = append(found, k+" "+v)
 	}
 	// The facts in reverse order of the keys in the summary: the answer
 	// still lists them in the task's order.
@@ -288,10 +288,10 @@ func TestExpertReadsOnlyItsContext(t *testing.T) {
 	wantFound := "found:"
 	for _, k := range e.Keys() {
 		v := "?"
-		if k+"="+e.truthOrEmpty(k) == found[0] {
+		if k+" "+e.truthOrEmpty(k) == found[0] {
 			v = e.truthOrEmpty(k)
 		}
-		wantFound += " " + k + "=" + v
+		wantFound += " " + k + " " + v
 	}
 	if got := tk.Decode(c.Tokens); !strings.HasPrefix(got, goal) || !strings.Contains(got, "\n"+wantFound+"\n") || !strings.Contains(got, "at: file 2 page 1 of 3") {
 		t.Fatalf("summary %q, want %q", got, wantFound)
@@ -415,4 +415,40 @@ type recorder struct {
 func (r *recorder) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
 	r.reqs = append(r.reqs, infer.Request{Prompt: req.Prompt, MaxTokens: req.MaxTokens})
 	return r.inner.Sample(ctx, req)
+}
+
+// With a key pool of n, tasks and distractors use only the first n key
+// words, and the pool must hold at least twice the asked facts.
+func TestKeyPool(t *testing.T) {
+	cfg, err := ParseConfig("facts=2,keys=5,distractors=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := keyWords[:5]
+	for seed := range int64(50) {
+		e, err := New(cfg, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range e.Keys() {
+			if !slices.Contains(pool, k) {
+				t.Fatalf("seed %d: asked key %s outside the pool %v", seed, k, pool)
+			}
+		}
+		for f := 1; f <= cfg.Files; f++ {
+			for p := 1; p <= e.NumPages(f); p++ {
+				for _, fact := range facts(e.PageText(f, p)) {
+					if !slices.Contains(pool, fact.Key) {
+						t.Fatalf("seed %d: record %v outside the pool", seed, fact)
+					}
+				}
+			}
+		}
+	}
+	if _, err := ParseConfig("facts=3,keys=5"); err == nil || !strings.Contains(err.Error(), "key pool") {
+		t.Fatalf("facts 3 of a pool of 5 accepted: %v", err)
+	}
+	if keys, values := FactWords(cfg); !slices.Equal(keys, pool) || len(values) != 90 || values[0] != "10" {
+		t.Fatalf("fact words %v, %d values", keys, len(values))
+	}
 }
