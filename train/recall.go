@@ -60,7 +60,9 @@ func (f *FactTokens) at(seq []int, i int) (fact, int, bool) {
 		return fact{}, 0, false
 	}
 	i += len(f.Keys[k])
-	v := slices.IndexFunc(f.Values, func(p []int) bool { return match(slices.Concat(p, f.Newline)) })
+	v := slices.IndexFunc(f.Values, func(p []int) bool {
+		return match(p) && i+len(p) < len(seq) && seq[i+len(p)] == f.Newline[0]
+	})
 	if v < 0 {
 		return fact{}, 0, false
 	}
@@ -129,25 +131,23 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 			nls = []int{0}
 		}
 		ctx := slices.Clone(seg)
-		{
-			// Splice at positions from the last to the first so that earlier
-			// positions stay valid.
-			var at []int
-			for range 1 + r.IntN(max(1, extra)) {
-				at = append(at, nls[r.IntN(len(nls))])
-			}
-			slices.Sort(at)
-			for j := len(at) - 1; j >= 0; j-- {
-				k := r.IntN(len(ft.Keys))
-				if present[k] {
-					continue
-				}
-				present[k] = true
-				line := slices.Concat(ft.Record, ft.Keys[k], ft.Values[r.IntN(len(ft.Values))], ft.Newline)
-				ctx = slices.Insert(ctx, at[j], line...)
-			}
+		// Splice at positions from the last to the first so that earlier
+		// positions stay valid.
+		var at []int
+		for range 1 + r.IntN(max(1, extra)) {
+			at = append(at, nls[r.IntN(len(nls))])
 		}
-		// Leave room for the query (each fact at most key+eq+value tokens).
+		slices.Sort(at)
+		for j := len(at) - 1; j >= 0; j-- {
+			k := r.IntN(len(ft.Keys))
+			if present[k] {
+				continue
+			}
+			present[k] = true
+			line := slices.Concat(ft.Record, ft.Keys[k], ft.Values[r.IntN(len(ft.Values))], ft.Newline)
+			ctx = slices.Insert(ctx, at[j], line...)
+		}
+		// Leave room for the query (key and value tokens of every fact).
 		facts := ft.facts(ctx)
 		qlen := len(ft.Found)
 		for _, f := range facts {

@@ -84,8 +84,17 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
+	// Copy and recall pretraining draw windows from the same text, in
+	// batches of the same size.
+	var corpus [][]int
+	if cfg.SFT.CopySteps+cfg.SFT.RecallSteps > 0 {
+		corpus = copyCorpus(demos)
+	}
+	pretrainBatch := cfg.SFT.CopyBatch
+	if pretrainBatch == 0 {
+		pretrainBatch = cfg.SFT.BatchSize
+	}
 	if cfg.SFT.CopySteps > 0 {
-		corpus := copyCorpus(demos)
 		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -2)), 0))
 		step := 0
 		next := func() []*item {
@@ -93,11 +102,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			// forms on near copies and then stretches across the window.
 			reach := min(1, float64(step)/(0.6*float64(cfg.SFT.CopySteps)))
 			step++
-			n := cfg.SFT.CopyBatch
-			if n == 0 {
-				n = cfg.SFT.BatchSize
-			}
-			return copyBatch(corpus, n, cfg.SFT.CopyLen, reach, r)
+			return copyBatch(corpus, pretrainBatch, cfg.SFT.CopyLen, reach, r)
 		}
 		if err := t.sftPhase(ctx, w, "copy", "copy pretraining", cfg.SFT.CopySteps, next); err != nil {
 			return err
@@ -107,17 +112,12 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		if t.Facts == nil {
 			return errors.New("warm start: sft.recall_steps needs the suite's fact tokens (Trainer.Facts)")
 		}
-		corpus := copyCorpus(demos)
 		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -3)), 0))
-		n := cfg.SFT.CopyBatch
-		if n == 0 {
-			n = cfg.SFT.BatchSize
-		}
 		step := 0
 		next := func() []*item {
 			reach := min(1, 0.05+float64(step)/(0.6*float64(cfg.SFT.RecallSteps)))
 			step++
-			return recallBatch(corpus, t.Facts, n, cfg.SFT.CopyLen, cfg.SFT.RecallExtra, reach, r)
+			return recallBatch(corpus, t.Facts, pretrainBatch, cfg.SFT.CopyLen, cfg.SFT.RecallExtra, reach, r)
 		}
 		if err := t.sftPhase(ctx, w, "recall", "recall pretraining", cfg.SFT.RecallSteps, next); err != nil {
 			return err

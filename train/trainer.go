@@ -25,7 +25,7 @@ type Trainer struct {
 	// paper initialises it from the policy checkpoint.
 	NewCritic func(ctx context.Context, p Policy) (Model, error)
 	Collector Collector
-	Expert    ExpertCollector // nil or SFT.Steps == 0: no warm start
+	Expert    ExpertCollector // nil, or no SFT, copy or recall steps: no warm start
 	// Facts is the suite's fact language in tokens, for recall
 	// pretraining (SFT.RecallSteps); nil without it.
 	Facts    *FactTokens
