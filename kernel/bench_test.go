@@ -121,6 +121,37 @@ func BenchmarkGemm(b *testing.B) {
 	})
 }
 
+// BenchmarkGemmRows measures the batch-invariant products on the shapes with op(A) = A: GemmRows,
+// and GemmPacked with op(B) packed before the timing (as the decoder packs its weights once).
+func BenchmarkGemmRows(b *testing.B) {
+	for _, p := range impls {
+		for _, s := range benchShapes {
+			if s.transA {
+				continue
+			}
+			r := rand.New(rand.NewPCG(1, 1))
+			a, bm, c := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n), make([]float32, s.m*s.n)
+			ldb := ld(s.transB, s.k, s.n)
+			pb := packBWith(p, s.transB, s.n, s.k, bm, ldb)
+			run := func(name string, f func()) {
+				b.Run(p.name+"/"+name+"/"+s.name, func(b *testing.B) {
+					f()
+					cpu0 := processCPU()
+					b.ResetTimer()
+					for b.Loop() {
+						f()
+					}
+					reportFlops(b, 2*float64(s.m)*float64(s.n)*float64(s.k), cpu0)
+				})
+			}
+			run("rows", func() {
+				newGemm(p, false, s.transB, s.m, s.n, s.k, 1, a, s.k, bm, ldb, 0, c, s.n).rowsInvariant().exec(threadsFor(runtime.GOMAXPROCS(0), s.m, s.n, s.k))
+			})
+			run("packed", func() { gemmPacked(runtime.GOMAXPROCS(0), s.m, 1, a, s.k, pb, 0, c, s.n) })
+		}
+	}
+}
+
 // BenchmarkPeak reports MeasurePeakGFLOPS at 1 and all threads.
 func BenchmarkPeak(b *testing.B) {
 	benchThreads(b, func(b *testing.B) {

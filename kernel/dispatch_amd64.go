@@ -55,8 +55,9 @@ func micro512(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c 
 }
 
 // micro256 runs the AVX2 tile on whole ymm vectors: B is a zero-padded packed strip, or op(B) in
-// place when n is a multiple of 8; a tile whose width is not a whole number of vectors is
-// computed into a scratch tile and added to C.
+// place when n is a multiple of 8; a tile whose width is not a whole number of vectors runs on a
+// scratch copy of its part of C, copied back after, so that every element of C gets the same
+// fused multiply-add as in a whole tile (batch-invariant rows whatever the column edges).
 func micro256(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
 	nv := (nr + 7) / 8
 	if nr%8 == 0 {
@@ -64,12 +65,12 @@ func micro256(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c 
 		return
 	}
 	var t [mr256 * nr256]float32
+	for i := range mr {
+		copy(t[i*nr256:i*nr256+nr], c[i*ldc:i*ldc+nr])
+	}
 	tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, t[:], nr256, alpha, 0)
 	for i := range mr {
-		row := c[i*ldc : i*ldc+nr]
-		for j := range row {
-			row[j] += t[i*nr256+j]
-		}
+		copy(c[i*ldc:i*ldc+nr], t[i*nr256:i*nr256+nr])
 	}
 }
 

@@ -12,14 +12,33 @@
 // tile of C over kc (AVX-512: 6×64, 24 zmm accumulators, B rows loaded once per k and A broadcast;
 // AVX2+FMA: 6×16 on ymm) and adds alpha times it to C; column edges use masked loads and stores,
 // row edges have kernels for every mr. With few rows (m ≤ 12) and B not transposed, B is read in
-// place instead of packed. A·Bᵀ with few rows (batched decode: m ≤ 8, or m ≤ 40 once k ≥ 128)
-// skips packing altogether: a dot-product kernel computes 4×4 tiles of C as 16 dot products along
-// k and reduces them in registers.
+// place instead of packed. A·Bᵀ with few rows (m ≤ 8, or m ≤ 40 once k ≥ 128) skips packing
+// altogether: a dot-product kernel computes 4×4 tiles of C as 16 dot products along k and reduces
+// them in registers.
 //
 // Products of at least 2²³ flops run on up to runtime.GOMAXPROCS(0) goroutines, each owning whole
 // tiles of C (columns, or rows when that balances better): no reduction is split, so the result
 // does not depend on the thread count. GemmSerial stays on the caller's goroutine, for callers
 // that already run products in parallel. Packing buffers come from a sync.Pool.
+//
+// # Batch-invariant products
+//
+// The dot-product kernel and the micro-kernel sum an element of C in different orders (16-lane
+// partial sums reduced by a tree, against one FMA chain per element and kc block), and Gemm
+// picks between them by m: a row of A·Bᵀ can change in its last bits with the number of rows
+// multiplied alongside it. The decoder of package model must not let that happen (a sequence's
+// log-probabilities would depend on which others share its batch), so the package also has
+// products whose every element of C is a fixed function of its row of op(A), its column of
+// op(B), k, alpha, beta and its old value, whatever m and n: GemmRows and GemmRowsSerial always
+// take the micro-kernel (packing B for A·Bᵀ with few rows, where Gemm would not), and
+// GemmPacked multiplies by an op(B) packed once by PackB, the decoder's weights. The micro-kernel
+// gives an element the same operations in every tile: one FMA per k into its own accumulator,
+// then C = C + alpha·acc fused, kc blocks in order; a column edge is masked (AVX-512) or run on
+// a scratch copy of C (AVX2), never a different sum. Gemm, GemmRows and GemmPacked agree bit for
+// bit wherever Gemm takes the micro-kernel. With B packed beforehand, few-row products are
+// faster than Gemm's (BenchmarkGemmRows against BenchmarkGemm, avx512, 1 thread, measured
+// together: x·Wᵀ with W 1024×256 at m = 1, 4, 32: 44, 163, 180 GFLOP/cpu-s, against 28, 105,
+// 125).
 //
 // The code path is chosen once at start-up from the CPU (golang.org/x/sys/cpu, which checks that
 // the OS saves the vector state): "avx512" (AVX-512 F and VL), else "avx2" (AVX2 and FMA), else

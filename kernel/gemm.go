@@ -12,6 +12,9 @@ import (
 // transB). Large products run on runtime.GOMAXPROCS(0) goroutines, each owning a disjoint block
 // of C, so the result does not depend on the thread count. Safe for concurrent use. Inconsistent
 // dimensions, strides or slice lengths panic (a programmer error).
+//
+// A row of C may differ in its last bits with m: A·Bᵀ with few rows takes the dot-product kernel,
+// which sums in another order (see GemmRows).
 func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	gemmWith(active, runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
@@ -20,6 +23,92 @@ func Gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 // in parallel (e.g. one per attention head), where Gemm's own goroutines would only add overhead.
 func GemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	gemmWith(active, 1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// GemmRows is Gemm with batch-invariant rows: every element of C is computed by the same float32
+// operations, in the same order, whatever m and n are, so it depends only on its row of op(A),
+// its column of op(B), k, alpha, beta and its old value, never on the other rows (or columns). It
+// always runs the blocked micro-kernel (see the package doc); Gemm's dot-product kernel for A·Bᵀ
+// with few rows sums in another order. Where Gemm takes the micro-kernel the two agree bit for
+// bit; where it would not (transB and few rows), GemmRows packs B at a cost of n·k copies per
+// call, so a caller multiplying many few-row matrices by one B should pack it once (PackB,
+// GemmPacked).
+func GemmRows(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	newGemm(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc).rowsInvariant().exec(threadsFor(runtime.GOMAXPROCS(0), m, n, k))
+}
+
+// GemmRowsSerial is GemmRows on the calling goroutine only (as GemmSerial is to Gemm).
+func GemmRowsSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	newGemm(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc).rowsInvariant().exec(1)
+}
+
+// PackedB is the right operand op(B) (k×n) of products C = alpha·A·op(B) + beta·C, copied once
+// into the layout the micro-kernel reads: for each block of blockK rows, strips of nr columns,
+// zero-padded. Products with it (GemmPacked) skip the packing Gemm does per call, which makes the
+// micro-kernel at least as fast as the dot-product kernel for few rows of A: the batch-invariant
+// choice for a fixed weight matrix multiplied by batches of any size (batched decode). A PackedB
+// is read-only once built and may be shared by goroutines.
+type PackedB struct {
+	p    *impl
+	n, k int
+	np   int       // n rounded up to a multiple of p.nr
+	data []float32 // block at row pc (a multiple of blockK) starts at pc·np; its strip of columns j…j+nr−1 at pc·np + j·kc
+}
+
+// PackB packs op(B), k×n (B stored k×n with row stride ldb, or n×k if transB), for GemmPacked.
+// For a linear layer y = x·Wᵀ with W stored [out, in]: PackB(true, out, in, W, in). Inconsistent
+// arguments panic.
+func PackB(transB bool, n, k int, b []float32, ldb int) *PackedB {
+	return packBWith(active, transB, n, k, b, ldb)
+}
+
+// packBWith packs op(B) for code path p.
+func packBWith(p *impl, transB bool, n, k int, b []float32, ldb int) *PackedB {
+	if n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernel.PackB: negative dimension n=%d k=%d", n, k))
+	}
+	if transB {
+		checkMatrix("b", b, n, k, ldb)
+	} else {
+		checkMatrix("b", b, k, n, ldb)
+	}
+	np := (n + p.nr - 1) / p.nr * p.nr
+	pb := &PackedB{p: p, n: n, k: k, np: np, data: make([]float32, k*np)}
+	for pc := 0; pc < k; pc += blockK {
+		kc := min(blockK, k-pc)
+		packB(p.packT16, pb.data[pc*np:pc*np+kc*np], b, ldb, transB, pc, kc, 0, n, p.nr)
+	}
+	return pb
+}
+
+// N is the number of columns of op(B) (and of C).
+func (pb *PackedB) N() int { return pb.n }
+
+// K is the number of rows of op(B): the depth of the products.
+func (pb *PackedB) K() int { return pb.k }
+
+// GemmPacked computes C = alpha·A·op(B) + beta·C with op(B) packed by PackB: A is m×k, row-major
+// with row stride lda, C is m×n (n, k those of b). Its rows are batch-invariant as GemmRows's and
+// equal, bit for bit, those of GemmRows with the B that was packed. Large products run on
+// runtime.GOMAXPROCS(0) goroutines as Gemm's do. Safe for concurrent use.
+func GemmPacked(m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
+	gemmPacked(runtime.GOMAXPROCS(0), m, alpha, a, lda, b, beta, c, ldc)
+}
+
+// gemmPacked runs GemmPacked with at most threads goroutines.
+func gemmPacked(threads, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
+	g := newGemm(b.p, false, false, m, b.n, b.k, alpha, a, lda, nil, max(b.n, 1), beta, c, ldc)
+	g.packed = b
+	g.exec(threadsFor(threads, m, b.n, b.k))
+}
+
+// threadsFor is the number of goroutines, at most threads, for an m×n×k product.
+func threadsFor(threads, m, n, k int) int {
+	flops := 2 * float64(m) * float64(n) * float64(k)
+	if threads > 1 && flops >= parallelFlops {
+		return min(threads, int(flops/parallelFlops))
+	}
+	return 1
 }
 
 // checkMatrix panics unless x holds a rows×cols row-major matrix with row stride ld.
@@ -82,7 +171,7 @@ type impl struct {
 	axpy        func(alpha float32, x, y []float32)
 	scale       func(alpha float32, x []float32)
 	// dotT, when set, computes c[i·ldc+j] += alpha·(row i of a · row j of b) for i < mr ≤ 4,
-	// j < nb ≤ 4: the tile kernel of A·Bᵀ for few rows of A (batched decode), which needs no
+	// j < nb ≤ 4: the tile kernel of A·Bᵀ for few rows of A, which needs no
 	// packing of B.
 	dotT func(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)
 	// useDotT reports whether dotT beats packing B for m rows and depth k.
@@ -114,22 +203,57 @@ func grow(buf []float32, n int) []float32 {
 
 // gemmWith runs Gemm on code path p with at most threads goroutines, fewer for small products.
 func gemmWith(p *impl, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	flops := 2 * float64(m) * float64(n) * float64(k)
-	nt := 1
-	if threads > 1 && flops >= parallelFlops {
-		nt = min(threads, int(flops/parallelFlops))
-	}
-	gemmN(p, nt, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmN(p, threadsFor(threads, m, n, k), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // gemmN runs Gemm on code path p with nt goroutines (fewer if C has fewer tiles).
 func gemmN(p *impl, nt int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	newGemm(p, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc).exec(nt)
+}
+
+// gemmArgs is one product and how to run it.
+type gemmArgs struct {
+	p              *impl
+	transA, transB bool
+	m, n, k        int
+	alpha          float32
+	a              []float32
+	lda            int
+	b              []float32
+	ldb            int
+	beta           float32
+	c              []float32
+	ldc            int
+	rows           bool     // batch-invariant rows: never the dot-product kernel
+	packed         *PackedB // op(B) already packed (b unused)
+}
+
+func newGemm(p *impl, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) *gemmArgs {
+	return &gemmArgs{p: p, transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
+}
+
+// rowsInvariant makes g run the micro-kernel whatever m is (GemmRows).
+func (g *gemmArgs) rowsInvariant() *gemmArgs {
+	g.rows = true
+	return g
+}
+
+// exec validates the product and runs it with nt goroutines (fewer if C has fewer tiles).
+func (g *gemmArgs) exec(nt int) {
+	p, m, n := g.p, g.m, g.n
+	if g.packed == nil {
+		checkGemm(g.transA, g.transB, m, n, g.k, g.a, g.lda, g.b, g.ldb, g.c, g.ldc)
+	} else {
+		if m < 0 {
+			panic(fmt.Sprintf("kernel.GemmPacked: negative dimension m=%d", m))
+		}
+		checkMatrix("a", g.a, m, g.k, g.lda)
+		checkMatrix("c", g.c, m, n, g.ldc)
+	}
 	if m == 0 || n == 0 {
 		return
 	}
-	g := gemmArgs{p: p, transA: transA, transB: transB, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	if p.dotT != nil && transB && k > 0 && p.useDotT(m, k) && alpha != 0 {
+	if !g.rows && g.packed == nil && p.dotT != nil && g.transB && g.k > 0 && p.useDotT(m, g.k) && g.alpha != 0 {
 		g.dotT(nt, m, n)
 		return
 	}
@@ -168,20 +292,6 @@ func gemmN(p *impl, nt int, transA, transB bool, m, n, k int, alpha float32, a [
 	wg.Wait()
 }
 
-type gemmArgs struct {
-	p              *impl
-	transA, transB bool
-	k              int
-	alpha          float32
-	a              []float32
-	lda            int
-	b              []float32
-	ldb            int
-	beta           float32
-	c              []float32
-	ldc            int
-}
-
 // run computes rows m0..m1 and columns n0..n1 of C.
 func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	scaleC(g.beta, g.c, g.ldc, m0, m1, n0, n1)
@@ -193,7 +303,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	ws := workspaces.Get().(*workspace)
 	defer workspaces.Put(ws)
 	// B is used in place when few row strips of A reuse it: packing would cost as much as it saves.
-	direct := p.directB && !g.transB && m1-m0 <= 2*mr && (n1-n0)%p.directBUnit == 0 && n0%p.directBUnit == 0
+	direct := g.packed == nil && p.directB && !g.transB && m1-m0 <= 2*mr && (n1-n0)%p.directBUnit == 0 && n0%p.directBUnit == 0
 	// The micro-kernels read A through strides: A itself when not transposed (row stride lda),
 	// packed kc×mr strips (row stride 1, column stride mr) when it is.
 	mcMax := max(mr, blockM/mr*mr)
@@ -204,9 +314,13 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 			kc := min(blockK, g.k-pc)
 			var bp []float32
 			bs := nr
-			if direct {
+			switch {
+			case g.packed != nil:
+				// jc is a multiple of nr: workers split C at whole tiles.
+				bp = g.packed.data[pc*g.packed.np+jc*kc:]
+			case direct:
 				bp, bs = g.b[pc*g.ldb+jc:], g.ldb
-			} else {
+			default:
 				ws.b = grow(ws.b, kc*ncPad)
 				bp = ws.b
 				packB(p.packT16, bp, g.b, g.ldb, g.transB, pc, kc, jc, nc, nr)

@@ -456,3 +456,99 @@ func TestMax(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmRowsBatchInvariant checks that every element of GemmRows's product, and of
+// GemmPacked's, is bit for bit the same for m = 1 … M rows of one op(A) and n = 1 … N columns of
+// one op(B), on every code path and thread count, and that GemmPacked equals GemmRows. Gemm fails
+// this for A·Bᵀ: it switches to the dot-product kernel below some m.
+func TestGemmRowsBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	const M = 50
+	shapes := []struct {
+		transA, transB bool
+		n, k           int
+		alpha, beta    float32
+	}{
+		{false, true, 40, 32, 1, 0},             // decode x·Wᵀ, small
+		{false, true, 130, 300, 0.3, 1},         // two k blocks, column edges, scaled scores
+		{false, false, 70, 64, 1, 1},            // B read in place for few rows, packed for more
+		{false, false, 36, 280, 0.5, 0},         // the same over two k blocks
+		{true, true, 33, 20, -0.5, 0},           // transposed A
+		{false, true, 2*blockN/3 + 5, 40, 1, 0}, // large enough to run on several goroutines
+	}
+	for _, p := range impls {
+		for _, sh := range shapes {
+			name := fmt.Sprintf("%s tA=%v tB=%v n=%d k=%d", p.name, sh.transA, sh.transB, sh.n, sh.k)
+			lda, ldb := sh.k+3, sh.k+1
+			a := randSlice(r, M*lda)
+			if sh.transA {
+				lda = M + 2
+				a = randSlice(r, sh.k*lda)
+			}
+			if !sh.transB {
+				ldb = sh.n + 2
+			}
+			b := randSlice(r, max(sh.n, sh.k)*ldb)
+			c0 := randSlice(r, M*sh.n)
+			full := append([]float32(nil), c0...)
+			newGemm(p, sh.transA, sh.transB, M, sh.n, sh.k, sh.alpha, a, lda, b, ldb, sh.beta, full, sh.n).rowsInvariant().exec(1)
+			// part runs the product of the first m rows and n columns.
+			part := func(m, n, threads int) {
+				c := append([]float32(nil), c0[:m*sh.n]...)
+				newGemm(p, sh.transA, sh.transB, m, n, sh.k, sh.alpha, a, lda, b, ldb, sh.beta, c, sh.n).rowsInvariant().exec(threads)
+				sameBlock(t, fmt.Sprintf("%s: GemmRows m=%d n=%d threads=%d", name, m, n, threads), c, full, m, n, sh.n)
+				if sh.transA {
+					return
+				}
+				clear(c)
+				copy(c, c0[:m*sh.n])
+				gemmPacked(threads, m, sh.alpha, a, lda, packBWith(p, sh.transB, n, sh.k, b, ldb), sh.beta, c, sh.n)
+				sameBlock(t, fmt.Sprintf("%s: GemmPacked m=%d n=%d threads=%d", name, m, n, threads), c, full, m, n, sh.n)
+			}
+			for m := 1; m <= M; m++ {
+				part(m, sh.n, 1+m%3)
+			}
+			for n := 1; n < sh.n; n += 1 + n/8 {
+				part(1, n, 1)
+				part(M, n, 2)
+			}
+		}
+	}
+}
+
+// sameBlock fails unless the first m rows and n columns of got and want (row stride ld) are equal
+// bit for bit.
+func sameBlock(t *testing.T, name string, got, want []float32, m, n, ld int) {
+	t.Helper()
+	for i := range m {
+		for j := range n {
+			if g, w := got[i*ld+j], want[i*ld+j]; math.Float32bits(g) != math.Float32bits(w) {
+				t.Fatalf("%s: C[%d,%d] is %v, %v in the whole product", name, i, j, g, w)
+			}
+		}
+	}
+}
+
+// TestGemmPackedMatchesNaive checks GemmPacked's values on every code path, with edges of every
+// block.
+func TestGemmPackedMatchesNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	cases := []gemmCase{
+		{transB: true, m: 1, n: 1, k: 1, alpha: 1},
+		{transB: true, m: 7, n: 65, k: 17, alpha: 2, beta: 0.5, padA: 1, padB: 2, padC: 3},
+		{m: 13, n: 100, k: blockK + 9, alpha: -1, beta: 1, padB: 4},
+		{transB: true, m: blockM + 5, n: blockN + 21, k: 2*blockK + 1, alpha: 1},
+		{transB: true, m: 3, n: 10, k: 0, alpha: 1, beta: 0.5, padA: 1, padB: 1},
+	}
+	for _, p := range impls {
+		for i, tc := range cases {
+			tc.checkWith(t, r, func(c []float32, a []float32, lda int, b []float32, ldb int, ldc int) {
+				gemmPacked(1+i%3, tc.m, tc.alpha, a, lda, packBWith(p, tc.transB, tc.n, tc.k, b, ldb), tc.beta, c, ldc)
+			}, p.name+"/packed")
+		}
+	}
+	pb := PackB(true, 3, 2, make([]float32, 6), 2)
+	if pb.N() != 3 || pb.K() != 2 {
+		t.Fatalf("PackB(3×2ᵀ): N %d, K %d", pb.N(), pb.K())
+	}
+}

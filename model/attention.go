@@ -44,7 +44,7 @@ func (m *Model) attention(att, lse, q, k, v []float32, pk packed) {
 			for i0 := 0; i0 < L; i0 += attnBlock {
 				nb := min(attnBlock, L-i0)
 				c := (off+i0)*qw + h*hd
-				attendBlock(att[c:], q[c:], qw, kb, vb, kw, hd, nb, i0, scale, S, lse[(off+i0)*H+h:], H)
+				attendBlock(att[c:], q[c:], qw, kb, kw, false, vb, kw, hd, nb, i0, scale, S, lse[(off+i0)*H+h:], H)
 			}
 		}
 	})
@@ -52,12 +52,21 @@ func (m *Model) attention(att, lse, q, k, v []float32, pk packed) {
 
 // attendBlock is causal attention of nb query rows of one head at
 // positions start … start+nb−1 over the keys and values of positions
-// 0 … start+nb−1 (row stride ldk): S = scale·Q Kᵀ (one GEMM), row softmax
-// masking key j > position, O = P V (one GEMM). Row r's log-sum-exp goes
-// to lse[r·ldl] when lse is not nil. S is scratch of nb·(start+nb) floats.
-func attendBlock(out, q []float32, ldq int, k, v []float32, ldk, hd, nb, start int, scale float32, S, lse []float32, ldl int) {
+// 0 … start+nb−1: S = scale·Q Kᵀ (one GEMM), row softmax masking key
+// j > position, O = P V (one GEMM). Values are rows of hd (stride ldv);
+// keys too (stride ldk), or with kT hd rows of keys (key j's component i at
+// k[i·ldk + j], the Decoder's cache). Row r's log-sum-exp goes to
+// lse[r·ldl] when lse is not nil. S is scratch of nb·(start+nb) floats.
+//
+// A row's output does not depend on nb or on how far past the row's
+// position the keys go: both GEMMs are kernel.GemmRowsSerial, whose sums
+// along k do not depend on the other rows (keys stored as rows or
+// transposed give the same sums), and the zeros of masked keys add
+// nothing to P V. So a prompt fed whole, in chunks or one token at a time,
+// and the Scorer's blocks of attnBlock rows, give the same numbers.
+func attendBlock(out, q []float32, ldq int, k []float32, ldk int, kT bool, v []float32, ldv, hd, nb, start int, scale float32, S, lse []float32, ldl int) {
 	nk := start + nb
-	kernel.GemmSerial(false, true, nb, nk, hd, scale, q, ldq, k, ldk, 0, S, nk)
+	kernel.GemmRowsSerial(false, !kT, nb, nk, hd, scale, q, ldq, k, ldk, 0, S, nk)
 	for r := 0; r < nb; r++ {
 		row := S[r*nk : r*nk+nk]
 		valid := start + r + 1
@@ -69,7 +78,7 @@ func attendBlock(out, q []float32, ldq int, k, v []float32, ldk, hd, nb, start i
 			lse[r*ldl] = mx + float32(math.Log(float64(sum)))
 		}
 	}
-	kernel.GemmSerial(false, false, nb, hd, nk, 1, S, nk, v, ldk, 0, out, ldq)
+	kernel.GemmRowsSerial(false, false, nb, hd, nk, 1, S, nk, v, ldv, 0, out, ldq)
 }
 
 // attentionBack computes dq, dk and dv (all overwritten) from datt, with

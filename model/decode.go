@@ -19,15 +19,20 @@ type Finished struct {
 }
 
 type decSeq struct {
-	id      int
-	req     infer.Request
-	limit   int         // tokens it may still produce in total
-	kc, vc  [][]float32 // per layer KV cache [capacity, KVHeads·HeadDim]
-	n       int         // cached positions
-	pending []int       // tokens to feed at the next step
-	stop    map[int]bool
-	rng     *rand.Rand
-	out     infer.Completion
+	id    int
+	req   infer.Request
+	limit int // tokens it may still produce in total
+	// Per layer KV cache for capacity positions: kc holds the keys
+	// transposed, [KVHeads·HeadDim, capacity] (component c of position t at
+	// c·capacity + t), so that Q·Kᵀ reads them in place; vc the values as
+	// rows, [capacity, KVHeads·HeadDim].
+	kc, vc   [][]float32
+	capacity int
+	n        int   // cached positions
+	pending  []int // tokens to feed at the next step
+	stop     map[int]bool
+	rng      *rand.Rand
+	out      infer.Completion
 }
 
 // Decoder samples continuations of many prompts at once with a KV cache per
@@ -42,10 +47,24 @@ type decSeq struct {
 // π_θ that Scorer.Forward computes for PPO; they equal the sampling
 // distribution's when Temperature is 1 and TopP is 0 or 1. Temperature 0
 // samples greedily (the first maximal logit).
+//
+// Batch invariance: a sequence's tokens and log-probabilities depend only
+// on the model and its request (prompt, sampling settings, Seed), to the
+// bit, not on which other sequences share its forwards, how its prompt is
+// split into prefill chunks, or whether a prefix came from the cache.
+// Every step of the forward is row-local except the products, and those
+// run kernels whose rows do not depend on the row count: the projections
+// multiply by weights packed once (kernel.GemmPacked), attention uses
+// kernel.GemmRowsSerial (attendBlock). The Scorer computes each row the
+// same way, so Scorer.Forward gives the sampled tokens the log-
+// probabilities the Decoder reported, also to the bit. The cost is a
+// packed copy of the weights per Decoder (about their size).
 type Decoder struct {
 	m      *Model
 	nextID int
 	active []*decSeq
+	layers []packedLayer   // the layers' projections, packed
+	head   *kernel.PackedB // the language-model head, packed
 
 	tokens, pos           []int32
 	rows                  []int // first packed row of each sequence
@@ -67,13 +86,21 @@ type Decoder struct {
 	clock     uint64
 }
 
+// packedLayer holds one layer's projection weights packed for
+// kernel.GemmPacked (y = x·Wᵀ).
+type packedLayer struct {
+	q, k, v, o, g, u, d *kernel.PackedB
+}
+
 // prefixEntry is the KV cache of a finished sequence: positions
-// 0 … len(tokens)−1.
+// 0 … len(tokens)−1, laid out as decSeq's (keys transposed with row stride
+// capacity).
 type prefixEntry struct {
-	tokens []int
-	kc, vc [][]float32
-	bytes  int64
-	used   uint64
+	tokens   []int
+	kc, vc   [][]float32
+	capacity int
+	bytes    int64
+	used     uint64
 }
 
 // SetPrefixCache keeps the KV caches of finished sequences, up to limit
@@ -81,8 +108,8 @@ type prefixEntry struct {
 // the cache). A new prompt that starts with a cached sequence's tokens
 // copies those positions instead of recomputing them: an agent's next
 // turn re-sends its previous context. Keys and values of a position depend
-// only on the tokens up to it, so the result is the recomputation's, up to
-// float32 rounding of differently shaped GEMMs.
+// only on the tokens up to it (bit for bit: see Decoder), so the result is
+// the recomputation's.
 func (d *Decoder) SetPrefixCache(limit int64) {
 	d.poolLimit = limit
 	d.evict()
@@ -124,9 +151,9 @@ func (d *Decoder) keepPrefix(s *decSeq) {
 	toks := append(slices.Clone(s.req.Prompt), s.out.Tokens...)[:s.n]
 	kw := d.m.Cfg.KVHeads * d.m.Cfg.HeadDim()
 	// The buffers were sized for the whole request: count what they hold.
-	e := &prefixEntry{tokens: toks, kc: s.kc, vc: s.vc, bytes: int64(2*len(s.kc)*cap(s.kc[0])) * 4}
-	for l := range e.kc {
-		e.kc[l], e.vc[l] = e.kc[l][:s.n*kw:s.n*kw], e.vc[l][:s.n*kw:s.n*kw]
+	e := &prefixEntry{tokens: toks, kc: s.kc, vc: s.vc, capacity: s.capacity, bytes: int64(2*len(s.kc)*cap(s.kc[0])) * 4}
+	for l := range e.vc {
+		e.vc[l] = e.vc[l][: s.n*kw : s.n*kw]
 	}
 	d.pool = slices.DeleteFunc(d.pool, func(o *prefixEntry) bool {
 		if len(o.tokens) <= len(toks) && slices.Equal(o.tokens, toks[:len(o.tokens)]) {
@@ -163,7 +190,9 @@ func (d *Decoder) reusePrefix(s *decSeq) {
 	}
 	kw := d.m.Cfg.KVHeads * d.m.Cfg.HeadDim()
 	for l := range s.kc {
-		copy(s.kc[l], best.kc[l][:bestLen*kw])
+		for c := range kw {
+			copy(s.kc[l][c*s.capacity:c*s.capacity+bestLen], best.kc[l][c*best.capacity:c*best.capacity+bestLen])
+		}
 		copy(s.vc[l], best.vc[l][:bestLen*kw])
 	}
 	d.clock++
@@ -174,8 +203,24 @@ func (d *Decoder) reusePrefix(s *decSeq) {
 }
 
 // NewDecoder returns a Decoder over m. m must be a policy, and its weights
-// must not change while the Decoder holds sequences.
-func (m *Model) NewDecoder() *Decoder { return &Decoder{m: m} }
+// must not change while the Decoder is in use: it packs the projections
+// once, and its prefix cache holds keys and values computed with them.
+func (m *Model) NewDecoder() *Decoder {
+	d := &Decoder{m: m}
+	if m.Value {
+		return d // Add refuses every request
+	}
+	pack := func(w *Param) *kernel.PackedB {
+		return kernel.PackB(true, w.Shape[0], w.Shape[1], w.Data, w.Shape[1])
+	}
+	d.layers = make([]packedLayer, len(m.Layers))
+	for l := range m.Layers {
+		w := &m.Layers[l]
+		d.layers[l] = packedLayer{q: pack(w.Wq), k: pack(w.Wk), v: pack(w.Wv), o: pack(w.Wo), g: pack(w.Wg), u: pack(w.Wu), d: pack(w.Wd)}
+	}
+	d.head = pack(m.headWeight())
+	return d
+}
 
 // Active is the number of unfinished sequences.
 func (d *Decoder) Active() int { return len(d.active) }
@@ -349,10 +394,10 @@ func (d *Decoder) forward() {
 	budget := d.prefillChunk
 	for _, s := range d.active {
 		if s.kc == nil {
-			capacity := len(s.req.Prompt) + s.limit
+			s.capacity = len(s.req.Prompt) + s.limit
 			s.kc, s.vc = make([][]float32, cfg.Layers), make([][]float32, cfg.Layers)
 			for l := range s.kc {
-				s.kc[l], s.vc[l] = make([]float32, capacity*kw), make([]float32, capacity*kw)
+				s.kc[l], s.vc[l] = make([]float32, s.capacity*kw), make([]float32, s.capacity*kw)
 			}
 			d.reusePrefix(s)
 		}
@@ -390,16 +435,21 @@ func (d *Decoder) forward() {
 	H := cfg.Heads
 	cost := func(t int) int { return d.feed[t/H] * (d.batch[t/H].n + d.feed[t/H]) }
 	for l := range m.Layers {
-		w := &m.Layers[l]
+		w, pw := &m.Layers[l], &d.layers[l]
 		rmsnorm(d.h, d.r, d.x, w.AttnNorm.Data, n, dim, cfg.NormEps)
-		linear(d.q, d.h, w.Wq, n)
-		linear(d.k, d.h, w.Wk, n)
-		linear(d.v, d.h, w.Wv, n)
+		kernel.GemmPacked(n, 1, d.h, dim, pw.q, 0, d.q, qw)
+		kernel.GemmPacked(n, 1, d.h, dim, pw.k, 0, d.k, kw)
+		kernel.GemmPacked(n, 1, d.h, dim, pw.v, 0, d.v, kw)
 		m.rope(d.q, d.pos, H, false)
 		m.rope(d.k, d.pos, cfg.KVHeads, false)
 		for i, s := range d.batch {
 			r0, f := d.rows[i], d.feed[i]
-			copy(s.kc[l][s.n*kw:], d.k[r0*kw:(r0+f)*kw])
+			kt := s.kc[l]
+			for r := range f {
+				for c, v := range d.k[(r0+r)*kw : (r0+r+1)*kw] {
+					kt[c*s.capacity+s.n+r] = v
+				}
+			}
 			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+f)*kw])
 		}
 		balanced(len(d.batch)*H, cost, func(next func() (int, bool)) {
@@ -409,20 +459,20 @@ func (d *Decoder) forward() {
 				i, h := t/H, t%H
 				s, f := d.batch[i], d.feed[i]
 				g := h / group
-				kb, vb := s.kc[l][g*hd:], s.vc[l][g*hd:]
+				kb, vb := s.kc[l][g*hd*s.capacity:], s.vc[l][g*hd:]
 				for i0 := 0; i0 < f; i0 += attnBlock {
 					nb := min(attnBlock, f-i0)
 					c := (d.rows[i]+i0)*qw + h*hd
-					attendBlock(d.att[c:], d.q[c:], qw, kb, vb, kw, hd, nb, s.n+i0, scale, S, nil, 0)
+					attendBlock(d.att[c:], d.q[c:], qw, kb, s.capacity, true, vb, kw, hd, nb, s.n+i0, scale, S, nil, 0)
 				}
 			}
 		})
-		kernel.Gemm(false, true, n, dim, qw, 1, d.att, qw, w.Wo.Data, qw, 1, d.x, dim)
+		kernel.GemmPacked(n, 1, d.att, qw, pw.o, 1, d.x, dim)
 		rmsnorm(d.h, d.r, d.x, w.MLPNorm.Data, n, dim, cfg.NormEps)
-		linear(d.g, d.h, w.Wg, n)
-		linear(d.u, d.h, w.Wu, n)
+		kernel.GemmPacked(n, 1, d.h, dim, pw.g, 0, d.g, F)
+		kernel.GemmPacked(n, 1, d.h, dim, pw.u, 0, d.u, F)
 		swiglu(d.a, d.sg, d.g, d.u)
-		kernel.Gemm(false, true, n, dim, F, 1, d.a, F, w.Wd.Data, F, 1, d.x, dim)
+		kernel.GemmPacked(n, 1, d.a, F, pw.d, 1, d.x, dim)
 	}
 	B := len(d.batch)
 	d.last, d.lastH, d.lastR = grow(d.last, B*dim), grow(d.lastH, B*dim), grow(d.lastR, B)
@@ -436,13 +486,14 @@ func (d *Decoder) forward() {
 	rmsnorm(d.lastH, d.lastR, d.last, m.Norm.Data, B, dim, cfg.NormEps)
 	V := cfg.Vocab
 	d.logits = grow(d.logits, B*V)
-	kernel.Gemm(false, true, B, V, dim, 1, d.lastH, dim, m.headWeight().Data, dim, 0, d.logits, V)
+	kernel.GemmPacked(B, 1, d.lastH, dim, d.head, 0, d.logits, V)
 }
 
 // sampleToken draws a token from softmax(z/T), truncated to the smallest
 // set of most likely tokens whose mass reaches topP when 0 < topP < 1, and
 // returns it with its log-probability under softmax(z) (temperature 1,
-// untruncated). T = 0 picks argmax z. probs and order are scratch of len(z).
+// untruncated), computed as the Scorer computes it (logSumExp). T = 0
+// picks argmax z. probs and order are scratch of len(z).
 func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float32, order []int32) (int, float64) {
 	best := 0
 	for i, v := range z {
@@ -451,13 +502,9 @@ func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float3
 		}
 	}
 	mx := float64(z[best])
-	var sum float64
-	for _, v := range z {
-		sum += math.Exp(float64(v) - mx)
-	}
-	lse := mx + math.Log(sum)
+	lse, _ := logSumExp(z, probs)
 	if temp == 0 {
-		return best, float64(z[best]) - lse
+		return best, float64(z[best] - lse)
 	}
 	var total float64
 	for i, v := range z {
@@ -507,5 +554,5 @@ func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float3
 			}
 		}
 	}
-	return tok, float64(z[tok]) - lse
+	return tok, float64(z[tok] - lse)
 }

@@ -5,18 +5,21 @@
 //
 // Data flows as follows. Training and PPO scoring pack a batch of
 // variable-length sequences into one [N, Dim] activation matrix (no
-// padding): every projection is one kernel.Gemm over all N positions,
-// attention runs per (sequence, head) as blocked GEMMs. A Scorer keeps the
-// activations of its last Forward so that Backward can turn dL/d(output) —
-// per-target log-probabilities for the policy, per-target values for the
-// critic — into parameter gradients, accumulated in Param.Grad (Score is
-// the lighter forward for rollouts that need no gradient). Sampling uses a
-// KV cache per sequence: a Decoder batches the prefill of new prompts and
-// one decode step of every running sequence into a single forward, and can
-// keep finished sequences' caches so that a prompt extending an earlier one
-// skips the shared prefix. Checkpoints are config.json + model.safetensors
-// with HF names (Save, Load); optimisation is package optim's
-// (OptimParams).
+// padding): every projection is one GEMM over all N positions, attention
+// runs per (sequence, head) as blocked GEMMs. The forward's GEMMs are
+// kernel's batch-invariant ones (GemmRows), whose rows do not depend on N.
+// A Scorer keeps the activations of its last Forward so that Backward can
+// turn dL/d(output) — per-target log-probabilities for the policy,
+// per-target values for the critic — into parameter gradients, accumulated
+// in Param.Grad (Score is the lighter forward for rollouts that need no
+// gradient). Sampling uses a KV cache per sequence: a Decoder batches the
+// prefill of new prompts and one decode step of every running sequence
+// into a single forward, and can keep finished sequences' caches so that a
+// prompt extending an earlier one skips the shared prefix; computing every
+// row as the Scorer does, it gives each sequence the same numbers whatever
+// its batch, and the Scorer's. Checkpoints are config.json +
+// model.safetensors with HF names (Save, Load); optimisation is package
+// optim's (OptimParams).
 package model
 
 import (

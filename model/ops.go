@@ -73,10 +73,13 @@ func balanced(n int, cost func(int) int, worker func(next func() (int, bool))) {
 	wg.Wait()
 }
 
-// linear computes y[N, out] = x[N, in] · Wᵀ (W is [out, in]).
+// linear computes y[N, out] = x[N, in] · Wᵀ (W is [out, in]). Each row
+// of y is computed as the Decoder computes it (kernel.GemmRows, whose rows
+// do not depend on N), so that scoring a sequence gives the log-
+// probabilities its sampling reported, to the bit.
 func linear(y, x []float32, w *Param, n int) {
 	out, in := w.Shape[0], w.Shape[1]
-	kernel.Gemm(false, true, n, out, in, 1, x, in, w.Data, in, 0, y, out)
+	kernel.GemmRows(false, true, n, out, in, 1, x, in, w.Data, in, 0, y, out)
 }
 
 // linearBack accumulates dW += dyᵀ · x and computes dx = dy · W
@@ -226,12 +229,20 @@ func swigluBack(dg, du, da, sg, g, u []float32) {
 	})
 }
 
+// logSumExp returns lse = log Σ_i e^z[i] in float32, and sum = Σ_i e[i]
+// with e[i] = e^(z[i] − max z) (e is scratch of len(z)). A log-probability
+// is z[t] − lse, computed in float32: the Scorer's (logSoftmax) and the
+// Decoder's (sampleToken) are then the same number.
+func logSumExp(z, e []float32) (lse, sum float32) {
+	mx := kernel.Max(z)
+	sum = kernel.ExpShift(e, z, mx)
+	return mx + float32(math.Log(float64(sum))), sum
+}
+
 // logSoftmax writes log softmax(z) into out (which may be z) and returns
 // the entropy −Σ p log p. e is scratch of len(z).
 func logSoftmax(out, z, e []float32) float64 {
-	mx := kernel.Max(z)
-	sum := kernel.ExpShift(e, z, mx)
-	lse := mx + float32(math.Log(float64(sum)))
+	lse, sum := logSumExp(z, e)
 	var plp float32
 	for i, v := range z {
 		lp := v - lse

@@ -193,7 +193,7 @@ func (s *Scorer) forward(raw, keep bool) *Output {
 		m.rope(a.k, s.pos, cfg.KVHeads, false)
 		m.attention(a.att, a.lse, a.q, a.k, a.v, s.pk)
 		copy(a.x2, a.x)
-		kernel.Gemm(false, true, n, d, w.Wo.Shape[1], 1, a.att, w.Wo.Shape[1], w.Wo.Data, w.Wo.Shape[1], 1, a.x2, d)
+		kernel.GemmRows(false, true, n, d, w.Wo.Shape[1], 1, a.att, w.Wo.Shape[1], w.Wo.Data, w.Wo.Shape[1], 1, a.x2, d)
 		rmsnorm(s.hbuf, a.r2, a.x2, w.MLPNorm.Data, n, d, cfg.NormEps)
 		linear(a.g, s.hbuf, w.Wg, n)
 		linear(a.u, s.hbuf, w.Wu, n)
@@ -207,7 +207,7 @@ func (s *Scorer) forward(raw, keep bool) *Output {
 			next = a.x // consumed: x2 holds the residual stream now
 		}
 		copy(next, a.x2)
-		kernel.Gemm(false, true, n, d, cfg.FFN, 1, s.abuf, cfg.FFN, w.Wd.Data, cfg.FFN, 1, next, d)
+		kernel.GemmRows(false, true, n, d, cfg.FFN, 1, s.abuf, cfg.FFN, w.Wd.Data, cfg.FFN, 1, next, d)
 	}
 	rmsnorm(s.hf, s.rf, s.xf, m.Norm.Data, n, d, cfg.NormEps)
 	for i, r := range s.targets {
@@ -222,7 +222,7 @@ func (s *Scorer) forward(raw, keep bool) *Output {
 		out.Values = s.split(func(i int) float64 { return float64(s.vals[i]) })
 	} else {
 		V := cfg.Vocab
-		kernel.Gemm(false, true, M, V, d, 1, s.hg, d, m.headWeight().Data, d, 0, s.logp, V)
+		kernel.GemmRows(false, true, M, V, d, 1, s.hg, d, m.headWeight().Data, d, 0, s.logp, V)
 		if raw {
 			return nil
 		}

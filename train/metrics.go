@@ -43,7 +43,8 @@ type Metrics struct {
 	ValueWarmupLoss float64 `json:"value_warmup_loss"` // last critic warm-up step's loss (first iteration only)
 	// LogprobMaxDiff is max |log π_trainer − log π_sampler| over the
 	// iteration's first optimiser step, before any update: 0 up to float
-	// rounding when the sampler serves the trainer's weights.
+	// rounding when the sampler serves the trainer's weights, exactly 0
+	// with the built-in model and engine.
 	LogprobMaxDiff float64 `json:"logprob_max_abs_diff"`
 	Advantage      float64 `json:"advantage_mean"`
 	LR             float64 `json:"lr"`

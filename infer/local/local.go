@@ -9,6 +9,14 @@
 // finished completion back to its caller. Publish installs new weights: the
 // engine lets the sequences in flight finish on the old weights, then
 // switches, so every completion comes from exactly one policy.
+//
+// Which requests share a decode step depends on goroutine timing, but the
+// results do not: a request's tokens and log-probabilities are, to the bit,
+// those it gets alone (for given weights, prompt, sampling settings and
+// Seed), whatever runs beside it, however its prompt is split into prefill
+// chunks and whether its prefix comes from the prefix cache; they are also
+// the trainer's scores of the same tokens (model.Decoder says how). So
+// episodes sampled with the same seeds repeat exactly.
 package local
 
 import (
