@@ -319,22 +319,23 @@ func (c Config) Validate() error {
 }
 
 // DemoConfig is `compactrl demo`'s run (configs/demo.yaml is the same
-// config as a file): a nano Llama policy on a small vault suite (two facts
-// from a pool of eight keys), sized for under ten minutes on two cores:
+// config as a file): a nano Llama policy (two heads of 32 dimensions) on a
+// small vault suite (two facts from a pool of four keys, all-or-nothing
+// reward), sized for under ten minutes on two cores:
 // copy and recall pretraining, SFT on lossy demonstrations (p = 0.5), then
 // CompactionRL with 64 episodes an iteration, evaluated by sampling at
 // temperature 1 (docs/results.md).
 func DemoConfig() Config {
 	c := DefaultConfig()
-	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 176, InitRange: 0.06}
+	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06}
 	c.Suite = SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
-		Files: 3, Pages: 3, Facts: 2, Keys: 8, Distractors: 2, NoiseLines: 4, PartialCredit: true}
+		Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}
 	c.Agent = AgentConfig{Context: 512, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 30,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1, EvalTemperature: 1}
 	c.SFT = SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
 		CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallSteps: 1200, RecallExtra: 6}
 	c.RL.MiniBatches, c.RL.MicroBatch = 4, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 1e-3, 1e-3, 20
-	c.Run = RunConfig{Dir: "runs/demo", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 128, CheckpointEvery: 10}
+	c.Run = RunConfig{Dir: "runs/demo", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 256, CheckpointEvery: 10}
 	return c
 }
