@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/compactrl/compactrl/env/vault"
 )
 
 // Config is every knob of a CompactionRL run: the model, the suite, the
@@ -99,13 +101,22 @@ type SFTConfig struct {
 	// before it is asked to copy keys and values into summaries (0: none).
 	CopySteps int `yaml:"copy_steps"`
 	CopyLen   int `yaml:"copy_len"`
-	CopyBatch int `yaml:"copy_batch"` // sequences a copy or recall step (0: batch_size)
+	CopyBatch int `yaml:"copy_batch"` // sequences a copy step, and a recall step unless recall_batch (0: batch_size)
 	// RecallSteps optimiser steps of recall pretraining follow: demonstration
 	// segments with up to RecallExtra synthetic record lines spliced in, then
 	// a found line querying every record fact of the context, the loss on
 	// the values (the key → value lookup summaries and answers need; 0: none).
 	RecallSteps int `yaml:"recall_steps"`
 	RecallExtra int `yaml:"recall_extra"`
+	// RecallKeys is the key pool of the synthetic record lines: the first
+	// RecallKeys of the vault's 32 key words (0: the suite's pool). A
+	// wider pool than the suite's gives more queries a sequence and a
+	// lookup that cannot lean on a handful of memorised keys.
+	RecallKeys int `yaml:"recall_keys"`
+	// RecallLen is the longest recall sequence (0: CopyLen). Shorter
+	// sequences cost less a step for the same number of queried values.
+	RecallLen   int `yaml:"recall_len"`
+	RecallBatch int `yaml:"recall_batch"` // sequences a recall step (0: copy_batch)
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -251,6 +262,9 @@ func (c Config) Validate() error {
 		nonneg("sft.copy_batch", c.SFT.CopyBatch),
 		nonneg("sft.recall_steps", c.SFT.RecallSteps),
 		nonneg("sft.recall_extra", c.SFT.RecallExtra),
+		nonneg("sft.recall_keys", c.SFT.RecallKeys),
+		nonneg("sft.recall_len", c.SFT.RecallLen),
+		nonneg("sft.recall_batch", c.SFT.RecallBatch),
 		pos("sft.batch_size", c.SFT.BatchSize),
 		pos("rl.group_size", c.RL.GroupSize),
 		pos("rl.ppo_epochs", c.RL.PPOEpochs),
@@ -292,6 +306,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model.init_range: %g must not be negative", c.Model.InitRange)
 	case c.SFT.CopySteps+c.SFT.RecallSteps > 0 && c.SFT.CopyLen < 2:
 		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps or sft.recall_steps > 0", c.SFT.CopyLen)
+	case c.SFT.RecallKeys > vault.KeyWords():
+		return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", c.SFT.RecallKeys, vault.KeyWords())
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:

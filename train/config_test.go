@@ -44,6 +44,8 @@ func TestValidateNamesField(t *testing.T) {
 		"model: {rope_theta: -1}":                          "model.rope_theta",
 		"sft: {recall_steps: -1}":                          "sft.recall_steps",
 		"sft: {recall_steps: 5, copy_len: 1}":              "sft.copy_len",
+		"sft: {recall_keys: 33}":                           "sft.recall_keys",
+		"sft: {recall_len: -1}":                            "sft.recall_len",
 	} {
 		_, err := ParseConfig(strings.NewReader(yml))
 		if err == nil || !strings.Contains(err.Error(), field) {

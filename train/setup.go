@@ -133,7 +133,11 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	}
 	var facts *FactTokens
 	if cfg.SFT.RecallSteps > 0 {
-		if facts, err = NewFactTokens(tok, VaultConfig(cfg.Suite)); err != nil {
+		vc := VaultConfig(cfg.Suite)
+		if cfg.SFT.RecallKeys > 0 {
+			vc.Keys = cfg.SFT.RecallKeys
+		}
+		if facts, err = NewFactTokens(tok, vc); err != nil {
 			pol.Close()
 			return nil, fmt.Errorf("sft.recall_steps: %w", err)
 		}

@@ -113,11 +113,18 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			return errors.New("warm start: sft.recall_steps needs the suite's fact tokens (Trainer.Facts)")
 		}
 		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -3)), 0))
+		recallLen, recallBatchN := cfg.SFT.CopyLen, pretrainBatch
+		if cfg.SFT.RecallLen > 0 {
+			recallLen = cfg.SFT.RecallLen
+		}
+		if cfg.SFT.RecallBatch > 0 {
+			recallBatchN = cfg.SFT.RecallBatch
+		}
 		step := 0
 		next := func() []*item {
 			reach := min(1, 0.05+float64(step)/(0.6*float64(cfg.SFT.RecallSteps)))
 			step++
-			return recallBatch(corpus, t.Facts, pretrainBatch, cfg.SFT.CopyLen, cfg.SFT.RecallExtra, reach, r)
+			return recallBatch(corpus, t.Facts, recallBatchN, recallLen, cfg.SFT.RecallExtra, reach, r)
 		}
 		if err := t.sftPhase(ctx, w, "recall", "recall pretraining", cfg.SFT.RecallSteps, next); err != nil {
 			return err

@@ -69,12 +69,18 @@ func TestWarmStartPhases(t *testing.T) {
 	cfg := nanoConfig(t)
 	cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
 	cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
+	cfg.SFT.RecallKeys, cfg.SFT.RecallLen, cfg.Suite.Keys = 32, 48, 4
 	cfg.Run.Iterations = 0
 	s, err := Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// Recall's record lines draw from all 32 key words, whatever the
+	// suite's pool.
+	if n := len(s.Trainer.Facts.Keys); n != 32 {
+		t.Fatalf("%d recall keys with a suite pool of %d, want 32", n, cfg.Suite.Keys)
+	}
 	if _, err := s.Trainer.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,6 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 		cfg.Suite.TestSeedStart, cfg.Suite.TestSeedStart+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
 	row("pass@1 with compaction", ev.Pass1Compact)
 	row("pass@1 single window", ev.Pass1Single)
-	fmt.Fprintf(e.stdout, "%-28s %.3f\n%-28s %.2f\n%-28s %.3f\n", "summary quality", ev.SummaryQuality, "compactions / episode", ev.Compactions, "pass@1 of compacted", ev.PassCompacted)
+	fmt.Fprintf(e.stdout, "%-28s %s\n%-28s %.2f\n%-28s %s\n", "summary quality", fmtPtr(&ev.SummaryQuality, "%.3f"), "compactions / episode", ev.Compactions, "pass@1 of compacted", fmtPtr(&ev.PassCompacted, "%.3f"))
 	return nil
 }

@@ -89,8 +89,8 @@ func printResult(e env, res train.Result) {
 	fmt.Fprintf(e.stdout, "\n%-34s %14s %14s\n", "held-out pass@1", "with compaction", "single window")
 	fmt.Fprintf(e.stdout, "%-34s %14.3f %14.3f\n", "before RL (after warm start)", res.Before.Pass1Compact, res.Before.Pass1Single)
 	fmt.Fprintf(e.stdout, "%-34s %14.3f %14.3f\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), res.After.Pass1Compact, res.After.Pass1Single)
-	fmt.Fprintf(e.stdout, "\nheld-out (%d episodes, with compaction): mean reward %.3f → %.3f; summary quality %.3f → %.3f; compactions/episode %.2f → %.2f\n",
-		res.After.Episodes, res.Before.Reward, res.After.Reward, res.Before.SummaryQuality, res.After.SummaryQuality, res.Before.Compactions, res.After.Compactions)
+	fmt.Fprintf(e.stdout, "\nheld-out (%d episodes, with compaction): mean reward %.3f → %.3f; summary quality %s → %s; compactions/episode %.2f → %.2f\n",
+		res.After.Episodes, res.Before.Reward, res.After.Reward, fmtPtr(&res.Before.SummaryQuality, "%.3f"), fmtPtr(&res.After.SummaryQuality, "%.3f"), res.Before.Compactions, res.After.Compactions)
 	fmt.Fprintf(e.stdout, "wall %.1fs: warm start %.1fs, rollouts %.1fs, training %.1fs, evaluation %.1fs\n",
 		res.Wall.Seconds(), res.TimeSFT.Seconds(), res.TimeRollout.Seconds(), res.TimeTrain.Seconds(), res.TimeEval.Seconds())
 	if res.TimeRollout > 0 && res.TimeTrain > 0 {

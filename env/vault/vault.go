@@ -72,6 +72,10 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// KeyWords is the number of key words a key pool draws from (Config.Keys
+// at most).
+func KeyWords() int { return len(keyWords) }
+
 // pool is the number of key words in play.
 func (c Config) pool() int {
 	if c.Keys == 0 {
