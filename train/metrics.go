@@ -124,8 +124,8 @@ func (m Metrics) MarshalJSON() ([]byte, error) {
 // Line is a one-line human summary for logs.
 func (m Metrics) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "iter %3d  reward %.3f  pass %.3f  compactions %.2f  summary_q %s  clip %.3f  kl %.4f  vloss %.4f  H %.3f  roll %.1fs train %.1fs",
-		m.Iteration, m.Reward, m.Pass, m.Compactions, fmtNaN(m.SummaryQual), m.ClipFrac, m.ApproxKL, m.ValueLoss, m.Entropy, m.TimeRolloutS, m.TimeTrainS)
+	fmt.Fprintf(&b, "iter %3d  reward %.3f  pass %.3f  compactions %.2f  summary_q %s  clip %.3f  kl %.4f  vloss %s  H %.3f  roll %.1fs train %.1fs",
+		m.Iteration, m.Reward, m.Pass, m.Compactions, fmtNaN(m.SummaryQual), m.ClipFrac, m.ApproxKL, fmtNaN4(m.ValueLoss), m.Entropy, m.TimeRolloutS, m.TimeTrainS)
 	if m.EvalPass1Compact != nil {
 		fmt.Fprintf(&b, "  eval pass@1 %.3f", *m.EvalPass1Compact)
 		if m.EvalPass1Single != nil {
@@ -133,6 +133,14 @@ func (m Metrics) Line() string {
 		}
 	}
 	return b.String()
+}
+
+// fmtNaN4 is fmtNaN with four decimals (a value loss; NaN: no critic).
+func fmtNaN4(v float64) string {
+	if math.IsNaN(v) {
+		return "   -  "
+	}
+	return fmt.Sprintf("%.4f", v)
 }
 
 func fmtNaN(v float64) string {
