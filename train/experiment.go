@@ -202,9 +202,9 @@ func Table(results []ArmResult) report.Table {
 			r.Arm.Label, fmt.Sprint(len(r.Seeds)),
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", c.P, c.Lo, c.Hi, c.K, c.N),
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", s.P, s.Lo, s.Hi, s.K, s.N),
-			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Reward })),
-			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Compactions })),
-			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.SummaryQuality })),
+			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Reward }), "%.3f"),
+			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Compactions }), "%.3f"),
+			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.SummaryQuality }), "%.3f"),
 			strings.Join(per, " "),
 		})
 	}

@@ -125,7 +125,7 @@ func (m Metrics) MarshalJSON() ([]byte, error) {
 func (m Metrics) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "iter %3d  reward %.3f  pass %.3f  compactions %.2f  summary_q %s  clip %.3f  kl %.4f  vloss %s  H %.3f  roll %.1fs train %.1fs",
-		m.Iteration, m.Reward, m.Pass, m.Compactions, fmtNaN(m.SummaryQual), m.ClipFrac, m.ApproxKL, fmtNaN4(m.ValueLoss), m.Entropy, m.TimeRolloutS, m.TimeTrainS)
+		m.Iteration, m.Reward, m.Pass, m.Compactions, fmtNaN(m.SummaryQual, "%.3f"), m.ClipFrac, m.ApproxKL, fmtNaN(m.ValueLoss, "%.4f"), m.Entropy, m.TimeRolloutS, m.TimeTrainS)
 	if m.EvalPass1Compact != nil {
 		fmt.Fprintf(&b, "  eval pass@1 %.3f", *m.EvalPass1Compact)
 		if m.EvalPass1Single != nil {
@@ -135,19 +135,15 @@ func (m Metrics) Line() string {
 	return b.String()
 }
 
-// fmtNaN4 is fmtNaN with four decimals (a value loss; NaN: no critic).
-func fmtNaN4(v float64) string {
-	if math.IsNaN(v) {
-		return "   -  "
+// fmtNaN formats v with format, or a dash as wide as format makes a
+// number when v is NaN (nothing to average: no compaction, no critic).
+func fmtNaN(v float64, format string) string {
+	if !math.IsNaN(v) {
+		return fmt.Sprintf(format, v)
 	}
-	return fmt.Sprintf("%.4f", v)
-}
-
-func fmtNaN(v float64) string {
-	if math.IsNaN(v) {
-		return "  -  "
-	}
-	return fmt.Sprintf("%.3f", v)
+	w := len(fmt.Sprintf(format, 0.0))
+	right := (w - 1) / 2
+	return strings.Repeat(" ", w-1-right) + "-" + strings.Repeat(" ", right)
 }
 
 type metricsWriter struct {
