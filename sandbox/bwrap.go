@@ -1,14 +1,18 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"syscall"
+	"time"
 )
 
 // Bubblewrap runs sessions under bwrap (https://github.com/containers/bubblewrap):
@@ -33,14 +37,28 @@ import (
 //     and --new-session; killing the group kills bwrap, whose pid-namespace
 //     init then takes every sandboxed process with it.
 //
-// cgroups are not used: on the machines this was built on the cgroup
-// hierarchies are read-only, so memory is bounded per process (address
-// space), not per session.
+// With Confine set, each session also gets its own cgroup (memory, pids and
+// cpu, as far as the host allows: see Confinement), which the sandbox
+// enters before bwrap starts; Close then kills every process in it and
+// waits until none is left. Without cgroups, Close waits for the sandbox's
+// pid-namespace init (reported by bwrap --info-fd) to be gone, which the
+// kernel allows only once every process of the namespace has died. Either
+// way, when Close returns nothing the session started still runs: a
+// verifier started next cannot meet a process of the agent.
 type Bubblewrap struct {
 	Path    string   // bwrap binary; default /usr/bin/bwrap
 	ROBinds []string // extra host paths bound read-only at the same place (e.g. /opt/tool)
 	UID     int      // uid to run as when the caller is root; 0 means 65534
 	GID     int      // gid to run as when the caller is root; 0 means 65534
+	// Confine enforces per-session limits (cgroups, workspace tmpfs);
+	// nil: per-process rlimits only.
+	Confine *Confinement
+}
+
+// MountWorkspace mounts a size-limited tmpfs over an episode's workspace
+// directory when b.Confine allows it (see Confinement.MountWorkspace).
+func (b Bubblewrap) MountWorkspace(dir string, limit int64) (func() error, error) {
+	return b.Confine.MountWorkspace(dir, limit)
 }
 
 // Start implements Runner.
@@ -52,7 +70,12 @@ func (b Bubblewrap) Start(ctx context.Context, spec Spec) (Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newShellSession(l, spec.Limits)
+	sess, err := newShellSession(l, spec.Limits)
+	if err != nil {
+		l.close()
+		return nil, err
+	}
+	return sess, nil
 }
 
 func (b Bubblewrap) path() string {
@@ -80,6 +103,13 @@ type bwrapLauncher struct {
 	path string
 	args []string
 	cred *syscall.Credential
+	cg   *cgroup // nil without cgroups
+
+	afterStart func() // closes the child's ends of pipes once it runs
+
+	// nsInit is the pid (in this namespace) of the running sandbox's
+	// pid-namespace init, read from bwrap's --info-fd; 0 until known.
+	nsInit chan int
 }
 
 func (b Bubblewrap) newLauncher(spec Spec) (*bwrapLauncher, error) {
@@ -114,7 +144,15 @@ func (b Bubblewrap) newLauncher(spec Spec) (*bwrapLauncher, error) {
 			}
 		}
 	}
-	return &bwrapLauncher{path: b.path(), args: bwrapArgs(spec, b.ROBinds, hostRootLinks()), cred: cred}, nil
+	uid := -1
+	if cred != nil {
+		uid = int(cred.Uid)
+	}
+	cg, err := b.Confine.newCgroup(spec.Limits.withDefaults(), uid)
+	if err != nil {
+		return nil, err
+	}
+	return &bwrapLauncher{path: b.path(), args: bwrapArgs(spec, b.ROBinds, hostRootLinks()), cred: cred, cg: cg}, nil
 }
 
 // hostRootLinks maps each of /bin, /lib, /lib64, /sbin, /lib32, /libx32 to
@@ -200,22 +238,124 @@ func limitScript(l Limits) string {
 		l.MemoryBytes/1024, l.Processes, l.FileSizeBytes/1024)
 }
 
+// infoFD is the descriptor bwrap writes its --info-fd JSON to (the first
+// of exec.Cmd.ExtraFiles).
+const infoFD = 3
+
 func (l *bwrapLauncher) command() (*exec.Cmd, error) {
-	cmd := exec.Command(l.path, l.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: l.cred}
+	args := append([]string{"--info-fd", strconv.Itoa(infoFD)}, l.args...)
+	path := l.path
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: l.cred}
+	var cgFD *os.File
+	switch {
+	case l.cg != nil && l.cg.version == 1:
+		// Enter the session cgroup before bwrap forks anything: a shell
+		// (already running as the sandbox uid, which owns cgroup.procs)
+		// moves itself in and execs bwrap.
+		script := ""
+		for _, f := range l.cg.procsFiles() {
+			script += "echo $$ > " + ShellQuote(f) + " || exit 96; "
+		}
+		args = append([]string{"-c", script + `exec "$0" "$@"`, l.path}, args...)
+		path = "/bin/sh"
+	case l.cg != nil:
+		f, err := os.Open(l.cg.dirs[0])
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: open cgroup %s: %w", l.cg.dirs[0], err)
+		}
+		cgFD = f
+		attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: info pipe: %w", err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.SysProcAttr = attr
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.ExtraFiles = []*os.File{pw}
+	nsInit := make(chan int, 1)
+	l.nsInit = nsInit
+	go func() {
+		defer pr.Close()
+		var info struct {
+			ChildPid int `json:"child-pid"`
+		}
+		if err := json.NewDecoder(pr).Decode(&info); err == nil && info.ChildPid > 0 {
+			nsInit <- info.ChildPid
+		}
+		close(nsInit)
+	}()
+	l.afterStart = func() {
+		pw.Close()
+		if cgFD != nil {
+			cgFD.Close()
+		}
+	}
 	return cmd, nil
 }
 
-func (l *bwrapLauncher) kill(cmd *exec.Cmd) {
+// started releases what command kept open for the child.
+func (l *bwrapLauncher) started() {
+	if l.afterStart != nil {
+		l.afterStart()
+		l.afterStart = nil
+	}
+}
+
+// kill stops the sandbox and waits until every process it started is gone:
+// with a cgroup, until the cgroup is empty; without, until the pid
+// namespace's init has exited (the kernel kills and reaps every other
+// process of the namespace first).
+func (l *bwrapLauncher) kill(cmd *exec.Cmd) error {
+	l.started()
 	if cmd.Process == nil {
-		return
+		return nil
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	cmd.Process.Kill()
+	if l.cg != nil {
+		return l.cg.killAll(10 * time.Second)
+	}
+	var pid int
+	select {
+	case pid = <-l.nsInit:
+	case <-time.After(time.Second):
+	}
+	if pid <= 0 {
+		return nil // bwrap died before starting the namespace
+	}
+	return waitExited(pid, 10*time.Second)
 }
 
-func (l *bwrapLauncher) close() error { return nil }
+// waitExited waits until pid has exited (gone or a zombie).
+func waitExited(pid int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return nil
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox: pid-namespace init %d still alive %v after SIGKILL", pid, wait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (l *bwrapLauncher) close() error {
+	if l.cg == nil {
+		return nil
+	}
+	if err := l.cg.killAll(10 * time.Second); err != nil {
+		return err
+	}
+	return l.cg.remove()
+}
 
 // searchable checks that uid can reach p: every ancestor directory must be
 // searchable by others (or owned by uid), since bwrap opens the mount

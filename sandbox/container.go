@@ -120,13 +120,19 @@ func (l *containerLauncher) command() (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (l *containerLauncher) kill(cmd *exec.Cmd) {
+func (l *containerLauncher) started() {}
+
+// kill restarts the container, which kills every process in it.
+func (l *containerLauncher) kill(cmd *exec.Cmd) error {
 	if cmd.Process != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	exec.CommandContext(ctx, l.engine, "restart", "-t", "0", l.id).Run()
+	if out, err := exec.CommandContext(ctx, l.engine, "restart", "-t", "0", l.id).CombinedOutput(); err != nil {
+		return fmt.Errorf("sandbox: %s restart %s: %w: %s", l.engine, l.id, err, out)
+	}
+	return nil
 }
 
 func (l *containerLauncher) close() error {

@@ -37,12 +37,21 @@ type Mount struct {
 // Limits bound what one session may consume. Zero fields take the defaults
 // of DefaultLimits.
 type Limits struct {
-	MemoryBytes   int64 // address-space limit per process (RLIMIT_AS)
-	Processes     int   // process/thread count limit (RLIMIT_NPROC, per sandbox user namespace)
+	MemoryBytes int64 // address-space limit per process (RLIMIT_AS)
+	// SessionMemoryBytes bounds the memory of all the session's processes
+	// together (a cgroup, where Confinement enforces it); default
+	// MemoryBytes.
+	SessionMemoryBytes int64
+	// Processes bounds processes+threads: per sandbox user namespace
+	// (RLIMIT_NPROC) and per session (pids cgroup, where enforced).
+	Processes     int
 	FileSizeBytes int64 // largest file a process may write (RLIMIT_FSIZE)
 	TmpBytes      int64 // size of the tmpfs mounted at /tmp (bwrap)
-	OutputBytes   int   // output kept per command: half from the head, half from the tail
-	CPUs          float64
+	// DiskBytes bounds the episode's workspace (a tmpfs mounted over it,
+	// where Confinement enforces it): every file of every process counts.
+	DiskBytes   int64
+	OutputBytes int // output kept per command: half from the head, half from the tail
+	CPUs        float64 // CPU quota of the session (cgroup cpu controller), 0: none
 }
 
 // DefaultLimits are used for every zero field of a Spec's Limits.
@@ -51,6 +60,7 @@ var DefaultLimits = Limits{
 	Processes:     1024, // threads count too: a parallel `go build` on many cores needs hundreds
 	FileSizeBytes: 1 << 30,
 	TmpBytes:      512 << 20,
+	DiskBytes:     4 << 30,
 	OutputBytes:   16 << 10,
 }
 
@@ -68,6 +78,13 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.TmpBytes > 0 {
 		d.TmpBytes = l.TmpBytes
+	}
+	d.SessionMemoryBytes = d.MemoryBytes
+	if l.SessionMemoryBytes > 0 {
+		d.SessionMemoryBytes = l.SessionMemoryBytes
+	}
+	if l.DiskBytes > 0 {
+		d.DiskBytes = l.DiskBytes
 	}
 	if l.OutputBytes > 0 {
 		d.OutputBytes = l.OutputBytes

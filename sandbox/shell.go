@@ -24,8 +24,13 @@ type launcher interface {
 	// command returns an unstarted process; its stdin, stdout and stderr are
 	// set by the session.
 	command() (*exec.Cmd, error)
-	// kill stops cmd and every process it started inside the sandbox.
-	kill(cmd *exec.Cmd)
+	// started is called once cmd has started (or failed to), to release
+	// what command kept open for the child.
+	started()
+	// kill stops cmd and every process it started inside the sandbox, and
+	// returns only once they are gone; the error says some could not be
+	// confirmed dead (a leaked sandbox).
+	kill(cmd *exec.Cmd) error
 	// close releases what the launcher holds (e.g. a container).
 	close() error
 }
@@ -54,6 +59,7 @@ type shellSession struct {
 	out     chan []byte // chunks of the shell's stdout+stderr; closed at EOF
 	waited  chan struct{}
 	pending []byte // bytes read after the last sentinel (background output)
+	leaks   []error // kills that could not confirm every process dead
 }
 
 func newShellSession(l launcher, limits Limits) (*shellSession, error) {
@@ -83,7 +89,9 @@ func (s *shellSession) start() error {
 	}
 	cmd.Stdout = pw
 	cmd.Stderr = pw
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	s.l.started()
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		return fmt.Errorf("sandbox: start shell %s: %w", cmd.Path, err)
@@ -114,12 +122,15 @@ func (s *shellSession) start() error {
 }
 
 // stop kills the current shell and everything it started, and forgets it.
+// A kill that cannot confirm every process dead is kept for Close.
 func (s *shellSession) stop() {
 	if s.proc == nil {
 		return
 	}
 	s.stdin.Close()
-	s.l.kill(s.proc)
+	if err := s.l.kill(s.proc); err != nil {
+		s.leaks = append(s.leaks, err)
+	}
 	out := s.out
 	go func() {
 		for range out {
@@ -255,7 +266,7 @@ func (s *shellSession) Close() error {
 	}
 	s.closed = true
 	s.stop()
-	return s.l.close()
+	return errors.Join(append(s.leaks, s.l.close())...)
 }
 
 // ShellQuote returns s as one single-quoted POSIX shell word.
