@@ -50,7 +50,7 @@ type Limits struct {
 	// DiskBytes bounds the episode's workspace (a tmpfs mounted over it,
 	// where Confinement enforces it): every file of every process counts.
 	DiskBytes   int64
-	OutputBytes int // output kept per command: half from the head, half from the tail
+	OutputBytes int     // output kept per command: half from the head, half from the tail
 	CPUs        float64 // CPU quota of the session (cgroup cpu controller), 0: none
 }
 

@@ -58,7 +58,7 @@ type shellSession struct {
 	stdin   io.WriteCloser
 	out     chan []byte // chunks of the shell's stdout+stderr; closed at EOF
 	waited  chan struct{}
-	pending []byte // bytes read after the last sentinel (background output)
+	pending []byte  // bytes read after the last sentinel (background output)
 	leaks   []error // kills that could not confirm every process dead
 }
 
