@@ -57,7 +57,8 @@ type Env struct {
 	task *Task
 	opts Options
 
-	ws       string // workspace root: app/, tests/, logs/verifier/
+	ws       string       // workspace root: app/, tests/, logs/verifier/
+	unmount  func() error // undoes the workspace's size-limited tmpfs
 	sess     sandbox.Session
 	started  time.Time
 	deadline time.Time
@@ -65,6 +66,7 @@ type Env struct {
 	reward   float64
 	rewards  map[string]float64
 	verOut   string
+	note     string // why the reward is 0 although the verifier ran (see RewardNote)
 	metrics  map[string]float64
 }
 
@@ -106,23 +108,56 @@ func (e *Env) limits() sandbox.Limits {
 	if l.CPUs == 0 {
 		l.CPUs = float64(e.task.Config.Environment.CPUs)
 	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes, _ = e.task.Config.Environment.StorageBytes()
+	}
 	return l
+}
+
+// workspaceMounter is a Runner that can bound a workspace's disk use
+// (sandbox.Bubblewrap with Confine).
+type workspaceMounter interface {
+	MountWorkspace(dir string, limit int64) (unmount func() error, err error)
+}
+
+// newWorkspace makes the episode's workspace under WorkRoot, as a
+// size-limited tmpfs when the runner can mount one.
+func newWorkspace(r sandbox.Runner, root, pattern string, limit int64) (ws string, unmount func() error, err error) {
+	ws, err = sandbox.MkdirTemp(root, pattern)
+	if err != nil {
+		return "", nil, err
+	}
+	unmount = func() error { return nil }
+	if m, ok := r.(workspaceMounter); ok {
+		if unmount, err = m.MountWorkspace(ws, limit); err != nil {
+			os.RemoveAll(ws)
+			return "", nil, err
+		}
+	}
+	return ws, unmount, nil
+}
+
+// NewWorkspace is newWorkspace for other environments (env/swebench).
+func NewWorkspace(r sandbox.Runner, root, pattern string, limit int64) (string, func() error, error) {
+	return newWorkspace(r, root, pattern, limit)
 }
 
 // Reset implements agent.Environment: a fresh workspace with
 // environment/app/ copied to /app and a new sandbox shell in it.
 func (e *Env) Reset(ctx context.Context) (string, error) {
-	e.Close()
+	if err := e.Close(); err != nil {
+		return "", fmt.Errorf("task %s: previous episode: %w", e.task.Name, err)
+	}
 	if _, isContainer := e.opts.Runner.(sandbox.Container); !isContainer {
 		if need, why := e.task.NeedsContainer(); need {
 			return "", fmt.Errorf("task %s: %w (%s); run it with a container runner", e.task.Name, ErrNeedsContainer, why)
 		}
 	}
-	ws, err := sandbox.MkdirTemp(e.opts.WorkRoot, "harbor-"+e.task.Name+"-")
+	ws, unmount, err := newWorkspace(e.opts.Runner, e.opts.WorkRoot, "harbor-"+e.task.Name+"-", e.limits().DiskBytes)
 	if err != nil {
 		return "", fmt.Errorf("task %s: workspace: %w", e.task.Name, err)
 	}
-	e.ws = ws
+	e.ws, e.unmount = ws, unmount
 	app := filepath.Join(ws, "app")
 	if src := e.task.AppDir(); src != "" {
 		err = copyDir(src, app)
@@ -151,7 +186,7 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	e.started = time.Now()
 	e.deadline = e.started.Add(e.agentTimeout())
 	e.done = false
-	e.reward, e.rewards, e.verOut = 0, nil, ""
+	e.reward, e.rewards, e.verOut, e.note = 0, nil, "", ""
 	e.metrics = map[string]float64{"commands": 0, "invalid_actions": 0, "command_timeouts": 0, "shell_restarts": 0}
 	task := e.task.Instruction
 	if !e.opts.NoFormatHint {
@@ -221,29 +256,85 @@ func FormatResult(r sandbox.Result, timeout time.Duration) string {
 	return b.String()
 }
 
-// finish ends the agent phase and runs the verifier.
+// finish ends the agent phase and runs the verifier. The agent's sandbox is
+// closed first, and Close returns only once every process it started is
+// dead: nothing of the agent runs beside the verifier.
 func (e *Env) finish(ctx context.Context, obs string) (agent.Step, error) {
 	e.done = true
 	e.metrics["agent_seconds"] = time.Since(e.started).Seconds()
-	e.sess.Close()
-	reward, err := e.verify(ctx)
+	err := e.sess.Close()
+	e.sess = nil
 	if err != nil {
 		e.cleanup()
+		return agent.Step{}, fmt.Errorf("task %s: agent sandbox not contained: %w", e.task.Name, err)
+	}
+	reward, err := e.verify(ctx)
+	if cerr := e.cleanup(); err == nil && cerr != nil {
+		err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
+	}
+	if err != nil {
 		return agent.Step{}, err
 	}
 	e.reward = reward
-	e.cleanup()
 	if obs != "" {
 		obs += "\n"
 	}
 	obs += fmt.Sprintf("[submitted; verifier reward %g]", reward)
+	if e.note != "" {
+		obs += "\n[reward 0: " + e.note + "]"
+	}
 	if e.verOut != "" {
 		obs += "\nverifier output (tail):\n" + tail(e.verOut, 2000)
 	}
 	return agent.Step{Done: true, Reward: reward, Observation: obs}, nil
 }
 
-// verify runs tests/test.sh in a fresh sandbox over the workspace.
+// verifierScript runs test.sh, then, from the verifier's own shell, counts
+// the processes still alive besides the shell and the namespace's init
+// (zombies excluded: they cannot write) and kills them all. It prints the
+// count as its last line and exits with test.sh's status.
+const verifierScript = `bash /tests/test.sh
+__crl_rc=$?
+__crl_n=0
+for __crl_p in /proc/[0-9]*; do
+  __crl_p=${__crl_p#/proc/}
+  [ "$__crl_p" = 1 ] || [ "$__crl_p" = $$ ] || { read -r __crl_s < /proc/$__crl_p/stat; __crl_s=${__crl_s##*) }; [ "${__crl_s%% *}" = Z ] || __crl_n=$((__crl_n+1)); } 2>/dev/null
+done
+kill -9 -1 2>/dev/null
+printf '\n` + stragglersMarker + ` %d\n' "$__crl_n"
+(exit $__crl_rc)`
+
+// stragglersMarker prefixes verifierScript's last line.
+const stragglersMarker = "__compactrl_verifier_stragglers"
+
+// stragglers reads verifierScript's count from the end of out (-1 when the
+// line is missing: the script was killed before it got there) and returns
+// out without that line.
+func stragglers(out string) (int, string) {
+	i := strings.LastIndex(out, "\n"+stragglersMarker+" ")
+	if i < 0 {
+		return -1, out
+	}
+	var n int
+	if _, err := fmt.Sscanf(strings.TrimSpace(out[i+1+len(stragglersMarker):]), "%d", &n); err != nil {
+		return -1, out
+	}
+	return n, out[:i]
+}
+
+// verify runs tests/test.sh in a fresh sandbox over the workspace and
+// returns the reward. The reward file is read only after that sandbox is
+// closed, with every process in it dead, so nothing can rewrite it after the
+// host has decided to read it.
+//
+// The verifier runs the agent's code (test.sh tests what is in /app), so
+// what the verifier leaves behind is the attempt's doing, not the
+// harness's: a missing or unreadable reward, a verifier killed from inside,
+// or processes that outlived test.sh (which could have written the reward
+// file while test.sh did) score 0 with the reason in RewardNote and the
+// final observation. Only when the agent ran no command at all is a
+// missing reward the task's own fault, an error. A reward outside [0, 1] is
+// an error naming the task.
 func (e *Env) verify(ctx context.Context) (float64, error) {
 	tests := filepath.Join(e.ws, "tests")
 	logs := filepath.Join(e.ws, "logs", "verifier")
@@ -265,30 +356,54 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("task %s: start verifier sandbox: %w", e.task.Name, err)
 	}
-	defer sess.Close()
 	begin := time.Now()
-	r, err := sess.Exec(ctx, "bash /tests/test.sh", e.verifierTimeout())
+	r, err := sess.Exec(ctx, verifierScript, e.verifierTimeout())
 	e.metrics["verifier_seconds"] = time.Since(begin).Seconds()
+	cerr := sess.Close()
 	if err != nil {
 		return 0, fmt.Errorf("task %s: verifier: %w", e.task.Name, err)
 	}
-	e.verOut = FormatResult(r, e.verifierTimeout())
-	reward, all, err := ReadReward(logs)
-	if r.TimedOut {
-		// The agent's work can make the tests hang: that is a failure of
-		// the attempt, not of the infrastructure (a reward written before
-		// the timeout still counts).
-		e.metrics["verifier_timeout"] = 1
-		if err != nil {
-			return 0, nil
-		}
+	if cerr != nil {
+		return 0, fmt.Errorf("task %s: verifier sandbox not contained: %w", e.task.Name, cerr)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, err, r.ExitCode, tail(r.Output, 2000))
+	n, out := stragglers(r.Output)
+	r.Output = out
+	e.verOut = FormatResult(r, e.verifierTimeout())
+	reward, all, rerr := ReadReward(logs)
+	ranAgentCode := e.metrics["commands"] > 0
+	switch {
+	case r.TimedOut:
+		// The agent's work can make the tests hang: that is a failure of
+		// the attempt, not of the infrastructure.
+		e.metrics["verifier_timeout"] = 1
+		return e.zero("the verifier timed out after %v", e.verifierTimeout()), nil
+	case n < 0:
+		return e.zero("the verifier was killed before it finished (test.sh exit %d)", r.ExitCode), nil
+	case n > 0:
+		e.metrics["verifier_stragglers"] = float64(n)
+		return e.zero("%d processes outlived test.sh; any of them could have written the reward file", n), nil
+	case rerr != nil && ranAgentCode:
+		return e.zero("%v (test.sh exit %d)", rerr, r.ExitCode), nil
+	case rerr != nil:
+		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, rerr, r.ExitCode, tail(r.Output, 2000))
+	}
+	if reward < 0 || reward > 1 {
+		return 0, fmt.Errorf("task %s: verifier reward %g is outside [0, 1]", e.task.Name, reward)
 	}
 	e.rewards = all
 	return reward, nil
 }
+
+// zero records why the attempt scores 0 although the verifier ran.
+func (e *Env) zero(format string, args ...any) float64 {
+	e.note = fmt.Sprintf(format, args...)
+	e.metrics["reward_invalid"] = 1
+	return 0
+}
+
+// RewardNote says why the last verification scored 0 without a valid
+// reward from the verifier ("" when the reward is the verifier's).
+func (e *Env) RewardNote() string { return e.note }
 
 func (e *Env) network() bool {
 	return e.opts.Network && e.task.Config.Environment.AllowInternet
@@ -318,20 +433,32 @@ func (e *Env) cacheMounts() []sandbox.Mount {
 }
 
 // Close ends the episode early (if running) and removes the workspace
-// unless KeepWorkspace. Safe to call at any time.
+// unless KeepWorkspace. Safe to call at any time. The error reports a
+// sandbox whose processes could not all be confirmed dead, or a workspace
+// that could not be removed.
 func (e *Env) Close() error {
+	var err error
 	if e.sess != nil {
-		e.sess.Close()
+		err = e.sess.Close()
+		e.sess = nil
 	}
-	e.cleanup()
-	return nil
+	return errors.Join(err, e.cleanup())
 }
 
-func (e *Env) cleanup() {
-	if e.ws != "" && !e.opts.KeepWorkspace {
-		os.RemoveAll(e.ws)
-		e.ws = ""
+func (e *Env) cleanup() error {
+	if e.ws == "" || e.opts.KeepWorkspace {
+		return nil
 	}
+	var errs []error
+	if e.unmount != nil {
+		errs = append(errs, e.unmount())
+		e.unmount = nil
+	}
+	if err := os.RemoveAll(e.ws); err != nil {
+		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
+	}
+	e.ws = ""
+	return errors.Join(errs...)
 }
 
 // Workspace is the host directory of the current episode ("" after cleanup).

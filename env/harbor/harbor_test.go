@@ -149,8 +149,7 @@ cpus = 2
 memory = "2G"
 storage_mb = 10240
 allow_internet = false
-[custom]
-thing = 1
+custom_thing = 1
 `,
 		"tests/test.sh":          "exit 0",
 		"environment/Dockerfile": "FROM debian:12",
@@ -167,7 +166,7 @@ thing = 1
 	if c.Environment.DockerImage != "ghcr.io/x/y:1" || c.Environment.CPUs != 2 || mem != 2<<30 || c.Environment.StorageMB != 10240 || c.Verifier.Env["TOKEN"] != "x" || c.Metadata["difficulty"] != "hard" {
 		t.Fatalf("environment %+v verifier %+v", c.Environment, c.Verifier)
 	}
-	if !strings.Contains(strings.Join(c.Extra, " "), "custom.thing") {
+	if !strings.Contains(strings.Join(c.Extra, " "), "environment.custom_thing") {
 		t.Fatalf("unknown keys %v", c.Extra)
 	}
 	if need, why := task.NeedsContainer(); !need || !strings.Contains(why, "Dockerfile") {
@@ -190,9 +189,16 @@ thing = 1
 		"bad toml":       {"instruction.md": "x", "task.toml": "[agent\n", "tests/test.sh": ""},
 		"bad memory":     {"instruction.md": "x", "task.toml": "[environment]\nmemory = \"lots\"\n", "tests/test.sh": ""},
 		"bad cpus":       {"instruction.md": "x", "task.toml": "[environment]\ncpus = \"two\"\n", "tests/test.sh": ""},
+		"negative cpus":  {"instruction.md": "x", "task.toml": "[environment]\ncpus = -2\n", "tests/test.sh": ""},
+		"nan memory_mb":  {"instruction.md": "x", "task.toml": "[environment]\nmemory_mb = nan\n", "tests/test.sh": ""},
+		"bad storage":    {"instruction.md": "x", "task.toml": "[environment]\nstorage = \"big\"\n", "tests/test.sh": ""},
+		"unknown table":  {"instruction.md": "x", "task.toml": "[verifer]\ntimeout_sec = 5\n", "tests/test.sh": ""},
 	} {
-		if _, err := Load(writeTask(t, files)); err == nil {
+		_, err := Load(writeTask(t, files))
+		if err == nil {
 			t.Errorf("%s: loaded", name)
+		} else if name != "no instruction" && name != "no task.toml" && name != "no test.sh" && !strings.Contains(err.Error(), "task.toml") {
+			t.Errorf("%s: error %q does not name task.toml", name, err)
 		}
 	}
 }

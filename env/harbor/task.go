@@ -23,6 +23,7 @@ package harbor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -33,7 +34,8 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Config is task.toml. Unknown keys are kept in Extra (by dotted key).
+// Config is task.toml. Unknown keys inside the known sections are kept in
+// Extra (by dotted key); an unknown section is an error (see knownSections).
 type Config struct {
 	Version       string         `toml:"version"`
 	SchemaVersion string         `toml:"schema_version"`
@@ -46,7 +48,18 @@ type Config struct {
 		Env        map[string]string `toml:"env"`
 	} `toml:"verifier"`
 	Environment EnvironmentConfig `toml:"environment"`
-	Extra       []string          `toml:"-"`
+	Solution    struct {
+		Env map[string]string `toml:"env"`
+	} `toml:"solution"`
+	Extra []string `toml:"-"`
+}
+
+// knownSections are task.toml's top-level keys in Harbor's task format. A
+// table under any other name is most likely a misspelt one ([verifer]) whose
+// settings would silently not apply.
+var knownSections = map[string]bool{
+	"version": true, "schema_version": true, "metadata": true,
+	"agent": true, "verifier": true, "environment": true, "solution": true,
 }
 
 // EnvironmentConfig is task.toml's [environment].
@@ -84,6 +97,15 @@ func (n *Number) UnmarshalTOML(v any) error {
 		return fmt.Errorf("not a number: %v", v)
 	}
 	return nil
+}
+
+// StorageBytes returns [environment]'s storage (storage_mb, or storage
+// such as "10G"), 0 when unset.
+func (e EnvironmentConfig) StorageBytes() (int64, error) {
+	if e.StorageMB > 0 {
+		return int64(e.StorageMB) << 20, nil
+	}
+	return parseSize(e.Storage)
 }
 
 // MemoryBytes returns [environment]'s memory (memory_mb, or memory such as
@@ -197,14 +219,30 @@ func Load(dir string) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load task %s: task.toml: %w", dir, err)
 	}
+	toml := filepath.Join(abs, "task.toml")
 	for _, k := range md.Undecoded() {
+		if len(k) > 0 && !knownSections[k[0]] {
+			return nil, fmt.Errorf("load task %s: %s: unknown section or key %q (known: agent, environment, metadata, solution, verifier, version, schema_version)", dir, toml, k[0])
+		}
 		t.Config.Extra = append(t.Config.Extra, k.String())
 	}
 	if t.Config.Agent.TimeoutSec < 0 || t.Config.Verifier.TimeoutSec < 0 {
-		return nil, fmt.Errorf("load task %s: task.toml: negative timeout_sec", dir)
+		return nil, fmt.Errorf("load task %s: %s: negative timeout_sec", dir, toml)
 	}
-	if _, err := t.Config.Environment.MemoryBytes(); err != nil {
-		return nil, fmt.Errorf("load task %s: task.toml [environment] memory: %w", dir, err)
+	env := t.Config.Environment
+	for _, n := range []struct {
+		name string
+		v    Number
+	}{{"cpus", env.CPUs}, {"memory_mb", env.MemoryMB}, {"storage_mb", env.StorageMB}, {"gpus", env.GPUs}} {
+		if n.v < 0 || math.IsNaN(float64(n.v)) || math.IsInf(float64(n.v), 0) {
+			return nil, fmt.Errorf("load task %s: %s: [environment] %s = %v, want a finite number ≥ 0", dir, toml, n.name, float64(n.v))
+		}
+	}
+	if _, err := env.MemoryBytes(); err != nil {
+		return nil, fmt.Errorf("load task %s: %s: [environment] memory: %w", dir, toml, err)
+	}
+	if _, err := env.StorageBytes(); err != nil {
+		return nil, fmt.Errorf("load task %s: %s: [environment] storage: %w", dir, toml, err)
 	}
 	if _, err := os.Stat(filepath.Join(abs, "tests", "test.sh")); err != nil {
 		return nil, fmt.Errorf("load task %s: verifier: %w", dir, err)

@@ -1,0 +1,161 @@
+package harbor
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// These tests play hostile tasks: the agent's code (in /app, which the
+// verifier runs) tries to fake or void the verifier's verdict, or to use
+// more than the task's resources across several processes.
+
+// hostile runs one episode of a task whose test.sh runs /app/prog (written
+// by the agent's one command) and returns the final step and the Env.
+func hostile(t *testing.T, opts Options, toml, testSh, prog string) (float64, string, *Env, error) {
+	t.Helper()
+	needBwrap(t)
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": toml, "tests/test.sh": testSh}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(task, opts)
+	ctx := context.Background()
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	write := "```bash\ncat > /app/prog <<'PROG_EOF'\n" + prog + "\nPROG_EOF\nchmod +x /app/prog\n```\n<submit/>"
+	st, err := e.Step(ctx, write)
+	if err == nil && !st.Done {
+		t.Fatalf("episode did not end: %+v", st)
+	}
+	return st.Reward, st.Observation, e, err
+}
+
+// A failing test.sh whose program leaves a daemon that keeps writing 1 to
+// the reward file: the verdict is 0, not the daemon's 1.
+func TestHostileBackgroundRewardWriter(t *testing.T) {
+	for i := 0; i < 3; i++ {
+		r, obs, e, err := hostile(t, Options{}, "",
+			"/app/prog\necho 0 > /logs/verifier/reward.txt\n",
+			"#!/bin/bash\nsetsid nohup bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; done' >/dev/null 2>&1 &\nsleep 0.2\n")
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if r != 0 {
+			t.Fatalf("run %d: a background writer faked reward %v\n%s", i, r, obs)
+		}
+		if e.RewardNote() == "" || e.Metrics()["reward_invalid"] != 1 || !strings.Contains(obs, "outlived test.sh") {
+			t.Fatalf("run %d: no reason recorded: note %q metrics %v\n%s", i, e.RewardNote(), e.Metrics(), obs)
+		}
+	}
+}
+
+// The agent's code kills every process it can (the verifier included):
+// the attempt scores 0 with status ok, not a masked infra error.
+func TestHostileKillsVerifier(t *testing.T) {
+	r, obs, e, err := hostile(t, Options{}, "",
+		"/app/prog\necho 1 > /logs/verifier/reward.txt\n",
+		"#!/bin/bash\nkill -9 -1\n")
+	if err != nil {
+		t.Fatalf("killing the verifier became an error (infra_error, masked): %v", err)
+	}
+	if r != 0 || !strings.Contains(e.RewardNote(), "killed") {
+		t.Fatalf("reward %v note %q\n%s", r, e.RewardNote(), obs)
+	}
+}
+
+// After the agent ran code, a missing reward file scores 0 with the reason.
+func TestMissingRewardAfterAgentCodeScoresZero(t *testing.T) {
+	r, _, e, err := hostile(t, Options{}, "", "/app/prog\n", "#!/bin/bash\nrm -rf /logs/verifier/* 2>/dev/null; exit 0\n")
+	if err != nil || r != 0 || !strings.Contains(e.RewardNote(), "no reward file") {
+		t.Fatalf("reward %v err %v note %q", r, err, e.RewardNote())
+	}
+}
+
+// A reward outside [0, 1] is an error naming the task.
+func TestRewardOutOfRangeIsError(t *testing.T) {
+	for _, v := range []string{"2", "-3", "1e308"} {
+		_, _, e, err := hostile(t, Options{}, "", "echo "+v+" > /logs/verifier/reward.txt\n", "true")
+		if err == nil || !strings.Contains(err.Error(), "outside [0, 1]") || !strings.Contains(err.Error(), e.task.Name) {
+			t.Fatalf("reward %s: %v", v, err)
+		}
+	}
+}
+
+// A daemon the agent started during its phase is dead before the verifier
+// starts: it would otherwise recreate /app/flag while the tests run.
+func TestAgentDaemonDeadBeforeVerifier(t *testing.T) {
+	needBwrap(t)
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "",
+		"tests/test.sh": "rm -f /app/flag; sleep 0.3; if [ -e /app/flag ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(task, Options{})
+	ctx := context.Background()
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	st, err := e.Step(ctx, "```bash\nsetsid nohup sh -c 'while :; do touch /app/flag; sleep 0.01; done' >/dev/null 2>&1 &\nsleep 0.1\n```\n<submit/>")
+	if err != nil || !st.Done || st.Reward != 0 {
+		t.Fatalf("agent daemon survived into the verifier: %+v %v", st, err)
+	}
+}
+
+// needConfined returns Options whose sandbox enforces per-session limits,
+// skipping (locally) or failing (CI) where the host cannot.
+func needConfined(t *testing.T) Options {
+	t.Helper()
+	needBwrap(t)
+	c := sandbox.DetectConfinement()
+	if mem, pids, _, disk := c.Enforced(); !mem || !pids || !disk {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("per-session limits required in CI: %s", c.Describe())
+		}
+		t.Skipf("%s", c.Describe())
+	}
+	return Options{Runner: sandbox.Bubblewrap{Confine: c}}
+}
+
+// Four processes of 150 MB each under a task with memory_mb = 256: the
+// session's cgroup stops them (per-process rlimits alone let all through).
+func TestHostileMemoryAcrossProcesses(t *testing.T) {
+	opts := needConfined(t)
+	r, obs, _, err := hostile(t, opts, "[environment]\nmemory_mb = 256\n",
+		"if /app/prog | grep -q '^survived 4$'; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+		"#!/bin/bash\nfor i in 1 2 3 4; do (python3 -c 'import time; b = bytearray(150 << 20); time.sleep(2)' && echo ok) & done | grep -c ok | sed 's/^/survived /'\n")
+	if err != nil || r != 0 {
+		t.Fatalf("4 × 150 MB ran under memory_mb = 256: reward %v err %v\n%s", r, err, obs)
+	}
+}
+
+// Three files of 40 MB under storage_mb = 64: the workspace's tmpfs is full
+// before the third (RLIMIT_FSIZE alone bounds each file, not their sum).
+func TestHostileDiskAcrossProcesses(t *testing.T) {
+	opts := needConfined(t)
+	r, obs, _, err := hostile(t, opts, "[environment]\nstorage_mb = 64\n",
+		"if /app/prog; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+		"#!/bin/bash\nfor i in 1 2 3; do head -c 40000000 /dev/zero > /app/f$i & done; wait\nfor i in 1 2 3; do [ $(stat -c %s /app/f$i) = 40000000 ] || exit 1; done\n")
+	if err != nil || r != 0 {
+		t.Fatalf("120 MB written under storage_mb = 64: reward %v err %v\n%s", r, err, obs)
+	}
+}
+
+// The oracle still passes with the verifier hardening, within a deadline.
+func TestVerifierHardeningKeepsHonestVerdicts(t *testing.T) {
+	start := time.Now()
+	r, obs, e, err := hostile(t, Options{}, "", "if [ -x /app/prog ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n", "true")
+	if err != nil || r != 1 || e.RewardNote() != "" {
+		t.Fatalf("honest pass: reward %v err %v note %q\n%s", r, err, e.RewardNote(), obs)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
