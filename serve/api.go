@@ -1,0 +1,272 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"strings"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/episode"
+)
+
+// Engine kinds a request may name (the same strings as infer/remote's).
+const (
+	KindSGLang   = "sglang"
+	KindVLLM     = "vllm"
+	KindLlamaCpp = "llamacpp"
+)
+
+// Engine is the inference endpoint a request's episode samples from: for
+// slime, its SGLang router.
+type Engine struct {
+	URL   string `json:"url"`
+	Kind  string `json:"kind"`
+	Model string `json:"model,omitempty"`
+}
+
+// Sampling holds the request's sampling parameters; absent fields take the
+// server's defaults.
+type Sampling struct {
+	Temperature *float64 `json:"temperature"`
+	TopP        *float64 `json:"top_p"`
+	// MaxNewTokens caps one action (one policy call), as slime's
+	// sampling_params.max_new_tokens caps one generation.
+	MaxNewTokens *int `json:"max_new_tokens"`
+	// Seed derives every engine call's seed (agent.Agent.Run's seed); absent:
+	// the rollout_id.
+	Seed *int64 `json:"seed"`
+}
+
+// AgentParams holds the request's agent-loop budget (agent.Config, in
+// tokens); absent fields take the server's defaults.
+type AgentParams struct {
+	Context              *int  `json:"context"`
+	Reserve              *int  `json:"reserve"`
+	KeepLast             *int  `json:"keep_last"`
+	MaxCompactions       *int  `json:"max_compactions"`
+	MaxTurns             *int  `json:"max_turns"`
+	MaxSummaryTokens     *int  `json:"max_summary_tokens"`
+	MaxObservationTokens *int  `json:"max_observation_tokens"`
+	MaxFormatErrors      *int  `json:"max_format_errors"`
+	NoCompaction         *bool `json:"no_compaction"`
+}
+
+// Request is the body of POST /v1/rollouts: play one episode of TaskID.
+type Request struct {
+	TaskID    string      `json:"task_id"`
+	Engine    Engine      `json:"engine"`
+	Sampling  Sampling    `json:"sampling"`
+	Agent     AgentParams `json:"agent"`
+	RolloutID *int64      `json:"rollout_id"`
+}
+
+// Segment is one context window of the episode in slime's layout: Tokens =
+// prompt ⊕ response, and LossMask and RolloutLogProbs have ResponseLength
+// entries (the response part of Tokens). Policy tokens carry loss mask 1
+// and the log-probability the engine reported; template and observation
+// tokens carry 0 and 0.
+type Segment struct {
+	Index           int       `json:"index"`
+	Kind            string    `json:"kind"`
+	Trainable       bool      `json:"trainable"`
+	Tokens          []int     `json:"tokens"`
+	ResponseLength  int       `json:"response_length"`
+	LossMask        []int     `json:"loss_mask"`
+	RolloutLogProbs []float64 `json:"rollout_log_probs"`
+}
+
+// Response is the answer to a finished episode.
+type Response struct {
+	RolloutID int64              `json:"rollout_id"`
+	TaskID    string             `json:"task_id"`
+	Status    string             `json:"status"` // ok, overlong, infra_error, format_error (DESIGN.md §3)
+	Reward    float64            `json:"reward"`
+	Metrics   map[string]float64 `json:"metrics"`
+	Segments  []Segment          `json:"segments"`
+	// Error is the cause of an infra_error episode.
+	Error string `json:"error,omitempty"`
+}
+
+// ErrorBody is the JSON body of every non-200 answer. Field names the
+// offending request field (dotted JSON path) when there is one.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+// FieldError is a request that cannot be served as sent.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Msg
+	}
+	return e.Field + ": " + e.Msg
+}
+
+func fieldErr(field, format string, a ...any) *FieldError {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// maxBody bounds a request body (the request is small; the response is not).
+const maxBody = 1 << 20
+
+// DecodeRequest reads one JSON request. Unknown fields, trailing data,
+// wrong types and a missing or malformed required field are *FieldError.
+func DecodeRequest(r io.Reader) (Request, error) {
+	var req Request
+	b, err := io.ReadAll(io.LimitReader(r, maxBody+1))
+	if err != nil {
+		return req, fieldErr("", "read body: %v", err)
+	}
+	if len(b) > maxBody {
+		return req, fieldErr("", "body larger than %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return req, fieldErr(te.Field, "want a JSON %s, got %s", te.Type, te.Value)
+		case errors.As(err, &se):
+			return req, fieldErr("", "malformed JSON at byte %d: %v", se.Offset, err)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return req, fieldErr(name, "unknown field")
+		case errors.Is(err, io.EOF):
+			return req, fieldErr("", "empty body: want a JSON object")
+		default:
+			return req, fieldErr("", "%v", err)
+		}
+	}
+	if dec.More() {
+		return req, fieldErr("", "trailing data after the JSON object")
+	}
+	return req, nil
+}
+
+// Validate checks the fields the server needs and their ranges; the agent
+// budget's own invariants are checked when the agent is built.
+func (r *Request) Validate() error {
+	if r.TaskID == "" {
+		return fieldErr("task_id", "required")
+	}
+	if r.RolloutID == nil {
+		return fieldErr("rollout_id", "required (an integer shared by the segments of this rollout)")
+	}
+	if r.Engine.URL == "" {
+		return fieldErr("engine.url", "required")
+	}
+	u, err := url.Parse(r.Engine.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fieldErr("engine.url", "%q is not an http(s) URL", r.Engine.URL)
+	}
+	switch r.Engine.Kind {
+	case KindSGLang, KindVLLM, KindLlamaCpp:
+	case "":
+		return fieldErr("engine.kind", "required: sglang, vllm or llamacpp")
+	default:
+		return fieldErr("engine.kind", "%q: want sglang, vllm or llamacpp", r.Engine.Kind)
+	}
+	s := r.Sampling
+	if s.Temperature != nil && !(*s.Temperature >= 0 && !math.IsInf(*s.Temperature, 0)) {
+		return fieldErr("sampling.temperature", "%v: want a finite value ≥ 0", *s.Temperature)
+	}
+	if s.TopP != nil && !(*s.TopP > 0 && *s.TopP <= 1) {
+		return fieldErr("sampling.top_p", "%v: want a value in (0, 1]", *s.TopP)
+	}
+	if s.MaxNewTokens != nil && *s.MaxNewTokens <= 0 {
+		return fieldErr("sampling.max_new_tokens", "%d: want a positive integer", *s.MaxNewTokens)
+	}
+	a := r.Agent
+	for _, f := range []struct {
+		name string
+		v    *int
+		min  int
+	}{
+		{"agent.context", a.Context, 1}, {"agent.reserve", a.Reserve, 1}, {"agent.keep_last", a.KeepLast, 0},
+		{"agent.max_compactions", a.MaxCompactions, 0}, {"agent.max_turns", a.MaxTurns, 1},
+		{"agent.max_summary_tokens", a.MaxSummaryTokens, 1}, {"agent.max_observation_tokens", a.MaxObservationTokens, 0},
+		{"agent.max_format_errors", a.MaxFormatErrors, 1},
+	} {
+		if f.v != nil && *f.v < f.min {
+			return fieldErr(f.name, "%d: want an integer ≥ %d", *f.v, f.min)
+		}
+	}
+	if a.Context != nil && a.Reserve != nil && *a.Reserve >= *a.Context {
+		return fieldErr("agent.reserve", "%d must be below agent.context %d", *a.Reserve, *a.Context)
+	}
+	return nil
+}
+
+// AgentConfig applies the request's sampling and agent fields to base.
+func (r *Request) AgentConfig(base agent.Config) agent.Config {
+	c := base
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	a := r.Agent
+	set(&c.Window, a.Context)
+	set(&c.Reserve, a.Reserve)
+	set(&c.KeepLast, a.KeepLast)
+	set(&c.MaxCompactions, a.MaxCompactions)
+	set(&c.MaxTurns, a.MaxTurns)
+	set(&c.MaxSummaryTokens, a.MaxSummaryTokens)
+	set(&c.MaxObservationTokens, a.MaxObservationTokens)
+	set(&c.MaxFormatErrors, a.MaxFormatErrors)
+	set(&c.MaxActionTokens, r.Sampling.MaxNewTokens)
+	if a.NoCompaction != nil {
+		c.NoCompaction = *a.NoCompaction
+	}
+	if r.Sampling.Temperature != nil {
+		c.Temperature = *r.Sampling.Temperature
+	}
+	if r.Sampling.TopP != nil {
+		c.TopP = *r.Sampling.TopP
+	}
+	return c
+}
+
+// Seed is the episode's seed: sampling.seed, else the rollout_id.
+func (r *Request) Seed() int64 {
+	if r.Sampling.Seed != nil {
+		return *r.Sampling.Seed
+	}
+	return *r.RolloutID
+}
+
+// NewResponse lays an episode out in slime's per-segment form:
+//
+//	tokens_s = prompt_s ⊕ response_s,  response_length_s = |response_s|,
+//	loss_mask_s, rollout_log_probs_s aligned with response_s.
+func NewResponse(rolloutID int64, taskID string, ep *episode.Episode) Response {
+	resp := Response{RolloutID: rolloutID, TaskID: taskID, Status: string(ep.Status), Reward: ep.Reward,
+		Metrics: ep.Metrics, Segments: make([]Segment, len(ep.Segments)), Error: ep.Meta[agent.MetaError]}
+	if resp.Metrics == nil {
+		resp.Metrics = map[string]float64{}
+	}
+	for i := range ep.Segments {
+		s := &ep.Segments[i]
+		toks := make([]int, 0, len(s.PromptIDs)+len(s.ResponseIDs))
+		toks = append(append(toks, s.PromptIDs...), s.ResponseIDs...)
+		lp := s.Logprobs
+		if lp == nil {
+			lp = make([]float64, len(s.ResponseIDs))
+		}
+		resp.Segments[i] = Segment{Index: i, Kind: string(s.Kind), Trainable: s.Trainable, Tokens: toks,
+			ResponseLength: len(s.ResponseIDs), LossMask: s.LossMask, RolloutLogProbs: lp}
+	}
+	return resp
+}

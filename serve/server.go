@@ -1,0 +1,296 @@
+// Package serve is the rollout service that external trainers (slime,
+// DESIGN.md §7) call: one HTTP request plays one CompactionRL episode with
+// the agent loop against the trainer's own inference engine and answers
+// with the episode's segments, token-exact, in slime's layout.
+//
+// Data flow: POST /v1/rollouts → DecodeRequest and Validate (400 with a
+// JSON error naming the field) → admission (at most MaxInFlight episodes
+// run, at most MaxQueue wait for a slot; past that 429 with Retry-After) →
+// Factory.Runner builds (or reuses) the agent loop for the named engine
+// and budget, Factory.Env the task's environment → rollout.Run plays the
+// one episode (panic recovery, the per-episode deadline, infra masking) →
+// the environment is closed (its sandbox torn down) → NewResponse lays the
+// segments out as tokens = prompt ⊕ response with loss_mask and
+// rollout_log_probs over the response. The request's context is the
+// episode's: a client that disconnects cancels the episode, and the
+// closed environment frees its sandbox. Serve drains on shutdown: the
+// listener closes, requests on open connections get 503, in-flight and
+// queued episodes finish, then Serve returns.
+//
+// GET /healthz answers 200 "ok" (503 "draining" once shutdown began);
+// GET /metrics is the Prometheus text format (see Metrics).
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/rollout"
+)
+
+// Factory builds what an episode needs. Implementations must be safe for
+// concurrent use.
+type Factory interface {
+	// Runner returns the agent loop sampling from e with configuration cfg
+	// (it may cache by e and cfg). An error is the request's fault (a bad
+	// engine or budget) and is answered 400 naming field.
+	Runner(ctx context.Context, e Engine, cfg agent.Config) (r rollout.Runner, field string, err error)
+	// HasTask reports whether task id is known.
+	HasTask(id string) bool
+	// Env builds a fresh environment of task id for one episode. If it
+	// implements io.Closer, Close is called when the episode ends, however
+	// it ends.
+	Env(id string, seed int64) (agent.Environment, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	MaxInFlight    int           // episodes played at once (≥ 1)
+	MaxQueue       int           // requests waiting for a slot (≥ 0); past it 429
+	EpisodeTimeout time.Duration // one episode's deadline (0: none); past it infra_error
+	RetryAfter     time.Duration // the 429's Retry-After hint (rounded up to seconds; default 1s)
+	// Agent holds the defaults of the request's sampling and agent fields.
+	Agent agent.Config
+}
+
+// Server is the rollout service's HTTP handler.
+type Server struct {
+	cfg     Config
+	f       Factory
+	m       *Metrics
+	slots   chan struct{}
+	mux     *http.ServeMux
+	mu      sync.Mutex
+	waiting int
+	drain   atomic.Bool
+}
+
+// New returns a Server over f.
+func New(cfg Config, f Factory) (*Server, error) {
+	if cfg.MaxInFlight < 1 {
+		return nil, fmt.Errorf("serve: max in-flight episodes %d must be ≥ 1", cfg.MaxInFlight)
+	}
+	if cfg.MaxQueue < 0 {
+		return nil, fmt.Errorf("serve: queue %d must be ≥ 0", cfg.MaxQueue)
+	}
+	if cfg.EpisodeTimeout < 0 {
+		return nil, fmt.Errorf("serve: episode timeout %v must be ≥ 0", cfg.EpisodeTimeout)
+	}
+	if f == nil {
+		return nil, errors.New("serve: factory is required")
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	s := &Server{cfg: cfg, f: f, m: NewMetrics(), slots: make(chan struct{}, cfg.MaxInFlight), mux: http.NewServeMux()}
+	s.mux.HandleFunc("POST /v1/rollouts", s.rollouts)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /metrics", s.metrics)
+	return s, nil
+}
+
+// Metrics returns the server's metrics (for a Factory that records engine
+// latency).
+func (s *Server) Metrics() *Metrics { return s.m }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Drain makes the server refuse new episodes (503); in-flight and queued
+// ones continue. Serve calls it when its context ends.
+func (s *Server) Drain() { s.drain.Store(true) }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client may be gone; nothing to do about it
+}
+
+func (s *Server) reject(w http.ResponseWriter, code int, reason string, body ErrorBody) {
+	s.m.rejected(reason)
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
+	}
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Connection", "close")
+	}
+	writeJSON(w, code, body)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.drain.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "draining\n")
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+func (s *Server) metrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	s.m.WriteText(w)
+}
+
+// admit reserves a place (running or waiting); false when the queue is full.
+func (s *Server) admit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.slots)+s.waiting >= s.cfg.MaxInFlight+s.cfg.MaxQueue {
+		return false
+	}
+	s.waiting++
+	s.m.queued.Add(1)
+	return true
+}
+
+func (s *Server) unqueue() {
+	s.mu.Lock()
+	s.waiting--
+	s.mu.Unlock()
+	s.m.queued.Add(-1)
+}
+
+func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
+	if s.drain.Load() {
+		s.reject(w, http.StatusServiceUnavailable, "draining", ErrorBody{Error: "server is draining (shutting down); send the rollout to another instance"})
+		return
+	}
+	req, err := DecodeRequest(r.Body)
+	if err == nil {
+		err = req.Validate()
+	}
+	if err == nil && !s.f.HasTask(req.TaskID) {
+		err = fieldErr("task_id", "unknown task %q", req.TaskID)
+	}
+	var runner rollout.Runner
+	if err == nil {
+		cfg := req.AgentConfig(s.cfg.Agent)
+		var field string
+		if runner, field, err = s.f.Runner(r.Context(), req.Engine, cfg); err != nil {
+			err = &FieldError{Field: field, Msg: err.Error()}
+		}
+	}
+	if err != nil {
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			fe = &FieldError{Msg: err.Error()}
+		}
+		s.reject(w, http.StatusBadRequest, "bad_request", ErrorBody{Error: fe.Error(), Field: fe.Field})
+		return
+	}
+
+	if !s.admit() {
+		s.reject(w, http.StatusTooManyRequests, "queue_full", ErrorBody{Error: fmt.Sprintf("%d episodes running and %d queued: retry later", s.cfg.MaxInFlight, s.cfg.MaxQueue)})
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		s.unqueue()
+	case <-r.Context().Done():
+		s.unqueue()
+		s.m.finished("cancelled")
+		return
+	}
+	defer func() { <-s.slots }()
+
+	ep, err := s.play(r.Context(), &req, runner)
+	if err != nil {
+		s.m.finished("cancelled")
+		return // the client is gone
+	}
+	s.m.finished(string(ep.Status))
+	s.m.compactions.Add(int64(ep.Metrics[agent.MetricCompactions]))
+	s.m.turns.Add(int64(ep.Metrics[agent.MetricTurns]))
+	writeJSON(w, http.StatusOK, NewResponse(*req.RolloutID, req.TaskID, &ep))
+}
+
+// play runs one episode through the rollout pool with one worker; the
+// error is non-nil only when ctx ended (the episode was dropped).
+func (s *Server) play(ctx context.Context, req *Request, runner rollout.Runner) (episode.Episode, error) {
+	s.m.inFlight.Add(1)
+	defer s.m.inFlight.Add(-1)
+	id := strconv.FormatInt(*req.RolloutID, 10)
+	job := rollout.Job{Seed: req.Seed(), ID: id, Group: req.TaskID}
+	envs := func(seed int64) (agent.Environment, error) { return s.f.Env(req.TaskID, seed) }
+	var sink oneSink
+	_, err := rollout.Run(ctx, rollout.Config{Workers: 1, EpisodeTimeout: s.cfg.EpisodeTimeout},
+		[]rollout.Job{job}, closing{runner, s.m}, envs, &sink, nil)
+	if err != nil && sink.ep == nil {
+		return episode.Episode{}, err
+	}
+	if sink.ep == nil {
+		return episode.Episode{}, errors.New("serve: episode was not played")
+	}
+	return *sink.ep, nil
+}
+
+type oneSink struct{ ep *episode.Episode }
+
+func (o *oneSink) Write(ep *episode.Episode) error {
+	o.ep = ep
+	return nil
+}
+
+// closing closes the environment when its episode ends, however it ends,
+// so that its sandbox and workspace never outlive the episode (the
+// environment's Close tears them down).
+type closing struct {
+	r rollout.Runner
+	m *Metrics
+}
+
+func (c closing) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	cl, ok := env.(io.Closer)
+	if ok {
+		c.m.sandboxes.Add(1)
+		defer func() {
+			cl.Close()
+			c.m.sandboxes.Add(-1)
+		}()
+	}
+	return c.r.Run(ctx, env, seed)
+}
+
+// Serve answers on ln until ctx ends, then drains: new connections are
+// refused, requests on open connections get 503, and Serve waits up to
+// drainTimeout (0: without limit) for the episodes in flight and in the
+// queue to finish and be answered. Past drainTimeout the remaining
+// episodes are cancelled (their sandboxes torn down). The error is nil
+// after a clean drain.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drainTimeout time.Duration) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.Drain()
+	sctx := context.Background()
+	if drainTimeout > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(sctx, drainTimeout)
+		defer cancel()
+	}
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		hs.Close() // cancels the remaining requests' contexts: their episodes stop
+		return fmt.Errorf("serve: drain after %v: %w", drainTimeout, err)
+	}
+	return nil
+}
