@@ -2,6 +2,7 @@ package harbor
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -157,5 +158,42 @@ func TestVerifierHardeningKeepsHonestVerdicts(t *testing.T) {
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("took %v", d)
+	}
+}
+
+// leakyRunner's sessions cannot confirm their processes dead.
+type leakyRunner struct{}
+
+type leakySession struct{}
+
+func (leakyRunner) Start(context.Context, sandbox.Spec) (sandbox.Session, error) {
+	return leakySession{}, nil
+}
+
+func (leakySession) Exec(context.Context, string, time.Duration) (sandbox.Result, error) {
+	return sandbox.Result{}, nil
+}
+
+func (leakySession) Close() error { return errors.New("3 processes still alive") }
+
+// A sandbox that leaks is reported: by Close, and as an error (infra) when
+// the agent's sandbox leaks before the verifier would start.
+func TestLeakedSandboxReported(t *testing.T) {
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "", "tests/test.sh": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(task, Options{Runner: leakyRunner{}})
+	if _, err := e.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err == nil || !strings.Contains(err.Error(), "still alive") {
+		t.Fatalf("Close = %v", err)
+	}
+	if _, err := e.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Step(context.Background(), SubmitReply); err == nil || !strings.Contains(err.Error(), "not contained") {
+		t.Fatalf("leaking agent sandbox: %v", err)
 	}
 }

@@ -53,6 +53,7 @@ type Env struct {
 
 	src      string // the local repository
 	ws       string
+	unmount  func() error // undoes the workspace's size-limited tmpfs
 	sess     sandbox.Session
 	started  time.Time
 	deadline time.Time
@@ -144,17 +145,23 @@ func checkout(ctx context.Context, src, dst, commit string) error {
 
 // Reset implements agent.Environment.
 func (e *Env) Reset(ctx context.Context) (string, error) {
-	e.Close()
+	if err := e.Close(); err != nil {
+		return "", fmt.Errorf("instance %s: previous episode: %w", e.inst.InstanceID, err)
+	}
 	src, err := RepoDir(&e.inst, e.opts.ReposDir)
 	if err != nil {
 		return "", err
 	}
 	e.src = src
-	ws, err := sandbox.MkdirTemp(e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-")
+	disk := e.opts.Limits.DiskBytes
+	if disk == 0 {
+		disk = sandbox.DefaultLimits.DiskBytes
+	}
+	ws, unmount, err := harbor.NewWorkspace(e.opts.Runner, e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-", disk)
 	if err != nil {
 		return "", fmt.Errorf("instance %s: workspace: %w", e.inst.InstanceID, err)
 	}
-	e.ws = ws
+	e.ws, e.unmount = ws, unmount
 	app := filepath.Join(ws, "app")
 	if err := checkout(ctx, src, app, e.inst.BaseCommit); err != nil {
 		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
@@ -242,7 +249,13 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 func (e *Env) finish(ctx context.Context, patch, obs string) (agent.Step, error) {
 	e.done = true
 	e.metrics["agent_seconds"] = time.Since(e.started).Seconds()
-	e.sess.Close() // everything the agent started is gone before anything reads its files
+	// Everything the agent started is gone before anything reads its files.
+	err := e.sess.Close()
+	e.sess = nil
+	if err != nil {
+		e.cleanup()
+		return agent.Step{}, fmt.Errorf("instance %s: agent sandbox not contained: %w", e.inst.InstanceID, err)
+	}
 	defer e.cleanup()
 	if patch == "" {
 		var err error
@@ -284,10 +297,14 @@ func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("start diff sandbox: %w", err)
 	}
-	defer sess.Close()
 	base := sandbox.ShellQuote(e.inst.BaseCommit)
 	r, err := sess.Exec(ctx, "export GIT_INDEX_FILE=/tmp/compactrl-diff.index && git read-tree "+base+
 		" && git add -A && git diff --cached --binary "+base+" > /out/model.patch", 10*time.Minute)
+	// git runs what the agent's .git names (hooks, fsmonitor): the patch is
+	// read only once nothing of that can still write it.
+	if cerr := sess.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("diff sandbox not contained: %w", cerr)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -378,7 +395,15 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("start test sandbox: %w", err)
 	}
-	defer sess.Close()
+	rep, err = e.runTests(ctx, sess, rep, app, patch)
+	if cerr := sess.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("test sandbox not contained: %w", cerr)
+	}
+	return rep, err
+}
+
+// runTests applies the patches and runs the instance's tests in sess.
+func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, app, patch string) (Report, error) {
 	modelPatched := strings.TrimSpace(patch) != ""
 	if modelPatched {
 		method, err := applyPatch(ctx, sess, "/in/model.patch", true)
@@ -539,18 +564,29 @@ func (e *Env) Metrics() map[string]float64 {
 }
 
 // Close ends the episode early (if running) and removes the workspace
-// unless KeepWorkspace.
+// unless KeepWorkspace. The error reports a sandbox whose processes could
+// not all be confirmed dead, or a workspace that could not be removed.
 func (e *Env) Close() error {
+	var err error
 	if e.sess != nil {
-		e.sess.Close()
+		err = e.sess.Close()
+		e.sess = nil
 	}
-	e.cleanup()
-	return nil
+	return errors.Join(err, e.cleanup())
 }
 
-func (e *Env) cleanup() {
-	if e.ws != "" && !e.opts.KeepWorkspace {
-		os.RemoveAll(e.ws)
-		e.ws = ""
+func (e *Env) cleanup() error {
+	if e.ws == "" || e.opts.KeepWorkspace {
+		return nil
 	}
+	var errs []error
+	if e.unmount != nil {
+		errs = append(errs, e.unmount())
+		e.unmount = nil
+	}
+	if err := os.RemoveAll(e.ws); err != nil {
+		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
+	}
+	e.ws = ""
+	return errors.Join(errs...)
 }
