@@ -89,7 +89,7 @@ func llamaSeed(seed int64) uint32 {
 // Sample runs one streamed completion and closes the stream at the first
 // stop id.
 func (l *LlamaCpp) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
-	if err := checkRequest(req); err != nil {
+	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
 	body := llamaRequest{
@@ -123,7 +123,7 @@ func (l *LlamaCpp) Sample(ctx context.Context, req infer.Request) (infer.Complet
 	if err != nil {
 		return infer.Completion{}, fmt.Errorf("stream of %s: %w", url, err)
 	}
-	return finish(req, tokens, logprobs, reason)
+	return finish(req, tokens, logprobs, reason, 0)
 }
 
 // readLlamaStream reads server-sent events until the finish chunk (then

@@ -32,6 +32,12 @@ type PoolConfig struct {
 	FailThreshold int           // consecutive failures that take an endpoint out (default 3)
 	Cooldown      time.Duration // how long it stays out (default 30s)
 	Seed          int64         // seeds the backoff jitter
+	// VocabSize, when > 0, is the model's vocabulary size: a prompt id or a
+	// sampled id ≥ VocabSize is rejected (an engine serving another model,
+	// or a corrupt answer), so an engine fault is retried and, if it
+	// persists, ends the episode infra_error instead of being scored as the
+	// policy's format error.
+	VocabSize int
 }
 
 func (c PoolConfig) withDefaults() PoolConfig {
@@ -138,7 +144,7 @@ func (p *Pool) Stats() []EndpointStats {
 // completion, a non-retryable error occurs, ctx ends, or MaxAttempts
 // attempts have failed (then the error matches ErrUnavailable).
 func (p *Pool) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
-	if err := checkRequest(req); err != nil {
+	if err := checkRequest(req, p.cfg.VocabSize); err != nil {
 		return infer.Completion{}, err
 	}
 	var last error
@@ -154,7 +160,7 @@ func (p *Pool) Sample(ctx context.Context, req infer.Request) (infer.Completion,
 		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if err == nil {
-			c, err = finish(req, c.Tokens, c.Logprobs, c.FinishReason)
+			c, err = finish(req, c.Tokens, c.Logprobs, c.FinishReason, p.cfg.VocabSize)
 		}
 		p.release(i, err, ctx.Err() == nil)
 		if err == nil {

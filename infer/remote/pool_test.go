@@ -136,6 +136,9 @@ func hijackClose(w http.ResponseWriter) {
 func (f *faultServer) stream(w http.ResponseWriter, c infer.Completion, fault string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	n := len(c.Tokens)
+	if fault == "oov" {
+		c.Tokens = append([]int{1 << 20}, c.Tokens[1:]...) // an id the model does not have
+	}
 	switch fault {
 	case "wronglen":
 		n++ // one token more than max_tokens
@@ -161,6 +164,9 @@ func (f *faultServer) stream(w http.ResponseWriter, c infer.Completion, fault st
 }
 
 func (f *faultServer) json(w http.ResponseWriter, c infer.Completion, fault string) {
+	if fault == "oov" {
+		c.Tokens = append([]int{1 << 20}, c.Tokens[1:]...) // an id the model does not have
+	}
 	toks := make([]string, len(c.Tokens))
 	for i, id := range c.Tokens {
 		toks[i] = fmt.Sprintf("token_id:%d", id)
@@ -192,7 +198,7 @@ func (f *faultServer) json(w http.ResponseWriter, c infer.Completion, fault stri
 
 func testPoolConfig() PoolConfig {
 	return PoolConfig{Timeout: 150 * time.Millisecond, MaxAttempts: 4, BaseBackoff: time.Millisecond,
-		MaxBackoff: 5 * time.Millisecond, FailThreshold: 3, Cooldown: time.Minute, Seed: 1}
+		MaxBackoff: 5 * time.Millisecond, FailThreshold: 3, Cooldown: time.Minute, Seed: 1, VocabSize: 1 << 12}
 }
 
 func sameCompletion(a, b infer.Completion) bool {
@@ -207,7 +213,7 @@ func sameCompletion(a, b infer.Completion) bool {
 	return true
 }
 
-var faults = []string{"reset", "500", "503", "429", "slow", "malformed", "truncated", "wronglen", "empty"}
+var faults = []string{"reset", "500", "503", "429", "slow", "malformed", "truncated", "wronglen", "empty", "oov"}
 
 func TestPoolRecoversFromEachFault(t *testing.T) {
 	for _, kind := range []string{KindLlamaCpp, KindVLLM} {
@@ -482,10 +488,11 @@ func TestParseEndpoint(t *testing.T) {
 	}
 }
 
-func TestTokenizerVLLMShapeAndGuard(t *testing.T) {
-	var fail atomic.Bool
+// tokenizerServer is a vLLM-shaped /tokenize + /detokenize server; while
+// fail is set it answers 503.
+func tokenizerServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fail.Load() {
+		if fail != nil && fail.Load() {
 			http.Error(w, "down", 503)
 			return
 		}
@@ -507,7 +514,15 @@ func TestTokenizerVLLMShapeAndGuard(t *testing.T) {
 			json.NewEncoder(w).Encode(map[string]any{"prompt": fmt.Sprint(body["tokens"])})
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A failed Encode is counted, and the next call that works returns its
+// result: one failure does not poison every later episode.
+func TestTokenizerFailureNotSticky(t *testing.T) {
+	var fail atomic.Bool
+	srv := tokenizerServer(t, &fail)
 	tok, err := NewTokenizer(KindVLLM, srv.URL, "m", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -519,27 +534,91 @@ func TestTokenizerVLLMShapeAndGuard(t *testing.T) {
 	if s := tok.Decode([]int{1, 2}); s != "[1 2]" {
 		t.Fatalf("Decode = %q", s)
 	}
-	inner := newFaultServer(t, KindVLLM)
-	s := Guard(NewVLLM(inner.srv.URL, "m", nil), tok)
-	req := infer.Request{Prompt: []int{1}, MaxTokens: 2}
-	if _, err := s.Sample(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
 	fail.Store(true)
 	if ids := tok.Encode("abc"); len(ids) != 3 { // cached
 		t.Fatalf("cached Encode = %v", ids)
 	}
-	if ids := tok.Encode("new text"); ids != nil || tok.Err() == nil {
-		t.Fatalf("failed Encode = %v, err %v", ids, tok.Err())
+	if ids := tok.Encode("new text"); ids != nil {
+		t.Fatalf("failed Encode = %v", ids)
 	}
-	if _, err := s.Sample(context.Background(), req); !errors.Is(err, ErrTokenizer) || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("guarded sampler after a tokenizer failure: %v", err)
+	if n, err := tok.Failures(); n != 1 || err == nil {
+		t.Fatalf("Failures = %d, %v", n, err)
 	}
-	tok.ClearErr()
-	if _, err := s.Sample(context.Background(), req); err != nil {
-		t.Fatal(err)
+	fail.Store(false)
+	if ids := tok.Encode("other"); len(ids) != 5 {
+		t.Fatalf("Encode after the server recovered = %v", ids)
+	}
+	if n, _ := tok.Failures(); n != 1 {
+		t.Fatalf("Failures = %d after a good call", n)
 	}
 	if _, err := NewTokenizer(KindSGLang, srv.URL, "", nil); err == nil || !strings.Contains(err.Error(), "tokenize") {
 		t.Fatalf("sglang tokenizer: %v", err)
+	}
+}
+
+// With the first endpoint dead, every call is served by the next one.
+func TestTokenizerFailsOver(t *testing.T) {
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hijackClose(w) }))
+	dead.Close()
+	good := tokenizerServer(t, nil)
+	tok, err := DialTokenizer(nil, Endpoint{Kind: KindVLLM, URL: dead.URL, Model: "m"}, Endpoint{Kind: KindVLLM, URL: good.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok.Backoff = time.Millisecond
+	for _, text := range []string{"a", "bb", "ccc"} {
+		ids, err := tok.EncodeContext(context.Background(), text)
+		if err != nil || len(ids) != len(text) {
+			t.Fatalf("Encode(%q) = %v, %v", text, ids, err)
+		}
+	}
+	if s, err := tok.DecodeContext(context.Background(), []int{7}); err != nil || s != "[7]" {
+		t.Fatalf("Decode = %q, %v", s, err)
+	}
+	if _, err := DialTokenizer(nil, Endpoint{Kind: KindVLLM, URL: good.URL}, Endpoint{Kind: KindLlamaCpp, URL: good.URL}); err == nil {
+		t.Fatal("mixed kinds accepted")
+	}
+}
+
+// Retry sleeps end when the context does (Bind for Encode).
+func TestTokenizerRetriesHonourCancellation(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	srv := tokenizerServer(t, &fail)
+	tok, _ := NewTokenizer(KindVLLM, srv.URL, "m", nil)
+	tok.Attempts, tok.Backoff = 10, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := tok.EncodeContext(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v", err)
+	}
+	bctx, bcancel := context.WithCancel(context.Background())
+	tok.Bind(bctx)
+	go func() { time.Sleep(100 * time.Millisecond); bcancel() }()
+	if ids := tok.Encode("y"); ids != nil {
+		t.Fatal(ids)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("cancelled calls took %v (backoff 1s, 2s, 4s … ignored the context)", d)
+	}
+}
+
+// Ids outside the vocabulary: a prompt with one is an invalid request (not
+// retried); an engine that keeps answering one is unavailable (the episode
+// is infra_error), never a completion the agent would score as a format
+// error.
+func TestPoolRejectsOutOfVocabularyIDs(t *testing.T) {
+	f := newFaultServer(t, KindVLLM)
+	f.pick = func() string { return "oov" }
+	cfg := testPoolConfig()
+	p, _ := Dial(cfg, nil, Endpoint{Kind: KindVLLM, URL: f.srv.URL, Model: "m"})
+	_, err := p.Sample(context.Background(), infer.Request{Prompt: []int{cfg.VocabSize}, MaxTokens: 2})
+	if !errors.Is(err, ErrInvalidRequest) || f.requests() != 0 {
+		t.Fatalf("prompt id = vocab size: %v (%d requests sent)", err, f.requests())
+	}
+	_, err = p.Sample(context.Background(), infer.Request{Prompt: []int{1}, MaxTokens: 2})
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "outside the vocabulary") {
+		t.Fatalf("sampled id outside the vocabulary: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ type sglangResponse struct {
 
 // Sample runs one generation.
 func (s *SGLang) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
-	if err := checkRequest(req); err != nil {
+	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
 	sp := map[string]any{
@@ -95,7 +95,7 @@ func (s *SGLang) Sample(ctx context.Context, req infer.Request) (infer.Completio
 	if err != nil {
 		return infer.Completion{}, fmt.Errorf("%w: %s: %v", ErrProtocol, url, err)
 	}
-	c, err := finish(req, ids, lps, reason)
+	c, err := finish(req, ids, lps, reason, 0)
 	if err != nil {
 		return infer.Completion{}, fmt.Errorf("%s: %w", url, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compactrl/compactrl/infer"
 )
 
 // Tokenizer turns text into the server's token ids and back through its
@@ -17,29 +16,39 @@ import (
 // from. Special tokens are not parsed from text and none are added: the
 // agent loop places template tokens by id.
 //
+// A Tokenizer may span several endpoints serving the same model (DialTokenizer):
+// a call that fails on one is retried on the next, round the list, Attempts
+// times in all, with a backoff that ends early when the context does.
+//
 // EncodeContext and DecodeContext report errors. Encode and Decode fit the
-// agent's error-free Tokenizer interface: they retry, and when the server
-// still fails they return nil / "" and record the error, which Err returns
-// and which makes every sampler wrapped by Guard fail (ErrUnavailable) so
-// the affected episodes end infra_error instead of training on text that
-// was never tokenised. Results are cached (the system prompt, the summary
-// instruction and repeated observations are encoded many times).
+// agent's error-free Tokenizer interface: they use the context given to Bind
+// (default: none), and when every attempt fails they return nil / "" and
+// count the failure (Failures). Nothing is sticky: a later call that works
+// returns its result. The episodes that ran while a failure was swallowed
+// must be masked by the caller (rollout.Config.Taint does this), since the
+// tokenizer cannot know which episode asked. Results are cached (the system
+// prompt, the summary instruction and repeated observations are encoded many
+// times).
 type Tokenizer struct {
 	kind   string
-	url    string
+	urls   []string
 	model  string
 	client *http.Client
 
-	// Attempts and Backoff govern Encode/Decode retries (defaults 4, 100ms
-	// doubling); Timeout bounds one call (default 30s).
+	// Attempts and Backoff govern retries of every call, across endpoints
+	// (defaults 4, 100ms doubling); Timeout bounds one attempt (default 30s).
 	Attempts int
 	Backoff  time.Duration
 	Timeout  time.Duration
 
+	base context.Context // Encode/Decode's context (Bind)
+
 	mu       sync.Mutex
 	encCache map[string][]int
 	cacheLen int // total ids held, bounded by maxCacheIDs
-	err      error
+	failures uint64
+	last     error
+	next     int // endpoint the next call starts at
 }
 
 const maxCacheIDs = 1 << 22
@@ -48,12 +57,74 @@ const maxCacheIDs = 1 << 22
 // KindVLLM) at baseURL; model is vLLM's model name. A nil client means a
 // fresh http.Client.
 func NewTokenizer(kind, baseURL, model string, client *http.Client) (*Tokenizer, error) {
+	return DialTokenizer(client, Endpoint{Kind: kind, URL: baseURL, Model: model})
+}
+
+// DialTokenizer returns a tokenizer over endpoints (all of one kind with a
+// /tokenize endpoint: KindLlamaCpp or KindVLLM, serving the same model),
+// failing over from one to the next.
+func DialTokenizer(client *http.Client, endpoints ...Endpoint) (*Tokenizer, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("remote tokenizer: no endpoints")
+	}
+	kind := endpoints[0].Kind
 	if kind != KindLlamaCpp && kind != KindVLLM {
 		return nil, fmt.Errorf("remote tokenizer: kind %q has no /tokenize endpoint here (want %s or %s)", kind, KindLlamaCpp, KindVLLM)
 	}
-	return &Tokenizer{kind: kind, url: trimURL(baseURL), model: model, client: httpClient(client),
+	t := &Tokenizer{kind: kind, model: endpoints[0].Model, client: httpClient(client),
 		Attempts: 4, Backoff: 100 * time.Millisecond, Timeout: 30 * time.Second,
-		encCache: map[string][]int{}}, nil
+		base: context.Background(), encCache: map[string][]int{}}
+	for _, e := range endpoints {
+		if e.Kind != kind {
+			return nil, fmt.Errorf("remote tokenizer: endpoints of kinds %s and %s: one tokenizer needs one model", kind, e.Kind)
+		}
+		t.urls = append(t.urls, trimURL(e.URL))
+	}
+	return t, nil
+}
+
+// Bind sets the context of Encode and Decode (their retries stop when it
+// ends). Call it before the tokenizer is shared.
+func (t *Tokenizer) Bind(ctx context.Context) { t.base = ctx }
+
+// call runs f against the endpoints in turn until it succeeds, fails with a
+// non-retryable error, ctx ends, or Attempts attempts have failed.
+func (t *Tokenizer) call(ctx context.Context, f func(ctx context.Context, url string) error) error {
+	t.mu.Lock()
+	start := t.next
+	t.mu.Unlock()
+	var err error
+	d := t.Backoff
+	for a := 0; a < max(t.Attempts, 1); a++ {
+		if a > 0 {
+			tm := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				tm.Stop()
+				return fmt.Errorf("remote tokenizer: %w (last attempt: %v)", ctx.Err(), err)
+			case <-tm.C:
+			}
+			d *= 2
+		}
+		i := (start + a) % len(t.urls)
+		actx, cancel := context.WithTimeout(ctx, t.Timeout)
+		err = f(actx, t.urls[i])
+		cancel()
+		if err == nil {
+			t.mu.Lock()
+			t.next = i // stay on the endpoint that works
+			t.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("remote tokenizer %s: %w", t.urls[i], ctx.Err())
+		}
+		err = fmt.Errorf("remote tokenizer %s: %w", t.urls[i], err)
+		if !retryable(err) {
+			return err
+		}
+	}
+	return err
 }
 
 // EncodeContext returns the ids of text, without special tokens.
@@ -65,7 +136,29 @@ func (t *Tokenizer) EncodeContext(ctx context.Context, text string) ([]int, erro
 	}
 	t.mu.Unlock()
 	var ids []int
-	url := t.url + "/tokenize"
+	err := t.call(ctx, func(ctx context.Context, base string) (err error) {
+		ids, err = t.encodeOnce(ctx, base, text)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.cacheLen+len(ids) > maxCacheIDs {
+		t.encCache, t.cacheLen = map[string][]int{}, 0
+	}
+	if _, ok := t.encCache[text]; !ok {
+		t.encCache[text] = append([]int(nil), ids...)
+		t.cacheLen += len(ids)
+	}
+	t.mu.Unlock()
+	return ids, nil
+}
+
+// encodeOnce is one /tokenize request to the server at base.
+func (t *Tokenizer) encodeOnce(ctx context.Context, base, text string) ([]int, error) {
+	var ids []int
+	url := base + "/tokenize"
 	switch t.kind {
 	case KindLlamaCpp:
 		var out struct {
@@ -100,15 +193,6 @@ func (t *Tokenizer) EncodeContext(ctx context.Context, text string) ([]int, erro
 			return nil, fmt.Errorf("%w: %s: token %d is %d", ErrProtocol, url, i, id)
 		}
 	}
-	t.mu.Lock()
-	if t.cacheLen+len(ids) > maxCacheIDs {
-		t.encCache, t.cacheLen = map[string][]int{}, 0
-	}
-	if _, ok := t.encCache[text]; !ok {
-		t.encCache[text] = append([]int(nil), ids...)
-		t.cacheLen += len(ids)
-	}
-	t.mu.Unlock()
 	return ids, nil
 }
 
@@ -117,7 +201,17 @@ func (t *Tokenizer) DecodeContext(ctx context.Context, ids []int) (string, error
 	if len(ids) == 0 {
 		return "", nil
 	}
-	url := t.url + "/detokenize"
+	var text string
+	err := t.call(ctx, func(ctx context.Context, base string) (err error) {
+		text, err = t.decodeOnce(ctx, base, ids)
+		return err
+	})
+	return text, err
+}
+
+// decodeOnce is one /detokenize request to the server at base.
+func (t *Tokenizer) decodeOnce(ctx context.Context, base string, ids []int) (string, error) {
+	url := base + "/detokenize"
 	switch t.kind {
 	case KindLlamaCpp:
 		var out struct {
@@ -148,97 +242,38 @@ func (t *Tokenizer) DecodeContext(ctx context.Context, ids []int) (string, error
 	}
 }
 
-// Encode is EncodeContext with retries and no error: see the type doc.
+// Encode is EncodeContext with the Bind context and no error: see the
+// type doc.
 func (t *Tokenizer) Encode(text string) []int {
-	var ids []int
-	t.retry(func(ctx context.Context) (err error) {
-		ids, err = t.EncodeContext(ctx, text)
-		return err
-	})
+	ids, err := t.EncodeContext(t.base, text)
+	t.record(err)
 	return ids
 }
 
-// Decode is DecodeContext with retries and no error: see the type doc.
+// Decode is DecodeContext with the Bind context and no error: see the type
+// doc.
 func (t *Tokenizer) Decode(ids []int) string {
-	var s string
-	t.retry(func(ctx context.Context) (err error) {
-		s, err = t.DecodeContext(ctx, ids)
-		return err
-	})
+	s, err := t.DecodeContext(t.base, ids)
+	t.record(err)
 	return s
 }
 
-func (t *Tokenizer) retry(f func(ctx context.Context) error) {
-	var err error
-	d := t.Backoff
-	for a := 0; a < max(t.Attempts, 1); a++ {
-		if a > 0 {
-			time.Sleep(d)
-			d *= 2
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), t.Timeout)
-		err = f(ctx)
-		cancel()
-		if err == nil || !retryable(err) {
-			break
-		}
+func (t *Tokenizer) record(err error) {
+	if err == nil {
+		return
 	}
-	if err != nil {
-		t.mu.Lock()
-		if t.err == nil {
-			t.err = fmt.Errorf("remote tokenizer %s: %w", t.url, err)
-		}
-		t.mu.Unlock()
-	}
-}
-
-// Err returns the first error Encode or Decode swallowed, or nil.
-func (t *Tokenizer) Err() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.err
-}
-
-// ClearErr forgets the recorded error (e.g. between rollout batches, once
-// the episodes that saw it have ended).
-func (t *Tokenizer) ClearErr() {
-	t.mu.Lock()
-	t.err = nil
+	t.failures++
+	t.last = err
 	t.mu.Unlock()
 }
 
-// ErrTokenizer is matched by the error of a Guard sampler whose tokenizer
-// has failed; it also matches ErrUnavailable.
-var ErrTokenizer = errors.New("remote tokenizer failed")
-
-type tokenizerError struct{ err error }
-
-func (e *tokenizerError) Error() string { return fmt.Sprintf("%v: %v", ErrTokenizer, e.err) }
-func (e *tokenizerError) Is(target error) bool {
-	return target == ErrTokenizer || target == ErrUnavailable
-}
-func (e *tokenizerError) Unwrap() error { return e.err }
-
-// Guard returns a sampler that fails while tok has a recorded error (before
-// and after sampling), so that an episode built with a failed Encode or
-// Decode ends infra_error.
-func Guard(s infer.Sampler, tok *Tokenizer) infer.Sampler { return guarded{s, tok} }
-
-type guarded struct {
-	s   infer.Sampler
-	tok *Tokenizer
-}
-
-func (g guarded) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
-	if err := g.tok.Err(); err != nil {
-		return infer.Completion{}, &tokenizerError{err}
-	}
-	c, err := g.s.Sample(ctx, req)
-	if err != nil {
-		return c, err
-	}
-	if err := g.tok.Err(); err != nil {
-		return infer.Completion{}, &tokenizerError{err}
-	}
-	return c, nil
+// Failures returns how many Encode or Decode calls have failed (their error
+// swallowed) and the last such error. A caller that compares the count
+// before and after an episode knows whether the episode may have been built
+// from a failed call.
+func (t *Tokenizer) Failures() (uint64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failures, t.last
 }

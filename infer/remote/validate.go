@@ -7,8 +7,9 @@ import (
 	"github.com/compactrl/compactrl/infer"
 )
 
-// checkRequest rejects requests no engine can serve.
-func checkRequest(req infer.Request) error {
+// checkRequest rejects requests no engine can serve; vocab > 0 bounds the
+// prompt's ids.
+func checkRequest(req infer.Request, vocab int) error {
 	switch {
 	case len(req.Prompt) == 0:
 		return fmt.Errorf("%w: empty prompt", ErrInvalidRequest)
@@ -20,8 +21,8 @@ func checkRequest(req infer.Request) error {
 		return fmt.Errorf("%w: TopP %v outside [0, 1]", ErrInvalidRequest, req.TopP)
 	}
 	for i, id := range req.Prompt {
-		if id < 0 {
-			return fmt.Errorf("%w: prompt token %d is %d", ErrInvalidRequest, i, id)
+		if id < 0 || (vocab > 0 && id >= vocab) {
+			return fmt.Errorf("%w: prompt token %d is %d, %s", ErrInvalidRequest, i, id, vocabRange(vocab))
 		}
 	}
 	return nil
@@ -38,11 +39,12 @@ func topP(req infer.Request) float64 {
 // finish turns the server's raw answer into a Completion that keeps the
 // contract, or explains why it cannot. It truncates at the first stop id
 // (the stop token included), and requires: one finite log-prob ≤ 0 per
-// token, non-negative ids, at least one token, at most MaxTokens, and a
+// token, ids in [0, vocab) (vocab ≤ 0: only non-negative), at least one
+// token, at most MaxTokens, and a
 // "stop" finish to end on a stop id or be the server's own end-of-generation
 // token ("stop" with a last token outside req.Stop is kept: the server
 // stopped on its EOS, which it returned as the last token).
-func finish(req infer.Request, tokens []int, logprobs []float64, reason string) (infer.Completion, error) {
+func finish(req infer.Request, tokens []int, logprobs []float64, reason string, vocab int) (infer.Completion, error) {
 	if len(tokens) != len(logprobs) {
 		return infer.Completion{}, fmt.Errorf("%w: %d tokens but %d log-probs", ErrProtocol, len(tokens), len(logprobs))
 	}
@@ -63,8 +65,8 @@ func finish(req infer.Request, tokens []int, logprobs []float64, reason string) 
 		return infer.Completion{}, fmt.Errorf("%w: %d tokens for MaxTokens %d", ErrProtocol, len(tokens), req.MaxTokens)
 	}
 	for i, id := range tokens {
-		if id < 0 {
-			return infer.Completion{}, fmt.Errorf("%w: token %d has id %d", ErrProtocol, i, id)
+		if id < 0 || (vocab > 0 && id >= vocab) {
+			return infer.Completion{}, fmt.Errorf("%w: token %d has id %d, %s", ErrProtocol, i, id, vocabRange(vocab))
 		}
 		lp := logprobs[i]
 		// A log-probability above 0 beyond float32 rounding is not one.
@@ -81,4 +83,12 @@ func finish(req infer.Request, tokens []int, logprobs []float64, reason string) 
 		return infer.Completion{}, fmt.Errorf("%w: finish reason %q", ErrProtocol, reason)
 	}
 	return infer.Completion{Tokens: tokens, Logprobs: logprobs, FinishReason: reason}, nil
+}
+
+// vocabRange says which ids are valid, for errors.
+func vocabRange(vocab int) string {
+	if vocab <= 0 {
+		return "a negative id"
+	}
+	return fmt.Sprintf("outside the vocabulary [0, %d)", vocab)
 }

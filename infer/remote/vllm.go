@@ -63,7 +63,7 @@ type vllmResponse struct {
 
 // Sample runs one completion.
 func (v *VLLM) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
-	if err := checkRequest(req); err != nil {
+	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
 	body := vllmRequest{
@@ -112,7 +112,7 @@ func (v *VLLM) Sample(ctx context.Context, req infer.Request) (infer.Completion,
 	if ch.FinishReason != nil {
 		reason = *ch.FinishReason
 	}
-	c, err := finish(req, ids, lps, reason)
+	c, err := finish(req, ids, lps, reason, 0)
 	if err != nil {
 		return infer.Completion{}, fmt.Errorf("%s: %w", url, err)
 	}
