@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
 )
 
 // Tokenizer turns text into the server's token ids and back through its
