@@ -67,6 +67,17 @@ type Config struct {
 	// infra_error.
 	EpisodeTimeout time.Duration
 	Meta           map[string]string // copied into every episode's Meta
+	// Taint, if set, counts failures that were swallowed outside any
+	// episode's error path (remote.Tokenizer's Encode must return
+	// something). An episode during which the count changed may have been
+	// built from a failed call: it is made infra_error (masked), and the
+	// episodes after it are not affected.
+	Taint FailureCounter
+}
+
+// FailureCounter counts swallowed failures; *remote.Tokenizer implements it.
+type FailureCounter interface {
+	Failures() (n uint64, last error)
 }
 
 // Run plays jobs with cfg.Workers workers and writes each finished episode
@@ -179,7 +190,16 @@ func play(ctx context.Context, cfg Config, j Job, r Runner, envs EnvFactory) (ep
 	if err != nil {
 		return failed(j, fmt.Errorf("environment for seed %d: %w", j.Seed, err)), true
 	}
+	var before uint64
+	if cfg.Taint != nil {
+		before, _ = cfg.Taint.Failures()
+	}
 	ep, err = r.Run(ectx, env, j.Seed)
+	if cfg.Taint != nil && err == nil {
+		if after, last := cfg.Taint.Failures(); after != before && ep.Status != episode.StatusInfraError {
+			err = fmt.Errorf("a swallowed failure during this episode (%d in all): %w", after-before, last)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ep, false
@@ -222,7 +242,8 @@ func (s *JSONLSink) Write(ep *episode.Episode) error {
 type Stats struct {
 	Total         int // jobs asked for
 	Episodes      int // episodes written
-	Successes     int // reward ≥ 1 with status ok
+	Successes     int // status ok with a full reward (episode.Success)
+	Scored        int // episodes not infra_error (those are masked, never scored)
 	Statuses      map[episode.Status]int
 	Compactions   float64 // sums, for the means
 	Turns         float64
@@ -235,7 +256,10 @@ type Stats struct {
 func (s *Stats) add(ep *episode.Episode) {
 	s.Episodes++
 	s.Statuses[ep.Status]++
-	if ep.Status == episode.StatusOK && ep.Reward >= 1 {
+	if ep.Status != episode.StatusInfraError {
+		s.Scored++
+	}
+	if ep.Succeeded() {
 		s.Successes++
 	}
 	m := ep.Metrics
@@ -255,8 +279,12 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// SuccessRate is successes / episodes written.
-func (s Stats) SuccessRate() float64 { return ratio(float64(s.Successes), float64(s.Episodes)) }
+// SuccessRate is successes / scored episodes: infra_error episodes are
+// masked, never counted as failures (NaN when nothing was scored).
+func (s Stats) SuccessRate() float64 { return ratio(float64(s.Successes), float64(s.Scored)) }
+
+// InfraErrors is the number of infra_error episodes written.
+func (s Stats) InfraErrors() int { return s.Statuses[episode.StatusInfraError] }
 
 // MeanCompactions is the mean number of compactions per episode.
 func (s Stats) MeanCompactions() float64 { return ratio(s.Compactions, float64(s.Episodes)) }
@@ -289,6 +317,10 @@ func (s Stats) String() string {
 	if s.WithQuality > 0 {
 		q = fmt.Sprintf("%.3f", s.MeanSummaryQuality())
 	}
-	return fmt.Sprintf("episodes %d  success %.3f  compactions %.2f  turns %.1f  summary_quality %s  tokens/s %.0f  episodes/s %.1f  [%s]",
-		s.Episodes, s.SuccessRate(), s.MeanCompactions(), s.MeanTurns(), q, s.TokensPerSecond(), s.EpisodesPerSecond(), strings.Join(parts, " "))
+	succ := "n/a (nothing scored)"
+	if s.Scored > 0 {
+		succ = fmt.Sprintf("%.3f", s.SuccessRate())
+	}
+	return fmt.Sprintf("episodes %d  success %s over %d scored (%d infra_error, masked)  compactions %.2f  turns %.1f  summary_quality %s  tokens/s %.0f  episodes/s %.1f  [%s]",
+		s.Episodes, succ, s.Scored, s.InfraErrors(), s.MeanCompactions(), s.MeanTurns(), q, s.TokensPerSecond(), s.EpisodesPerSecond(), strings.Join(parts, " "))
 }

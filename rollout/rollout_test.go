@@ -364,3 +364,85 @@ func BenchmarkExpertEpisodes(b *testing.B) {
 	}
 	b.ReportMetric(st.EpisodesPerSecond(), "episodes/s")
 }
+
+// Success is over scored episodes: infra errors are masked, not failures,
+// and a reward that is 1 up to rounding is a success (episode.Success).
+func TestStatsSuccessOverScoredOnly(t *testing.T) {
+	st := Stats{Statuses: map[episode.Status]int{}}
+	for _, ep := range []episode.Episode{
+		{Status: episode.StatusOK, Reward: 0.7 + 0.2 + 0.1},
+		{Status: episode.StatusInfraError},
+		{Status: episode.StatusInfraError},
+		{Status: episode.StatusOK, Reward: 0},
+	} {
+		st.add(&ep)
+	}
+	if st.Scored != 2 || st.SuccessRate() != 0.5 || st.InfraErrors() != 2 {
+		t.Fatalf("scored %d success %v infra %d", st.Scored, st.SuccessRate(), st.InfraErrors())
+	}
+	if s := st.String(); !strings.Contains(s, "success 0.500 over 2 scored (2 infra_error, masked)") {
+		t.Fatal(s)
+	}
+	none := Stats{Statuses: map[episode.Status]int{}}
+	ep := episode.Episode{Status: episode.StatusInfraError}
+	none.add(&ep)
+	if s := none.String(); !strings.Contains(s, "success n/a (nothing scored)") {
+		t.Fatal(s)
+	}
+}
+
+// counter is a FailureCounter whose count the runner bumps.
+type counter struct {
+	mu sync.Mutex
+	n  uint64
+}
+
+func (c *counter) Failures() (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n, errors.New("tokenizer down")
+}
+
+// tainting fails (silently, through the counter) during the episode of
+// seed 1 only.
+type tainting struct{ c *counter }
+
+func (r tainting) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	if seed == 1 {
+		r.c.mu.Lock()
+		r.c.n++
+		r.c.mu.Unlock()
+	}
+	return episode.Episode{Status: episode.StatusOK, Reward: 1}, nil
+}
+
+// An episode during which a swallowed failure happened is infra_error; the
+// ones after it are not (the failure is not sticky).
+func TestTaintMasksOnlyAffectedEpisodes(t *testing.T) {
+	c := &counter{}
+	var sink memSink
+	envs := func(int64) (agent.Environment, error) { return nil, nil }
+	st, err := Run(context.Background(), Config{Workers: 1, Taint: c}, Jobs("t", 0, 4), tainting{c}, envs, &sink, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range sink.eps {
+		want := episode.StatusOK
+		if ep.ID == "t-1" {
+			want = episode.StatusInfraError
+		}
+		if ep.Status != want {
+			t.Errorf("%s: status %s, want %s (%v)", ep.ID, ep.Status, want, ep.Meta)
+		}
+	}
+	if st.Successes != 3 || st.Scored != 3 {
+		t.Fatalf("stats %s", st)
+	}
+}
+
+type memSink struct{ eps []episode.Episode }
+
+func (m *memSink) Write(ep *episode.Episode) error {
+	m.eps = append(m.eps, *ep)
+	return nil
+}
