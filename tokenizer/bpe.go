@@ -2,10 +2,13 @@ package tokenizer
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 type pair struct{ a, b int32 }
@@ -38,6 +41,19 @@ type Tokenizer struct {
 	addPrefixSpace bool
 	ignoreMerges   bool
 
+	// Loaded pipelines (hfjson.go, pipeline.go). steps nil: the hand-written
+	// pre, as for built-in tokenizers.
+	norm         normalizer
+	steps        []preStep
+	charLevel    bool                // symbols are characters (SentencePiece-style BPE), not bytes
+	byteFallback bool                // char level: unknown characters become <0xHH> tokens
+	fallback     [256]int32          // ids of <0xHH>, with byteFallback
+	unk          int32               // id of unk_token, -1 when there is none
+	fuseUnk      bool                // consecutive unknowns become one unk
+	strip        map[int][2]bool     // added tokens' lstrip, rstrip
+	decode       func(string) string // a token's string → its bytes (nil: byte-level)
+	stripLead    bool                // the decoder drops the text's leading space (Metaspace)
+
 	mu    sync.RWMutex
 	cache map[string][]int32
 }
@@ -56,18 +72,31 @@ func (t *Tokenizer) build() error {
 			return fmt.Errorf("token %q has two ids, %d and %d", s, prev, id)
 		}
 		t.vocab[s] = id
-		if t.special[id] {
+		switch {
+		case t.decode != nil && t.charLevel:
+			// character-level decoders (Replace, ByteFallback, …) apply to
+			// added tokens too, as in the references
+			t.tokBytes[id] = []byte(t.decode(s))
+		case t.special[id]:
 			t.tokBytes[id] = []byte(s)
-		} else {
+		case t.decode != nil:
+			t.tokBytes[id] = []byte(t.decode(s))
+		default:
 			t.tokBytes[id], _ = vocabToBytes(s)
 		}
 	}
-	for b := 0; b < 256; b++ {
-		id, ok := t.vocab[string(byteRunes[b])]
-		if !ok || t.special[id] {
-			return fmt.Errorf("vocabulary lacks the byte token %q (byte 0x%02x)", string(byteRunes[b]), b)
+	if t.charLevel {
+		if err := t.buildFallback(); err != nil {
+			return err
 		}
-		t.byteID[b] = int32(id)
+	} else {
+		for b := 0; b < 256; b++ {
+			id, ok := t.vocab[string(byteRunes[b])]
+			if !ok || t.special[id] {
+				return fmt.Errorf("vocabulary lacks the byte token %q (byte 0x%02x)", string(byteRunes[b]), b)
+			}
+			t.byteID[b] = int32(id)
+		}
 	}
 	t.ranks = make(map[pair]mergeRule, len(t.merges))
 	for r, m := range t.merges {
@@ -99,6 +128,26 @@ func (t *Tokenizer) build() error {
 		t.specialByFirst[sp[0]] = append(t.specialByFirst[sp[0]], sp)
 	}
 	t.cache = make(map[string][]int32)
+	return nil
+}
+
+// buildFallback fills the <0xHH> table of a character-level model and
+// checks that every character can be encoded: by byte fallback or as unk.
+func (t *Tokenizer) buildFallback() error {
+	if !t.byteFallback {
+		if t.unk < 0 {
+			return errors.New("model: a character-level BPE needs byte_fallback or an unk_token")
+		}
+		return nil
+	}
+	for b := 0; b < 256; b++ {
+		s := fmt.Sprintf("<0x%02X>", b)
+		id, ok := t.vocab[s]
+		if !ok {
+			return fmt.Errorf("model: byte_fallback, but the vocabulary lacks %s", s)
+		}
+		t.fallback[b] = int32(id)
+	}
 	return nil
 }
 
@@ -159,9 +208,13 @@ func (t *Tokenizer) Merges() [][2]string {
 // skipped; use DecodeStrict to have them reported.
 func (t *Tokenizer) Decode(ids []int) string {
 	var sb strings.Builder
-	for _, id := range ids {
+	for i, id := range ids {
 		if id >= 0 && id < len(t.tokBytes) {
-			sb.Write(t.tokBytes[id])
+			b := t.tokBytes[id]
+			if i == 0 && t.stripLead && !t.special[id] && len(b) > 0 && b[0] == ' ' {
+				b = b[1:]
+			}
+			sb.Write(b)
 		}
 	}
 	return sb.String()
@@ -185,11 +238,31 @@ func (t *Tokenizer) Encode(text string) []int {
 }
 
 func (t *Tokenizer) appendEncode(out []int, text string, atStart bool) []int {
-	// add_prefix_space (loaded files only): HF prepends ' ' unless the text starts with one.
-	if t.addPrefixSpace && atStart && text != "" && text[0] != ' ' {
-		text = " " + text
+	if t.steps == nil && t.norm == nil && !t.charLevel {
+		// add_prefix_space (loaded files only): HF prepends ' ' to each
+		// section unless it starts with one.
+		if t.addPrefixSpace && text != "" && text[0] != ' ' {
+			text = " " + text
+		}
+		t.pre.split(text, func(w string) { out = t.appendWord(out, w) })
+		return out
 	}
-	t.pre.split(text, func(w string) { out = t.appendWord(out, w) })
+	if t.norm != nil {
+		text = t.norm.normalize(text)
+	}
+	from := len(out)
+	preTokenize(t.steps, text, atStart, func(w string) { out = t.appendWord(out, w) })
+	if t.fuseUnk && t.unk >= 0 {
+		j := from
+		for i := from; i < len(out); i++ {
+			if out[i] == int(t.unk) && j > from && out[j-1] == int(t.unk) {
+				continue
+			}
+			out[j] = out[i]
+			j++
+		}
+		out = out[:j]
+	}
 	return out
 }
 
@@ -205,13 +278,29 @@ func (t *Tokenizer) EncodeWithSpecials(text string) []int {
 		}
 		for _, sp := range cands { // longest first
 			if strings.HasPrefix(text[i:], sp) {
-				if i > start {
-					out = t.appendEncode(out, text[start:i], atStart)
+				id := t.specialIDs[sp]
+				st := t.strip[id]
+				before := text[start:i]
+				if st[0] {
+					before = strings.TrimRightFunc(before, isJSSpace)
 				}
-				out = append(out, t.specialIDs[sp])
+				if before != "" {
+					out = t.appendEncode(out, before, atStart)
+				}
+				out = append(out, id)
 				atStart = false
-				i += len(sp) - 1
-				start = i + 1
+				i += len(sp)
+				if st[1] {
+					for i < len(text) {
+						r, w := utf8.DecodeRuneInString(text[i:])
+						if !isJSSpace(r) {
+							break
+						}
+						i += w
+					}
+				}
+				start = i
+				i--
 				break
 			}
 		}
@@ -220,6 +309,15 @@ func (t *Tokenizer) EncodeWithSpecials(text string) []int {
 		out = t.appendEncode(out, text[start:], atStart)
 	}
 	return out
+}
+
+// isJSSpace is the JS reference's whitespace (String.prototype.trim).
+func isJSSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200A
 }
 
 // appendWord appends the BPE encoding of one pre-tokenized word.
@@ -254,6 +352,9 @@ func (t *Tokenizer) appendWord(out []int, w string) []int {
 // bpe applies the merges to the bytes of w: repeatedly the adjacent pair
 // of lowest rank is merged, the leftmost first among equal pairs.
 func (t *Tokenizer) bpe(w string) []int32 {
+	if t.charLevel {
+		return t.bpeChars(w)
+	}
 	if t.ignoreMerges {
 		if id, ok := t.vocab[bytesToVocab([]byte(w))]; ok && !t.special[id] {
 			return []int32{int32(id)}
@@ -263,6 +364,11 @@ func (t *Tokenizer) bpe(w string) []int32 {
 	for i := 0; i < len(w); i++ {
 		syms[i] = t.byteID[w[i]]
 	}
+	return t.merge(syms)
+}
+
+// merge applies the merges to symbol ids (negative ids never merge).
+func (t *Tokenizer) merge(syms []int32) []int32 {
 	if len(syms) > 48 {
 		return t.bpeHeap(syms)
 	}
@@ -319,11 +425,11 @@ func (t *Tokenizer) bpeHeap(syms []int32) []int32 {
 	for h.Len() > 0 {
 		c := heap.Pop(h).(cand)
 		j := next[c.pos]
-		if syms[c.pos] != c.a || j < 0 || syms[j] != c.b || syms[c.pos] == -1 {
+		if syms[c.pos] != c.a || j < 0 || syms[j] != c.b || syms[c.pos] == deleted {
 			continue
 		}
 		syms[c.pos] = c.out
-		syms[j] = -1
+		syms[j] = deleted
 		next[c.pos] = next[j]
 		if next[j] >= 0 {
 			prev[next[j]] = c.pos
@@ -336,6 +442,53 @@ func (t *Tokenizer) bpeHeap(syms []int32) []int32 {
 	out := syms[:0]
 	for i := int32(0); i >= 0; i = next[i] {
 		out = append(out, syms[i])
+	}
+	return out
+}
+
+// deleted marks a merged-away symbol in bpeHeap (unknown characters of a
+// character-level model are other negative ids).
+const deleted = math.MinInt32
+
+// bpeChars is the BPE of a character-level model: each character is its
+// vocabulary id, or, unknown, a negative placeholder that never merges and
+// becomes its UTF-8 bytes' <0xHH> ids (byte_fallback) or unk afterwards.
+func (t *Tokenizer) bpeChars(w string) []int32 {
+	if t.ignoreMerges {
+		if id, ok := t.vocab[w]; ok {
+			return []int32{int32(id)}
+		}
+	}
+	syms := make([]int32, 0, len(w))
+	var unknown []string
+	for i := 0; i < len(w); {
+		_, n := utf8.DecodeRuneInString(w[i:])
+		c := w[i : i+n]
+		if id, ok := t.vocab[c]; ok {
+			syms = append(syms, int32(id))
+		} else {
+			unknown = append(unknown, c)
+			syms = append(syms, int32(-len(unknown)))
+		}
+		i += n
+	}
+	syms = t.merge(syms)
+	if unknown == nil {
+		return syms
+	}
+	out := make([]int32, 0, len(syms)+8)
+	for _, s := range syms {
+		if s >= 0 {
+			out = append(out, s)
+			continue
+		}
+		if t.byteFallback {
+			for _, b := range []byte(unknown[-s-1]) {
+				out = append(out, t.fallback[b])
+			}
+		} else {
+			out = append(out, t.unk)
+		}
 	}
 	return out
 }

@@ -1,13 +1,48 @@
-// Package tokenizer is a byte-level BPE tokenizer compatible with Hugging
-// Face tokenizer.json files (GPT-2 / Llama-3 style).
+// Package tokenizer is a BPE tokenizer that reads Hugging Face
+// tokenizer.json files: its own (trained by Train, written by Save) and real
+// models' (Qwen3, Llama 3/3.1, DeepSeek-V3, Gemma 3, GPT-OSS and files
+// built from the same parts), token for token equal to the JS reference
+// (@lenml/tokenizers, a transformers.js fork; TestParityWithJS).
 //
-// Data flow: text → pre-tokenizer (GPT-2 or Llama-3 split rules written by
-// hand, no regexp) → words → each word's bytes as byte tokens → BPE merges
-// applied by rank (lowest first, leftmost on ties) → token ids. Decoding
-// concatenates each token's bytes, so Decode(Encode(s)) == s for every byte
-// string, invalid UTF-8 included: all 256 bytes are in the vocabulary.
+// Data flow of EncodeWithSpecials: text → added tokens split out (longest
+// match at each position, lstrip/rstrip) → each other section: normalizer
+// (NFC/NFD/NFKC/NFKD, Lowercase, Replace, Prepend, Strip, Sequence) →
+// pre-tokenizer steps (Split with a String or Regex pattern and any of the
+// five behaviours, ByteLevel, Digits, Metaspace, WhitespaceSplit, Sequence)
+// → words → BPE: a byte-level model maps each word's bytes to byte tokens,
+// a character-level model (Gemma) its characters to vocabulary ids, unknown
+// ones to <0xHH> tokens (byte_fallback) or unk (fuse_unk) after the merges;
+// merges apply by rank, lowest first, leftmost on ties, or the whole word
+// is taken when it is in the vocabulary (ignore_merges). Encode is the same
+// without the added-token split: special-token strings in the text are
+// plain text, which is what an agent's observations need.
+// Decoding concatenates each token's bytes as the decoder chain (ByteLevel,
+// Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence) gives them, so
+// Decode(Encode(s)) is the normalized s, invalid UTF-8 included for
+// byte-level models.
 //
-// Vocabulary strings use GPT-2's byte→unicode mapping (printable bytes map to
-// themselves, the others to U+0100 onwards), so a saved vocabulary is the
-// one transformers and llama.cpp ("gpt2" tokenizer model) expect.
+// Regular expressions: the models' Split patterns use lookahead
+// (`\s+(?!\S)`), which Go's regexp lacks. The GPT-2, Llama-3 and Qwen2
+// patterns run as hand-written splitters (pretokenize.go, checked against
+// the patterns run by Python's regex and by the JS reference); any other
+// pattern (DeepSeek-V3's, GPT-OSS's) runs on github.com/dlclark/regexp2, a
+// backtracking engine with lookaround, after jsRegex gives \s, \d and \w the
+// meaning the JS reference gives them (ECMAScript \s differs from Unicode
+// White_Space at U+0085 and U+FEFF; HF's Rust tokenizers follow the latter,
+// so on those two characters this package follows the JS reference).
+//
+// Why not a library: github.com/sugarme/tokenizer v0.3.0, measured on the
+// six files, panics loading Qwen3, Llama 3, DeepSeek-V3 and GPT-OSS (its
+// Split compiles the patterns with Go's regexp, which rejects (?!) and
+// encodes Gemma 3 at about 400 tokens/s (quadratic BPE on a sentence-piece
+// text with no pre-tokenization); tiktoken-go and go-huggingface fetch from
+// the network at run time. So the pipeline is written here, on regexp2 and
+// golang.org/x/text/unicode/norm.
+//
+// Vocabulary strings of byte-level models use GPT-2's byte→unicode mapping
+// (printable bytes map to themselves, the others to U+0100 onwards), so a
+// saved vocabulary is the one transformers and llama.cpp expect.
+//
+// LoadConfig reads tokenizer_config.json (chat_template, bos/eos tokens);
+// the agent package renders conversations with it.
 package tokenizer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -41,6 +42,9 @@ type hfSplit struct {
 // order, merges as "a b" strings), added_tokens, ByteLevel pre-tokenizer
 // (GPT-2 split rules) and ByteLevel decoder.
 func (t *Tokenizer) Save(path string) error {
+	if t.norm != nil || t.steps != nil || t.charLevel {
+		return fmt.Errorf("save tokenizer %s: a tokenizer loaded with a normalizer, a pre-tokenizer pipeline other than GPT-2/Llama-3/Qwen2 or a character-level model cannot be written back", path)
+	}
 	var b bytes.Buffer
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	var encErr error
@@ -131,12 +135,16 @@ func (t *Tokenizer) specialInVocab(id int) bool {
 	return t.addedOutsideVocab == nil || !t.addedOutsideVocab[id]
 }
 
-// Load reads a Hugging Face tokenizer.json holding a byte-level BPE model:
-// the files Save writes, and GPT-2, Llama-3 and Qwen2 style files
-// (ByteLevel pre-tokenizer, or a Split with one of those patterns followed
-// by ByteLevel). Every added token is treated as special: EncodeWithSpecials
-// recognises it and Encode does not.
+// Load reads a Hugging Face tokenizer.json holding a BPE model: the files
+// Save writes, and real models' files (Qwen3, Llama 3, DeepSeek-V3, Gemma 3,
+// GPT-OSS and the like) with their normalizers, pre-tokenizer pipelines,
+// byte fallback and decoders (see the package doc for what is supported).
+// Every added token is recognised by EncodeWithSpecials and not by Encode.
+// path may also be a directory holding tokenizer.json.
 func Load(path string) (*Tokenizer, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		path = filepath.Join(path, File)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
@@ -153,6 +161,7 @@ func parseHF(b []byte) (*Tokenizer, error) {
 		AddedTokens  []hfAddedToken  `json:"added_tokens"`
 		Normalizer   json.RawMessage `json:"normalizer"`
 		PreTokenizer json.RawMessage `json:"pre_tokenizer"`
+		Decoder      json.RawMessage `json:"decoder"`
 		Model        struct {
 			Type                    string          `json:"type"`
 			Vocab                   map[string]int  `json:"vocab"`
@@ -161,6 +170,8 @@ func parseHF(b []byte) (*Tokenizer, error) {
 			EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
 			ByteFallback            bool            `json:"byte_fallback"`
 			IgnoreMerges            bool            `json:"ignore_merges"`
+			UnkToken                *string         `json:"unk_token"`
+			FuseUnk                 bool            `json:"fuse_unk"`
 		} `json:"model"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -170,29 +181,36 @@ func parseHF(b []byte) (*Tokenizer, error) {
 	if m.Type != "BPE" && !(m.Type == "" && m.Vocab != nil) {
 		return nil, fmt.Errorf("model type %q, want BPE", m.Type)
 	}
-	if m.ByteFallback {
-		return nil, errors.New("byte_fallback BPE (SentencePiece style) is not byte-level BPE")
-	}
 	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
-		return nil, errors.New("continuing_subword_prefix / end_of_word_suffix are unsupported")
+		return nil, errors.New("model: continuing_subword_prefix / end_of_word_suffix are unsupported")
 	}
-	if n := bytes.TrimSpace(f.Normalizer); len(n) > 0 && string(n) != "null" {
-		return nil, fmt.Errorf("unsupported normalizer %s", n)
-	}
-	t := &Tokenizer{ignoreMerges: m.IgnoreMerges}
-	if err := t.parsePre(f.PreTokenizer); err != nil {
+	t := &Tokenizer{ignoreMerges: m.IgnoreMerges, byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, unk: -1}
+	nz, err := parseNormalizer(f.Normalizer)
+	if err != nil {
 		return nil, err
 	}
+	steps, byteLevel, err := parsePreSteps(f.PreTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	t.norm, t.steps, t.charLevel = nz, steps, !byteLevel
+	if byteLevel && m.ByteFallback {
+		return nil, errors.New("model: byte_fallback with a ByteLevel pre-tokenizer is unsupported")
+	}
+	t.fastPath()
 	n := 0
 	for _, id := range m.Vocab {
 		if id < 0 {
-			return nil, fmt.Errorf("negative token id %d", id)
+			return nil, fmt.Errorf("model.vocab: negative token id %d", id)
 		}
 		n = max(n, id+1)
 	}
 	for _, a := range f.AddedTokens {
 		if a.ID < 0 {
 			return nil, fmt.Errorf("added token %q: negative id %d", a.Content, a.ID)
+		}
+		if a.Content == "" {
+			return nil, fmt.Errorf("added token %d: empty content", a.ID)
 		}
 		n = max(n, a.ID+1)
 	}
@@ -201,7 +219,7 @@ func parseHF(b []byte) (*Tokenizer, error) {
 	have := make([]bool, n)
 	for s, id := range m.Vocab {
 		if have[id] {
-			return nil, fmt.Errorf("token id %d used by %q and %q", id, t.tokens[id], s)
+			return nil, fmt.Errorf("model.vocab: token id %d used by %q and %q", id, t.tokens[id], s)
 		}
 		t.tokens[id], have[id] = s, true
 	}
@@ -221,12 +239,28 @@ func parseHF(b []byte) (*Tokenizer, error) {
 			}
 			t.addedNotSpecial[a.ID] = true
 		}
+		if a.LStrip || a.RStrip {
+			if t.strip == nil {
+				t.strip = map[int][2]bool{}
+			}
+			t.strip[a.ID] = [2]bool{a.LStrip, a.RStrip}
+		}
 		t.tokens[a.ID], have[a.ID], t.special[a.ID] = a.Content, true, true
 	}
 	for id, ok := range have {
 		if !ok {
 			return nil, fmt.Errorf("token id %d missing: ids must be dense 0…%d", id, n-1)
 		}
+	}
+	if m.UnkToken != nil && *m.UnkToken != "" {
+		id, ok := m.Vocab[*m.UnkToken]
+		if !ok {
+			return nil, fmt.Errorf("model.unk_token %q not in the vocabulary", *m.UnkToken)
+		}
+		t.unk = int32(id)
+	}
+	if t.decode, t.stripLead, err = parseDecoder(f.Decoder, byteLevel); err != nil {
+		return nil, err
 	}
 	merges, err := parseMerges(m.Merges)
 	if err != nil {
@@ -241,7 +275,7 @@ func parseHF(b []byte) (*Tokenizer, error) {
 		a, okA := vocab[mg[0]]
 		b, okB := vocab[mg[1]]
 		if !okA || !okB {
-			return nil, fmt.Errorf("merge %d %q %q: token not in vocabulary", i, mg[0], mg[1])
+			return nil, fmt.Errorf("model.merges[%d] %q %q: token not in vocabulary", i, mg[0], mg[1])
 		}
 		t.merges[i] = pair{int32(a), int32(b)}
 	}
@@ -249,6 +283,130 @@ func parseHF(b []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// fastPath recognises the pipelines the hand-written pre-tokenizers run
+// whole (GPT-2's ByteLevel with its regex, or a Split with the GPT-2,
+// Llama-3 or Qwen2 pattern followed by a plain ByteLevel, no normalizer):
+// those encode without the generic step pipeline and Save can write them.
+func (t *Tokenizer) fastPath() {
+	if t.norm != nil || t.charLevel {
+		return
+	}
+	switch len(t.steps) {
+	case 1:
+		if bl, ok := t.steps[0].(byteLevelStep); ok && bl.useRegex {
+			t.pre, t.addPrefixSpace, t.steps = preGPT2, bl.addPrefixSpace, nil
+		}
+	case 2:
+		sp, ok1 := t.steps[0].(splitStep)
+		bl, ok2 := t.steps[1].(byteLevelStep)
+		if !ok1 || !ok2 || bl.useRegex || bl.addPrefixSpace || sp.invert || sp.behavior != behIsolated {
+			return
+		}
+		if h, ok := sp.pat.(handSplit); ok {
+			t.pre, t.steps = h.p, nil
+		}
+	}
+}
+
+// parseDecoder builds the per-token decoding of a tokenizer.json "decoder":
+// each token's string becomes its bytes. stripLead reports a Metaspace
+// decoder that drops the space it prepended to the text's first token.
+func parseDecoder(raw json.RawMessage, byteLevel bool) (dec func(string) string, stripLead bool, err error) {
+	if isNull(raw) {
+		if byteLevel {
+			return byteLevelDecode, false, nil
+		}
+		return nil, false, errors.New("decoder: null, and the model is not byte-level")
+	}
+	var d struct {
+		Type          string            `json:"type"`
+		Decoders      []json.RawMessage `json:"decoders"`
+		Pattern       hfPattern         `json:"pattern"`
+		Content       string            `json:"content"`
+		Start         int               `json:"start"`
+		Stop          int               `json:"stop"`
+		Replacement   string            `json:"replacement"`
+		PrependScheme string            `json:"prepend_scheme"`
+		AddPrefixSpac *bool             `json:"add_prefix_space"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, false, fmt.Errorf("decoder: %w", err)
+	}
+	switch d.Type {
+	case "ByteLevel":
+		return byteLevelDecode, false, nil
+	case "Fuse":
+		return func(s string) string { return s }, false, nil
+	case "ByteFallback":
+		return byteFallbackDecode, false, nil
+	case "Replace":
+		if d.Pattern.String == nil {
+			return nil, false, errors.New("decoder Replace: only a String pattern is supported")
+		}
+		from, to := *d.Pattern.String, d.Content
+		return func(s string) string { return strings.ReplaceAll(s, from, to) }, false, nil
+	case "Strip":
+		c, start, stop := d.Content, d.Start, d.Stop
+		return func(s string) string {
+			for i := 0; i < start && strings.HasPrefix(s, c); i++ {
+				s = s[len(c):]
+			}
+			for i := 0; i < stop && strings.HasSuffix(s, c); i++ {
+				s = s[:len(s)-len(c)]
+			}
+			return s
+		}, false, nil
+	case "Metaspace":
+		r := d.Replacement
+		if r == "" {
+			r = "▁"
+		}
+		lead := d.PrependScheme == "always" || d.PrependScheme == "first" || (d.PrependScheme == "" && (d.AddPrefixSpac == nil || *d.AddPrefixSpac))
+		return func(s string) string { return strings.ReplaceAll(s, r, " ") }, lead, nil
+	case "Sequence":
+		var fns []func(string) string
+		for i, r := range d.Decoders {
+			f, sl, err := parseDecoder(r, byteLevel)
+			if err != nil {
+				return nil, false, fmt.Errorf("decoder Sequence[%d]: %w", i, err)
+			}
+			fns = append(fns, f)
+			stripLead = stripLead || sl
+		}
+		return func(s string) string {
+			for _, f := range fns {
+				s = f(s)
+			}
+			return s
+		}, stripLead, nil
+	}
+	return nil, false, fmt.Errorf("decoder %q unsupported (known: ByteLevel, ByteFallback, Fuse, Replace, Strip, Metaspace, Sequence)", d.Type)
+}
+
+func byteLevelDecode(s string) string {
+	b, _ := vocabToBytes(s)
+	return string(b)
+}
+
+// byteFallbackDecode turns a <0xHH> token into its byte.
+func byteFallbackDecode(s string) string {
+	if b, ok := fallbackByte(s); ok {
+		return string([]byte{b})
+	}
+	return s
+}
+
+func fallbackByte(s string) (byte, bool) {
+	if len(s) != 6 || !strings.HasPrefix(s, "<0x") || s[5] != '>' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s[3:5], 16, 8)
+	if err != nil || strings.ToUpper(s[3:5]) != s[3:5] {
+		return 0, false
+	}
+	return byte(v), true
 }
 
 func parseMerges(raw json.RawMessage) ([][2]string, error) {
@@ -279,64 +437,4 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 		out[i] = [2]string{p[0], p[1]}
 	}
 	return out, nil
-}
-
-func (t *Tokenizer) parsePre(raw json.RawMessage) error {
-	var p struct {
-		Type           string            `json:"type"`
-		AddPrefixSpace bool              `json:"add_prefix_space"`
-		UseRegex       *bool             `json:"use_regex"`
-		Pretokenizers  []json.RawMessage `json:"pretokenizers"`
-		Pattern        map[string]string `json:"pattern"`
-		Behavior       string            `json:"behavior"`
-		Invert         bool              `json:"invert"`
-	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return errors.New("no pre_tokenizer: a byte-level BPE needs ByteLevel")
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("pre_tokenizer: %w", err)
-	}
-	switch p.Type {
-	case "ByteLevel":
-		if p.UseRegex != nil && !*p.UseRegex {
-			return errors.New("pre_tokenizer ByteLevel without use_regex and without a Split is unsupported")
-		}
-		t.pre, t.addPrefixSpace = preGPT2, p.AddPrefixSpace
-		return nil
-	case "Sequence":
-		if len(p.Pretokenizers) == 1 {
-			return t.parsePre(p.Pretokenizers[0])
-		}
-		if len(p.Pretokenizers) != 2 {
-			return fmt.Errorf("pre_tokenizer Sequence of %d, want Split + ByteLevel", len(p.Pretokenizers))
-		}
-		var split, bl struct {
-			Type           string            `json:"type"`
-			Pattern        map[string]string `json:"pattern"`
-			Behavior       string            `json:"behavior"`
-			Invert         bool              `json:"invert"`
-			AddPrefixSpace bool              `json:"add_prefix_space"`
-			UseRegex       *bool             `json:"use_regex"`
-		}
-		if json.Unmarshal(p.Pretokenizers[0], &split) != nil || json.Unmarshal(p.Pretokenizers[1], &bl) != nil {
-			return errors.New("pre_tokenizer Sequence: malformed entries")
-		}
-		if split.Type != "Split" || bl.Type != "ByteLevel" || bl.UseRegex == nil || *bl.UseRegex || split.Invert || split.Behavior != "Isolated" {
-			return fmt.Errorf("pre_tokenizer Sequence [%s, %s]: want Split (Isolated) + ByteLevel (use_regex false)", split.Type, bl.Type)
-		}
-		switch split.Pattern["Regex"] {
-		case patLlama3:
-			t.pre = preLlama3
-		case patQwen2:
-			t.pre = preQwen2
-		case patGPT2:
-			t.pre = preGPT2
-		default:
-			return fmt.Errorf("pre_tokenizer Split pattern %q unsupported (known: GPT-2, Llama-3, Qwen2)", split.Pattern["Regex"])
-		}
-		t.addPrefixSpace = bl.AddPrefixSpace
-		return nil
-	}
-	return fmt.Errorf("pre_tokenizer type %q unsupported", p.Type)
 }

@@ -46,7 +46,9 @@ func classOf(r rune) int {
 		return classLetter
 	case unicode.IsNumber(r):
 		return classNumber
-	case unicode.IsSpace(r):
+	case isJSSpace(r):
+		// \s as ECMAScript defines it, as the JS reference runs these
+		// patterns (Unicode White_Space differs: U+0085 in, U+FEFF out).
 		return classSpace
 	}
 	return classOther
