@@ -378,7 +378,7 @@ func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int6
 }
 
 // engineAgent builds the agent loop over a pool of HTTP engines.
-func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPath, tmplSpec string, seed int64) (*agent.Agent, error) {
+func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPath, tmplSpec string, seed int64, wrap ...samplerWrap) (*agent.Agent, error) {
 	if urls == "" {
 		return nil, errors.New("--engine URL[,URL…] is required with --policy engine (or use --policy oracle|empty)")
 	}
@@ -427,7 +427,7 @@ func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPat
 			}
 			haveTmpl = true
 		}
-		return agent.New(cfg, tok, tmpl, pool)
+		return agent.New(cfg, tok, tmpl, wrapSampler(pool, wrap))
 	}
 	if !haveTmpl {
 		return nil, errors.New("--template system,user,assistant,observation,summary,end (token ids of the engine's vocabulary) is required without --tokenizer")
@@ -436,7 +436,7 @@ func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPat
 	if err != nil {
 		return nil, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
 	}
-	return agent.New(cfg, rt, tmpl, remote.Guard(pool, rt))
+	return agent.New(cfg, rt, tmpl, remote.Guard(wrapSampler(pool, wrap), rt))
 }
 
 // parseTemplate reads "system,user,assistant,observation,summary,end" ids.

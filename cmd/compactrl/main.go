@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"train":      {"train with CompactionRL from a YAML config (--config FILE.yaml, --resume DIR)", runTrain},
 		"experiment": {"run the paper's arms (base, no compaction, CompactionRL, ablations) over seeds; Markdown table + report", runExperiment},
 		"report":     {"render a run directory's metrics as an HTML report", runReport},
+		"serve":      {"the agent loop as an HTTP rollout service for slime (POST /v1/rollouts; docs/scale.md)", runServe},
 		"rollout":    {"play episodes with a policy, write episode JSONL and statistics", runRollout},
 		"show":       {"print a readable transcript of one episode (compactions marked)", runShow},
 		"model":      {"create a checkpoint (init) or print its logits (logits)", runModel},

@@ -1,0 +1,448 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/serve"
+)
+
+// TestMain lets the test binary act as the compactrl command (for the
+// serve process the end-to-end tests start and signal, and for the Python
+// tests' `compactrl advantages`) when COMPACTRL_TEST_AS_CLI=1.
+func TestMain(m *testing.M) {
+	if os.Getenv("COMPACTRL_TEST_AS_CLI") == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := run(ctx, env{os.Stdin, os.Stdout, os.Stderr}, os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// llamaCall is one completion the recording proxy saw: the prompt ids and
+// the (id, log p) pairs the server streamed.
+type llamaCall struct {
+	prompt []int
+	ids    []int
+	lps    []float64
+}
+
+// llamaRecorder is a reverse proxy to llama-server that records every
+// streamed /v1/completions answer as the server sent it.
+type llamaRecorder struct {
+	mu    sync.Mutex
+	calls []llamaCall
+}
+
+func (rec *llamaRecorder) handler(t *testing.T, target string) http.Handler {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/completions" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		var req struct {
+			Prompt []int `json:"prompt"`
+		}
+		json.Unmarshal(b, &req)
+		resp, err := http.Post(target+r.URL.Path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		call := llamaCall{prompt: req.Prompt}
+		br := bufio.NewReader(resp.Body)
+		fl, _ := w.(http.Flusher)
+		for {
+			line, err := br.ReadBytes('\n')
+			if d, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+				var c struct {
+					Choices []struct {
+						Logprobs *struct {
+							Content []struct {
+								ID   int     `json:"id"`
+								Prob float64 `json:"prob"`
+							} `json:"content"`
+						} `json:"logprobs"`
+					} `json:"choices"`
+				}
+				if json.Unmarshal(bytes.TrimSpace(d), &c) == nil && len(c.Choices) == 1 && c.Choices[0].Logprobs != nil {
+					for _, tok := range c.Choices[0].Logprobs.Content {
+						call.ids = append(call.ids, tok.ID)
+						call.lps = append(call.lps, math.Log(tok.Prob))
+					}
+				}
+			}
+			if _, werr := w.Write(line); werr != nil || err != nil {
+				break
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		rec.mu.Lock()
+		rec.calls = append(rec.calls, call)
+		rec.mu.Unlock()
+	})
+}
+
+// check verifies that every sampled run of tokens in r (loss mask 1) is
+// a completion the server streamed for exactly that context, with the
+// server's log-probabilities.
+func (rec *llamaRecorder) check(t *testing.T, r serve.Response) {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for si, s := range r.Segments {
+		p := len(s.Tokens) - s.ResponseLength
+		for pos := 0; pos < s.ResponseLength; {
+			if s.LossMask[pos] == 0 {
+				pos++
+				continue
+			}
+			end := pos
+			for end < s.ResponseLength && s.LossMask[end] == 1 {
+				end++
+			}
+			ctx := s.Tokens[:p+pos]
+			found := false
+			for _, c := range rec.calls {
+				if len(c.ids) < end-pos || !equalIDs(c.prompt, ctx) || !equalIDs(c.ids[:end-pos], s.Tokens[p+pos:p+end]) {
+					continue
+				}
+				for j := pos; j < end; j++ {
+					if s.RolloutLogProbs[j] != c.lps[j-pos] {
+						t.Fatalf("rollout %d segment %d token %d: log-prob %v, server reported %v", r.RolloutID, si, j, s.RolloutLogProbs[j], c.lps[j-pos])
+					}
+				}
+				found = true
+				break
+			}
+			if !found {
+				t.Fatalf("rollout %d segment %d: sampled run %d..%d is no completion the server streamed for that context", r.RolloutID, si, pos, end)
+			}
+			pos = end
+		}
+	}
+}
+
+func equalIDs(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// serveProc is a `compactrl serve` child process.
+type serveProc struct {
+	cmd  *exec.Cmd
+	url  string
+	out  *bytes.Buffer
+	done chan error
+}
+
+func startServe(t *testing.T, tmpdir string, args ...string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "COMPACTRL_TEST_AS_CLI=1", "TMPDIR="+tmpdir)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan error, 1)}
+	br := bufio.NewReader(pipe)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "serving on ") {
+		cmd.Process.Kill()
+		t.Fatalf("serve did not start: %q %v\n%s", line, err, errb.String())
+	}
+	p.url = strings.Fields(line)[2]
+	go func() {
+		io.Copy(p.out, br)
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+	})
+	return p
+}
+
+func (p *serveProc) metric(t *testing.T, name string) string {
+	t.Helper()
+	resp, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+	}
+}
+
+func postRollout(ctx context.Context, url string, body any) (int, []byte, error) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/rollouts", bytes.NewReader(b))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+func workspaces(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "harbor-*"))
+	return m
+}
+
+// The service end to end against a real llama-server (random-weight model,
+// vocab 128, 256-token window): 32 concurrent episodes compact and carry
+// exactly the token ids and log-probs the server streamed; bad requests get
+// 400 naming the field; a client that disconnects mid-episode frees its
+// sandbox workspace; the Python slime integration runs against the
+// service; SIGTERM drains an in-flight episode and exits 0.
+func TestServeLlamaServerEndToEnd(t *testing.T) {
+	evalNeedBwrap(t)
+	llama := startEvalLlama(t)
+	rec := &llamaRecorder{}
+	proxy := &http.Server{Handler: rec.handler(t, llama)}
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go proxy.Serve(pl)
+	t.Cleanup(func() { proxy.Close() })
+	engineURL := "http://" + pl.Addr().String()
+
+	tasks := filepath.Join(t.TempDir(), "tasks")
+	task := filepath.Join(tasks, "tiny")
+	for p, s := range map[string]string{
+		"instruction.md": "ab12", "task.toml": "[agent]\ntimeout_sec = 600\n",
+		"tests/test.sh": "echo 0 > /logs/verifier/reward.txt",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(task, p)), 0o755)
+		os.WriteFile(filepath.Join(task, p), []byte(s), 0o644)
+	}
+	sys := filepath.Join(t.TempDir(), "system.txt")
+	os.WriteFile(sys, []byte("1"), 0o644)
+	tmp := t.TempDir()
+	p := startServe(t, tmp, "--tasks", tasks, "--template", "120,121,122,123,124,125",
+		"--context", "256", "--reserve", "96", "--max-action-tokens", "12", "--max-summary-tokens", "16",
+		"--max-format-errors", "1000", "--max-turns", "10", "--system-prompt", sys, "--summary-instruction", "2a",
+		"--resume-text", "3b", "--no-format-hint", "--max-episodes", "32", "--queue", "8", "--engine-concurrency", "2")
+
+	request := func(rid int64, turns int) map[string]any {
+		return map[string]any{
+			"task_id":    "tiny",
+			"engine":     map[string]any{"url": engineURL, "kind": "llamacpp"},
+			"sampling":   map[string]any{"temperature": 1, "top_p": 1, "max_new_tokens": 12, "seed": 1000 + rid},
+			"agent":      map[string]any{"context": 256, "reserve": 96, "keep_last": 2, "max_turns": turns, "max_compactions": 100},
+			"rollout_id": rid,
+		}
+	}
+
+	t.Run("32 concurrent episodes, token-exact", func(t *testing.T) {
+		var wg sync.WaitGroup
+		resps := make([]serve.Response, 32)
+		errs := make([]error, 32)
+		start := time.Now()
+		for i := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, out, err := postRollout(context.Background(), p.url, request(int64(i), 8))
+				if err == nil && code != 200 {
+					err = fmt.Errorf("status %d: %s", code, out)
+				}
+				if err == nil {
+					err = json.Unmarshal(out, &resps[i])
+				}
+				errs[i] = err
+			}()
+		}
+		waitUntil(t, "32 in flight", 60*time.Second, func() bool {
+			return p.metric(t, "compactrl_episodes_in_flight") == "32" || p.metric(t, `compactrl_episodes_finished_total{status="overlong"}`) != "0"
+		})
+		wg.Wait()
+		t.Logf("32 episodes in %v", time.Since(start))
+		for i, r := range resps {
+			if errs[i] != nil {
+				t.Fatalf("request %d: %v", i, errs[i])
+			}
+			if r.RolloutID != int64(i) || r.TaskID != "tiny" || r.Status == "infra_error" {
+				t.Fatalf("request %d: rollout %d status %s error %q", i, r.RolloutID, r.Status, r.Error)
+			}
+			if len(r.Segments) < 2 || r.Metrics["compactions"] < 1 || r.Segments[0].Kind != "summary" {
+				t.Fatalf("request %d did not compact: %d segments %v", i, len(r.Segments), r.Metrics)
+			}
+			for _, s := range r.Segments {
+				if len(s.Tokens) > 256 || len(s.LossMask) != s.ResponseLength || len(s.RolloutLogProbs) != s.ResponseLength {
+					t.Fatalf("request %d: malformed segment %d", i, s.Index)
+				}
+			}
+			rec.check(t, r)
+		}
+		if ws := workspaces(t, tmp); len(ws) != 0 {
+			t.Fatalf("workspaces left: %v", ws)
+		}
+	})
+
+	t.Run("bad requests get 400 naming the field", func(t *testing.T) {
+		for field, mut := range map[string]func(m map[string]any){
+			"task_id":     func(m map[string]any) { m["task_id"] = "nope" },
+			"engine.kind": func(m map[string]any) { m["engine"] = map[string]any{"url": engineURL, "kind": "tgi"} },
+			"rollout_id":  func(m map[string]any) { m["rollout_id"] = "seven" },
+			"agent":       func(m map[string]any) { m["agent"] = map[string]any{"reserve": 8} },
+		} {
+			body := request(1, 4)
+			mut(body)
+			code, out, err := postRollout(context.Background(), p.url, body)
+			var eb serve.ErrorBody
+			if err != nil || code != 400 || json.Unmarshal(out, &eb) != nil || eb.Field != field {
+				t.Errorf("%s: %d %s %v", field, code, out, err)
+			}
+		}
+	})
+
+	t.Run("a disconnecting client frees its sandbox", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := postRollout(ctx, p.url, request(99, 100000))
+			errc <- err
+		}()
+		waitUntil(t, "the episode's workspace", 30*time.Second, func() bool {
+			return len(workspaces(t, tmp)) == 1 && p.metric(t, "compactrl_sandboxes_alive") == "1"
+		})
+		time.Sleep(300 * time.Millisecond) // mid-episode
+		cancel()
+		if err := <-errc; err == nil {
+			t.Fatal("request finished despite the cancel")
+		}
+		waitUntil(t, "sandbox freed", 30*time.Second, func() bool {
+			return len(workspaces(t, tmp)) == 0 && p.metric(t, "compactrl_sandboxes_alive") == "0" &&
+				p.metric(t, `compactrl_episodes_finished_total{status="cancelled"}`) == "1"
+		})
+	})
+
+	t.Run("python slime integration", func(t *testing.T) {
+		runSlimePython(t, p.url, engineURL)
+	})
+
+	t.Run("SIGTERM drains", func(t *testing.T) {
+		type res struct {
+			code int
+			body []byte
+			err  error
+		}
+		rc := make(chan res, 1)
+		go func() {
+			code, out, err := postRollout(context.Background(), p.url, request(7, 6))
+			rc <- res{code, out, err}
+		}()
+		waitUntil(t, "in flight", 30*time.Second, func() bool { return p.metric(t, "compactrl_episodes_in_flight") == "1" })
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if _, _, err := postRollout(context.Background(), p.url, request(8, 2)); err == nil {
+			t.Fatal("new request accepted after SIGTERM")
+		}
+		r := <-rc
+		var resp serve.Response
+		if r.err != nil || r.code != 200 || json.Unmarshal(r.body, &resp) != nil || resp.RolloutID != 7 || resp.Status == "infra_error" {
+			t.Fatalf("in-flight episode across SIGTERM: %d %v %s", r.code, r.err, r.body)
+		}
+		select {
+		case err := <-p.done:
+			if err != nil || !strings.Contains(p.out.String(), "drained") {
+				t.Fatalf("serve exit: %v, stdout %q", err, p.out.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not exit after draining")
+		}
+	})
+}
+
+// runSlimePython runs integrations/slime's tests with /usr/bin/python3
+// against the service at serveURL (engine: llama-server behind engineURL).
+// The advantage tests call this test binary as `compactrl advantages`.
+func runSlimePython(t *testing.T, serveURL, engineURL string) {
+	t.Helper()
+	skip := func(format string, a ...any) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf(format, a...)
+		}
+		t.Skipf(format, a...)
+	}
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
+		skip("/usr/bin/python3 with torch unavailable: %v %s", err, out)
+	}
+	u, _ := url.Parse(engineURL)
+	root, _ := filepath.Abs("../../integrations/slime")
+	cmd := exec.Command("/usr/bin/python3", "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(),
+		"COMPACTRL_SERVE_URL="+serveURL,
+		"COMPACTRL_TEST_ROUTER_IP="+u.Hostname(), "COMPACTRL_TEST_ROUTER_PORT="+u.Port(),
+		"COMPACTRL_BIN="+os.Args[0], "COMPACTRL_TEST_AS_CLI=1", "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("python tests:\n%s", out)
+	if err != nil {
+		t.Fatalf("python tests failed: %v", err)
+	}
+	if bytes.Contains(out, []byte("skipped")) && os.Getenv("CI") == "true" {
+		t.Fatalf("python tests skipped in CI")
+	}
+}

@@ -1,0 +1,251 @@
+"""slime custom generate function: one compacting episode per Sample.
+
+slime awaits ``generate(args, sample, sampling_params)`` for each sample
+(passing ``evaluation=`` when the signature has it;
+slime/rollout/sglang_rollout.py:252-260) and accepts ``list[Sample]``: the
+segments of one rollout (sglang_rollout.py:270-280), which must share an
+integer ``rollout_id`` (slime/observability/rollout_data_utils.py:92-121).
+
+This function POSTs the episode to a ``compactrl serve`` process
+(/v1/rollouts), naming slime's SGLang router as the engine
+(http://{args.sglang_router_ip}:{args.sglang_router_port}, as
+sglang_rollout.py:158 builds it), and turns each returned segment into a
+copy of ``sample`` with:
+
+    rollout_id        = sample.index (slime's own convention for fan-out,
+                        slime/rollout/_fanout_test_helpers.py:71)
+    tokens            = prompt ⊕ response (the service's layout = slime's)
+    response_length   = len(response); loss_mask, rollout_log_probs over it
+    reward            = the episode's reward R on every segment (set, so
+                        slime's reward model is not called,
+                        sglang_rollout.py:275-279)
+    status            = COMPLETED (ok, format_error), TRUNCATED (overlong),
+                        FAILED (infra_error)
+    metadata["compactrl"] = {segment_index, num_segments, kind, episode_status, task_id}
+
+Masking (DESIGN.md §1): infra_error episodes, and overlong ones unless
+compactrl_mask_overlong is false, get remove_sample = True and all-zero
+loss masks: they train nothing and are never scored 0. An episode the
+service could not play at all (or an unreachable service after
+compactrl_retries attempts) comes back as one masked placeholder sample.
+
+Configuration (slime --custom-config-path YAML, set on args;
+slime/utils/arguments.py:2013-2019), defaults in DEFAULTS.
+"""
+
+import asyncio
+import copy
+import http.client
+import json
+import logging
+import os
+import socket
+import threading
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+
+from .convert import META_KEY
+
+logger = logging.getLogger(__name__)
+
+DEFAULTS = {
+    "compactrl_serve_url": None,  # one URL or a comma-separated list; env COMPACTRL_SERVE_URL
+    "compactrl_engine_kind": "sglang",  # what the service talks to: slime's router is SGLang
+    "compactrl_engine_model": "",
+    "compactrl_engine_url": None,  # default: slime's router
+    "compactrl_agent": None,  # dict: agent fields of the request (context, reserve, keep_last, ...)
+    "compactrl_mask_overlong": True,
+    "compactrl_timeout": 4 * 3600.0,  # seconds one episode may take
+    "compactrl_retries": 20,  # attempts on 429/503/connection errors
+    "compactrl_max_concurrency": 1024,  # threads for blocking HTTP calls
+}
+
+
+def _arg(args, name):
+    v = getattr(args, name, None)
+    return DEFAULTS[name] if v is None else v
+
+
+class _Executor:
+    """A lazily created thread pool for the blocking HTTP calls (asyncio's
+    default pool has about 32 threads; slime keeps hundreds of samples in
+    flight)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pool = None
+
+    def get(self, n):
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="compactrl")
+            return self._pool
+
+
+_EXECUTOR = _Executor()
+
+
+class ServiceError(Exception):
+    """The service answered with a status that retrying will not change."""
+
+
+def _service_urls(args):
+    urls = _arg(args, "compactrl_serve_url") or os.environ.get("COMPACTRL_SERVE_URL", "")
+    out = [u.strip().rstrip("/") for u in str(urls).split(",") if u.strip()]
+    if not out:
+        raise ValueError("compactrl generate: set compactrl_serve_url (custom config) or COMPACTRL_SERVE_URL")
+    return out
+
+
+def build_request(args, sample, sampling_params):
+    """The JSON body of POST /v1/rollouts for sample."""
+    meta = sample.metadata or {}
+    task_id = meta.get("task_id")
+    if task_id is None:
+        if not isinstance(sample.prompt, str) or not sample.prompt:
+            raise ValueError(f"compactrl generate: sample {sample.index} has no metadata['task_id'] and no string prompt")
+        task_id = sample.prompt
+    if sample.index is None:
+        raise ValueError("compactrl generate: sample.index is None; it becomes the integer rollout_id")
+    engine_url = _arg(args, "compactrl_engine_url") or f"http://{args.sglang_router_ip}:{args.sglang_router_port}"
+    sampling = {
+        "temperature": sampling_params.get("temperature"),
+        "top_p": sampling_params.get("top_p"),
+        "max_new_tokens": sampling_params.get("max_new_tokens"),
+        "seed": sampling_params.get("sampling_seed"),
+    }
+    body = {
+        "task_id": str(task_id),
+        "engine": {"url": engine_url, "kind": _arg(args, "compactrl_engine_kind"), "model": _arg(args, "compactrl_engine_model")},
+        "sampling": {k: v for k, v in sampling.items() if v is not None},
+        "agent": dict(_arg(args, "compactrl_agent") or {}),
+        "rollout_id": int(sample.index),
+    }
+    return body
+
+
+class _Call:
+    """One blocking POST whose socket another thread can shut down (so that
+    cancelling the asyncio task disconnects, and the service tears the
+    episode's sandbox down)."""
+
+    def __init__(self, url, body, timeout):
+        self.url, self.body, self.timeout = url, body, timeout
+        self.conn = None
+        self.cancelled = False
+
+    def run(self):
+        u = urllib.parse.urlsplit(self.url)
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        self.conn = cls(u.hostname, u.port, timeout=self.timeout)
+        try:
+            if self.cancelled:
+                raise ConnectionAbortedError("cancelled")
+            data = json.dumps(self.body).encode()
+            self.conn.request("POST", u.path.rstrip("/") + "/v1/rollouts", body=data,
+                              headers={"Content-Type": "application/json"})
+            resp = self.conn.getresponse()
+            return resp.status, resp.getheader("Retry-After"), resp.read()
+        finally:
+            self.conn.close()
+
+    def cancel(self):
+        self.cancelled = True
+        conn = self.conn
+        if conn is not None and conn.sock is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+async def post_rollout(args, body):
+    """POST body to a service (chosen by rollout_id), retrying 429, 503 and
+    connection errors with the server's Retry-After; returns the decoded
+    response. Cancelling the awaiting task disconnects from the service."""
+    urls = _service_urls(args)
+    retries = int(_arg(args, "compactrl_retries"))
+    pool = _EXECUTOR.get(int(_arg(args, "compactrl_max_concurrency")))
+    loop = asyncio.get_running_loop()
+    last = None
+    for attempt in range(max(retries, 1)):
+        url = urls[(body["rollout_id"] + attempt) % len(urls)]
+        call = _Call(url, body, float(_arg(args, "compactrl_timeout")))
+        try:
+            status, retry_after, raw = await asyncio.shield(loop.run_in_executor(pool, call.run))
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        except OSError as e:
+            last = f"{url}: {e}"
+            await asyncio.sleep(min(30.0, 0.5 * 2 ** attempt))
+            continue
+        if status == 200:
+            return json.loads(raw)
+        if status in (429, 503):
+            last = f"{url}: {status} {raw[:200]!r}"
+            delay = float(retry_after) if retry_after and retry_after.isdigit() else 1.0
+            await asyncio.sleep(delay)
+            continue
+        raise ServiceError(f"{url}: status {status}: {raw[:500].decode(errors='replace')}")
+    raise ServiceError(f"no answer after {retries} attempts: {last}")
+
+
+def _placeholder(sample, why):
+    s = copy.deepcopy(sample)
+    s.rollout_id = sample.index
+    s.tokens = [0, 0]
+    s.response_length = 1
+    s.loss_mask = [0]
+    s.rollout_log_probs = [0.0]
+    s.reward = 0.0
+    s.remove_sample = True
+    s.status = type(sample).Status.FAILED
+    s.metadata = dict(sample.metadata or {})
+    s.metadata[META_KEY] = {"segment_index": 0, "num_segments": 1, "kind": "none",
+                            "episode_status": "infra_error", "error": why}
+    return [s]
+
+
+def samples_from_response(args, sample, resp):
+    """The service's answer as slime Samples (see the module doc)."""
+    status_cls = type(sample).Status
+    ep_status = resp["status"]
+    masked = ep_status == "infra_error" or (ep_status == "overlong" and bool(_arg(args, "compactrl_mask_overlong")))
+    segs = resp.get("segments") or []
+    if not segs:
+        return _placeholder(sample, resp.get("error") or f"episode {ep_status} without segments")
+    status = {"ok": status_cls.COMPLETED, "format_error": status_cls.COMPLETED,
+              "overlong": status_cls.TRUNCATED, "infra_error": status_cls.FAILED}.get(ep_status, status_cls.FAILED)
+    reward = 0.0 if masked else float(resp["reward"])
+    out = []
+    for seg in segs:
+        s = copy.deepcopy(sample)
+        s.rollout_id = int(resp["rollout_id"])
+        s.tokens = list(seg["tokens"])
+        s.response_length = int(seg["response_length"])
+        trainable = seg.get("trainable", True) and not masked
+        s.loss_mask = list(seg["loss_mask"]) if trainable else [0] * s.response_length
+        s.rollout_log_probs = [float(x) for x in seg["rollout_log_probs"]]
+        s.response = ""
+        s.reward = reward
+        s.status = status
+        s.remove_sample = masked
+        s.metadata = dict(sample.metadata or {})
+        s.metadata[META_KEY] = {"segment_index": int(seg["index"]), "num_segments": len(segs), "kind": seg["kind"],
+                                "episode_status": ep_status, "task_id": resp["task_id"], "metrics": resp.get("metrics", {})}
+        if resp.get("error"):
+            s.metadata[META_KEY]["error"] = resp["error"]
+        out.append(s)
+    return out
+
+
+async def generate(args, sample, sampling_params, evaluation=False):
+    """slime custom generate function (--custom-generate-function-path)."""
+    body = build_request(args, sample, sampling_params)
+    try:
+        resp = await post_rollout(args, body)
+    except ServiceError as e:
+        logger.warning("compactrl: rollout %s of task %s masked: %s", body["rollout_id"], body["task_id"], e)
+        return _placeholder(sample, str(e))
+    return samples_from_response(args, sample, resp)
