@@ -232,9 +232,17 @@ func (t *Tokenizer) DecodeStrict(ids []int) (string, error) {
 
 // Encode tokenises text as plain text: special-token strings in it are
 // encoded like any other text.
+//
+// Added tokens that are not special ("special": false in tokenizer.json,
+// e.g. Qwen3's <think> or Gemma 3's whitespace runs) are still recognised,
+// as Hugging Face tokenizers do with split_special_tokens: they are part of
+// the model's ordinary text.
 func (t *Tokenizer) Encode(text string) []int {
-	out := make([]int, 0, len(text)/3+1)
-	return t.appendEncode(out, text, true)
+	if t.addedNotSpecial == nil {
+		out := make([]int, 0, len(text)/3+1)
+		return t.appendEncode(out, text, true)
+	}
+	return t.encodeAdded(text, false)
 }
 
 func (t *Tokenizer) appendEncode(out []int, text string, atStart bool) []int {
@@ -269,6 +277,12 @@ func (t *Tokenizer) appendEncode(out []int, text string, atStart bool) []int {
 // EncodeWithSpecials is Encode, except that occurrences of special-token
 // contents become their ids (the longest match wins where they overlap).
 func (t *Tokenizer) EncodeWithSpecials(text string) []int {
+	return t.encodeAdded(text, true)
+}
+
+// encodeAdded encodes text with the added tokens split out: all of them,
+// or with specials false only those not marked special.
+func (t *Tokenizer) encodeAdded(text string, specials bool) []int {
 	out := make([]int, 0, len(text)/3+1)
 	start, atStart := 0, true
 	for i := 0; i < len(text); i++ {
@@ -277,7 +291,7 @@ func (t *Tokenizer) EncodeWithSpecials(text string) []int {
 			continue
 		}
 		for _, sp := range cands { // longest first
-			if strings.HasPrefix(text[i:], sp) {
+			if strings.HasPrefix(text[i:], sp) && (specials || t.addedNotSpecial[t.specialIDs[sp]]) {
 				id := t.specialIDs[sp]
 				st := t.strip[id]
 				before := text[start:i]
