@@ -23,8 +23,7 @@ import (
 	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/sandbox"
-	"github.com/compactrl/compactrl/tokenizer"
-	"github.com/compactrl/compactrl/train"
+	"github.com/compactrl/compactrl/stats"
 )
 
 // evalSystemPrompt is the system prompt s of task evaluation.
@@ -86,6 +85,10 @@ func runEval(ctx context.Context, e env, args []string) error {
 	fs.Var(&binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")
 	cacheDir := fs.String("cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
 	keepWS := fs.Bool("keep-workspaces", false, "leave episode workspaces on disk")
+	workRoot := fs.String("work-root", filepath.Join(os.TempDir(), "compactrl-eval"), "parent of the run directories holding episode workspaces; those of runs that died (kill -9) are removed at start")
+	diskMB := fs.Int64("disk-mb", 0, "workspace size limit per episode in MiB, all processes together (0: the task's [environment] storage, else 4096); enforced as root")
+	var ef engineFlags
+	ef.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: compactrl eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]\n"+
 			"       compactrl eval --checkpoint DIR [flags]   (the built-in model on the built-in suite)")
@@ -108,8 +111,11 @@ func runEval(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("--attempts %d must be ≥ 1", *attempts)
 	case *workers < 1:
 		return fmt.Errorf("--workers %d must be ≥ 1", *workers)
-	case *memMB < 0 || *procs < 0:
-		return errors.New("--memory-mb and --max-procs must be ≥ 0")
+	case *memMB < 0 || *procs < 0 || *diskMB < 0:
+		return errors.New("--memory-mb, --max-procs and --disk-mb must be ≥ 0")
+	}
+	if err := ef.validate(); err != nil {
+		return err
 	}
 	if *policyName != "engine" && *policyName != "oracle" && *policyName != "empty" {
 		return fmt.Errorf("--policy %q: want engine, oracle or empty", *policyName)
@@ -119,7 +125,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	case "bwrap":
 		// Available is checked once the flags are known to be good, so that
 		// a flag error is reported as such on a machine without bwrap.
-		runner = sandbox.Bubblewrap{ROBinds: binds}
+		runner = sandbox.Bubblewrap{ROBinds: binds, Confine: sandbox.DetectConfinement()}
 	case "docker", "podman":
 		runner = sandbox.Container{Engine: *runnerName, DefaultImage: *image}
 	default:
@@ -132,9 +138,9 @@ func runEval(ctx context.Context, e env, args []string) error {
 	}
 
 	src := taskSource{
-		limits: sandbox.Limits{MemoryBytes: *memMB << 20, Processes: *procs},
+		limits: sandbox.Limits{MemoryBytes: *memMB << 20, Processes: *procs, DiskBytes: *diskMB << 20},
 		runner: runner, image: *image, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
-		cache: *cacheDir, keep: *keepWS, noHint: *noHint, network: *network,
+		cache: *cacheDir, keep: *keepWS, noHint: *noHint, network: *network, workRoot: new(string),
 	}
 	tasks, skipped, err := src.load(*tasksPath)
 	if err != nil {
@@ -148,6 +154,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	}
 
 	var r rollout.Runner
+	var taint rollout.FailureCounter
 	meta := map[string]string{"policy": *policyName, "tasks": *tasksPath}
 	switch *policyName {
 	case "oracle", "empty":
@@ -168,11 +175,15 @@ func runEval(ctx context.Context, e env, args []string) error {
 			}
 			cfg.SystemPrompt = strings.TrimSpace(string(b))
 		}
-		a, err := engineAgent(cfg, *engines, *kind, *modelName, *maxConc, *tokPath, *tmplSpec, *seed)
+		a, rt, err := buildEngineAgent(ctx, cfg, engineSpec{urls: *engines, kind: *kind, model: *modelName, maxConc: *maxConc,
+			tokPath: *tokPath, tmplSpec: *tmplSpec, seed: *seed, flags: ef})
 		if err != nil {
 			return err
 		}
 		r = a
+		if rt != nil {
+			taint = rt
+		}
 		meta["engine"], meta["engine_kind"], meta["model"] = *engines, *kind, *modelName
 		meta["context"], meta["reserve"] = strconv.Itoa(cfg.Window), strconv.Itoa(cfg.Reserve)
 		meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
@@ -181,6 +192,27 @@ func runEval(ctx context.Context, e env, args []string) error {
 		if err := b.Available(); err != nil {
 			return fmt.Errorf("--runner bwrap: %w", err)
 		}
+		fmt.Fprintln(e.stderr, "eval: "+b.Confine.Describe())
+		for _, g := range b.Confine.Reap() {
+			fmt.Fprintf(e.stderr, "eval: removed the cgroup %s of a run that died\n", g)
+		}
+	}
+	if !*keepWS {
+		// Workspaces live in a directory this run owns: a run killed with
+		// -9 leaves it behind, and the next eval removes it.
+		rd, reaped, err := sandbox.NewRunDir(*workRoot)
+		for _, d := range reaped {
+			fmt.Fprintf(e.stderr, "eval: removed %s, left by a run that died\n", d)
+		}
+		if err != nil {
+			return fmt.Errorf("--work-root: %w", err)
+		}
+		defer func() {
+			if err := rd.Close(); err != nil {
+				fmt.Fprintf(e.stderr, "eval: %v\n", err)
+			}
+		}()
+		*src.workRoot = rd.Path
 	}
 
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -206,7 +238,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	}
 	sink := &verdictSink{inner: rollout.NewJSONLSink(f)}
 	bar := newProgress(e.stderr, n)
-	_, rerr := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *episodeTimeout, Meta: meta},
+	_, rerr := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *episodeTimeout, Meta: meta, Taint: taint},
 		jobs, closingRunner{r}, envs, sink, bar.update)
 	bar.finish()
 	if cerr := f.Close(); cerr != nil && rerr == nil {
@@ -217,6 +249,9 @@ func runEval(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	printResults(e.stdout, res)
+	if rerr == nil {
+		rerr = infraOutcome(res.Episodes, res.InfraError)
+	}
 	return rerr
 }
 
@@ -242,6 +277,9 @@ type taskSource struct {
 	cmdTimeout, agentTimeout time.Duration
 	cache                    string
 	keep, noHint, network    bool
+	// workRoot is where episode workspaces go ("": the system's temporary
+	// directory); set once the run directory exists, read per episode.
+	workRoot *string
 }
 
 // evalTask is one task: how to make a fresh environment for an episode.
@@ -253,6 +291,14 @@ type evalTask struct {
 type skippedTask struct {
 	Task   string `json:"task"`
 	Reason string `json:"reason"`
+}
+
+// root is the current workspace parent ("" when none was set).
+func (s taskSource) root() string {
+	if s.workRoot == nil {
+		return ""
+	}
+	return *s.workRoot
 }
 
 func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
@@ -285,7 +331,7 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network}
 		tasks = append(tasks, evalTask{name: t.Name, newEnv: func(oracle bool) agent.Environment {
 			o := opts
-			o.ExposeSolution = oracle
+			o.ExposeSolution, o.WorkRoot = oracle, s.root()
 			return harbor.New(t, o)
 		}})
 	}
@@ -310,7 +356,9 @@ func (s taskSource) loadSWEBench(path string) ([]evalTask, []skippedTask, error)
 		opts := swebench.Options{Runner: s.runner, Limits: s.limits, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
 			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network}
 		tasks = append(tasks, evalTask{name: in.InstanceID, newEnv: func(bool) agent.Environment {
-			return &sweOracleEnv{Env: swebench.New(in, opts), inst: in}
+			o := opts
+			o.WorkRoot = s.root()
+			return &sweOracleEnv{Env: swebench.New(in, o), inst: in}
 		}})
 	}
 	return tasks, skipped, nil
@@ -369,74 +417,32 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 // submits, and its sandbox and workspace must not outlive it.
 type closingRunner struct{ r rollout.Runner }
 
+// A Close error (a sandbox whose processes could not be confirmed dead, a
+// workspace that could not be removed) is kept in the episode's meta
+// "close_error"; a note on a zero reward (harbor.Env.RewardNote) in
+// "reward_note".
 func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
 	ep, err := c.r.Run(ctx, env, seed)
+	if ep.Meta == nil {
+		ep.Meta = map[string]string{}
+	}
+	if n, ok := env.(interface{ RewardNote() string }); ok && n.RewardNote() != "" {
+		ep.Meta["reward_note"] = n.RewardNote()
+	}
 	if cl, ok := env.(interface{ Close() error }); ok {
-		cl.Close()
+		if cerr := cl.Close(); cerr != nil {
+			ep.Meta["close_error"] = cerr.Error()
+		}
 	}
 	return ep, err
 }
 
-// engineAgent builds the agent loop over a pool of HTTP engines.
+// engineAgent builds the agent loop over a pool of HTTP engines with the
+// default engine timeout and retries (buildEngineAgent has them all).
 func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPath, tmplSpec string, seed int64, wrap ...samplerWrap) (*agent.Agent, error) {
-	if urls == "" {
-		return nil, errors.New("--engine URL[,URL…] is required with --policy engine (or use --policy oracle|empty)")
-	}
-	var eps []remote.Endpoint
-	for _, u := range strings.Split(urls, ",") {
-		u = strings.TrimSpace(u)
-		if u == "" {
-			continue
-		}
-		spec := kind + "=" + u
-		if model != "" {
-			spec += ",model=" + model
-		}
-		ep, err := remote.ParseEndpoint(spec)
-		if err != nil {
-			return nil, fmt.Errorf("--engine: %w", err)
-		}
-		ep.MaxConcurrent = maxConc
-		eps = append(eps, ep)
-	}
-	if len(eps) == 0 {
-		return nil, fmt.Errorf("--engine %q: no URL", urls)
-	}
-	pool, err := remote.Dial(remote.PoolConfig{Seed: seed}, nil, eps...)
-	if err != nil {
-		return nil, fmt.Errorf("--engine: %w", err)
-	}
-	var tok agent.Tokenizer
-	var tmpl agent.Template
-	haveTmpl := false
-	if tmplSpec != "" {
-		if tmpl, err = parseTemplate(tmplSpec); err != nil {
-			return nil, err
-		}
-		haveTmpl = true
-	}
-	if tokPath != "" {
-		t, err := tokenizer.Load(tokPath)
-		if err != nil {
-			return nil, fmt.Errorf("--tokenizer: %w", err)
-		}
-		tok = t
-		if !haveTmpl {
-			if tmpl, err = agent.TemplateFrom(t.SpecialID); err != nil {
-				return nil, fmt.Errorf("--tokenizer %s: %w (or give --template)", tokPath, err)
-			}
-			haveTmpl = true
-		}
-		return agent.New(cfg, tok, tmpl, wrapSampler(pool, wrap))
-	}
-	if !haveTmpl {
-		return nil, errors.New("--template system,user,assistant,observation,summary,end (token ids of the engine's vocabulary) is required without --tokenizer")
-	}
-	rt, err := remote.NewTokenizer(eps[0].Kind, eps[0].URL, eps[0].Model, nil)
-	if err != nil {
-		return nil, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
-	}
-	return agent.New(cfg, rt, tmpl, remote.Guard(wrapSampler(pool, wrap), rt))
+	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: urls, kind: kind, model: model, maxConc: maxConc,
+		tokPath: tokPath, tmplSpec: tmplSpec, seed: seed, flags: engineFlags{timeout: defaultEngineTimeout, retries: defaultEngineRetries}}, wrap...)
+	return a, err
 }
 
 // parseTemplate reads "system,user,assistant,observation,summary,end" ids.
@@ -474,6 +480,11 @@ type verdict struct {
 	Compactions float64 `json:"compactions"`
 	Turns       float64 `json:"turns"`
 	Error       string  `json:"error,omitempty"`
+	// RewardNote says why a verifier that ran gave no valid reward (the
+	// attempt scored 0); CloseError reports a sandbox or workspace that
+	// could not be cleaned up after the episode.
+	RewardNote string `json:"reward_note,omitempty"`
+	CloseError string `json:"close_error,omitempty"`
 	// Detail is the tail of the final observation (the verifier's output)
 	// of an episode that did not succeed.
 	Detail string `json:"detail,omitempty"`
@@ -491,9 +502,9 @@ func (s *verdictSink) Write(ep *episode.Episode) error {
 	}
 	s.verdicts = append(s.verdicts, verdict{
 		ID: ep.ID, Task: ep.Group, Status: string(ep.Status), Reward: ep.Reward,
-		Success:     ep.Status == episode.StatusOK && ep.Reward >= 1,
+		Success:     ep.Succeeded(),
 		Compactions: ep.Metrics[agent.MetricCompactions], Turns: ep.Metrics[agent.MetricTurns],
-		Error: ep.Meta[agent.MetaError],
+		Error: ep.Meta[agent.MetaError], RewardNote: ep.Meta["reward_note"], CloseError: ep.Meta["close_error"],
 	})
 	if v := &s.verdicts[len(s.verdicts)-1]; !v.Success {
 		v.Detail = tailString(ep.Meta[agent.MetaFinalObservation], 600)
@@ -523,7 +534,8 @@ type results struct {
 	Scored     int `json:"scored"`
 	InfraError int `json:"infra_errors"`
 	Successes  int `json:"successes"`
-	// Pass1 is successes / scored, a success being status ok and reward ≥ 1;
+	// Pass1 is successes / scored, a success being status ok and a full
+	// reward (episode.Success);
 	// Pass1CI its 95% Wilson interval. Absent when nothing was scored.
 	Pass1           *float64       `json:"pass1"`
 	Pass1CI         []float64      `json:"pass1_ci95,omitempty"`
@@ -545,7 +557,7 @@ func tailString(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// summarize computes pass@1 = (1/n) Σ 1[ok ∧ R ≥ 1] over the n scored
+// summarize computes pass@1 = (1/n) Σ 1[ok ∧ Success(R)] over the n scored
 // episodes, its Wilson interval, and per-task verdicts.
 func summarize(vs []verdict, tasks []evalTask, attempts int, skipped []skippedTask, meta map[string]string) results {
 	res := results{Meta: meta, Attempts: attempts, Statuses: map[string]int{}, Skipped: skipped}
@@ -589,7 +601,7 @@ func summarize(vs []verdict, tasks []evalTask, attempts int, skipped []skippedTa
 	}
 	if res.Scored > 0 {
 		res.Pass1 = ptr(float64(res.Successes) / float64(res.Scored))
-		lo, hi := train.Wilson(res.Successes, res.Scored)
+		lo, hi := stats.Wilson(res.Successes, res.Scored)
 		res.Pass1CI = []float64{lo, hi}
 		res.MeanReward = ptr(rewardSum / float64(res.Scored))
 		res.MeanCompactions = compSum / float64(res.Scored)
@@ -663,5 +675,8 @@ func printResults(w io.Writer, res results) {
 		fmtPtr(res.Pass1, "%.3f"), ci, res.Scored, res.InfraError, res.MeanCompactions, fmtPtr(res.Pass1Compacted, "%.3f"), res.Compacted)
 	for _, s := range res.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Task, s.Reason)
+	}
+	if res.Episodes > 0 && res.Scored == 0 {
+		fmt.Fprintf(w, "NOTHING COULD BE SCORED: all %d episodes were infra_error (see the errors in results.json)\n", res.Episodes)
 	}
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/compactrl/compactrl/episode"
+)
+
+// Exit codes of `eval` and `rollout` (documented in docs/reliability.md):
+// 0 every episode was scored; 1 an error stopped the run; exitSomeInfra
+// the run finished and its results are written, but some episodes were
+// infra_error (masked: the statistics cover the others); exitNothingScored
+// every episode was infra_error, so there is no result at all.
+const (
+	exitSomeInfra     = 3
+	exitNothingScored = 4
+)
+
+// exitError is an error that asks for a particular exit status; main's run
+// returns ExitCode() for it instead of 1.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// ExitCode is the process exit status the error asks for.
+func (e *exitError) ExitCode() int { return e.code }
+
+// infraOutcome turns a finished run's counts into its exit error: nil when
+// every episode was scored.
+func infraOutcome(episodes, infra int) error {
+	switch {
+	case episodes > 0 && infra == episodes:
+		return &exitError{exitNothingScored, fmt.Sprintf("nothing could be scored: all %d episodes were %s (engine or harness failures; see each episode's meta.error)", episodes, episode.StatusInfraError)}
+	case infra > 0:
+		return &exitError{exitSomeInfra, fmt.Sprintf("%d of %d episodes were %s (masked; the statistics cover the other %d)", infra, episodes, episode.StatusInfraError, episodes-infra)}
+	}
+	return nil
+}
