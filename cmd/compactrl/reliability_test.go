@@ -172,3 +172,21 @@ func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// rollout over infra errors: success is over scored episodes ("n/a" when
+// none), and the exit status is not 0.
+func TestRolloutTotalInfraErrorNotSuccess(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ep.jsonl")
+	var stdout, stderr bytes.Buffer
+	err := runRollout(context.Background(), env{strings.NewReader(""), &stdout, &stderr}, []string{"--episodes", "3", "--workers", "1", "--episode-timeout", "1ns", "--out", out})
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitNothingScored {
+		t.Fatalf("err %v\n%s", err, stderr.String())
+	}
+	if s := stdout.String(); !strings.Contains(s, "success n/a (nothing scored)") || strings.Contains(s, "success 0.000") {
+		t.Fatalf("stats line: %s", s)
+	}
+	if _, _, code := runCmd(t, "rollout", "--episodes", "2", "--workers", "1", "--episode-timeout", "1ns", "--out", out); code == 0 {
+		t.Fatal("exit 0 with every episode infra_error")
+	}
+}

@@ -25,7 +25,8 @@ import (
 // runRollout plays --episodes episodes of an environment with a policy and
 // writes them as episode JSONL to --out, one line per finished episode
 // (flushed at once), with a progress bar on a terminal and a final line of
-// statistics on stdout.
+// statistics on stdout. The exit status says whether every episode was
+// scored (see exitcode.go).
 func runRollout(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("rollout", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -128,6 +129,9 @@ func runRollout(ctx context.Context, e env, args []string) error {
 		err = fmt.Errorf("--out: %w", cerr)
 	}
 	fmt.Fprintln(e.stdout, st)
+	if err == nil {
+		err = infraOutcome(st.Episodes, st.InfraErrors())
+	}
 	return err
 }
 
