@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -126,17 +127,35 @@ func (c LlamaConfig) Validate() error {
 	if !(c.RopeTheta > 0) {
 		errs = append(errs, fmt.Errorf("rope_theta must be positive, got %g", c.RopeTheta))
 	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"initializer_range", c.InitializerRange}, {"attention_dropout", c.AttentionDropout}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must be a finite number ≥ 0, got %g", f.name, f.v))
+		}
+	}
 	if c.AttentionBias || c.MLPBias {
 		errs = append(errs, errors.New("attention_bias / mlp_bias are unsupported"))
 	}
 	return errors.Join(errs...)
 }
 
-// WriteConfig writes c as dir/config.json (indented, trailing newline).
+// WriteConfig writes c as dir/config.json (indented, trailing newline). A
+// non-finite field (JSON has no NaN) is an error naming the file and field.
 func WriteConfig(dir string, c LlamaConfig) error {
+	path := filepath.Join(dir, ConfigFile)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"rms_norm_eps", c.RMSNormEps}, {"rope_theta", c.RopeTheta}, {"initializer_range", c.InitializerRange}, {"attention_dropout", c.AttentionDropout}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("write config %s: %s is %v (JSON has no such number)", path, f.name, f.v)
+		}
+	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
-		return fmt.Errorf("write config %s: %w", dir, err)
+		return fmt.Errorf("write config %s: %w", path, err)
 	}
 	b = append(b, '\n')
 	return writeAtomic(filepath.Join(dir, ConfigFile), func(w io.Writer) error {

@@ -112,6 +112,9 @@ func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokeniz
 	if err := cfg.Validate(); err != nil {
 		return wrap(fmt.Errorf("config: %w", err))
 	}
+	if err := checkFinite(ts); err != nil {
+		return wrap(err)
+	}
 	if tok == nil {
 		return wrap(errors.New("no tokenizer"))
 	}
@@ -432,4 +435,17 @@ func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor) error {
 		pad()
 	}
 	return c.flush()
+}
+
+// checkFinite rejects weights that are NaN or ±Inf (a diverged run): llama.cpp
+// would load them and serve garbage without a word.
+func checkFinite(ts []Tensor) error {
+	for _, t := range ts {
+		for i, v := range t.Data {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("tensor %s: element %d is %v: the checkpoint's weights are not finite", t.Name, i, v)
+			}
+		}
+	}
+	return nil
 }

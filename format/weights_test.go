@@ -1,6 +1,7 @@
 package format
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -39,5 +40,26 @@ func TestReadWeightsSharded(t *testing.T) {
 	}
 	if _, err := ReadWeights(t.TempDir()); err == nil || !strings.Contains(err.Error(), "neither") {
 		t.Errorf("empty dir: %v", err)
+	}
+}
+
+// NaN weights: export to GGUF refuses them (naming the tensor), and a NaN
+// config field is an error naming config.json, not a bare JSON error.
+func TestNonFiniteRefused(t *testing.T) {
+	ts := []Tensor{{Name: "model.norm.weight", Shape: []int{2}, Data: []float32{1, float32(math.NaN())}}}
+	if err := checkFinite(ts); err == nil || !strings.Contains(err.Error(), "model.norm.weight") {
+		t.Fatalf("checkFinite: %v", err)
+	}
+	cfg := NewLlamaConfig(8, 4, 8, 1, 2, 2, 16)
+	if err := WriteGGUF(filepath.Join(t.TempDir(), "m.gguf"), cfg, ts, nil); err == nil || !strings.Contains(err.Error(), "not finite") {
+		t.Fatal("WriteGGUF accepted NaN weights")
+	}
+	cfg.InitializerRange = math.NaN()
+	dir := t.TempDir()
+	if err := WriteConfig(dir, cfg); err == nil || !strings.Contains(err.Error(), "config.json") || !strings.Contains(err.Error(), "initializer_range") {
+		t.Fatalf("WriteConfig with NaN: %v", err)
+	}
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("Validate accepted a NaN initializer_range")
 	}
 }
