@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -550,5 +553,49 @@ func TestGemmPackedMatchesNaive(t *testing.T) {
 	pb := PackB(true, 3, 2, make([]float32, 6), 2)
 	if pb.N() != 3 || pb.K() != 2 {
 		t.Fatalf("PackB(3×2ᵀ): N %d, K %d", pb.N(), pb.K())
+	}
+}
+
+func TestChoosePath(t *testing.T) {
+	for _, name := range Paths() {
+		p, err := choose(name)
+		if err != nil || p.name != name {
+			t.Errorf("choose(%q) = %v, %v", name, p.name, err)
+		}
+	}
+	if p, err := choose(""); err != nil || p != impls[0] {
+		t.Errorf(`choose("") = %v, %v; want the fastest path`, p.name, err)
+	}
+	if _, err := choose("neon512"); err == nil || !strings.Contains(err.Error(), EnvPath) {
+		t.Errorf("an unknown path gave %v; want an error naming %s", err, EnvPath)
+	}
+	if Err() != nil && os.Getenv(EnvPath) == "" {
+		t.Errorf("Err() = %v without %s", Err(), EnvPath)
+	}
+}
+
+// TestEnvSelectsPath runs this test binary again with EnvPath set to each
+// supported path (and to one no CPU has) and checks what it reports.
+func TestEnvSelectsPath(t *testing.T) {
+	if os.Getenv("COMPACTRL_KERNEL_CHILD") == "1" {
+		fmt.Printf("path=%s err=%v\n", Path(), Err())
+		return
+	}
+	run := func(name string) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestEnvSelectsPath$")
+		cmd.Env = append(os.Environ(), "COMPACTRL_KERNEL_CHILD=1", EnvPath+"="+name)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s=%s: %v\n%s", EnvPath, name, err, out)
+		}
+		return string(out)
+	}
+	for _, name := range Paths() {
+		if out := run(name); !strings.Contains(out, "path="+name+" err=<nil>") {
+			t.Errorf("%s=%s: child reported %q", EnvPath, name, out)
+		}
+	}
+	if out := run("sve2"); !strings.Contains(out, "err="+EnvPath+"=sve2") {
+		t.Errorf("%s=sve2: child reported %q; want an error", EnvPath, out)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/compactrl/compactrl/stats"
 )
 
 // Record is one iteration's numeric metrics, keyed by field name.
@@ -49,6 +51,23 @@ type Page struct {
 	Notes  []string // paragraphs of plain text shown under the title
 	Tables []Table
 	Runs   []Run
+	// Curves are plots of their own data (e.g. pretraining losses), drawn
+	// after the runs' panels.
+	Curves []Curve
+	// Texts are preformatted excerpts (e.g. held-out transcripts).
+	Texts []Text
+}
+
+// Curve is a panel drawn from its own runs.
+type Curve struct {
+	Panel Panel
+	Runs  []Run
+}
+
+// Text is a titled preformatted excerpt.
+type Text struct {
+	Title string
+	Body  string
 }
 
 // Series names one metric to draw and its legend label.
@@ -151,15 +170,192 @@ func Load(dir string) (Run, error) {
 	return run, nil
 }
 
-// Generate writes dir/report.html for the run in dir and returns its path.
+// Generate writes dir/report.html for the run in dir and returns its path:
+// held-out pass@1 before and after RL with 95% Wilson intervals, the
+// learning curves, the pretraining curves (dir/pretrain.jsonl, else
+// dir/sft.jsonl, when present) and the held-out transcripts that train
+// kept under dir/transcripts (the first evaluation's and the final one).
 func Generate(dir string) (string, error) {
 	run, err := Load(dir)
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "report.html")
-	if err := WriteFile(out, Page{Title: "CompactionRL run " + run.Name, Runs: []Run{run}}); err != nil {
+	page := Page{Title: "CompactionRL run " + run.Name, Runs: []Run{run}}
+	if t, ok := BeforeAfter(run.Records); ok {
+		page.Tables = append(page.Tables, t)
+	}
+	for _, name := range []string{"pretrain.jsonl", "sft.jsonl"} {
+		c, ok, err := loadPretrainCurve(filepath.Join(dir, name))
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			page.Curves = append(page.Curves, c)
+			break
+		}
+	}
+	texts, err := loadTranscripts(filepath.Join(dir, "transcripts"))
+	if err != nil {
 		return "", err
+	}
+	page.Texts = texts
+	out := filepath.Join(dir, "report.html")
+	if err := WriteFile(out, page); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// BeforeAfter is the table of held-out pass@1 at the first and the last
+// evaluation of a run's records (fields eval_pass1_compact,
+// eval_pass1_single, eval_episodes), with 95% Wilson intervals; ok is false
+// with fewer than two evaluations.
+func BeforeAfter(recs []Record) (Table, bool) {
+	var evals []Record
+	for _, r := range recs {
+		if _, ok := r["eval_pass1_compact"]; ok {
+			evals = append(evals, r)
+		}
+	}
+	if len(evals) < 2 {
+		return Table{}, false
+	}
+	t := Table{Caption: "Held-out pass@1 before and after RL (95% Wilson intervals)",
+		Header: []string{"", "iteration", "episodes", "pass@1 with compaction", "pass@1 single window", "summary quality", "compactions / episode"}}
+	for i, r := range []Record{evals[0], evals[len(evals)-1]} {
+		n := int(r["eval_episodes"])
+		ci := func(key string) string {
+			p, ok := r[key]
+			if !ok {
+				return "–"
+			}
+			if n == 0 {
+				return num(p)
+			}
+			lo, hi := stats.Wilson(int(math.Round(p*float64(n))), n)
+			return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
+		}
+		opt := func(key string) string {
+			if v, ok := r[key]; ok {
+				return fmt.Sprintf("%.3f", v)
+			}
+			return "–"
+		}
+		t.Rows = append(t.Rows, []string{[]string{"before RL", "after RL"}[i], fmt.Sprint(int(r["iteration"])), fmt.Sprint(n),
+			ci("eval_pass1_compact"), ci("eval_pass1_single"), opt("eval_summary_quality"), opt("eval_compactions")})
+	}
+	return t, true
+}
+
+// loadPretrainCurve reads a warm start's per-step records (train's
+// SFTRecord: phase, step, loss, recall_loss) into a loss panel: one series
+// per phase against the global step, each point the mean of 25 steps.
+func loadPretrainCurve(path string) (Curve, bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Curve{}, false, nil
+	} else if err != nil {
+		return Curve{}, false, fmt.Errorf("pretraining curve %s: %w", path, err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	type acc struct {
+		sum    float64
+		n      int
+		firstX int
+	}
+	const window = 25
+	var recs []Record
+	open := map[string]*acc{}
+	flush := func(key string, a *acc) {
+		if a.n > 0 {
+			recs = append(recs, Record{"iteration": float64(a.firstX), key: a.sum / float64(a.n)})
+		}
+		*a = acc{}
+	}
+	add := func(key string, x int, v float64) {
+		a := open[key]
+		if a == nil {
+			a = &acc{}
+			open[key] = a
+		}
+		if a.n == 0 {
+			a.firstX = x
+		}
+		a.sum += v
+		a.n++
+		if a.n == window {
+			flush(key, a)
+		}
+	}
+	var series []Series
+	seen := map[string]bool{}
+	for x := 0; ; x++ {
+		var r struct {
+			Phase      string   `json:"phase"`
+			Loss       float64  `json:"loss"`
+			RecallLoss *float64 `json:"recall_loss"`
+		}
+		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return Curve{}, false, fmt.Errorf("pretraining curve %s record %d: %w", path, x+1, err)
+		}
+		keys := []string{r.Phase}
+		vals := []float64{r.Loss}
+		if r.RecallLoss != nil {
+			keys, vals = append(keys, r.Phase+" (recall sequences)"), append(vals, *r.RecallLoss)
+		}
+		for i, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				series = append(series, Series{Key: k, Label: k})
+			}
+			add(k, x, vals[i])
+		}
+	}
+	for k, a := range open {
+		flush(k, a)
+	}
+	if len(recs) == 0 {
+		return Curve{}, false, nil
+	}
+	return Curve{Panel: Panel{Title: "Pretraining loss (" + filepath.Base(path) + ")", YLabel: "−log π per token", Series: series},
+		Runs: []Run{{Name: "pretraining", Records: recs}}}, true, nil
+}
+
+// loadTranscripts returns the first evaluation's and the final held-out
+// transcript of dir (train's eval-NNNNNN.txt and final.txt), if present.
+func loadTranscripts(dir string) ([]Text, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("transcripts %s: %w", dir, err)
+	}
+	var first, final string
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, "eval-") && strings.HasSuffix(n, ".txt") && (first == "" || n < first) {
+			first = n
+		}
+		if n == "final.txt" {
+			final = n
+		}
+	}
+	var out []Text
+	for _, x := range []struct{ title, name string }{
+		{"Held-out transcript before RL (the first evaluation's first episode that compacted)", first},
+		{"Held-out transcript after RL (the final evaluation's first episode that compacted)", final},
+	} {
+		if x.name == "" || (x.name == first && first == final) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, x.name))
+		if err != nil {
+			return nil, fmt.Errorf("transcripts %s: %w", dir, err)
+		}
+		out = append(out, Text{Title: x.title + ": " + x.name, Body: string(b)})
 	}
 	return out, nil
 }
@@ -199,6 +395,7 @@ func WriteHTMLPanels(w io.Writer, p Page, panels []Panel) error {
 		"table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}" +
 		"th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}" +
 		".plots{display:flex;flex-wrap:wrap;gap:12px}pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:300px}" +
+		"pre.transcript{max-height:600px;font-size:12px}" +
 		"</style></head><body>\n")
 	fmt.Fprintf(&b, "<h1>%s</h1>\n", esc(title))
 	for _, n := range p.Notes {
@@ -220,7 +417,15 @@ func WriteHTMLPanels(w io.Writer, p Page, panels []Panel) error {
 		}
 		b.WriteString(svg)
 	}
+	for _, c := range p.Curves {
+		if svg, ok := panelSVG(c.Panel, c.Runs); ok {
+			b.WriteString(svg)
+		}
+	}
 	b.WriteString("</div>\n")
+	for _, t := range p.Texts {
+		fmt.Fprintf(&b, "<h2>%s</h2>\n<pre class=\"transcript\">%s</pre>\n", esc(t.Title), esc(t.Body))
+	}
 	if len(empty) > 0 {
 		fmt.Fprintf(&b, "<p>No data for: %s.</p>\n", esc(strings.Join(empty, "; ")))
 	}

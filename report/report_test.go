@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +166,56 @@ func TestGenerate(t *testing.T) {
 	wellFormed(t, string(b))
 	if !strings.Contains(string(b), "seed: 1") {
 		t.Error("config not shown")
+	}
+}
+
+func TestGenerateShowsBeforeAfterCurvesAndTranscripts(t *testing.T) {
+	dir := t.TempDir()
+	metrics := `{"iteration":0,"reward":0.1,"eval_pass1_compact":0.25,"eval_pass1_single":0.1,"eval_episodes":100,"eval_summary_quality":0.5,"eval_compactions":1.5}
+{"iteration":1,"reward":0.2}
+{"iteration":2,"eval_pass1_compact":0.5,"eval_pass1_single":0.125,"eval_episodes":100}
+`
+	var curve strings.Builder
+	for i := range 60 {
+		phase := "copy"
+		if i >= 30 {
+			phase = "sft"
+		}
+		fmt.Fprintf(&curve, `{"phase":%q,"step":%d,"loss":%g,"recall_loss":0.5}`+"\n", phase, i%30, 3-float64(i)/30)
+	}
+	files := map[string]string{
+		"metrics.jsonl":               metrics,
+		"pretrain.jsonl":              curve.String(),
+		"transcripts/eval-000000.txt": "before <summary> kept: (none)",
+		"transcripts/eval-000010.txt": "intermediate-transcript",
+		"transcripts/final.txt":       "after kept: delta 25",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := Generate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(out)
+	html := string(b)
+	// 25/100 → Wilson [0.175, 0.343]; 50/100 → [0.404, 0.596].
+	for _, want := range []string{"before RL", "after RL", "0.250 [0.175, 0.343]", "0.500 [0.404, 0.596]",
+		"Pretraining loss (pretrain.jsonl)", "sft (recall sequences)", "before &lt;summary&gt; kept: (none)", "after kept: delta 25"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "intermediate-transcript") {
+		t.Error("report shows an intermediate transcript; want the first and the final")
+	}
+	if err := xml.Unmarshal([]byte(strings.Replace(html, "<!DOCTYPE html>", "", 1)), new(any)); err != nil {
+		t.Errorf("report is not well-formed: %v", err)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -117,6 +119,10 @@ type SFTConfig struct {
 	// sequences cost less a step for the same number of queried values.
 	RecallLen   int `yaml:"recall_len"`
 	RecallBatch int `yaml:"recall_batch"` // sequences a recall step (0: copy_batch)
+	// RecallMix recall sequences over whole windows join every SFT batch,
+	// so that imitating the demonstrations does not unlearn the lookup
+	// (0: none).
+	RecallMix int `yaml:"recall_mix"`
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -154,7 +160,11 @@ type RunConfig struct {
 	EvalEvery       int    `yaml:"eval_every"`
 	EvalEpisodes    int    `yaml:"eval_episodes"` // held-out seeds per evaluation
 	CheckpointEvery int    `yaml:"checkpoint_every"`
-	Threads         int    `yaml:"threads"` // compute threads for the built-in model; 0: all cores
+	// EpisodeTimeoutS bounds one episode's wall time in seconds (0: none);
+	// an episode past it is infra_error and masked, like any failure of
+	// the harness.
+	EpisodeTimeoutS float64 `yaml:"episode_timeout_s"`
+	Threads         int     `yaml:"threads"` // compute threads for the built-in model; 0: all cores
 }
 
 // DefaultConfig is the demo-sized default: the paper's method settings with
@@ -202,8 +212,67 @@ func ParseConfig(r io.Reader) (Config, error) {
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 			return c, err
 		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return c, err
+		}
+		if len(doc.Content) > 0 {
+			if err := checkIntegers(doc.Content[0], reflect.TypeOf(c), ""); err != nil {
+				return c, err
+			}
+		}
 	}
 	return c, c.Validate()
+}
+
+// checkIntegers reports an integer field whose YAML value is not an
+// integer literal (yaml.v3 would truncate 512.5 to 512 without a word).
+func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
+	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i].Value, n.Content[i+1]
+		for j := 0; j < t.NumField(); j++ {
+			f := t.Field(j)
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != key {
+				continue
+			}
+			field := strings.TrimPrefix(path+"."+key, ".")
+			switch f.Type.Kind() {
+			case reflect.Struct:
+				if err := checkIntegers(val, f.Type, field); err != nil {
+					return err
+				}
+			case reflect.Int, reflect.Int64:
+				if val.Kind == yaml.ScalarNode && val.ShortTag() != "!!int" {
+					return fmt.Errorf("%s: %q is not an integer", field, val.Value)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkFinite reports the first float field of v (a config struct) that is
+// NaN or infinite, by its YAML path.
+func checkFinite(v reflect.Value, path string) error {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		field := strings.TrimPrefix(path+"."+name, ".")
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Struct:
+			if err := checkFinite(f, field); err != nil {
+				return err
+			}
+		case reflect.Float64:
+			if x := f.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("%s: %g is not a finite number", field, x)
+			}
+		}
+	}
+	return nil
 }
 
 // LoadConfig reads and validates a YAML config file.
@@ -247,7 +316,16 @@ func (c Config) Validate() error {
 		}
 		return nil
 	}
+	if err := checkFinite(reflect.ValueOf(c), ""); err != nil {
+		return err
+	}
 	for _, e := range []error{
+		nonneg("model.dim", c.Model.Dim),
+		nonneg("model.layers", c.Model.Layers),
+		nonneg("model.heads", c.Model.Heads),
+		nonneg("model.kv_heads", c.Model.KVHeads),
+		nonneg("model.ffn", c.Model.FFN),
+		nonneg("model.max_seq", c.Model.MaxSeq),
 		pos("agent.context", c.Agent.Context),
 		pos("agent.reserve", c.Agent.Reserve),
 		nonneg("agent.keep_last", c.Agent.KeepLast),
@@ -265,6 +343,7 @@ func (c Config) Validate() error {
 		nonneg("sft.recall_keys", c.SFT.RecallKeys),
 		nonneg("sft.recall_len", c.SFT.RecallLen),
 		nonneg("sft.recall_batch", c.SFT.RecallBatch),
+		nonneg("sft.recall_mix", c.SFT.RecallMix),
 		pos("sft.batch_size", c.SFT.BatchSize),
 		pos("rl.group_size", c.RL.GroupSize),
 		pos("rl.ppo_epochs", c.RL.PPOEpochs),
@@ -298,14 +377,20 @@ func (c Config) Validate() error {
 		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Context)
 	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
 		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
+	case c.Run.Iterations > 0 && c.Agent.Temperature != 1:
+		// The sampler's log-probs and the scorer's are at temperature 1: the
+		// PPO ratio describes the sampling policy only there.
+		return fmt.Errorf("agent.temperature: %g must be 1 for RL (run.iterations %d): the policy's log-probs, and so the PPO ratio, are those of temperature 1; eval_temperature may differ", c.Agent.Temperature, c.Run.Iterations)
+	case c.Run.EpisodeTimeoutS < 0:
+		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
 	case c.Model.RopeTheta < 0:
 		return fmt.Errorf("model.rope_theta: %g must not be negative", c.Model.RopeTheta)
 	case c.Model.InitRange < 0:
 		return fmt.Errorf("model.init_range: %g must not be negative", c.Model.InitRange)
-	case c.SFT.CopySteps+c.SFT.RecallSteps > 0 && c.SFT.CopyLen < 2:
-		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps or sft.recall_steps > 0", c.SFT.CopyLen)
+	case c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix > 0 && c.SFT.CopyLen < 2:
+		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", c.SFT.CopyLen)
 	case c.SFT.RecallKeys > vault.KeyWords():
 		return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", c.SFT.RecallKeys, vault.KeyWords())
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
@@ -334,24 +419,42 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// DemoConfig is `compactrl demo`'s run (configs/demo.yaml is the same
-// config as a file): a nano Llama policy (two heads of 32 dimensions) on a
-// small vault suite (two facts from a pool of four keys, all-or-nothing
-// reward), sized for under ten minutes on two cores:
-// copy and recall pretraining, SFT on lossy demonstrations (p = 0.5), then
-// CompactionRL with 64 episodes an iteration, evaluated by sampling at
-// temperature 1 (docs/results.md).
-func DemoConfig() Config {
+// PretrainConfig is the recipe of the shipped base policy
+// (models/vault-base; configs/pretrain.yaml is the same config as a file):
+// a nano Llama policy (two heads of 32 dimensions) on a small vault suite
+// (two facts from a pool of four keys, all-or-nothing reward), warm-started
+// by copy pretraining, recall pretraining over all 32 key words (present
+// keys answered with their value, absent ones with "?"), and SFT on the
+// lossy expert's demonstrations (p = 0.5) with recall sequences mixed into
+// every batch; no RL (docs/results.md has what each phase buys).
+func PretrainConfig() Config {
 	c := DefaultConfig()
 	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06}
 	c.Suite = SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
 		Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}
 	c.Agent = AgentConfig{Context: 512, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 30,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1, EvalTemperature: 1}
-	c.SFT = SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
-		CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallSteps: 1200, RecallExtra: 6}
+	c.SFT = SFTConfig{Episodes: 512, Steps: 4000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
+		CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallSteps: 1200, RecallExtra: 6, RecallKeys: 32, RecallMix: 16}
 	c.RL.MiniBatches, c.RL.MicroBatch = 4, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 1e-3, 1e-3, 20
+	c.Run = RunConfig{Dir: "runs/pretrain", Iterations: 0, Episodes: 64, Workers: 64, EvalEpisodes: 512}
+	return c
+}
+
+// ShippedBase is where the repository keeps the base policy that the demo
+// and the experiment start from (DESIGN.md §8).
+const ShippedBase = "models/vault-base"
+
+// DemoConfig is `compactrl demo`'s run (configs/demo.yaml is the same
+// config as a file): 30 CompactionRL iterations of 64 episodes from the
+// shipped base policy (PretrainConfig's suite, agent and model; no warm
+// start), cross-trajectory GAE and the token-mean loss, evaluated on 256
+// held-out episodes by sampling at temperature 1 (docs/results.md).
+func DemoConfig() Config {
+	c := PretrainConfig()
+	c.Model.Init = ShippedBase
+	c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 0, 0, 0, 0
 	c.Run = RunConfig{Dir: "runs/demo", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 256, CheckpointEvery: 10}
 	return c
 }

@@ -71,13 +71,18 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 	}
 }
 
-func TestDemoYAMLMatchesDemoConfig(t *testing.T) {
-	c, err := LoadConfig("../configs/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := DemoConfig(); c != want {
-		t.Errorf("configs/demo.yaml differs from DemoConfig():\n got %+v\nwant %+v", c, want)
+func TestConfigFilesMatchTheirFunctions(t *testing.T) {
+	for _, x := range []struct {
+		file string
+		want Config
+	}{{"../configs/demo.yaml", DemoConfig()}, {"../configs/pretrain.yaml", PretrainConfig()}} {
+		c, err := LoadConfig(x.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != x.want {
+			t.Errorf("%s differs from its function:\n got %+v\nwant %+v", x.file, c, x.want)
+		}
 	}
 }
 
@@ -91,5 +96,25 @@ func TestModelArchOverrides(t *testing.T) {
 	}
 	if mc, _ := ModelArch(ModelConfig{Preset: "tiny"}, 300, 512); mc.RopeTheta != 10000 {
 		t.Fatalf("rope_theta 0 should keep the preset's 10000, got %g", mc.RopeTheta)
+	}
+}
+
+func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
+	for _, x := range []struct{ yaml, want string }{
+		{"agent:\n  context: 512.5\n", `agent.context: "512.5" is not an integer`},
+		{"model:\n  dim: -3\n", "model.dim: -3 must not be negative"},
+		{"rl:\n  lr: .nan\n", "rl.lr: NaN is not a finite number"},
+		{"rl:\n  gamma: .nan\n", "rl.gamma: NaN"},
+		{"model:\n  init_range: .inf\n", "model.init_range: +Inf"},
+		{"agent:\n  temperature: .nan\n", "agent.temperature: NaN"},
+		{"agent:\n  temperature: 0.7\n", "agent.temperature: 0.7 must be 1 for RL"},
+	} {
+		if _, err := ParseConfig(strings.NewReader(x.yaml)); err == nil || !strings.Contains(err.Error(), x.want) {
+			t.Errorf("%q: err = %v, want %q", x.yaml, err, x.want)
+		}
+	}
+	// A sampling temperature other than 1 is fine for evaluation alone.
+	if _, err := ParseConfig(strings.NewReader("agent:\n  temperature: 0.7\nrun:\n  iterations: 0\n")); err != nil {
+		t.Errorf("evaluation-only config at temperature 0.7: %v", err)
 	}
 }

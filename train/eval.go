@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 
@@ -49,21 +48,42 @@ type EvalOptions struct {
 	Workers     int
 	Temperature float64 // used when SetTemperature
 	SetTemp     bool
-	Progress    io.Writer
+	// SeedOffset moves the held-out seeds: TestSeedStart+SeedOffset … on.
+	SeedOffset int64
+	Progress   io.Writer
 }
 
 // EvaluateCheckpoint loads a checkpoint's policy with its run's config and
 // tokenizer and evaluates it on the held-out seeds, with compaction and in
 // a single window.
 func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalResult, Config, error) {
-	ckpt, err := ResolveCheckpoint(dir)
-	if err != nil {
-		return EvalResult{}, Config{}, err
+	var cfg Config
+	var tok *tokenizer.Tokenizer
+	var tmpl agent.Template
+	var policyDir string
+	if IsBase(dir) {
+		var err error
+		if cfg, err = LoadBase(dir); err != nil {
+			return EvalResult{}, cfg, err
+		}
+		if tok, tmpl, err = LoadTokenizer(cfg.Model); err != nil {
+			return EvalResult{}, cfg, err
+		}
+		policyDir = dir
+	} else {
+		ckpt, err := ResolveCheckpoint(dir)
+		if err != nil {
+			return EvalResult{}, Config{}, err
+		}
+		if cfg, err = LoadConfig(filepath.Join(ckpt, "config.yaml")); err != nil {
+			return EvalResult{}, cfg, err
+		}
+		if tok, tmpl, err = checkpointTokenizer(ckpt, cfg); err != nil {
+			return EvalResult{}, cfg, err
+		}
+		policyDir = filepath.Join(ckpt, "policy")
 	}
-	cfg, err := LoadConfig(filepath.Join(ckpt, "config.yaml"))
-	if err != nil {
-		return EvalResult{}, cfg, err
-	}
+	cfg.Suite.TestSeedStart += o.SeedOffset
 	if o.Episodes > 0 {
 		cfg.Run.EvalEpisodes = o.Episodes
 	}
@@ -73,15 +93,11 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalRes
 	if o.SetTemp {
 		cfg.Agent.EvalTemperature = o.Temperature
 	}
-	tok, tmpl, err := checkpointTokenizer(ckpt, cfg)
-	if err != nil {
-		return EvalResult{}, cfg, err
-	}
 	suite, err := NewSuite(cfg, tok, tmpl)
 	if err != nil {
 		return EvalResult{}, cfg, err
 	}
-	m, err := model.Load(filepath.Join(ckpt, "policy"))
+	m, err := model.Load(policyDir)
 	if err != nil {
 		return EvalResult{}, cfg, err
 	}
@@ -91,22 +107,8 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalRes
 	}
 	defer pol.Close()
 	tr := &Trainer{Cfg: cfg, Policy: pol, Collector: suite, Progress: o.Progress}
-	ev, err := tr.Evaluate(ctx, "eval "+filepath.Base(ckpt))
+	ev, err := tr.Evaluate(ctx, "eval "+filepath.Base(policyDir))
 	return ev, cfg, err
-}
-
-// Wilson returns the 95% Wilson score interval of k successes in n trials.
-func Wilson(k, n int) (lo, hi float64) {
-	if n == 0 {
-		return math.NaN(), math.NaN()
-	}
-	const z = 1.959963984540054
-	p := float64(k) / float64(n)
-	nn := float64(n)
-	den := 1 + z*z/nn
-	c := (p + z*z/(2*nn)) / den
-	h := z * math.Sqrt(p*(1-p)/nn+z*z/(4*nn*nn)) / den
-	return math.Max(0, c-h), math.Min(1, c+h)
 }
 
 // EvaluateExpert evaluates the suite's scripted expert (summaries keep each

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/compactrl/compactrl/report"
+	"github.com/compactrl/compactrl/stats"
 )
 
 // Arm is one column of the paper's tables: a change to the base config.
@@ -19,11 +20,11 @@ type Arm struct {
 }
 
 // Arms are the ablations of DESIGN.md §1 on the built-in suite. Every arm
-// but base starts from base's warm-started policy of the same seed and is
-// evaluated with compaction and in a single window.
+// starts from the same base policy and is evaluated with compaction and in
+// a single window; base is that policy evaluated without RL.
 func Arms() []Arm {
 	return []Arm{
-		{"base", "base (warm start)", func(c *Config) { c.Run.Iterations = 0 }},
+		{"base", "base policy (no RL)", func(c *Config) { c.Run.Iterations = 0 }},
 		{"rl-no-compaction", "RL without compaction", func(c *Config) { c.Agent.NoCompaction = true }},
 		{"compactionrl", "CompactionRL", func(c *Config) {}},
 		{"no-summary-training", "− summary training", func(c *Config) { c.RL.SummaryTraining = false }},
@@ -69,14 +70,16 @@ type ArmResult struct {
 	Runs  []string // run directories
 }
 
-// Experiment runs arms × seeds. For each seed the base arm runs first (the
-// warm start, evaluated); the other arms start from its policy checkpoint
-// with no further warm start. Runs go to Dir/ARM/seed-S.
+// Experiment runs arms × seeds, every run from the base policy directory
+// BaseDir (train.FromBase): seeds vary only RL (sampling, critic
+// initialisation, data order), as the paper compares RL methods from one
+// pretrained model. Runs go to Dir/ARM/seed-S.
 type Experiment struct {
-	Base  Config
-	Arms  []Arm
-	Seeds []int64
-	Dir   string
+	Base    Config // RL and run settings; the suite and agent must match BaseDir's
+	BaseDir string
+	Arms    []Arm
+	Seeds   []int64
+	Dir     string
 	// RunOne runs one config and returns its result (the command builds
 	// the run with train.Build and writes its report).
 	RunOne   func(ctx context.Context, cfg Config) (Result, error)
@@ -84,35 +87,28 @@ type Experiment struct {
 	// ExpertP lists summary keep probabilities of the scripted expert to
 	// evaluate as reference rows (no training; one evaluation each).
 	ExpertP []float64
+	// Done, if set, is called after every run with the results so far, so
+	// that a long experiment leaves its table behind as it goes.
+	Done func(results []ArmResult) error
 }
 
-// Run executes the experiment.
+// Run executes the experiment: seeds in the outer loop, so that a stopped
+// experiment has every arm for its first seeds.
 func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 	res := make([]ArmResult, len(x.Arms))
 	for i, a := range x.Arms {
 		res[i].Arm = a
 	}
-	// The base run is needed by every arm: it runs first for each seed,
-	// whether or not it is listed.
-	order := []Arm{Arms()[0]}
-	for _, a := range x.Arms {
-		if a.Name != "base" {
-			order = append(order, a)
-		}
-	}
 	for _, seed := range x.Seeds {
-		baseDir := filepath.Join(x.Dir, "base", fmt.Sprintf("seed-%d", seed))
-		for _, a := range order {
+		for i, a := range x.Arms {
 			cfg := x.Base
 			cfg.Seed = seed
 			cfg.Run.Dir = filepath.Join(x.Dir, a.Name, fmt.Sprintf("seed-%d", seed))
-			if a.Name != "base" {
-				cfg.Model.Init = filepath.Join(baseDir, "checkpoints", "iter-000000", "policy")
-				// No warm-start phase at all: copy or recall pretraining on
-				// top of the warm-started policy would undo part of it.
-				cfg.SFT.Steps, cfg.SFT.CopySteps, cfg.SFT.RecallSteps = 0, 0, 0
-			}
 			a.Apply(&cfg)
+			cfg, err := FromBase(x.BaseDir, cfg)
+			if err != nil {
+				return res, fmt.Errorf("arm %s: %w", a.Name, err)
+			}
 			if err := cfg.Validate(); err != nil {
 				return res, fmt.Errorf("arm %s: %w", a.Name, err)
 			}
@@ -123,17 +119,22 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 			if err != nil {
 				return res, fmt.Errorf("arm %s seed %d: %w", a.Name, seed, err)
 			}
-			for i := range res {
-				if res[i].Arm.Name == a.Name {
-					res[i].Seeds = append(res[i].Seeds, seed)
-					res[i].Evals = append(res[i].Evals, r.After)
-					res[i].Runs = append(res[i].Runs, cfg.Run.Dir)
+			res[i].Seeds = append(res[i].Seeds, seed)
+			res[i].Evals = append(res[i].Evals, r.After)
+			res[i].Runs = append(res[i].Runs, cfg.Run.Dir)
+			if x.Done != nil {
+				if err := x.Done(res); err != nil {
+					return res, err
 				}
 			}
 		}
 	}
 	for _, p := range x.ExpertP {
-		ev, err := EvaluateExpert(ctx, x.Base, p, x.Progress)
+		cfg, err := FromBase(x.BaseDir, x.Base)
+		if err != nil {
+			return res, err
+		}
+		ev, err := EvaluateExpert(ctx, cfg, p, x.Progress)
 		if err != nil {
 			return res, fmt.Errorf("expert p=%g: %w", p, err)
 		}
@@ -165,7 +166,7 @@ func pool(evals []EvalResult, single bool) Pooled {
 	if p.N > 0 {
 		p.P = float64(p.K) / float64(p.N)
 	}
-	p.Lo, p.Hi = Wilson(p.K, p.N)
+	p.Lo, p.Hi = stats.Wilson(p.K, p.N)
 	return p
 }
 
@@ -183,29 +184,36 @@ func meanOf(evals []EvalResult, f func(EvalResult) float64) float64 {
 	return s / float64(n)
 }
 
-// Table is the results table: pooled pass@1 (with compaction and single
-// window, 95% Wilson intervals over all held-out episodes of all seeds),
-// mean reward with compaction (the fraction of keys right under partial
-// credit), compactions per episode and summary quality (means over seeds).
+// Table is the results table: each seed's pass@1 with compaction, their
+// mean with the 95% interval across seeds, the pooled pass@1 (with
+// compaction and single window, 95% Wilson intervals over all held-out
+// episodes of all seeds), mean reward with compaction, compactions per
+// episode and summary quality (means over seeds).
 func Table(results []ArmResult) report.Table {
 	t := report.Table{
 		Caption: "Held-out pass@1 on the built-in vault suite",
-		Header:  []string{"arm", "seeds", "pass@1 compacted [95% CI]", "pass@1 single window [95% CI]", "mean reward compacted", "compactions / ep.", "summary quality", "per-seed pass@1 compacted"},
+		Header:  []string{"arm", "seeds", "per-seed pass@1 compacted", "mean over seeds [95% t-interval]", "pooled pass@1 compacted [95% Wilson]", "pooled pass@1 single window [95% Wilson]", "mean reward compacted", "compactions / ep.", "summary quality"},
 	}
 	for _, r := range results {
 		c, s := pool(r.Evals, false), pool(r.Evals, true)
 		var per []string
+		var vals []float64
 		for _, e := range r.Evals {
 			per = append(per, fmt.Sprintf("%.3f", e.Pass1Compact))
+			vals = append(vals, e.Pass1Compact)
+		}
+		m, lo, hi := stats.SeedMean(vals)
+		mean := fmt.Sprintf("%.3f", m)
+		if !math.IsNaN(lo) {
+			mean = fmt.Sprintf("%.3f [%.3f, %.3f]", m, lo, hi)
 		}
 		t.Rows = append(t.Rows, []string{
-			r.Arm.Label, fmt.Sprint(len(r.Seeds)),
+			r.Arm.Label, fmt.Sprint(len(r.Seeds)), strings.Join(per, " "), mean,
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", c.P, c.Lo, c.Hi, c.K, c.N),
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", s.P, s.Lo, s.Hi, s.K, s.N),
 			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Reward }), "%.3f"),
 			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Compactions }), "%.3f"),
 			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.SummaryQuality }), "%.3f"),
-			strings.Join(per, " "),
 		})
 	}
 	return t

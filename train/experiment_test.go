@@ -2,57 +2,66 @@ package train
 
 import (
 	"context"
-	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestWilsonHandValues(t *testing.T) {
-	// p̂ = 0.5, n = 10, z = 1.96: centre 0.5, half-width
-	// 1.96·sqrt(0.025 + 0.0096)/1.384 = 0.2634.
-	lo, hi := Wilson(5, 10)
-	if math.Abs(lo-0.2366) > 1e-4 || math.Abs(hi-0.7634) > 1e-4 {
-		t.Errorf("Wilson(5, 10) = [%.4f, %.4f], want [0.2366, 0.7634]", lo, hi)
+// writeTestBase writes a base policy directory's recipe (no weights are
+// needed to plan an experiment) and returns its path.
+func writeTestBase(t *testing.T, cfg Config) string {
+	t.Helper()
+	dir := t.TempDir()
+	y, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if lo, hi := Wilson(0, 20); lo != 0 || math.Abs(hi-0.1611) > 1e-4 {
-		t.Errorf("Wilson(0, 20) = [%.4f, %.4f], want [0, 0.1611]", lo, hi)
+	if err := os.WriteFile(filepath.Join(dir, BaseConfigFile), y, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	return dir
 }
 
 func TestExperimentOrchestration(t *testing.T) {
-	base := DefaultConfig()
+	recipe := PretrainConfig()
+	baseDir := writeTestBase(t, recipe)
+	base := DemoConfig()
 	base.Run.Episodes = 10
-	base.SFT.CopySteps, base.SFT.RecallSteps = 5, 5
-	arms, err := SelectArms([]string{"compactionrl", "grpo", "no-summary-training"})
+	arms, err := SelectArms([]string{"base", "compactionrl", "grpo", "no-summary-training"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ran []Config
-	x := &Experiment{Base: base, Arms: arms, Seeds: []int64{1, 2}, Dir: "/x",
+	x := &Experiment{Base: base, BaseDir: baseDir, Arms: arms, Seeds: []int64{1, 2}, Dir: "/x",
 		RunOne: func(ctx context.Context, c Config) (Result, error) {
 			ran = append(ran, c)
 			return Result{After: EvalResult{Episodes: 10, Pass1Compact: float64(c.Seed) / 10, Pass1Single: 0.1}}, nil
 		}}
+	done := 0
+	x.Done = func([]ArmResult) error { done++; return nil }
 	res, err := x.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ran) != 8 {
-		t.Fatalf("%d runs, want 2 seeds × (base + 3 arms)", len(ran))
+	if len(ran) != 8 || done != 8 {
+		t.Fatalf("%d runs, %d progress calls; want 2 seeds × 4 arms", len(ran), done)
 	}
 	for i, c := range ran {
 		arm := strings.Split(c.Run.Dir, string(filepath.Separator))[2]
-		if i%4 == 0 {
-			if arm != "base" || c.Run.Iterations != 0 || c.SFT.Steps == 0 || c.Model.Init != "" {
-				t.Errorf("run %d should be the warm-start base: %s %+v", i, arm, c.Run)
-			}
-			continue
+		if want := int64(1 + i/4); c.Seed != want {
+			t.Errorf("run %d (%s) has seed %d, want %d: seeds are the outer loop", i, arm, c.Seed, want)
 		}
-		if c.SFT.Steps+c.SFT.CopySteps+c.SFT.RecallSteps != 0 || c.Model.Init != filepath.Join("/x/base", filepathSeed(c.Seed), "checkpoints/iter-000000/policy") {
-			t.Errorf("arm %s must start from base's policy with no warm-start phase: init %q, sft %+v", arm, c.Model.Init, c.SFT)
+		// Every arm, the base included, starts from the one base policy
+		// with no warm-start phase: seeds vary only RL.
+		if c.SFT.Steps+c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix != 0 || c.Model.Init != baseDir || c.Model.Tokenizer != filepath.Join(baseDir, TokenizerFile) {
+			t.Errorf("arm %s must start from the base policy with no warm-start phase: init %q, sft %+v", arm, c.Model.Init, c.SFT)
 		}
 		switch arm {
+		case "base":
+			if c.Run.Iterations != 0 {
+				t.Errorf("base arm runs %d RL iterations", c.Run.Iterations)
+			}
 		case "grpo":
 			if c.RL.Estimator != "grpo" || c.RL.GroupSize != 4 || c.Run.Episodes%4 != 0 {
 				t.Errorf("grpo arm config %+v", c.RL)
@@ -63,17 +72,29 @@ func TestExperimentOrchestration(t *testing.T) {
 			}
 		}
 	}
-	if len(res) != 3 || len(res[0].Evals) != 2 {
+	if len(res) != 4 || len(res[1].Evals) != 2 {
 		t.Fatalf("results %+v", res)
 	}
 	md := Markdown(Table(res))
-	// Pooled: seeds 1 and 2 pass 1/10 and 2/10 → 3/20.
-	if !strings.Contains(md, "0.150 [") || !strings.Contains(md, "(3/20)") || !strings.Contains(md, "| CompactionRL |") {
-		t.Errorf("table:\n%s", md)
+	// Pooled: seeds 1 and 2 pass 1/10 and 2/10 → 3/20; mean over seeds
+	// 0.15 ± 12.706·0.05/√2·√2 … = 0.15 ± 12.706·0.0707/1.414 = ±0.635.
+	for _, want := range []string{"0.150 [", "(3/20)", "| CompactionRL |", "| 0.100 0.200 |", "0.150 [-0.485, 0.785]"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
 	}
 	if _, err := SelectArms([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "compactionrl") {
 		t.Errorf("unknown arm error = %v", err)
 	}
 }
 
-func filepathSeed(s int64) string { return "seed-" + string(rune('0'+s)) }
+func TestExperimentRefusesAnotherSuite(t *testing.T) {
+	baseDir := writeTestBase(t, PretrainConfig())
+	cfg := DemoConfig()
+	cfg.Suite.Keys = 8
+	x := &Experiment{Base: cfg, BaseDir: baseDir, Arms: Arms()[:1], Seeds: []int64{1}, Dir: t.TempDir(),
+		RunOne: func(ctx context.Context, c Config) (Result, error) { return Result{}, nil }}
+	if _, err := x.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "trained for suite") {
+		t.Errorf("a base trained for another suite: err = %v", err)
+	}
+}

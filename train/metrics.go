@@ -61,6 +61,7 @@ type Metrics struct {
 	EvalCompactions    *float64 `json:"eval_compactions,omitempty"`
 	EvalPassCompacted  *float64 `json:"eval_pass_compacted,omitempty"`
 	EvalReward         *float64 `json:"eval_reward,omitempty"`
+	EvalEpisodes       *float64 `json:"eval_episodes,omitempty"` // held-out episodes per mode
 }
 
 func fp(v float64) *float64 {
@@ -77,6 +78,7 @@ func (m *Metrics) setEval(ev EvalResult) {
 	m.EvalCompactions = fp(ev.Compactions)
 	m.EvalPassCompacted = fp(ev.PassCompacted)
 	m.EvalReward = fp(ev.Reward)
+	m.EvalEpisodes = fp(float64(ev.Episodes))
 }
 
 // MarshalJSON writes the fields in declaration order, leaving out

@@ -3,16 +3,19 @@ package train
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
 )
 
-// bar is a one-line progress bar redrawn in place ("\r") on a terminal-like
-// writer; a nil writer draws nothing. Safe for concurrent Set calls.
+// bar is a one-line progress bar redrawn in place ("\r") on a terminal; on
+// any other writer (a pipe, a file) it writes one plain line when it ends;
+// a nil writer draws nothing. Safe for concurrent Set calls.
 type bar struct {
 	w     io.Writer
 	label string
+	tty   bool // redraw in place
 	total int
 	start time.Time
 	mu    sync.Mutex
@@ -22,9 +25,20 @@ type bar struct {
 }
 
 func newBar(w io.Writer, label string, total int) *bar {
-	b := &bar{w: w, label: label, total: total, start: time.Now()}
+	b := &bar{w: w, label: label, total: total, start: time.Now(), tty: IsTerminal(w)}
 	b.draw(true)
 	return b
+}
+
+// IsTerminal reports whether w is a character device (a terminal), where
+// progress can be redrawn in place.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Set records done of total finished.
@@ -48,6 +62,9 @@ func (b *bar) draw(force bool) {
 }
 
 func (b *bar) drawLocked(force bool) {
+	if !b.tty {
+		return
+	}
 	now := time.Now()
 	if !force && now.Sub(b.last) < 200*time.Millisecond {
 		return
@@ -73,6 +90,10 @@ func (b *bar) Done() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.tty {
+		fmt.Fprintf(b.w, "%s: %d/%d in %.1fs\n", b.label, b.done, b.total, time.Since(b.start).Seconds())
+		return
+	}
 	if b.drawn != b.done {
 		b.drawLocked(true)
 	}

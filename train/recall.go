@@ -17,7 +17,9 @@ import (
 // them with these.
 type FactTokens struct {
 	Newline, Record, Found []int
-	Keys, Values           [][]int // " k" and " v", as in "record k v"
+	// Unknown is " ?": a summary's value for an asked key it has not seen.
+	Unknown      []int
+	Keys, Values [][]int // " k" and " v", as in "record k v"
 }
 
 // NewFactTokens encodes the fact language of the vault suite cfg with tok. Each
@@ -25,7 +27,7 @@ type FactTokens struct {
 // are token for token what the environment would show.
 func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
 	keys, values := vault.FactWords(cfg)
-	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:")}
+	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:"), Unknown: tok.Encode(" ?")}
 	for _, k := range keys {
 		f.Keys = append(f.Keys, tok.Encode(" "+k))
 	}
@@ -37,6 +39,11 @@ func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
 	if want := tok.Encode("record " + vault.Fact{Key: keys[0], Value: values[0]}.String() + "\n"); !slices.Equal(line, want) {
 		return nil, fmt.Errorf("fact tokens: record line pieces %v do not concatenate to its encoding %v", line, want)
 	}
+	// So must a found line with an unknown value.
+	found := slices.Concat(f.Found, f.Keys[0], f.Unknown, f.Keys[1], f.Values[0])
+	if want := tok.Encode("\nfound: " + keys[0] + " ? " + keys[1] + " " + values[0]); !slices.Equal(found, want) {
+		return nil, fmt.Errorf("fact tokens: found line pieces %v do not concatenate to its encoding %v", found, want)
+	}
 	if len(f.Newline) != 1 {
 		return nil, errors.New("fact tokens: newline must be one token")
 	}
@@ -44,7 +51,7 @@ func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
 }
 
 // fact is one key and value found in a token sequence.
-type fact struct{ key, value int } // indices into Keys, Values
+type fact struct{ key, value int } // indices into Keys, Values; value −1: unknown ("?")
 
 // at reports the fact of a record line starting at position i of seq:
 // Record ⊕ key ⊕ value ⊕ Newline.
@@ -160,14 +167,47 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 		if len(facts) == 0 {
 			continue
 		}
-		r.Shuffle(len(facts), func(i, j int) { facts[i], facts[j] = facts[j], facts[i] })
-		prompt := slices.Concat(ctx, ft.Found, ft.Keys[facts[0].key])
-		it := &item{ep: len(batch), seq: Sequence{Prompt: prompt}}
-		for j, f := range facts {
+		// Keys with no record in the context are queried too, answered
+		// "?" as a summary does: a lookup that always copies some value
+		// (for a key it has not seen, the value of one it has) makes the
+		// policy answer before it has read the vault.
+		shown := map[int]bool{}
+		for i := 0; i < len(ctx); i++ {
+			if f, n, ok := ft.at(ctx, i); ok {
+				shown[f.key] = true
+				i += n - 1
+			}
+		}
+		var absent []int
+		for k := range ft.Keys {
+			if !shown[k] {
+				absent = append(absent, k)
+			}
+		}
+		r.Shuffle(len(absent), func(i, j int) { absent[i], absent[j] = absent[j], absent[i] })
+		queries := slices.Clone(facts)
+		room := length - len(ctx) - len(ft.Found)
+		for _, f := range facts {
+			room -= len(ft.Keys[f.key]) + len(ft.Values[f.value])
+		}
+		for _, k := range absent[:min(len(absent), r.IntN(len(facts)+1))] {
+			if room -= len(ft.Keys[k]) + len(ft.Unknown); room < 0 {
+				break
+			}
+			queries = append(queries, fact{key: k, value: -1})
+		}
+		r.Shuffle(len(queries), func(i, j int) { queries[i], queries[j] = queries[j], queries[i] })
+		prompt := slices.Concat(ctx, ft.Found, ft.Keys[queries[0].key])
+		it := &item{ep: len(batch), seq: Sequence{Prompt: prompt}, recall: true}
+		for j, f := range queries {
 			if j > 0 {
 				it.seq.Response = append(it.seq.Response, ft.Keys[f.key]...)
 			}
-			for _, id := range ft.Values[f.value] {
+			value := ft.Unknown
+			if f.value >= 0 {
+				value = ft.Values[f.value]
+			}
+			for _, id := range value {
 				it.toks = append(it.toks, rl.Token{Ep: it.ep, Pos: len(it.seq.Response)})
 				it.seq.Response = append(it.seq.Response, id)
 			}

@@ -9,8 +9,9 @@ import (
 	"github.com/compactrl/compactrl/env/vault"
 )
 
-// Every recall query asks for a fact the context states exactly once, and
-// the targets are its value's tokens only.
+// Every recall query asks for a fact the context states exactly once (its
+// value the target) or for a key the context never shows (target "?"), and
+// the targets are the value tokens only.
 func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	tok, _, err := vault.DefaultTokenizer()
 	if err != nil {
@@ -33,8 +34,8 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	record := regexp.MustCompile(`record ([a-z]+) (\d+)\n`)
-	query := regexp.MustCompile(` ([a-z]+) (\d+)`)
-	queried := 0
+	query := regexp.MustCompile(` ([a-z]+) (\d+|\?)`)
+	queried, unknown := 0, 0
 	for _, it := range recallBatch(segs, ft, 64, 60, 4, 1, r) {
 		all := append(append([]int(nil), it.seq.Prompt...), it.seq.Response...)
 		if len(all) > 60 {
@@ -55,6 +56,13 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 			t.Fatalf("empty query in %q", text)
 		}
 		for _, m := range qs {
+			if m[2] == "?" {
+				if strings.Contains(ctx, "record "+m[1]+" ") {
+					t.Fatalf("query %s ? but the context shows a record of it:\n%s", m[1], text)
+				}
+				unknown++
+				continue
+			}
 			if v := stated[m[1]]; len(v) != 1 || v[0] != m[2] {
 				t.Fatalf("query %s %s but the context states %v:\n%s", m[1], m[2], v, text)
 			}
@@ -73,7 +81,7 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 			t.Fatalf("targets %q, want the values %q then %v", got, qs[0][2], want)
 		}
 	}
-	if queried < 64 {
-		t.Fatalf("%d facts queried in 64 sequences", queried)
+	if queried < 64 || unknown < 16 {
+		t.Fatalf("%d stated facts and %d unknown keys queried in 64 sequences", queried, unknown)
 	}
 }

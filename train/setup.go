@@ -6,11 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
+	"github.com/compactrl/compactrl/transcript"
 )
 
 // TokenizerFile is where a run directory keeps its tokenizer.
@@ -132,7 +135,7 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
 	}
 	var facts *FactTokens
-	if cfg.SFT.RecallSteps > 0 {
+	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix > 0 {
 		vc := VaultConfig(cfg.Suite)
 		if cfg.SFT.RecallKeys > 0 {
 			vc.Keys = cfg.SFT.RecallKeys
@@ -144,6 +147,11 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	}
 	tr := &Trainer{
 		Cfg: cfg, Policy: pol, Collector: suite, Expert: suite, Facts: facts, Progress: progress, Log: log,
+		Transcribe: func(ep *episode.Episode) string {
+			var b strings.Builder
+			transcript.Write(&b, ep, tok, tmpl, false)
+			return b.String()
+		},
 		NewCritic: func(ctx context.Context, p Policy) (Model, error) {
 			b, ok := p.(*Builtin)
 			if !ok {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/rl"
@@ -20,6 +22,9 @@ type SFTRecord struct {
 	Tokens   int     `json:"tokens"`
 	GradNorm float64 `json:"grad_norm"`
 	LR       float64 `json:"lr"`
+	// RecallLoss is the mean −log π over the recall sequences mixed into
+	// an SFT step (sft.recall_mix); absent without them.
+	RecallLoss *float64 `json:"recall_loss,omitempty"`
 }
 
 // sftItems are the optimised tokens of the demonstrations: every mask-1
@@ -79,7 +84,14 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	if len(items) == 0 {
 		return fmt.Errorf("warm start: the %d demonstrations have no optimised tokens", len(demos))
 	}
-	w, err := openMetrics(filepath.Join(cfg.Run.Dir, "sft.jsonl"))
+	// A warm start always runs whole (it has no checkpoint of its own): a
+	// restarted one rewrites its curve rather than appending to the
+	// killed one's.
+	curve := filepath.Join(cfg.Run.Dir, "sft.jsonl")
+	if err := os.Remove(curve); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("warm start: %w", err)
+	}
+	w, err := openMetrics(curve)
 	if err != nil {
 		return err
 	}
@@ -87,8 +99,12 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	// Copy and recall pretraining draw windows from the same text, in
 	// batches of the same size.
 	var corpus [][]int
-	if cfg.SFT.CopySteps+cfg.SFT.RecallSteps > 0 {
+	if cfg.SFT.CopySteps+cfg.SFT.RecallSteps+cfg.SFT.RecallMix > 0 {
 		corpus = copyCorpus(demos)
+	}
+	recallLen := cfg.SFT.CopyLen
+	if cfg.SFT.RecallLen > 0 {
+		recallLen = cfg.SFT.RecallLen
 	}
 	pretrainBatch := cfg.SFT.CopyBatch
 	if pretrainBatch == 0 {
@@ -113,10 +129,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 			return errors.New("warm start: sft.recall_steps needs the suite's fact tokens (Trainer.Facts)")
 		}
 		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -3)), 0))
-		recallLen, recallBatchN := cfg.SFT.CopyLen, pretrainBatch
-		if cfg.SFT.RecallLen > 0 {
-			recallLen = cfg.SFT.RecallLen
-		}
+		recallBatchN := pretrainBatch
 		if cfg.SFT.RecallBatch > 0 {
 			recallBatchN = cfg.SFT.RecallBatch
 		}
@@ -132,6 +145,13 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	}
 	var order []*item
 	epoch := 0
+	var mixRand *rand.Rand
+	if cfg.SFT.RecallMix > 0 {
+		if t.Facts == nil {
+			return errors.New("warm start: sft.recall_mix needs the suite's fact tokens (Trainer.Facts)")
+		}
+		mixRand = rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -4)), 0))
+	}
 	next := func() []*item {
 		for len(order) < cfg.SFT.BatchSize {
 			p := append([]*item(nil), items...)
@@ -142,6 +162,11 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		}
 		batch := order[:min(cfg.SFT.BatchSize, len(items))]
 		order = order[len(batch):]
+		if mixRand != nil {
+			// Recall sequences over whole windows keep the lookup trained
+			// while the policy imitates the demonstrations.
+			batch = append(slices.Clone(batch), recallBatch(corpus, t.Facts, cfg.SFT.RecallMix, recallLen, cfg.SFT.RecallExtra, 1, mixRand)...)
+		}
 		return batch
 	}
 	return t.sftPhase(ctx, w, "sft", "warm start (SFT)", cfg.SFT.Steps, next)
@@ -161,7 +186,8 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 		if err != nil {
 			return err
 		}
-		var loss float64
+		var loss, recallNLL float64
+		recallToks := 0
 		if _, err := t.forEachMicro(ctx, t.Policy, batch, true, func(it *item, out Output) ([]float64, error) {
 			if len(out.Logprobs) != len(it.seq.Response) {
 				return nil, fmt.Errorf("policy returned %d log-probs for %d response tokens", len(out.Logprobs), len(it.seq.Response))
@@ -170,6 +196,10 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 			for _, tk := range it.toks {
 				loss -= tk.Weight * out.Logprobs[tk.Pos]
 				d[tk.Pos] = -tk.Weight
+				if it.recall {
+					recallNLL -= out.Logprobs[tk.Pos]
+					recallToks++
+				}
 			}
 			return d, nil
 		}); err != nil {
@@ -183,7 +213,12 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return fmt.Errorf("%s step %d: loss %v", title, step, loss)
 		}
-		if err := w.Write(SFTRecord{Phase: phase, Step: step, Loss: loss, Tokens: n, GradNorm: gn, LR: rate}); err != nil {
+		rec := SFTRecord{Phase: phase, Step: step, Loss: loss, Tokens: n, GradNorm: gn, LR: rate}
+		if recallToks > 0 && phase == "sft" {
+			v := recallNLL / float64(recallToks)
+			rec.RecallLoss = &v
+		}
+		if err := w.Write(rec); err != nil {
 			return err
 		}
 		bar.Set(step+1, steps)

@@ -70,6 +70,7 @@ func TestWarmStartPhases(t *testing.T) {
 	cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
 	cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
 	cfg.SFT.RecallKeys, cfg.SFT.RecallLen, cfg.Suite.Keys = 32, 48, 4
+	cfg.SFT.RecallMix = 3
 	cfg.Run.Iterations = 0
 	s, err := Build(cfg, nil, nil)
 	if err != nil {
@@ -98,6 +99,10 @@ func TestWarmStartPhases(t *testing.T) {
 		}
 		if r.Tokens == 0 || r.Loss <= 0 {
 			t.Errorf("%s step %d: %d tokens, loss %g", r.Phase, r.Step, r.Tokens, r.Loss)
+		}
+		// SFT batches carry recall_mix recall sequences, with their own loss.
+		if (r.Phase == "sft") != (r.RecallLoss != nil) || (r.RecallLoss != nil && *r.RecallLoss <= 0) {
+			t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.RecallLoss)
 		}
 		phases = append(phases, r.Phase)
 	}

@@ -3,12 +3,13 @@ package train
 import (
 	"context"
 	"fmt"
-	"sync"
+	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/rollout"
 )
 
 // Suite runs the agent loop on the built-in vault suite: it is the
@@ -21,6 +22,9 @@ type Suite struct {
 	Agent   agent.Config // Temperature and NoCompaction are set per Collect call
 	Workers int          // concurrent episodes (the engine batches their calls)
 	Seed    int64        // mixed into the expert's summaries
+	// EpisodeTimeout bounds one episode (0: none); past it the episode is
+	// infra_error (masked).
+	EpisodeTimeout time.Duration
 	// NewEnv makes the environment of a task seed; nil means the vault
 	// suite with Env.
 	NewEnv func(seed int64) (agent.Environment, error)
@@ -51,7 +55,8 @@ func VaultConfig(c SuiteConfig) vault.Config {
 // NewSuite builds the suite of a run's config with the vault's default
 // tokenizer and checks the agent's token budget.
 func NewSuite(cfg Config, tok agent.Tokenizer, tmpl agent.Template) (*Suite, error) {
-	s := &Suite{Tok: tok, Tmpl: tmpl, Env: VaultConfig(cfg.Suite), Agent: LoopConfig(cfg.Agent), Workers: cfg.Run.Workers, Seed: cfg.Seed}
+	s := &Suite{Tok: tok, Tmpl: tmpl, Env: VaultConfig(cfg.Suite), Agent: LoopConfig(cfg.Agent), Workers: cfg.Run.Workers, Seed: cfg.Seed,
+		EpisodeTimeout: time.Duration(cfg.Run.EpisodeTimeoutS * float64(time.Second))}
 	// Construct once to surface budget and suite errors before any work.
 	if _, err := agent.New(s.Agent, tok, tmpl, nopSampler{}); err != nil {
 		return nil, err
@@ -108,55 +113,50 @@ func (s *Suite) newEnv(seed int64) (agent.Environment, error) {
 	return vault.New(s.Env, seed)
 }
 
+// run plays one episode per task seed through the rollout pool (panic
+// recovery, the per-episode deadline, infra_error marking: a failing
+// episode is masked, never the iteration's end) and returns them in seed
+// order. Job j's seed is its index, mapped here to its task seed (the
+// environment) and its sampling seed (the agent).
 func (s *Suite) run(ctx context.Context, a *agent.Agent, seeds, samples []int64, progress func(done, total int)) ([]episode.Episode, error) {
 	if len(samples) != len(seeds) {
 		return nil, fmt.Errorf("collect: %d sampling seeds for %d task seeds", len(samples), len(seeds))
 	}
-	out := make([]episode.Episode, len(seeds))
-	errs := make([]error, len(seeds))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
-	for w := 0; w < max(1, s.Workers); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				env, err := s.newEnv(seeds[j])
-				if err != nil {
-					errs[j] = fmt.Errorf("task seed %d: %w", seeds[j], err)
-					continue
-				}
-				ep, err := a.Run(ctx, env, samples[j])
-				ep.ID = fmt.Sprintf("task-%d-%d", seeds[j], j)
-				out[j], errs[j] = ep, err
-				mu.Lock()
-				done++
-				if progress != nil {
-					progress(done, len(seeds))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
+	jobs := make([]rollout.Job, len(seeds))
+	index := make(map[string]int, len(seeds))
 	for j := range seeds {
-		select {
-		case jobs <- j:
-		case <-ctx.Done():
-			break feed
-		}
+		id := fmt.Sprintf("task-%d-%d", seeds[j], j)
+		jobs[j] = rollout.Job{Seed: int64(j), ID: id, Group: fmt.Sprintf("task-%d", seeds[j])}
+		index[id] = j
 	}
-	close(jobs)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	envs := func(j int64) (agent.Environment, error) { return s.newEnv(seeds[j]) }
+	runner := runnerFunc(func(ctx context.Context, env agent.Environment, j int64) (episode.Episode, error) {
+		return a.Run(ctx, env, samples[j])
+	})
+	out := make([]episode.Episode, len(seeds))
+	sink := sinkFunc(func(ep *episode.Episode) error {
+		j := index[ep.ID]
+		ep.Meta["seed"] = fmt.Sprint(seeds[j])
+		out[j] = *ep
+		return nil
+	})
+	var report func(rollout.Stats)
+	if progress != nil {
+		report = func(st rollout.Stats) { progress(st.Episodes, len(seeds)) }
+	}
+	cfg := rollout.Config{Workers: max(1, s.Workers), EpisodeTimeout: s.EpisodeTimeout}
+	if _, err := rollout.Run(ctx, cfg, jobs, runner, envs, sink, report); err != nil {
 		return nil, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }
+
+type runnerFunc func(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error)
+
+func (f runnerFunc) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	return f(ctx, env, seed)
+}
+
+type sinkFunc func(ep *episode.Episode) error
+
+func (f sinkFunc) Write(ep *episode.Episode) error { return f(ep) }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/rl"
@@ -30,7 +31,11 @@ type Trainer struct {
 	// pretraining (SFT.RecallSteps); nil without it.
 	Facts    *FactTokens
 	Progress io.Writer // progress bars; nil: none
-	Log      io.Writer // one line per iteration; nil: none
+	// Transcribe renders an episode as readable text; with it, every
+	// held-out evaluation of a run keeps one compacted episode's
+	// transcript in RUN_DIR/transcripts/ for the report.
+	Transcribe func(ep *episode.Episode) string
+	Log        io.Writer // one line per iteration; nil: none
 	// Resume continues from the run directory's latest checkpoint.
 	Resume bool
 
@@ -91,6 +96,7 @@ type item struct {
 	ep, seg int
 	seq     Sequence
 	toks    []rl.Token
+	recall  bool // a synthetic recall sequence (warm start), not a demonstration segment
 }
 
 func (t *Trainer) now() time.Time {
@@ -115,13 +121,6 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, fmt.Errorf("run dir %s: %w", dir, err)
 	}
-	y, err := cfg.YAML()
-	if err != nil {
-		return res, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), y, 0o644); err != nil {
-		return res, fmt.Errorf("run dir %s: %w", dir, err)
-	}
 	t.state = State{Seed: cfg.Seed}
 	resumed := false
 	if t.Resume {
@@ -130,9 +129,25 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 			return res, err
 		}
 		resumed = ok
+	} else if ckpt, err := LatestCheckpoint(dir); err == nil {
+		// A fresh run into a directory that holds another run's
+		// checkpoints would mix the two on a later --resume.
+		return res, fmt.Errorf("run dir %s already holds a run (checkpoint %s): resume it, or start in a new directory", dir, filepath.Base(ckpt))
+	}
+	// The config is recorded once the run is known to proceed: a rejected
+	// resume leaves the run's config.yaml as it was.
+	y, err := cfg.YAML()
+	if err != nil {
+		return res, err
+	}
+	if err := writeAtomic(filepath.Join(dir, "config.yaml"), y); err != nil {
+		return res, fmt.Errorf("run dir %s: %w", dir, err)
 	}
 	if !resumed {
 		if err := t.truncateMetrics(0); err != nil {
+			return res, err
+		}
+		if err := t.copyBaseCurve(); err != nil {
 			return res, err
 		}
 		t0 := t.now()
@@ -172,7 +187,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		m := Metrics{Iteration: it}
 		if cfg.Run.EvalEvery > 0 && it%cfg.Run.EvalEvery == 0 {
 			t0 := t.now()
-			ev, err := t.Evaluate(ctx, fmt.Sprintf("eval %d", it))
+			ev, err := t.evaluateKeep(ctx, fmt.Sprintf("eval %d", it), fmt.Sprintf("eval-%06d", it))
 			if err != nil {
 				return res, err
 			}
@@ -201,7 +216,7 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	}
 	// The final evaluation is its own record, at iteration = Iterations.
 	t0 := t.now()
-	ev, err := t.Evaluate(ctx, "final eval")
+	ev, err := t.evaluateKeep(ctx, "final eval", "final")
 	if err != nil {
 		return res, err
 	}
@@ -216,6 +231,22 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 	res.Iterations = cfg.Run.Iterations
 	res.Wall = t.now().Sub(start)
 	return res, nil
+}
+
+// copyBaseCurve copies the pretraining curve of the base policy the run
+// starts from (Model.Init's pretrain.jsonl, if it has one) into the run
+// directory, for the report.
+func (t *Trainer) copyBaseCurve() error {
+	if t.Cfg.Model.Init == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(t.Cfg.Model.Init, BaseCurveFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("base policy curve: %w", err)
+	}
+	return writeAtomic(filepath.Join(t.Cfg.Run.Dir, BaseCurveFile), b)
 }
 
 // mix is a splitmix64 chain: a well-spread 64-bit value from the inputs, so
@@ -262,7 +293,50 @@ func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error
 	return t.evaluateWith(ctx, t.Policy.Sampler(), label)
 }
 
+// evaluateKeep is Evaluate that also keeps, when the trainer can
+// transcribe, the first held-out episode (in seed order) that compacted
+// as RUN_DIR/transcripts/NAME.txt.
+func (t *Trainer) evaluateKeep(ctx context.Context, label, name string) (EvalResult, error) {
+	var keep func([]episode.Episode) error
+	if t.Transcribe != nil {
+		keep = func(eps []episode.Episode) error { return t.keepTranscript(eps, name) }
+	}
+	return t.evaluate(ctx, t.Policy.Sampler(), label, keep)
+}
+
+// keepTranscript writes the transcript of the first episode of eps that
+// compacted (else the first) to RUN_DIR/transcripts/NAME.txt.
+func (t *Trainer) keepTranscript(eps []episode.Episode, name string) error {
+	if len(eps) == 0 {
+		return nil
+	}
+	pick := &eps[0]
+	for i := range eps {
+		if eps[i].Metrics[agent.MetricCompactions] > 0 {
+			pick = &eps[i]
+			break
+		}
+	}
+	dir := filepath.Join(t.Cfg.Run.Dir, TranscriptDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("transcript %s: %w", name, err)
+	}
+	if err := writeAtomic(filepath.Join(dir, name+".txt"), []byte(t.Transcribe(pick))); err != nil {
+		return fmt.Errorf("transcript %s: %w", name, err)
+	}
+	return nil
+}
+
+// TranscriptDir is where a run directory keeps held-out transcripts.
+const TranscriptDir = "transcripts"
+
 func (t *Trainer) evaluateWith(ctx context.Context, smp infer.Sampler, label string) (EvalResult, error) {
+	return t.evaluate(ctx, smp, label, nil)
+}
+
+// evaluate runs the held-out seeds with compaction and in a single window;
+// keep, if set, receives the episodes played with compaction.
+func (t *Trainer) evaluate(ctx context.Context, smp infer.Sampler, label string, keep func([]episode.Episode) error) (EvalResult, error) {
 	cfg := t.Cfg
 	n := cfg.Run.EvalEpisodes
 	ev := EvalResult{Episodes: n, SummaryQuality: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
@@ -289,6 +363,11 @@ func (t *Trainer) evaluateWith(ctx context.Context, smp infer.Sampler, label str
 		if err != nil {
 			return ev, fmt.Errorf("%s: %w", name, err)
 		}
+		if !single && keep != nil {
+			if err := keep(eps); err != nil {
+				return ev, err
+			}
+		}
 		s := summarize(eps)
 		if single {
 			ev.Pass1Single = s.pass
@@ -297,12 +376,6 @@ func (t *Trainer) evaluateWith(ctx context.Context, smp infer.Sampler, label str
 		}
 	}
 	return ev, nil
-}
-
-// Passed is the success criterion of pass@1: the episode finished with the
-// full reward.
-func Passed(e *episode.Episode) bool {
-	return e.Status == episode.StatusOK && e.Reward >= 1-1e-9
 }
 
 type epSummary struct {
@@ -350,7 +423,7 @@ func summarize(eps []episode.Episode) epSummary {
 		nScored++
 		sumR += e.Reward
 		p := 0.0
-		if Passed(e) {
+		if e.Succeeded() { // the project's one definition of success
 			p = 1
 		}
 		sumPass += p

@@ -333,3 +333,62 @@ func TestSeedsDeterministicAndHeldOut(t *testing.T) {
 		}
 	}
 }
+
+// A fresh run into a directory that holds another run's checkpoints is
+// refused (a later --resume would mix the two), and a rejected resume
+// leaves the run's config.yaml as it was.
+func TestRunDirectoryIsNotMixedOrOverwritten(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations = 1
+	if _, err := newTestTrainer(cfg, newMemoryTask()).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(cfg.Run.Dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newTestTrainer(cfg, newMemoryTask()).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "already holds a run") {
+		t.Errorf("a second fresh run into the same dir: err = %v", err)
+	}
+	other := cfg
+	other.Seed++
+	tr := newTestTrainer(other, newMemoryTask())
+	tr.Resume = true
+	if _, err := tr.Run(context.Background()); err == nil {
+		t.Fatal("resume with another seed was accepted")
+	}
+	after, err := os.ReadFile(filepath.Join(cfg.Run.Dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Errorf("a rejected resume rewrote config.yaml:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// A warm start killed and run again rewrites its curve: sft.jsonl has one
+// record per step, not the killed run's steps as well.
+func TestRestartedWarmStartRewritesItsCurve(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations = 0
+	cfg.SFT.Steps, cfg.SFT.Episodes = 5, 8
+	// A killed run's partial curve.
+	if err := os.MkdirAll(cfg.Run.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Run.Dir, "sft.jsonl"), []byte(`{"phase":"sft","step":0,"loss":1}`+"\n"+`{"phase":"sft","step":1,"loss":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTestTrainer(cfg, newMemoryTask())
+	tr.Resume = true // no checkpoint yet: starts afresh
+	if _, err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.Run.Dir, "sft.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 5 {
+		t.Errorf("sft.jsonl has %d records after a restart, want 5", n)
+	}
+}

@@ -1,0 +1,303 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/stats"
+)
+
+// A base policy directory is what `compactrl pretrain` writes and what RL
+// starts from (DESIGN.md §8): a Hugging Face-style checkpoint that also
+// records the suite and agent it was trained for, so that it evaluates and
+// trains on its own.
+//
+//	model.safetensors, config.json   the policy (model.Save)
+//	tokenizer.json                   its tokenizer
+//	compactrl.yaml                   the full recipe (Config) it was pretrained with
+//	pretrain.jsonl                   one SFTRecord per warm-start step (the curves)
+//	eval.json                        BaseInfo: held-out metrics, command, commit, wall time
+//	README.md                        the model card
+const (
+	BaseConfigFile = "compactrl.yaml"
+	BaseInfoFile   = "eval.json"
+	BaseCurveFile  = "pretrain.jsonl"
+)
+
+// BaseInfo is how a base policy was made and how it scores.
+type BaseInfo struct {
+	Command    string     `json:"command"`
+	Commit     string     `json:"commit"`
+	KernelPath string     `json:"kernel_path"`
+	Threads    int        `json:"threads"`
+	WallS      float64    `json:"wall_s"`
+	Created    string     `json:"created"`
+	Seed       int64      `json:"seed"`
+	Vocab      int        `json:"vocab"`
+	Params     int        `json:"params"`
+	Eval       EvalResult `json:"eval"`
+	// PhaseLoss is the mean loss over the last 100 steps of each warm-start
+	// phase (copy, recall, sft), and for sft the mixed-in recall loss.
+	PhaseLoss map[string]float64 `json:"phase_loss"`
+}
+
+// IsBase reports whether dir is a base policy directory.
+func IsBase(dir string) bool {
+	_, err1 := os.Stat(filepath.Join(dir, BaseConfigFile))
+	_, err2 := os.Stat(filepath.Join(dir, model.WeightsFile))
+	return err1 == nil && err2 == nil
+}
+
+// LoadBase reads a base policy directory's recipe and returns the config
+// that continues from it: the same model, suite and agent, the policy
+// initialised from dir with its tokenizer, and no warm-start phase.
+func LoadBase(dir string) (Config, error) {
+	cfg, err := LoadConfig(filepath.Join(dir, BaseConfigFile))
+	if err != nil {
+		return cfg, fmt.Errorf("base policy %s: %w", dir, err)
+	}
+	cfg.Model.Init = dir
+	cfg.Model.Tokenizer = filepath.Join(dir, TokenizerFile)
+	cfg.SFT.Steps, cfg.SFT.CopySteps, cfg.SFT.RecallSteps, cfg.SFT.RecallMix = 0, 0, 0, 0
+	return cfg, nil
+}
+
+// FromBase returns rl with the suite, agent and model of the base policy
+// in dir: RL settings and the run come from rl, and they must agree with
+// the base on everything the policy was trained for.
+func FromBase(dir string, rlCfg Config) (Config, error) {
+	base, err := LoadBase(dir)
+	if err != nil {
+		return rlCfg, err
+	}
+	if rlCfg.Suite != base.Suite {
+		return rlCfg, fmt.Errorf("base policy %s was trained for suite %+v, the config asks for %+v", dir, base.Suite, rlCfg.Suite)
+	}
+	if rlCfg.Agent.Context != base.Agent.Context || rlCfg.Agent.MaxSummaryTokens != base.Agent.MaxSummaryTokens || rlCfg.Agent.Reserve != base.Agent.Reserve {
+		return rlCfg, fmt.Errorf("base policy %s was trained for window %d / reserve %d / summaries of %d tokens, the config asks for %d / %d / %d",
+			dir, base.Agent.Context, base.Agent.Reserve, base.Agent.MaxSummaryTokens, rlCfg.Agent.Context, rlCfg.Agent.Reserve, rlCfg.Agent.MaxSummaryTokens)
+	}
+	c := rlCfg
+	c.Model = base.Model
+	c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 0, 0, 0, 0
+	return c, nil
+}
+
+// Commit is the VCS revision the running binary was built from ("unknown"
+// when the build recorded none, e.g. `go run` outside a repository), with
+// "+dirty" for uncommitted changes.
+func Commit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return rev
+}
+
+// WriteBase writes the base policy directory out from a finished
+// pretraining run (s, its result res): weights, tokenizer, recipe, curves,
+// BaseInfo and the model card.
+func WriteBase(ctx context.Context, out string, s *Setup, res Result, info BaseInfo) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	if err := s.Policy.M.Save(out); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	if err := s.Tok.Save(filepath.Join(out, TokenizerFile)); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	recipe := s.Cfg
+	recipe.Model.Init, recipe.Model.Tokenizer = "", ""
+	recipe.Run.Dir = out
+	y, err := recipe.YAML()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, BaseConfigFile), y, 0o644); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	curves, err := os.ReadFile(filepath.Join(s.Cfg.Run.Dir, "sft.jsonl"))
+	if err != nil {
+		return fmt.Errorf("base %s: pretraining curves: %w", out, err)
+	}
+	if err := os.WriteFile(filepath.Join(out, BaseCurveFile), curves, 0o644); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	return WriteBaseInfo(out, recipe, s.Policy.M, res.After, info)
+}
+
+// WriteBaseInfo completes a base policy directory that holds its weights,
+// tokenizer, recipe and pretraining curve: eval.json (info with the
+// held-out evaluation ev, the phase losses of the curve and the model's
+// size) and the model card README.md.
+func WriteBaseInfo(out string, recipe Config, m *model.Model, ev EvalResult, info BaseInfo) error {
+	curves, err := os.ReadFile(filepath.Join(out, BaseCurveFile))
+	if err != nil {
+		return fmt.Errorf("base %s: pretraining curves: %w", out, err)
+	}
+	if info.PhaseLoss, err = phaseLosses(bytes.NewReader(curves), 100); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	info.Eval = ev
+	info.Seed = recipe.Seed
+	info.Vocab, info.Params = m.Cfg.Vocab, m.Cfg.NumParams()
+	if info.Created == "" {
+		info.Created = time.Now().UTC().Format(time.RFC3339)
+	}
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	if err := os.WriteFile(filepath.Join(out, BaseInfoFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("base %s: %w", out, err)
+	}
+	return os.WriteFile(filepath.Join(out, "README.md"), []byte(ModelCard(recipe, info)), 0o644)
+}
+
+// ReadBaseInfo reads a base policy directory's eval.json.
+func ReadBaseInfo(dir string) (BaseInfo, error) {
+	var info BaseInfo
+	b, err := os.ReadFile(filepath.Join(dir, BaseInfoFile))
+	if err != nil {
+		return info, fmt.Errorf("base policy %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info, fmt.Errorf("base policy %s/%s: %w", dir, BaseInfoFile, err)
+	}
+	return info, nil
+}
+
+// phaseLosses is the mean loss over the last n steps of each phase of a
+// pretraining curve, and "sft-recall" for the recall sequences mixed into
+// SFT batches.
+func phaseLosses(r io.Reader, n int) (map[string]float64, error) {
+	dec := json.NewDecoder(r)
+	byPhase := map[string][]float64{}
+	for line := 1; ; line++ {
+		var rec SFTRecord
+		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("pretraining curve record %d: %w", line, err)
+		}
+		byPhase[rec.Phase] = append(byPhase[rec.Phase], rec.Loss)
+		if rec.RecallLoss != nil {
+			byPhase[rec.Phase+"-recall"] = append(byPhase[rec.Phase+"-recall"], *rec.RecallLoss)
+		}
+	}
+	out := map[string]float64{}
+	for p, v := range byPhase {
+		v = v[max(0, len(v)-n):]
+		s := 0.0
+		for _, x := range v {
+			s += x
+		}
+		out[p] = s / float64(len(v))
+	}
+	return out, nil
+}
+
+// ModelCard is a base policy's README.md.
+func ModelCard(recipe Config, info BaseInfo) string {
+	var b strings.Builder
+	ev := info.Eval
+	n := ev.Episodes
+	ci := func(p float64) string {
+		lo, hi := stats.Wilson(int(p*float64(n)+0.5), n)
+		return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
+	}
+	m := recipe.Model
+	fmt.Fprintf(&b, "# vault base policy (seed %d)\n\n", info.Seed)
+	fmt.Fprintf(&b, "The pretrained base policy that `compactrl demo` and `compactrl experiment` run CompactionRL from\n")
+	fmt.Fprintf(&b, "(DESIGN.md §8): a Llama-architecture decoder (dim %d, %d layers, %d heads, %d KV heads, FFN %d,\n", m.Dim, m.Layers, m.Heads, m.KVHeads, m.FFN)
+	fmt.Fprintf(&b, "vocabulary %d, %d parameters) warm-started on the built-in vault suite: copy and recall pretraining, then SFT on the\n", info.Vocab, info.Params)
+	fmt.Fprintf(&b, "scripted expert's demonstrations, whose summaries keep each fact with p = %g (the headroom only\n", recipe.SFT.ExpertP)
+	fmt.Fprintf(&b, "better summaries close). `model.safetensors` + `config.json` load as `LlamaForCausalLM`;\n")
+	fmt.Fprintf(&b, "`compactrl.yaml` is the exact recipe, with the suite and agent settings the policy was trained for;\n")
+	fmt.Fprintf(&b, "`pretrain.jsonl` has one line per warm-start step.\n\n")
+	fmt.Fprintf(&b, "## How it was made\n\n    %s\n\n", info.Command)
+	fmt.Fprintf(&b, "- commit %s, kernel path %s, %d threads\n", info.Commit, info.KernelPath, info.Threads)
+	fmt.Fprintf(&b, "- wall time %s (%s)\n", (time.Duration(info.WallS) * time.Second).String(), info.Created)
+	fmt.Fprintf(&b, "- phases: %d copy, %d recall, %d SFT steps on %d demonstrations (%d recall sequences mixed into each SFT batch)\n",
+		recipe.SFT.CopySteps, recipe.SFT.RecallSteps, recipe.SFT.Steps, recipe.SFT.Episodes, recipe.SFT.RecallMix)
+	for _, p := range []string{"copy", "recall", "sft", "sft-recall"} {
+		if v, ok := info.PhaseLoss[p]; ok {
+			fmt.Fprintf(&b, "- %s loss, mean of the last 100 steps: %.3f\n", p, v)
+		}
+	}
+	fmt.Fprintf(&b, "\n## Held-out metrics\n\n")
+	fmt.Fprintf(&b, "Test seeds %d…%d of the suite (%d episodes per mode), sampled at temperature %g, window %d:\n\n",
+		recipe.Suite.TestSeedStart, recipe.Suite.TestSeedStart+int64(n)-1, n, recipe.Agent.EvalTemperature, recipe.Agent.Context)
+	fmt.Fprintf(&b, "| metric | value [95%% Wilson] |\n|---|---|\n")
+	fmt.Fprintf(&b, "| pass@1 with compaction | %s |\n", ci(ev.Pass1Compact))
+	fmt.Fprintf(&b, "| pass@1 single window | %s |\n", ci(ev.Pass1Single))
+	fmt.Fprintf(&b, "| summary quality | %s |\n", fmtNaN(ev.SummaryQuality, "%.3f"))
+	fmt.Fprintf(&b, "| compactions / episode | %.2f |\n", ev.Compactions)
+	fmt.Fprintf(&b, "\nReproduce the evaluation: `compactrl eval --checkpoint DIR --episodes %d`.\n", n)
+	return b.String()
+}
+
+// evalJSON is EvalResult with its NaN-able fields as pointers (JSON has no
+// NaN: an undefined metric is null).
+type evalJSON struct {
+	Episodes       int      `json:"episodes"`
+	Pass1Compact   float64  `json:"pass1_compact"`
+	Pass1Single    float64  `json:"pass1_single"`
+	SummaryQuality *float64 `json:"summary_quality"`
+	Compactions    float64  `json:"compactions"`
+	PassCompacted  *float64 `json:"pass_compacted"`
+	Reward         *float64 `json:"reward"`
+}
+
+func nanPtr(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+func ptrNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// MarshalJSON writes undefined (NaN) metrics as null.
+func (e EvalResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(evalJSON{e.Episodes, e.Pass1Compact, e.Pass1Single, nanPtr(e.SummaryQuality), e.Compactions, nanPtr(e.PassCompacted), nanPtr(e.Reward)})
+}
+
+// UnmarshalJSON reads null metrics as NaN.
+func (e *EvalResult) UnmarshalJSON(b []byte) error {
+	var j evalJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = EvalResult{j.Episodes, j.Pass1Compact, j.Pass1Single, ptrNaN(j.SummaryQuality), j.Compactions, ptrNaN(j.PassCompacted), ptrNaN(j.Reward)}
+	return nil
+}

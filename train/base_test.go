@@ -1,0 +1,82 @@
+package train
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/compactrl/compactrl/model"
+)
+
+func TestEvalResultJSONKeepsNaNAsNull(t *testing.T) {
+	in := EvalResult{Episodes: 4, Pass1Compact: 0.25, Pass1Single: 0, SummaryQuality: math.NaN(), Compactions: 1.5, PassCompacted: math.NaN(), Reward: 0.25}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"summary_quality":null`) {
+		t.Errorf("NaN written as %s", b)
+	}
+	var out EvalResult
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Episodes != 4 || out.Pass1Compact != 0.25 || !math.IsNaN(out.SummaryQuality) || !math.IsNaN(out.PassCompacted) || out.Reward != 0.25 {
+		t.Errorf("round trip %+v", out)
+	}
+}
+
+func TestPhaseLossesAreTheMeanOfTheLastSteps(t *testing.T) {
+	in := `{"phase":"copy","step":0,"loss":4}
+{"phase":"copy","step":1,"loss":2}
+{"phase":"copy","step":2,"loss":1}
+{"phase":"sft","step":0,"loss":0.5,"recall_loss":0.25}
+`
+	got, err := phaseLosses(strings.NewReader(in), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["copy"] != 1.5 || got["sft"] != 0.5 || got["sft-recall"] != 0.25 {
+		t.Errorf("phase losses %v, want copy 1.5 (last 2), sft 0.5, sft-recall 0.25", got)
+	}
+	if _, err := phaseLosses(strings.NewReader("{\n"), 2); err == nil {
+		t.Error("a broken curve gave no error")
+	}
+}
+
+func TestFromBaseTakesTheBasesModelAndRefusesAnotherSetting(t *testing.T) {
+	dir := t.TempDir()
+	y, _ := PretrainConfig().YAML()
+	if err := os.WriteFile(filepath.Join(dir, BaseConfigFile), y, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if IsBase(dir) {
+		t.Error("a directory without weights is no base")
+	}
+	if err := os.WriteFile(filepath.Join(dir, model.WeightsFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !IsBase(dir) {
+		t.Error("recipe and weights make a base")
+	}
+	rlCfg := DemoConfig()
+	rlCfg.Model.Dim = 999 // the base decides the model
+	c, err := FromBase(dir, rlCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model.Init != dir || c.Model.Dim != 64 || c.Model.Tokenizer != filepath.Join(dir, TokenizerFile) || c.SFT.Steps+c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix != 0 || c.Run != rlCfg.Run {
+		t.Errorf("FromBase: model %+v sft %+v run %+v", c.Model, c.SFT, c.Run)
+	}
+	other := DemoConfig()
+	other.Agent.Context = 768
+	if _, err := FromBase(dir, other); err == nil || !strings.Contains(err.Error(), "window 512") {
+		t.Errorf("another window: %v", err)
+	}
+	if _, err := FromBase(t.TempDir(), DemoConfig()); err == nil || !strings.Contains(err.Error(), BaseConfigFile) {
+		t.Errorf("no recipe: %v", err)
+	}
+}
