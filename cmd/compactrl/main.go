@@ -5,12 +5,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/compactrl/compactrl/kernel"
 )
 
 // env is what a subcommand may touch of the process: its streams. Passing it
@@ -29,7 +32,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"advantages": {"fill episode JSONL (stdin) with advantages and returns (stdout)", runAdvantages},
-		"demo":       {"run the main job on the embedded default", runDemo},
+		"demo":       {"CompactionRL from the shipped base policy, evaluated before and after (--from-scratch: pretrain first)", runDemo},
+		"pretrain":   {"make a base policy: copy, recall and SFT warm start on the vault expert (--out DIR)", runPretrain},
 		"eval":       {"pass@1 on Harbor task dirs or SWE-bench JSONL (--engine URL | --policy oracle), or --checkpoint DIR", runEval},
 		"export":     {"export gguf (checkpoint → llama.cpp) or --format verl|slime|jsonl (episodes → trainer records)", runExport},
 		"train":      {"train with CompactionRL from a YAML config (--config FILE.yaml, --resume DIR)", runTrain},
@@ -77,8 +81,19 @@ func run(ctx context.Context, e env, args []string) int {
 		usage(e.stderr)
 		return 2
 	}
+	if err := kernel.Err(); err != nil {
+		fmt.Fprintf(e.stderr, "compactrl %s: %v\n", args[0], err)
+		return 2
+	}
 	if err := c.run(ctx, e, args[1:]); err != nil {
 		fmt.Fprintf(e.stderr, "compactrl %s: %v\n", args[0], err)
+		// Commands with a documented exit code (eval and rollout: 3 when
+		// some episodes were infra errors, 4 when nothing could be scored;
+		// docs/reliability.md) carry it on their error.
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) {
+			return ec.ExitCode()
+		}
 		return 1
 	}
 	return 0

@@ -186,7 +186,8 @@ func TestRolloutTotalInfraErrorNotSuccess(t *testing.T) {
 	if s := stdout.String(); !strings.Contains(s, "success n/a (nothing scored)") || strings.Contains(s, "success 0.000") {
 		t.Fatalf("stats line: %s", s)
 	}
-	if _, _, code := runCmd(t, "rollout", "--episodes", "2", "--workers", "1", "--episode-timeout", "1ns", "--out", out); code == 0 {
-		t.Fatal("exit 0 with every episode infra_error")
+	// The process exits with the documented code, not 0 or a generic 1.
+	if _, _, code := runCmd(t, "rollout", "--episodes", "2", "--workers", "1", "--episode-timeout", "1ns", "--out", out); code != exitNothingScored {
+		t.Fatalf("exit %d with every episode infra_error, want %d", code, exitNothingScored)
 	}
 }
