@@ -275,7 +275,12 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 	}
 	sys := filepath.Join(t.TempDir(), "system.txt")
 	os.WriteFile(sys, []byte("1"), 0o644)
-	tmp := t.TempDir()
+	tmp, err := os.MkdirTemp("", "compactrl-serve-test-") // not t.TempDir: the sandbox uid must reach the workspaces under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o755)
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	p := startServe(t, tmp, "--tasks", tasks, "--template", "120,121,122,123,124,125",
 		"--context", "256", "--reserve", "96", "--max-action-tokens", "12", "--max-summary-tokens", "16",
 		"--max-format-errors", "1000", "--max-turns", "10", "--system-prompt", sys, "--summary-instruction", "2a",
@@ -310,10 +315,22 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 				errs[i] = err
 			}()
 		}
-		waitUntil(t, "32 in flight", 60*time.Second, func() bool {
-			return p.metric(t, "compactrl_episodes_in_flight") == "32" || p.metric(t, `compactrl_episodes_finished_total{status="overlong"}`) != "0"
-		})
+		peak := 0
+		go func() {
+			for range 600 {
+				n := 0
+				fmt.Sscan(p.metric(t, "compactrl_episodes_in_flight"), &n)
+				peak = max(peak, n)
+				if n == 32 {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
 		wg.Wait()
+		if peak != 32 {
+			t.Errorf("at most %d episodes were in flight at once, want 32", peak)
+		}
 		t.Logf("32 episodes in %v", time.Since(start))
 		for i, r := range resps {
 			if errs[i] != nil {

@@ -1,0 +1,103 @@
+"""generate against a running `compactrl serve` (COMPACTRL_SERVE_URL; the Go
+test TestServeLlamaServerEndToEnd starts one over llama-server, whose host
+and port stand in for slime's SGLang router). Samples are
+tests.slime_standin.Sample, whose fields are slime's."""
+
+import asyncio
+import json
+import os
+import types
+import unittest
+import urllib.request
+
+import torch
+
+from compactrl_slime import advantages, convert, generate
+from tests.slime_standin import Sample
+
+URL = os.environ.get("COMPACTRL_SERVE_URL")
+
+
+def slime_args(**kw):
+    a = types.SimpleNamespace(
+        sglang_router_ip=os.environ.get("COMPACTRL_TEST_ROUTER_IP"),
+        sglang_router_port=os.environ.get("COMPACTRL_TEST_ROUTER_PORT"),
+        compactrl_serve_url=URL, compactrl_engine_kind="llamacpp",
+        compactrl_agent={"context": 256, "reserve": 96, "keep_last": 2, "max_turns": 6, "max_compactions": 100},
+        gamma=1.0, lambd=1.0, kl_coef=0.0)
+    for k, v in kw.items():
+        setattr(a, k, v)
+    return a
+
+
+# slime's sampling_params (sglang_rollout.py:95-105, 322).
+PARAMS = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 12, "stop": None,
+          "stop_token_ids": None, "skip_special_tokens": False, "no_stop_trim": True, "sampling_seed": 11}
+
+
+def metric(name):
+    with urllib.request.urlopen(URL + "/metrics") as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return line.split(" ", 1)[1]
+    return None
+
+
+@unittest.skipUnless(URL, "COMPACTRL_SERVE_URL is not set")
+class GenerateAgainstService(unittest.TestCase):
+    def test_segments_share_integer_rollout_id(self):
+        args = slime_args()
+        sample = Sample(index=1234, group_index=7, prompt="tiny", metadata={"task_id": "tiny"}, session_id="s")
+        out = asyncio.run(generate.generate(args, sample, dict(PARAMS)))
+        self.assertIsInstance(out, list)
+        self.assertGreaterEqual(len(out), 2, "the episode must compact")
+        for k, s in enumerate(out):
+            self.assertIsInstance(s, Sample)
+            self.assertEqual(s.rollout_id, 1234)
+            self.assertIsInstance(s.rollout_id, int)
+            self.assertEqual((s.index, s.group_index, s.session_id), (1234, 7, "s"))
+            self.assertEqual(len(s.loss_mask), s.response_length)
+            self.assertEqual(len(s.rollout_log_probs), s.response_length)
+            self.assertLess(s.response_length, len(s.tokens))
+            self.assertIn(s.status, (Sample.Status.COMPLETED, Sample.Status.TRUNCATED))
+            self.assertEqual(s.metadata[convert.META_KEY]["segment_index"], k)
+            self.assertIsNotNone(s.reward)
+        self.assertEqual(sample.rollout_id, None, "the input sample is not modified")
+        # the masked overlong rollout trains nothing; unmasked, it does
+        out2 = asyncio.run(generate.generate(slime_args(compactrl_mask_overlong=False), sample, dict(PARAMS)))
+        self.assertGreater(sum(sum(s.loss_mask) for s in out2), 0)
+        data = convert.convert_samples_to_train_data(args, out2)
+        rd = {k: data[k] for k in ("rewards", "loss_masks", "rollout_mask_sums", convert.CARRY_KEY)}
+        rd["values"] = [torch.zeros(n) for n in data["response_lengths"]]
+        advantages.cross_gae(args, rd)
+        self.assertEqual([len(a) for a in rd["advantages"]], data["response_lengths"])
+
+    def test_unknown_task_is_masked_placeholder(self):
+        sample = Sample(index=5, metadata={"task_id": "no-such-task"})
+        out = asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS)))
+        self.assertEqual(len(out), 1)
+        self.assertTrue(out[0].remove_sample)
+        self.assertEqual(out[0].status, Sample.Status.FAILED)
+        self.assertIn("task_id", out[0].metadata[convert.META_KEY]["error"])
+
+    def test_cancel_disconnects(self):
+        before = metric('compactrl_episodes_finished_total{status="cancelled"}')
+        args = slime_args(compactrl_agent={"context": 256, "reserve": 96, "max_turns": 100000, "max_compactions": 100000})
+
+        async def main():
+            task = asyncio.ensure_future(generate.generate(args, Sample(index=77, metadata={"task_id": "tiny"}), dict(PARAMS)))
+            await asyncio.sleep(1.5)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+        asyncio.run(main())
+        for _ in range(200):
+            if metric('compactrl_episodes_finished_total{status="cancelled"}') != before and metric("compactrl_sandboxes_alive") == "0":
+                break
+            asyncio.run(asyncio.sleep(0.05))
+        self.assertNotEqual(metric('compactrl_episodes_finished_total{status="cancelled"}'), before)
+        self.assertEqual(metric("compactrl_sandboxes_alive"), "0")
+
+
+if __name__ == "__main__":
+    unittest.main()
