@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/kernel"
+	"github.com/compactrl/compactrl/models"
 	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/train"
 )
@@ -18,14 +20,16 @@ import (
 func runExperiment(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("experiment", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	cfgPath := fs.String("config", "", "base YAML config (default: the demo's)")
+	cfgPath := fs.String("config", "", "RL YAML config (default: the demo's)")
+	baseFlag := fs.String("base", "", "base policy directory every arm starts from (default: the shipped models/vault-base)")
 	dir := fs.String("dir", "runs/experiment", "output directory: DIR/ARM/seed-S per run, DIR/results.md, DIR/report.html")
 	seeds := fs.Int("seeds", 3, "seeds per arm (1…N)")
 	armList := fs.String("arms", "", "comma-separated arms (default all: "+armNames()+")")
 	iters := fs.Int("iterations", 0, "RL iterations per arm (0: the config's)")
+	evalEvery := fs.Int("eval-every", 0, "held-out evaluation every N RL iterations of an arm (0: only at the end; the base arm is the evaluation before RL)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl experiment [flags]\n\nRuns base (warm start), RL without compaction, CompactionRL and its ablations on the vault suite.")
+		fmt.Fprintln(e.stderr, "usage: compactrl experiment [flags]\n\nRuns the base policy, RL without compaction, CompactionRL and its ablations on the vault suite,\nevery arm and seed from the same base policy (seeds vary only RL).\n\nexample: compactrl experiment --seeds 5 --dir runs/experiment")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +48,10 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if *iters > 0 {
 		base.Run.Iterations = *iters
 	}
+	if *evalEvery < 0 {
+		return fmt.Errorf("--eval-every %d must not be negative", *evalEvery)
+	}
+	base.Run.EvalEvery = *evalEvery
 	if *seeds < 1 {
 		return fmt.Errorf("--seeds %d must be at least 1", *seeds)
 	}
@@ -55,27 +63,58 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	x := &train.Experiment{Base: base, Arms: arms, Dir: *dir, Progress: e.stderr, ExpertP: []float64{base.SFT.ExpertP, 1},
+	baseDir := *baseFlag
+	if baseDir == "" {
+		baseDir = filepath.Join(*dir, "base-policy")
+		if err := os.RemoveAll(baseDir); err != nil {
+			return fmt.Errorf("experiment dir %s: %w", *dir, err)
+		}
+		if err := models.WriteVaultBase(baseDir); err != nil {
+			return err
+		}
+	}
+	recipe, err := train.LoadBase(baseDir)
+	if err != nil {
+		return err
+	}
+	cmdline := strings.TrimSpace("compactrl experiment " + strings.Join(args, " "))
+	start := time.Now()
+	writeTable := func(results []train.ArmResult, final bool) (string, error) {
+		state := "complete"
+		if !final {
+			state = "in progress: the rows so far"
+		}
+		md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
+			train.Markdown(train.Table(results)), cmdline, time.Since(start).Round(time.Second), state, kernel.Path(), baseDir)
+		if err := os.MkdirAll(*dir, 0o755); err != nil {
+			return "", fmt.Errorf("experiment dir %s: %w", *dir, err)
+		}
+		if err := os.WriteFile(filepath.Join(*dir, "results.md"), []byte(md), 0o644); err != nil {
+			return "", fmt.Errorf("experiment results: %w", err)
+		}
+		return md, nil
+	}
+	x := &train.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: *dir, Progress: e.stderr, ExpertP: []float64{recipe.SFT.ExpertP, 1},
 		RunOne: func(ctx context.Context, cfg train.Config) (train.Result, error) {
+			// The experiment owns DIR/ARM/seed-S: a rerun replaces it.
+			if err := os.RemoveAll(cfg.Run.Dir); err != nil {
+				return train.Result{}, fmt.Errorf("experiment run %s: %w", cfg.Run.Dir, err)
+			}
 			return trainRun(ctx, e, cfg, false, *quiet)
-		}}
+		},
+		Done: func(results []train.ArmResult) error { _, err := writeTable(results, false); return err }}
 	for s := 1; s <= *seeds; s++ {
 		x.Seeds = append(x.Seeds, int64(s))
 	}
-	start := time.Now()
 	results, err := x.Run(ctx)
 	if err != nil {
 		return err
 	}
+	md, err := writeTable(results, true)
+	if err != nil {
+		return err
+	}
 	table := train.Table(results)
-	cmdline := "compactrl experiment " + strings.Join(args, " ")
-	md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall).\n", train.Markdown(table), strings.TrimSpace(cmdline), time.Since(start).Round(time.Second))
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return fmt.Errorf("experiment dir %s: %w", *dir, err)
-	}
-	if err := os.WriteFile(filepath.Join(*dir, "results.md"), []byte(md), 0o644); err != nil {
-		return fmt.Errorf("experiment results: %w", err)
-	}
 	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{table},
 		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
 	for _, r := range results {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/transcript"
 )
 
 // runShow prints a readable transcript of one episode of an episode JSONL
@@ -79,7 +80,7 @@ func runShow(ctx context.Context, e env, args []string) error {
 		if name := ep.Meta["tokenizer"]; name != "" && name != pol.tokName && *tokPath == "" {
 			fmt.Fprintf(e.stderr, "note: episode was written with tokenizer %s; decoding with %s (use --tokenizer)\n", name, pol.tokName)
 		}
-		transcript(e.stdout, &ep, pol.tok, pol.tmpl, *full)
+		transcript.Write(e.stdout, &ep, pol.tok, pol.tmpl, *full)
 		return nil
 	}
 }
@@ -100,113 +101,5 @@ func listEpisodes(w io.Writer, r *episode.Reader, file string) error {
 		}
 		fmt.Fprintf(w, "%-20s %-12s %6.2f %5.0f %5.0f %8s %7.0f\n", ep.ID, ep.Status, ep.Reward,
 			ep.Metrics[agent.MetricTurns], ep.Metrics[agent.MetricCompactions], q, ep.Metrics[agent.MetricSampledTokens])
-	}
-}
-
-// transcript renders ep. Turn roles come from the template markers; the
-// resumed prompt's re-included steps are labelled as such.
-func transcript(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Template, full bool) {
-	role := map[int]string{tm.System: "system", tm.User: "user", tm.Assistant: "assistant", tm.Observation: "observation", tm.Summary: "summary", -1: "text"}
-	fmt.Fprintf(w, "episode %s  status %s  reward %g", ep.ID, ep.Status, ep.Reward)
-	for _, k := range []string{agent.MetricTurns, agent.MetricCompactions, agent.MetricSummaryQuality, agent.MetricSampledTokens} {
-		if v, ok := ep.Metrics[k]; ok {
-			fmt.Fprintf(w, "  %s %g", k, v)
-		}
-	}
-	fmt.Fprintln(w)
-	for _, k := range []string{agent.MetaEndReason, agent.MetaError} {
-		if v := ep.Meta[k]; v != "" {
-			fmt.Fprintf(w, "%s: %s\n", k, v)
-		}
-	}
-	for i, s := range ep.Segments {
-		fmt.Fprintf(w, "\n── segment %d · %s · prompt %d + response %d = %d tokens · %d trained ──\n",
-			i+1, s.Kind, len(s.PromptIDs), len(s.ResponseIDs), len(s.PromptIDs)+len(s.ResponseIDs), sum(s.LossMask))
-		fmt.Fprintln(w, "prompt:")
-		steps := 0
-		for _, t := range tm.Split(s.PromptIDs) {
-			name := role[t.Marker]
-			if i > 0 && (t.Marker == tm.Assistant || t.Marker == tm.Observation) {
-				name += " (re-included)"
-				if t.Marker == tm.Assistant {
-					steps++
-				}
-			}
-			writeTurn(w, name, tok.Decode(t.IDs), full || t.Marker != tm.Observation)
-		}
-		if i > 0 {
-			fmt.Fprintf(w, "  (resumed from the summary with %d re-included steps)\n", steps)
-		}
-		fmt.Fprintln(w, "response:")
-		for _, t := range tm.Split(s.ResponseIDs) {
-			trained := false
-			for j := t.Start; j < t.Start+len(t.IDs) && j < len(s.LossMask); j++ {
-				trained = trained || s.LossMask[j] == 1
-			}
-			name := role[t.Marker]
-			if trained {
-				name += "*"
-			}
-			if t.Marker == tm.User && s.Kind == episode.KindSummary {
-				name += " (summary request)"
-			}
-			writeTurn(w, name, tok.Decode(t.IDs), full || t.Marker != tm.Observation)
-		}
-		if s.Kind == episode.KindSummary {
-			n := fmt.Sprint(countSummaries(ep.Segments[:i+1]))
-			line := "══ compaction " + n
-			if q, ok := ep.Metrics["summary_"+n+"_quality"]; ok {
-				line += fmt.Sprintf(" · summary quality %.3f", q)
-			}
-			if kept, ok := ep.Meta["summary_"+n+"_kept"]; ok {
-				line += " · kept: " + orNone(kept) + " · lost: " + orNone(ep.Meta["summary_"+n+"_lost"])
-			}
-			fmt.Fprintln(w, line+" ══")
-		}
-	}
-	if obs := ep.Meta[agent.MetaFinalObservation]; obs != "" {
-		fmt.Fprintf(w, "\nfinal observation: %s\n", obs)
-	}
-}
-
-func countSummaries(segs []episode.Segment) int {
-	n := 0
-	for _, s := range segs {
-		if s.Kind == episode.KindSummary {
-			n++
-		}
-	}
-	return n
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-func sum(xs []int) int {
-	n := 0
-	for _, x := range xs {
-		n += x
-	}
-	return n
-}
-
-// writeTurn prints one turn as "role │ line", continuation lines indented;
-// with all false only the first and last 5 lines of a long turn are shown.
-func writeTurn(w io.Writer, name, text string, all bool) {
-	lines := strings.Split(text, "\n")
-	if !all && len(lines) > 14 {
-		cut := len(lines) - 10
-		lines = append(append(lines[:5:5], fmt.Sprintf("… %d lines …", cut)), lines[len(lines)-5:]...)
-	}
-	for i, l := range lines {
-		label := ""
-		if i == 0 {
-			label = name
-		}
-		fmt.Fprintf(w, "  %-26s │ %s\n", label, l)
 	}
 }

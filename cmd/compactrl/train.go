@@ -5,10 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
 
 	"github.com/compactrl/compactrl/report"
+	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -86,11 +88,16 @@ func trainRun(ctx context.Context, e env, cfg train.Config, resume, quiet bool) 
 }
 
 func printResult(e env, res train.Result) {
-	fmt.Fprintf(e.stdout, "\n%-34s %14s %14s\n", "held-out pass@1", "with compaction", "single window")
-	fmt.Fprintf(e.stdout, "%-34s %14.3f %14.3f\n", "before RL (after warm start)", res.Before.Pass1Compact, res.Before.Pass1Single)
-	fmt.Fprintf(e.stdout, "%-34s %14.3f %14.3f\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), res.After.Pass1Compact, res.After.Pass1Single)
+	ci := func(p float64, n int) string {
+		lo, hi := stats.Wilson(int(math.Round(p*float64(n))), n)
+		return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
+	}
+	b, a := res.Before, res.After
+	fmt.Fprintf(e.stdout, "\nheld-out pass@1 (95%% Wilson)        %-22s %-22s\n", "with compaction", "single window")
+	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", "before RL (base policy)", ci(b.Pass1Compact, b.Episodes), ci(b.Pass1Single, b.Episodes))
+	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), ci(a.Pass1Compact, a.Episodes), ci(a.Pass1Single, a.Episodes))
 	fmt.Fprintf(e.stdout, "\nheld-out (%d episodes, with compaction): mean reward %.3f → %.3f; summary quality %s → %s; compactions/episode %.2f → %.2f\n",
-		res.After.Episodes, res.Before.Reward, res.After.Reward, fmtPtr(&res.Before.SummaryQuality, "%.3f"), fmtPtr(&res.After.SummaryQuality, "%.3f"), res.Before.Compactions, res.After.Compactions)
+		a.Episodes, b.Reward, a.Reward, fmtPtr(&b.SummaryQuality, "%.3f"), fmtPtr(&a.SummaryQuality, "%.3f"), b.Compactions, a.Compactions)
 	fmt.Fprintf(e.stdout, "wall %.1fs: warm start %.1fs, rollouts %.1fs, training %.1fs, evaluation %.1fs\n",
 		res.Wall.Seconds(), res.TimeSFT.Seconds(), res.TimeRollout.Seconds(), res.TimeTrain.Seconds(), res.TimeEval.Seconds())
 	if res.TimeRollout > 0 && res.TimeTrain > 0 {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/compactrl/compactrl/kernel"
+	"github.com/compactrl/compactrl/train"
+)
+
+// runPretrain makes a base policy: the whole warm start of a config
+// (copy, recall and SFT phases on the scripted expert), a held-out
+// evaluation, and the base directory with its model card.
+func runPretrain(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("pretrain", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	cfgPath := fs.String("config", "", "YAML recipe (default: the shipped base's, configs/pretrain.yaml)")
+	out := fs.String("out", "", "base policy directory to write (must not exist or be empty)")
+	seed := fs.Int64("seed", 0, "pretraining seed (0: the config's)")
+	quiet := fs.Bool("quiet", false, "no progress bars")
+	fs.Usage = func() {
+		fmt.Fprintln(e.stderr, "usage: compactrl pretrain --out DIR [--config FILE.yaml] [--seed S]\n\nWarm-starts a policy on the vault suite's scripted expert and writes a base policy directory\n(model.safetensors, config.json, tokenizer.json, compactrl.yaml, pretrain.jsonl, eval.json, README.md).\n\nexample: compactrl pretrain --config configs/pretrain.yaml --seed 2 --out runs/base-seed2")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *out == "" {
+		fs.Usage()
+		return errors.New("need --out DIR")
+	}
+	cfg := train.PretrainConfig()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = train.LoadConfig(*cfgPath); err != nil {
+			return err
+		}
+	}
+	if *seed != 0 {
+		cfg.Seed = *seed
+	}
+	if ents, err := os.ReadDir(*out); err == nil && len(ents) > 0 {
+		return fmt.Errorf("--out %s is not empty: a base directory is written whole, into a new directory", *out)
+	}
+	cfg.Run.Iterations = 0
+	cfg.Run.Dir = filepath.Join(*out, "run")
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.SFT.Steps+cfg.SFT.CopySteps+cfg.SFT.RecallSteps == 0 {
+		return errors.New("the recipe has no warm-start step (sft.steps, copy_steps and recall_steps are 0)")
+	}
+	command := "compactrl pretrain " + strings.Join(args, " ")
+	base, info, err := pretrain(ctx, e, cfg, *out, command, *quiet)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "base policy written to %s (%.0f s)\n", base, info.WallS)
+	printEval(e, info.Eval, cfg)
+	return nil
+}
+
+// pretrain runs cfg's warm start (no RL iteration) in out/run, writes the
+// base policy directory out and removes the run directory.
+func pretrain(ctx context.Context, e env, cfg train.Config, out, command string, quiet bool) (string, train.BaseInfo, error) {
+	if cfg.Run.Threads > 0 {
+		prev := runtime.GOMAXPROCS(cfg.Run.Threads)
+		defer runtime.GOMAXPROCS(prev)
+	}
+	progress := e.stderr
+	if quiet {
+		progress = nil
+	}
+	start := time.Now()
+	s, err := train.Build(cfg, progress, e.stderr)
+	if err != nil {
+		return "", train.BaseInfo{}, err
+	}
+	defer s.Close()
+	res, err := s.Trainer.Run(ctx)
+	if err != nil {
+		return "", train.BaseInfo{}, err
+	}
+	info := train.BaseInfo{Command: command, Commit: train.Commit(), KernelPath: kernel.Path(), Threads: runtime.GOMAXPROCS(0),
+		WallS: time.Since(start).Seconds()}
+	if err := train.WriteBase(ctx, out, s, res, info); err != nil {
+		return "", info, err
+	}
+	if err := os.RemoveAll(cfg.Run.Dir); err != nil {
+		return "", info, fmt.Errorf("pretrain: remove %s: %w", cfg.Run.Dir, err)
+	}
+	info, err = train.ReadBaseInfo(out)
+	return out, info, err
+}
