@@ -13,50 +13,52 @@ import (
 	"github.com/compactrl/compactrl/episode"
 )
 
-// runExportEpisodes writes the trainable segments of episode JSONL (with
-// advantages filled by `compactrl advantages`) as one JSON record a line
-// for an external trainer. Each record is one segment: one context window,
-// trained as one sequence. Episodes with status infra_error are never
+// runExportEpisodes writes the trainable segments of episode JSONL as one
+// JSON record a line: each record is one segment (one context window,
+// trained as one sequence). Episodes with status infra_error are never
 // exported (masked); overlong ones only with -keep-overlong; segments with
 // trainable false or no optimised token are left out.
 //
 // Field mapping, segment s of episode e (P = prompt_ids, Y = response_ids,
-// M = loss_mask, all per-token arrays aligned with Y; R = e.reward placed
-// at the last token with M = 1, as DESIGN.md §1 assigns it):
+// M = loss_mask, all per-token arrays aligned with Y):
 //
-//	--format verl (verl DataProto keys; rows unpadded, the loader pads):
-//	  prompts = P            responses = Y          input_ids = P ⊕ Y
-//	  attention_mask = 1^{|P|+|Y|}                  position_ids = 0 … |P|+|Y|−1
-//	  response_mask = M      old_log_probs = rollout_log_probs = logprobs
-//	  advantages, returns, values = ours            token_level_rewards = token_level_scores = R at the last M = 1, else 0
-//	  uid = e.group (or e.id when empty: verl groups GRPO rollouts by uid)
-//	  episode_id = e.id      segment_index = s      num_segments = trainable segments exported for e
-//	  reward = R             kind, status
-//
-//	--format slime (slime.utils.types.Sample fields):
-//	  tokens = P ⊕ Y         response_length = |Y|  loss_mask = M (length |Y|)
-//	  rollout_log_probs = logprobs                  reward = R
+//	--format slime: the fields of slime's Sample (slime/utils/types.py:93-151
+//	  at 624b824a), one object per segment, readable by Sample.from_dict
+//	  (types.py:229-244):
+//	  tokens = P ⊕ Y         response_length = |Y|  loss_mask = M
+//	  rollout_log_probs = logprobs                  reward = e.reward
+//	  rollout_id = the episode's number in the input (0, 1, …): an integer
+//	               shared by the segments of one episode, as slime's
+//	               per-rollout loss and step split need (slime/ray/rollout.py:647-700,
+//	               slime/utils/dp_schedule.py:127-133)
+//	  index = running record number                 group_index = order of first appearance of e.group (or e.id)
 //	  status = "completed" (ok, format_error) | "truncated" (overlong)
-//	  prompt = e.task        response = ""          group_index = order of first appearance of e.group (or e.id)
-//	  index = running record number
-//	  metadata = {rollout_id: e.id, segment_index, num_segments, kind,
-//	              advantages, returns, values}: the segments of one rollout
-//	              share rollout_id, as a custom generate function returning
-//	              several samples per rollout does; slime's own estimators
-//	              ignore metadata, a custom advantage hook reads it.
+//	  prompt = e.task        response = ""
+//	  metadata = {episode_id, segment_index, num_segments, kind, advantages,
+//	              returns, values}: for inspection only. slime's training
+//	              data is a fixed key list without metadata
+//	              (rollout.py:657-752, forwarded keys 786-804): it recomputes
+//	              advantages and returns from its own critic, so the ones
+//	              here never reach its loss. On-policy PPO must sample with
+//	              the current weights anyway: train with `compactrl serve`
+//	              and integrations/slime (docs/scale.md).
 //
 //	--format jsonl: our segment as stored (episode.Segment fields) plus
 //	  episode_id, task, group, reward, status, segment_index.
+//
+//	--format verl is refused: verl recomputes advantages, returns, old
+//	  log-probs and values and takes one output per agent loop, so no
+//	  export can carry CompactionRL's segments or advantages into it.
 func runExportEpisodes(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	format := fs.String("format", "", "record format: verl, slime or jsonl")
+	format := fs.String("format", "", "record format: slime or jsonl")
 	in := fs.String("in", "-", "episode JSONL with advantages (- for stdin)")
 	out := fs.String("out", "-", "output JSONL (- for stdout)")
 	keepOverlong := fs.Bool("keep-overlong", false, "export overlong episodes too (default: masked, left out)")
 	allowNoAdv := fs.Bool("allow-missing-advantages", false, "export segments without advantages (default: an error, run compactrl advantages first)")
 	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl export --format verl|slime|jsonl [-in episodes.jsonl] [-out segments.jsonl]")
+		fmt.Fprintln(e.stderr, "usage: compactrl export --format slime|jsonl [-in episodes.jsonl] [-out segments.jsonl]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -71,13 +73,13 @@ func runExportEpisodes(ctx context.Context, e env, args []string) error {
 	var conv func(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any
 	switch *format {
 	case "verl":
-		conv = verlRecord
+		return errors.New("--format verl: removed: verl recomputes advantages, returns, old log-probs and values and takes one output per agent loop, so no export can carry CompactionRL's segments or advantages into it; to train a real model, run `compactrl serve` with slime and integrations/slime (docs/scale.md)")
 	case "slime":
 		conv = slimeRecord
 	case "jsonl":
 		conv = plainRecord
 	default:
-		return fmt.Errorf("--format %q: want verl, slime or jsonl", *format)
+		return fmt.Errorf("--format %q: want slime or jsonl", *format)
 	}
 
 	var r io.Reader = e.stdin
@@ -118,6 +120,7 @@ func runExportEpisodes(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", *in, err)
 		}
+		x.episode = episodes
 		episodes++
 		switch ep.Status {
 		case episode.StatusInfraError:
@@ -164,8 +167,9 @@ func runExportEpisodes(ctx context.Context, e env, args []string) error {
 }
 
 type exportState struct {
-	groups map[string]int // slime group_index by group key
-	index  int            // running record number
+	groups  map[string]int // slime group_index by group key
+	index   int            // running record number
+	episode int            // the current episode's number in the input: slime's rollout_id
 }
 
 func groupKey(ep *episode.Episode) string {
@@ -173,18 +177,6 @@ func groupKey(ep *episode.Episode) string {
 		return ep.Group
 	}
 	return ep.ID
-}
-
-// rewardAtEnd is R at the last token with loss_mask 1, zero elsewhere.
-func rewardAtEnd(s *episode.Segment, r float64) []float64 {
-	out := make([]float64, len(s.ResponseIDs))
-	for i := len(s.LossMask) - 1; i >= 0; i-- {
-		if s.LossMask[i] == 1 {
-			out[i] = r
-			break
-		}
-	}
-	return out
 }
 
 func concat(a, b []int) []int {
@@ -198,50 +190,8 @@ func orEmpty(v []float64) []float64 {
 	return v
 }
 
-type verlRow struct {
-	UID               string    `json:"uid"`
-	EpisodeID         string    `json:"episode_id"`
-	SegmentIndex      int       `json:"segment_index"`
-	NumSegments       int       `json:"num_segments"`
-	Kind              string    `json:"kind"`
-	Status            string    `json:"status"`
-	Reward            float64   `json:"reward"`
-	Prompts           []int     `json:"prompts"`
-	Responses         []int     `json:"responses"`
-	InputIDs          []int     `json:"input_ids"`
-	AttentionMask     []int     `json:"attention_mask"`
-	PositionIDs       []int     `json:"position_ids"`
-	ResponseMask      []int     `json:"response_mask"`
-	OldLogProbs       []float64 `json:"old_log_probs"`
-	RolloutLogProbs   []float64 `json:"rollout_log_probs"`
-	Advantages        []float64 `json:"advantages"`
-	Returns           []float64 `json:"returns"`
-	Values            []float64 `json:"values"`
-	TokenLevelRewards []float64 `json:"token_level_rewards"`
-	TokenLevelScores  []float64 `json:"token_level_scores"`
-}
-
-func verlRecord(_ *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any {
-	ids := concat(s.PromptIDs, s.ResponseIDs)
-	att := make([]int, len(ids))
-	pos := make([]int, len(ids))
-	for i := range ids {
-		att[i], pos[i] = 1, i
-	}
-	rw := rewardAtEnd(s, ep.Reward)
-	return verlRow{
-		UID: groupKey(ep), EpisodeID: ep.ID, SegmentIndex: idx, NumSegments: n,
-		Kind: string(s.Kind), Status: string(ep.Status), Reward: ep.Reward,
-		Prompts: s.PromptIDs, Responses: s.ResponseIDs, InputIDs: ids,
-		AttentionMask: att, PositionIDs: pos, ResponseMask: s.LossMask,
-		OldLogProbs: s.Logprobs, RolloutLogProbs: s.Logprobs,
-		Advantages: orEmpty(s.Advantages), Returns: orEmpty(s.Returns), Values: orEmpty(s.Values),
-		TokenLevelRewards: rw, TokenLevelScores: rw,
-	}
-}
-
 type slimeMeta struct {
-	RolloutID    string    `json:"rollout_id"`
+	EpisodeID    string    `json:"episode_id"`
 	SegmentIndex int       `json:"segment_index"`
 	NumSegments  int       `json:"num_segments"`
 	Kind         string    `json:"kind"`
@@ -251,6 +201,7 @@ type slimeMeta struct {
 }
 
 type slimeRow struct {
+	RolloutID       int       `json:"rollout_id"`
 	GroupIndex      int       `json:"group_index"`
 	Index           int       `json:"index"`
 	Prompt          string    `json:"prompt"`
@@ -276,10 +227,10 @@ func slimeRecord(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n
 		status = "truncated"
 	}
 	return slimeRow{
-		GroupIndex: g, Index: x.index, Prompt: ep.Task,
+		RolloutID: x.episode, GroupIndex: g, Index: x.index, Prompt: ep.Task,
 		Tokens: concat(s.PromptIDs, s.ResponseIDs), ResponseLength: len(s.ResponseIDs),
 		Reward: ep.Reward, LossMask: s.LossMask, RolloutLogProbs: s.Logprobs, Status: status,
-		Metadata: slimeMeta{RolloutID: ep.ID, SegmentIndex: idx, NumSegments: n, Kind: string(s.Kind),
+		Metadata: slimeMeta{EpisodeID: ep.ID, SegmentIndex: idx, NumSegments: n, Kind: string(s.Kind),
 			Advantages: orEmpty(s.Advantages), Returns: orEmpty(s.Returns), Values: orEmpty(s.Values)},
 	}
 }

@@ -49,44 +49,11 @@ func floats(v any) []float64 {
 
 const exportFixture = "testdata/export_episodes.jsonl"
 
-func TestExportVerl(t *testing.T) {
-	recs, log, err := runExportOut(t, "--format", "verl", "-in", exportFixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// ep-a: segments 0 and 2 (1 is not trainable); ep-b overlong and ep-c
-	// infra_error left out; ep-d: segment 0 (segment 1 has no optimised token).
-	if len(recs) != 3 || !strings.Contains(log, "4 episodes read, 2 left out") {
-		t.Fatalf("%d records, log %q", len(recs), log)
-	}
-	r := recs[0]
-	if r["uid"] != "task-1" || r["episode_id"] != "ep-a" || r["segment_index"] != 0.0 || r["num_segments"] != 2.0 || r["kind"] != "summary" || r["reward"] != 1.0 {
-		t.Fatalf("record 0 header: %v", r)
-	}
-	if got := ints(r["input_ids"]); !reflect.DeepEqual(got, []int{1, 2, 3, 10, 11, 12, 13, 14}) {
-		t.Fatalf("input_ids %v", got)
-	}
-	if !reflect.DeepEqual(ints(r["prompts"]), []int{1, 2, 3}) || !reflect.DeepEqual(ints(r["responses"]), []int{10, 11, 12, 13, 14}) {
-		t.Fatalf("prompts/responses %v %v", r["prompts"], r["responses"])
-	}
-	if !reflect.DeepEqual(ints(r["response_mask"]), []int{1, 1, 0, 1, 0}) ||
-		!reflect.DeepEqual(ints(r["attention_mask"]), []int{1, 1, 1, 1, 1, 1, 1, 1}) ||
-		!reflect.DeepEqual(ints(r["position_ids"]), []int{0, 1, 2, 3, 4, 5, 6, 7}) {
-		t.Fatalf("masks %v %v %v", r["response_mask"], r["attention_mask"], r["position_ids"])
-	}
-	// R sits at the last optimised token (index 3), not at the last token.
-	if got := floats(r["token_level_rewards"]); !reflect.DeepEqual(got, []float64{0, 0, 0, 1, 0}) {
-		t.Fatalf("token_level_rewards %v", got)
-	}
-	if !reflect.DeepEqual(floats(r["old_log_probs"]), []float64{-0.5, -0.25, 0, -1, 0}) ||
-		!reflect.DeepEqual(floats(r["rollout_log_probs"]), floats(r["old_log_probs"])) ||
-		!reflect.DeepEqual(floats(r["advantages"]), []float64{0.9, 0.8, 0, 0.7, 0}) ||
-		!reflect.DeepEqual(floats(r["returns"]), []float64{1, 1, 0, 1, 0}) ||
-		!reflect.DeepEqual(floats(r["values"]), []float64{0.1, 0.2, 0.2, 0.3, 0.3}) {
-		t.Fatalf("per-token arrays: %v", r)
-	}
-	if recs[1]["segment_index"] != 2.0 || recs[2]["uid"] != "ep-d" || len(floats(recs[2]["values"])) != 0 {
-		t.Fatalf("records 1, 2: %v / %v", recs[1], recs[2])
+// --format verl is refused with an error that points at the service.
+func TestExportVerlRemoved(t *testing.T) {
+	_, _, err := runExportOut(t, "--format", "verl", "-in", exportFixture)
+	if err == nil || !strings.Contains(err.Error(), "compactrl serve") || !strings.Contains(err.Error(), "recomputes") {
+		t.Fatalf("verl: %v", err)
 	}
 }
 
@@ -107,13 +74,15 @@ func TestExportSlime(t *testing.T) {
 	}
 	want := []struct {
 		group, index float64
-		rollout      string
+		rollout      float64 // top-level integer, shared by an episode's segments
+		episode      string
 		status       string
-	}{{0, 0, "ep-a", "completed"}, {0, 1, "ep-a", "completed"}, {0, 2, "ep-b", "truncated"}, {1, 3, "ep-d", "completed"}}
+	}{{0, 0, 0, "ep-a", "completed"}, {0, 1, 0, "ep-a", "completed"}, {0, 2, 1, "ep-b", "truncated"}, {1, 3, 3, "ep-d", "completed"}}
 	for i, w := range want {
 		m := recs[i]["metadata"].(map[string]any)
-		if recs[i]["group_index"] != w.group || recs[i]["index"] != w.index || m["rollout_id"] != w.rollout || recs[i]["status"] != w.status {
-			t.Errorf("record %d: group %v index %v rollout %v status %v, want %+v", i, recs[i]["group_index"], recs[i]["index"], m["rollout_id"], recs[i]["status"], w)
+		if recs[i]["group_index"] != w.group || recs[i]["index"] != w.index || recs[i]["rollout_id"] != w.rollout ||
+			m["episode_id"] != w.episode || recs[i]["status"] != w.status {
+			t.Errorf("record %d: group %v index %v rollout_id %v episode %v status %v, want %+v", i, recs[i]["group_index"], recs[i]["index"], recs[i]["rollout_id"], m["episode_id"], recs[i]["status"], w)
 		}
 	}
 	if m := recs[1]["metadata"].(map[string]any); !reflect.DeepEqual(floats(m["advantages"]), []float64{0.5, 0, 0.4}) || m["segment_index"] != 2.0 {
@@ -158,15 +127,15 @@ func TestExportErrors(t *testing.T) {
 	dir := t.TempDir()
 	noAdv := filepath.Join(dir, "noadv.jsonl")
 	os.WriteFile(noAdv, []byte(`{"id":"x","task":"t","reward":1,"status":"ok","segments":[{"kind":"exec","trainable":true,"prompt_ids":[1],"response_ids":[2],"loss_mask":[1],"logprobs":[-1]}]}`+"\n"), 0o644)
-	if _, _, err := runExportOut(t, "--format", "verl", "-in", noAdv); err == nil || !strings.Contains(err.Error(), "advantages") {
+	if _, _, err := runExportOut(t, "--format", "slime", "-in", noAdv); err == nil || !strings.Contains(err.Error(), "advantages") {
 		t.Fatalf("missing advantages: %v", err)
 	}
-	if recs, _, err := runExportOut(t, "--format", "verl", "-in", noAdv, "-allow-missing-advantages"); err != nil || len(recs) != 1 {
+	if recs, _, err := runExportOut(t, "--format", "slime", "-in", noAdv, "-allow-missing-advantages"); err != nil || len(recs) != 1 {
 		t.Fatalf("allowed missing advantages: %d records, %v", len(recs), err)
 	}
 	bad := filepath.Join(dir, "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"id\":\"x\"}\n"), 0o644)
-	if _, _, err := runExportOut(t, "--format", "verl", "-in", bad); err == nil || !strings.Contains(err.Error(), "line 1") {
+	if _, _, err := runExportOut(t, "--format", "slime", "-in", bad); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Fatalf("bad line: %v", err)
 	}
 }

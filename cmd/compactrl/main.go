@@ -35,7 +35,7 @@ func commands() map[string]command {
 		"demo":       {"CompactionRL from the shipped base policy, evaluated before and after (--from-scratch: pretrain first)", runDemo},
 		"pretrain":   {"make a base policy: copy, recall and SFT warm start on the vault expert (--out DIR)", runPretrain},
 		"eval":       {"pass@1 on Harbor task dirs or SWE-bench JSONL (--engine URL | --policy oracle), or --checkpoint DIR", runEval},
-		"export":     {"export gguf (checkpoint → llama.cpp) or --format verl|slime|jsonl (episodes → trainer records)", runExport},
+		"export":     {"export gguf (checkpoint → llama.cpp) or --format slime|jsonl (episodes → trainer records)", runExport},
 		"train":      {"train with CompactionRL from a YAML config (--config FILE.yaml, --resume DIR)", runTrain},
 		"experiment": {"run the paper's arms (base, no compaction, CompactionRL, ablations) over seeds; Markdown table + report", runExperiment},
 		"report":     {"render a run directory's metrics as an HTML report", runReport},
