@@ -413,3 +413,53 @@ func (f *ChatFormat) Content(text string) string {
 func jsTrimSpace(r rune) bool {
 	return r == '\ufeff' || (unicode.IsSpace(r) && r != 0x85)
 }
+
+// Message is one chat message for Render: role system, user, assistant or
+// tool (or the preset's ObservationRole).
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Render returns the ids of a conversation as the agent lays it out: what
+// the model sees (with the generation prompt when addGenerationPrompt). A
+// system message may only come first; assistant messages are closed as
+// history (AssistantClose).
+func (f *ChatFormat) Render(msgs []Message, addGenerationPrompt bool) ([]int, error) {
+	enc := func(s string) []int { return f.tok.Encode(f.Content(s)) }
+	var out []int
+	first := true
+	for i, m := range msgs {
+		switch {
+		case m.Role == "system":
+			if i != 0 {
+				return nil, fmt.Errorf("message %d: a system message must come first", i)
+			}
+			out = append(out, f.System(enc(m.Content))...)
+			continue
+		case m.Role == "user":
+			if first {
+				out = append(out, f.Task(enc(m.Content))...)
+			} else {
+				out = append(out, f.render(f.user, enc(m.Content), "")...)
+			}
+		case m.Role == "assistant":
+			out = append(out, cat(f.asstOpen, enc(m.Content), f.asstClose)...)
+		case m.Role == "tool" || m.Role == f.preset.ObservationRole:
+			out = append(out, f.Observation(enc(m.Content))...)
+		default:
+			return nil, fmt.Errorf("message %d: role %q (want system, user, assistant or tool)", i, m.Role)
+		}
+		if first && (len(msgs) == 0 || msgs[0].Role != "system") {
+			out = append(f.System(nil), out...)
+		}
+		first = false
+	}
+	if len(msgs) == 0 {
+		out = f.System(nil)
+	}
+	if addGenerationPrompt {
+		out = append(out, f.asstOpen...)
+	}
+	return out, nil
+}

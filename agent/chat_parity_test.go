@@ -204,10 +204,20 @@ func TestChatTemplateParityWithJinja(t *testing.T) {
 								tok.Decode(p[max(0, k-8):min(len(p), k+8)]), tok.Decode(want[max(0, k-8):min(len(want), k+8)]))
 						}
 					}
+					var msgs []agent.Message
+					for _, m := range s.chats[i].Messages {
+						msgs = append(msgs, agent.Message{Role: m.Role, Content: m.Content})
+					}
+					if r, err := f.Render(msgs, true); err != nil || !slices.Equal(r, want) {
+						bad++
+						if bad <= 3 {
+							t.Errorf("call %d: Render differs from the reference (err %v)", i, err)
+						}
+					}
 					n++
 				}
 			}
-			t.Logf("%s (preset %s): %d policy-call contexts over %d episodes compared, %d mismatches", model, preset.Name, n, len(all), bad)
+			t.Logf("%s (preset %s): %d policy-call contexts over %d episodes compared (agent loop and Render), %d mismatches", model, preset.Name, n, len(all), bad)
 		})
 	}
 }
