@@ -54,6 +54,7 @@ type engineSpec struct {
 	urls, kind, model string
 	maxConc           int
 	tokPath, tmplSpec string
+	chatTmpl          string // --chat-template (chat.go)
 	seed              int64
 	flags             engineFlags
 }
@@ -98,6 +99,10 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 		}
 		haveTmpl = true
 	}
+	if s.chatTmpl != "" && (s.tokPath == "" || haveTmpl) {
+		return nil, nil, errors.New("--chat-template needs --tokenizer and excludes --template")
+	}
+	var format agent.Format // a real model's chat template, chosen by formatFor
 	vocab := s.flags.vocab
 	var tok agent.Tokenizer
 	var rt *remote.Tokenizer
@@ -111,10 +116,9 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 			vocab = t.VocabSize()
 		}
 		if !haveTmpl {
-			if tmpl, err = agent.TemplateFrom(t.SpecialID); err != nil {
-				return nil, nil, fmt.Errorf("--tokenizer %s: %w (or give --template)", s.tokPath, err)
+			if format, err = formatFor(t, s.tokPath, s.chatTmpl); err != nil {
+				return nil, nil, err
 			}
-			haveTmpl = true
 		}
 	} else {
 		if !haveTmpl {
@@ -132,6 +136,10 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: vocab}, nil, eps...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--engine: %w", err)
+	}
+	if format != nil {
+		a, err := agent.NewWithFormat(cfg, tok, format, wrapSampler(pool, wrap))
+		return a, rt, err
 	}
 	a, err := agent.New(cfg, tok, tmpl, wrapSampler(pool, wrap))
 	return a, rt, err

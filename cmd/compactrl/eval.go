@@ -53,6 +53,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 	maxConc := fs.Int("engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json of the policy (default: the first engine's /tokenize; required for sglang)")
 	tmplSpec := fs.String("template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
+	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
 	attempts := fs.Int("attempts", 1, "attempts per task")
 	workers := fs.Int("workers", 2, "episodes played concurrently")
 	seed := fs.Int64("seed", 0, "first episode's seed; episode i (task-major) uses seed+i")
@@ -176,7 +177,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 			cfg.SystemPrompt = strings.TrimSpace(string(b))
 		}
 		a, rt, err := buildEngineAgent(ctx, cfg, engineSpec{urls: *engines, kind: *kind, model: *modelName, maxConc: *maxConc,
-			tokPath: *tokPath, tmplSpec: *tmplSpec, seed: *seed, flags: ef})
+			tokPath: *tokPath, tmplSpec: *tmplSpec, chatTmpl: *chatTmpl, seed: *seed, flags: ef})
 		if err != nil {
 			return err
 		}

@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"show":       {"print a readable transcript of one episode (compactions marked)", runShow},
 		"model":      {"create a checkpoint (init) or print its logits (logits)", runModel},
 		"bench":      {"bench model: training/decode throughput vs PyTorch and llama.cpp, GEMM vs FMA peak", runBench},
+		"tokenize":   {"print the token ids of stdin, or of --chat messages rendered with the model's chat template (--tokenizer FILE|DIR)", runTokenize},
 	}
 }
 
