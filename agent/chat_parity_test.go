@@ -130,6 +130,9 @@ func jinjaSource(t *testing.T, model, src string) string {
 // model's own chat_template (rendered by @huggingface/jinja, with the
 // generation prompt) encoded by the reference tokenizer.
 func TestChatTemplateParityWithJinja(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: the parity run is in the full test run")
+	}
 	jsref.Available(t)
 	for _, model := range []string{"qwen3", "llama3", "llama3_1", "deepseek_v3", "gemma3"} {
 		t.Run(model, func(t *testing.T) {
