@@ -530,13 +530,15 @@ func (h *candHeap) Pop() any {
 	return x
 }
 
-// PreTokenizer names the word-splitting rules: "gpt2", "llama3" or "qwen2".
+// PreTokenizer names the word-splitting rules: "gpt2", "llama3", "qwen2" or "o200k".
 func (t *Tokenizer) PreTokenizer() string {
 	switch t.pre {
 	case preLlama3:
 		return "llama3"
 	case preQwen2:
 		return "qwen2"
+	case preO200k:
+		return "o200k"
 	}
 	return "gpt2"
 }

@@ -74,7 +74,7 @@ func (t *Tokenizer) Save(path string) error {
 	w("\n  ],\n  \"normalizer\": null,\n")
 	var pre any = hfByteLevel{"ByteLevel", t.addPrefixSpace, true, true}
 	if t.pre != preGPT2 {
-		pat := map[preTokenizer]string{preLlama3: patLlama3, preQwen2: patQwen2}[t.pre]
+		pat := map[preTokenizer]string{preLlama3: patLlama3, preQwen2: patQwen2, preO200k: patO200k}[t.pre]
 		pre = map[string]any{"type": "Sequence", "pretokenizers": []any{
 			hfSplit{"Split", map[string]string{"Regex": pat}, "Isolated", false},
 			hfByteLevel{"ByteLevel", t.addPrefixSpace, true, false},

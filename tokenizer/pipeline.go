@@ -210,6 +210,8 @@ func compileRegex(pat string) (matcher, error) {
 		return handSplit{preLlama3}, nil
 	case patQwen2:
 		return handSplit{preQwen2}, nil
+	case patO200k:
+		return handSplit{preO200k}, nil
 	}
 	js, err := jsRegex(pat)
 	if err != nil {
