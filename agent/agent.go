@@ -11,6 +11,11 @@
 // [system] ⊕ resume(S) ⊕ the last k steps. The context at every policy call is
 // exactly segment.prompt ⊕ segment.response-so-far ⊕ the open marker, so the
 // trainer scores the very tokens the sampler saw.
+//
+// How turns are laid out in tokens is a Format (format.go): the built-in
+// model's six special ids (Template), or a real model's chat template
+// (ChatFormat, chat.go: Qwen3, Llama 3, DeepSeek-V3, Gemma 3, GPT-OSS,
+// ChatML, GLM-4.5 presets, token-exact with the models' own Jinja templates).
 package agent
 
 import (

@@ -22,12 +22,13 @@
 // byte-level models.
 //
 // Regular expressions: the models' Split patterns use lookahead
-// (`\s+(?!\S)`), which Go's regexp lacks. The GPT-2, Llama-3 and Qwen2
-// patterns run as hand-written splitters (pretokenize.go, checked against
-// the patterns run by Python's regex and by the JS reference); any other
-// pattern (DeepSeek-V3's, GPT-OSS's) runs on github.com/dlclark/regexp2, a
-// backtracking engine with lookaround, after jsRegex gives \s, \d and \w the
-// meaning the JS reference gives them (ECMAScript \s differs from Unicode
+// (`\s+(?!\S)`), which Go's regexp lacks. The GPT-2, Llama-3, Qwen2 and
+// GPT-OSS (o200k) patterns run as hand-written splitters (pretokenize.go,
+// checked against the same patterns run by regexp2 with their lookahead,
+// by Python's regex and through the JS reference); any other pattern
+// (DeepSeek-V3's) runs on github.com/dlclark/regexp2, a backtracking engine
+// with lookaround, after jsRegex gives \s, \d and \w the meaning the JS
+// reference gives them (ECMAScript \s differs from Unicode
 // White_Space at U+0085 and U+FEFF; HF's Rust tokenizers follow the latter,
 // so on those two characters this package follows the JS reference).
 //
