@@ -113,7 +113,7 @@ func (f *FactTokens) facts(seq []int) []fact {
 // follows k somewhere in the context — which the lossy demonstrations
 // show too rarely (most of their found-line values are "?") for a small
 // model to pick up.
-func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float64, r *rand.Rand) []*item {
+func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float64, unknown bool, r *rand.Rand) []*item {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -184,17 +184,27 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 				absent = append(absent, k)
 			}
 		}
+		if !unknown {
+			absent = nil
+		}
 		r.Shuffle(len(absent), func(i, j int) { absent[i], absent[j] = absent[j], absent[i] })
 		queries := slices.Clone(facts)
 		room := length - len(ctx) - len(ft.Found)
 		for _, f := range facts {
 			room -= len(ft.Keys[f.key]) + len(ft.Values[f.value])
 		}
-		for _, k := range absent[:min(len(absent), r.IntN(len(facts)+1))] {
+		var ask []int
+		if len(absent) > 0 {
+			ask = absent[:min(len(absent), r.IntN(len(facts)+1))]
+		}
+		for _, k := range ask {
 			if room -= len(ft.Keys[k]) + len(ft.Unknown); room < 0 {
 				break
 			}
 			queries = append(queries, fact{key: k, value: -1})
+		}
+		if len(ask) == 0 {
+			queries = facts // the draws of a batch without unknown keys, as before they existed
 		}
 		r.Shuffle(len(queries), func(i, j int) { queries[i], queries[j] = queries[j], queries[i] })
 		prompt := slices.Concat(ctx, ft.Found, ft.Keys[queries[0].key])

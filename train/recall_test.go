@@ -36,7 +36,7 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	record := regexp.MustCompile(`record ([a-z]+) (\d+)\n`)
 	query := regexp.MustCompile(` ([a-z]+) (\d+|\?)`)
 	queried, unknown := 0, 0
-	for _, it := range recallBatch(segs, ft, 64, 60, 4, 1, r) {
+	for _, it := range recallBatch(segs, ft, 64, 60, 4, 1, true, r) {
 		all := append(append([]int(nil), it.seq.Prompt...), it.seq.Response...)
 		if len(all) > 60 {
 			t.Fatalf("sequence of %d tokens, limit 60", len(all))
@@ -83,5 +83,24 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	}
 	if queried < 64 || unknown < 16 {
 		t.Fatalf("%d stated facts and %d unknown keys queried in 64 sequences", queried, unknown)
+	}
+}
+
+// Without sft.recall_unknown every query has its value in the context.
+func TestRecallBatchWithoutUnknownKeys(t *testing.T) {
+	tok, _, err := vault.DefaultTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := NewFactTokens(tok, vault.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := [][]int{tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n")}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, it := range recallBatch(segs, ft, 32, 60, 3, 1, false, r) {
+		if text := tok.Decode(it.seq.Response); strings.Contains(text, "?") {
+			t.Fatalf("a query answered ? without recall_unknown: %q", text)
+		}
 	}
 }

@@ -137,7 +137,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		next := func() []*item {
 			reach := min(1, 0.05+float64(step)/(0.6*float64(cfg.SFT.RecallSteps)))
 			step++
-			return recallBatch(corpus, t.Facts, recallBatchN, recallLen, cfg.SFT.RecallExtra, reach, r)
+			return recallBatch(corpus, t.Facts, recallBatchN, recallLen, cfg.SFT.RecallExtra, reach, cfg.SFT.RecallUnknown, r)
 		}
 		if err := t.sftPhase(ctx, w, "recall", "recall pretraining", cfg.SFT.RecallSteps, next); err != nil {
 			return err
@@ -165,7 +165,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		if mixRand != nil {
 			// Recall sequences over whole windows keep the lookup trained
 			// while the policy imitates the demonstrations.
-			batch = append(slices.Clone(batch), recallBatch(corpus, t.Facts, cfg.SFT.RecallMix, recallLen, cfg.SFT.RecallExtra, 1, mixRand)...)
+			batch = append(slices.Clone(batch), recallBatch(corpus, t.Facts, cfg.SFT.RecallMix, recallLen, cfg.SFT.RecallExtra, 1, cfg.SFT.RecallUnknown, mixRand)...)
 		}
 		return batch
 	}
