@@ -66,6 +66,9 @@ func (b Bubblewrap) Start(ctx context.Context, spec Spec) (Session, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
+	if err := bwrapSupported(); err != nil {
+		return nil, err
+	}
 	l, err := b.newLauncher(spec)
 	if err != nil {
 		return nil, err
@@ -88,6 +91,9 @@ func (b Bubblewrap) path() string {
 // Available reports whether the bwrap binary exists and can start a
 // sandbox on this machine.
 func (b Bubblewrap) Available() error {
+	if err := bwrapSupported(); err != nil {
+		return err
+	}
 	p := b.path()
 	if _, err := os.Stat(p); err != nil {
 		return fmt.Errorf("bubblewrap: %w", err)
@@ -245,7 +251,7 @@ const infoFD = 3
 func (l *bwrapLauncher) command() (*exec.Cmd, error) {
 	args := append([]string{"--info-fd", strconv.Itoa(infoFD)}, l.args...)
 	path := l.path
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: l.cred}
+	attr := bwrapProcAttr(l.cred) // Setpgid, Pdeathsig SIGKILL (bwrap_linux.go)
 	var cgFD *os.File
 	switch {
 	case l.cg != nil && l.cg.version == 1:
@@ -264,7 +270,7 @@ func (l *bwrapLauncher) command() (*exec.Cmd, error) {
 			return nil, fmt.Errorf("sandbox: open cgroup %s: %w", l.cg.dirs[0], err)
 		}
 		cgFD = f
-		attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
+		useCgroupFD(attr, int(f.Fd()))
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {

@@ -361,11 +361,11 @@ func (c *Confinement) MountWorkspace(dir string, limit int64) (unmount func() er
 		return func() error { return nil }, nil
 	}
 	opts := fmt.Sprintf("size=%d,mode=0711", limit)
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+	if err := mountTmpfs(dir, opts); err != nil {
 		return nil, fmt.Errorf("sandbox: mount a %d-byte tmpfs on workspace %s: %w", limit, dir, err)
 	}
 	return func() error {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		if err := unmountDetach(dir); err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("sandbox: unmount workspace %s: %w", dir, err)
 		}
 		return nil

@@ -104,7 +104,7 @@ func removeTree(dir string) error {
 		return err
 	}
 	for _, m := range mounts {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+		if err := unmountDetach(m); err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("remove %s: unmount %s: %w", dir, m, err)
 		}
 	}
@@ -125,6 +125,9 @@ func mountsUnder(dir string) ([]string, error) {
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
+		if !mountInfoRequired && os.IsNotExist(err) {
+			return nil, nil // no /proc: this package mounted nothing (platform_other.go)
+		}
 		return nil, fmt.Errorf("list mounts: %w", err)
 	}
 	defer f.Close()
