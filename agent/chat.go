@@ -15,9 +15,36 @@ import (
 // ChatPreset is a real model's chat template as the text around each turn
 // of the agent's conversation. The texts hold special-token strings
 // ("<|im_start|>"), which NewChatFormat encodes as their ids. The presets
-// are written from each model's published chat template (Source); the
-// parity tests render the same conversations with that Jinja source and the
-// reference tokenizer and compare ids.
+// are written from each model's published chat template (Source): Go has no
+// Jinja engine, so every template is a preset, and the parity tests
+// (TestChatTemplateParityWithJinja) render the agent's conversations with
+// the model's own Jinja source (@huggingface/jinja) and the reference
+// tokenizer and compare every policy call's context id for id (Qwen3,
+// Llama 3, Llama 3.1, DeepSeek-V3, Gemma 3). GPT-OSS's package ships no
+// chat_template and GLM has no package here, so those two (and ChatML) are
+// checked as rendered text (TestPresetRenderings).
+//
+// Where the agent's incremental context cannot equal the template's
+// rendering of the whole history, it keeps what was sampled, so that every
+// sampled token is scored in the context it was sampled in
+// (TestSampledTokensScoredInTheirContext):
+//   - Qwen3 and GLM-4.5 re-render assistant turns: thinking (<think>…</think>)
+//     is normalised, and dropped from turns before the last user message,
+//     which the summary request is; GLM-4.5 also strips contents.
+//   - GPT-OSS (harmony) re-renders a finished reply's <|return|> as <|end|>
+//     and drops its analysis channel; the preset leaves out the template's
+//     "Current date" line, so that renderings do not depend on the day.
+//   - GLM-4.5's roles are its stop tokens: a sampled <|observation|> or
+//     <|user|> is kept and the next turn continues after it.
+//   - Llama 3 and Gemma 3 trim contents; a sampled action with surrounding
+//     whitespace stays as sampled. Gemma 3's template refuses two user turns
+//     in a row (an observation, then the summary request); the agent writes
+//     them as two turns, and the parity test renders its template without
+//     that check.
+//   - Special-token strings inside a content stay text (the reference
+//     would make them control tokens: an observation must not end a turn).
+//   - DeepSeek-V3's tool turns need assistant tool_calls and its template
+//     never resets its first-output flag, so observations are user turns.
 type ChatPreset struct {
 	Name   string `json:"name"`
 	Source string `json:"source"` // the published template this preset follows
