@@ -95,6 +95,13 @@ func GemmPacked(m int, alpha float32, a []float32, lda int, b *PackedB, beta flo
 	gemmPacked(runtime.GOMAXPROCS(0), m, alpha, a, lda, b, beta, c, ldc)
 }
 
+// GemmPackedSerial is GemmPacked on the calling goroutine only (as GemmSerial is to Gemm): for
+// callers that split a batch's rows over their own goroutines (the decoder's sequence groups).
+// Its rows equal GemmPacked's bit for bit.
+func GemmPackedSerial(m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
+	gemmPacked(1, m, alpha, a, lda, b, beta, c, ldc)
+}
+
 // gemmPacked runs GemmPacked with at most threads goroutines.
 func gemmPacked(threads, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
 	g := newGemm(b.p, false, false, m, b.n, b.k, alpha, a, lda, nil, max(b.n, 1), beta, c, ldc)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/kernel"
@@ -78,6 +80,8 @@ type Decoder struct {
 	batch        []*decSeq // sequences fed by the last forward
 	feed         []int     // tokens each fed
 	prefillChunk int
+
+	threads int // workers of a forward; 0: runtime.GOMAXPROCS (tests set it)
 
 	stats     DecoderStats
 	pool      []*prefixEntry // KV caches of finished sequences
@@ -426,67 +430,147 @@ func (d *Decoder) forward() {
 	for i, tok := range d.tokens {
 		copy(d.x[i*dim:i*dim+dim], m.Embed.Data[int(tok)*dim:int(tok)*dim+dim])
 	}
+	B := len(d.batch)
+	d.last, d.lastH, d.lastR = grow(d.last, B*dim), grow(d.lastH, B*dim), grow(d.lastR, B)
+	d.logits = grow(d.logits, B*cfg.Vocab)
+	workers := d.threads
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	groups := d.groups(workers)
+	if len(groups) == 1 {
+		d.forwardRange(0, B, workers)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.forwardRange(g[0], g[1], 1)
+		}()
+	}
+	wg.Wait()
+}
+
+// groups splits d.batch into at most workers contiguous ranges of
+// sequences of about equal work, each then run through the whole forward
+// by its own goroutine (one fork and join a step, where splitting every
+// product and norm of a decode step would cost one each). When one
+// sequence alone holds more than its share of the rows (a long prompt
+// being prefilled), it returns the whole batch as one range, whose
+// products then split by columns instead. Either way every row is
+// computed by the same operations (the kernels' rows do not depend on the
+// row count), so the split never changes a result.
+func (d *Decoder) groups(workers int) [][2]int {
+	B := len(d.batch)
+	total, most := 0, 0
+	for _, f := range d.feed {
+		total += f
+		most = max(most, f)
+	}
+	workers = min(workers, B)
+	if workers <= 1 || most*workers > total+total/4 {
+		return [][2]int{{0, B}}
+	}
+	var out [][2]int
+	lo, acc := 0, 0
+	for i, f := range d.feed {
+		acc += f
+		// Close the group once it holds its share of the rows seen so far.
+		if len(out) < workers-1 && acc*workers >= total*(len(out)+1) {
+			out = append(out, [2]int{lo, i + 1})
+			lo = i + 1
+		}
+	}
+	if lo < B {
+		out = append(out, [2]int{lo, B})
+	}
+	return out
+}
+
+// forwardRange runs sequences lo … hi−1 of d.batch (rows d.rows[lo] on)
+// through every layer and the head, on at most workers goroutines: the
+// logits of sequence i go to d.logits[i·Vocab:]. Ranges touch disjoint
+// rows of the activations, caches and logits, so several may run at once.
+func (d *Decoder) forwardRange(lo, hi, workers int) {
+	m, cfg := d.m, d.m.Cfg
+	dim, hd, F := cfg.Dim, cfg.HeadDim(), cfg.FFN
+	qw, kw := cfg.Heads*hd, cfg.KVHeads*hd
+	r0 := d.rows[lo]
+	r1 := len(d.tokens)
+	if hi < len(d.batch) {
+		r1 = d.rows[hi]
+	}
+	n := r1 - r0
+	batch, feed := d.batch[lo:hi], d.feed[lo:hi]
+	x, h, rr := d.x[r0*dim:r1*dim], d.h[r0*dim:r1*dim], d.r[r0:r1]
+	q, k, v, att := d.q[r0*qw:r1*qw], d.k[r0*kw:r1*kw], d.v[r0*kw:r1*kw], d.att[r0*qw:r1*qw]
+	gg, u, a, sg := d.g[r0*F:r1*F], d.u[r0*F:r1*F], d.a[r0*F:r1*F], d.sg[r0*F:r1*F]
+	pos := d.pos[r0:r1]
+	gemm := kernel.GemmPacked
+	if workers <= 1 {
+		gemm = kernel.GemmPackedSerial
+	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	group := cfg.Heads / cfg.KVHeads
 	maxCtx := 0
-	for i, s := range d.batch {
-		maxCtx = max(maxCtx, s.n+d.feed[i])
+	for i, s := range batch {
+		maxCtx = max(maxCtx, s.n+feed[i])
 	}
 	H := cfg.Heads
-	cost := func(t int) int { return d.feed[t/H] * (d.batch[t/H].n + d.feed[t/H]) }
+	cost := func(t int) int { return feed[t/H] * (batch[t/H].n + feed[t/H]) }
 	for l := range m.Layers {
 		w, pw := &m.Layers[l], &d.layers[l]
-		rmsnorm(d.h, d.r, d.x, w.AttnNorm.Data, n, dim, cfg.NormEps)
-		kernel.GemmPacked(n, 1, d.h, dim, pw.q, 0, d.q, qw)
-		kernel.GemmPacked(n, 1, d.h, dim, pw.k, 0, d.k, kw)
-		kernel.GemmPacked(n, 1, d.h, dim, pw.v, 0, d.v, kw)
-		m.rope(d.q, d.pos, H, false)
-		m.rope(d.k, d.pos, cfg.KVHeads, false)
-		for i, s := range d.batch {
-			r0, f := d.rows[i], d.feed[i]
+		rmsnormOn(workers, h, rr, x, w.AttnNorm.Data, n, dim, cfg.NormEps)
+		gemm(n, 1, h, dim, pw.q, 0, q, qw)
+		gemm(n, 1, h, dim, pw.k, 0, k, kw)
+		gemm(n, 1, h, dim, pw.v, 0, v, kw)
+		m.ropeOn(workers, q, pos, H, false)
+		m.ropeOn(workers, k, pos, cfg.KVHeads, false)
+		for i, s := range batch {
+			ri, f := d.rows[lo+i]-r0, feed[i]
 			kt := s.kc[l]
 			for r := range f {
-				for c, v := range d.k[(r0+r)*kw : (r0+r+1)*kw] {
-					kt[c*s.capacity+s.n+r] = v
+				for c, val := range k[(ri+r)*kw : (ri+r+1)*kw] {
+					kt[c*s.capacity+s.n+r] = val
 				}
 			}
-			copy(s.vc[l][s.n*kw:], d.v[r0*kw:(r0+f)*kw])
+			copy(s.vc[l][s.n*kw:], v[ri*kw:(ri+f)*kw])
 		}
-		balanced(len(d.batch)*H, cost, func(next func() (int, bool)) {
+		balancedOn(workers, len(batch)*H, cost, func(next func() (int, bool)) {
 			S := getScratch(attnBlock * maxCtx)
 			defer putScratch(S)
 			for t, ok := next(); ok; t, ok = next() {
-				i, h := t/H, t%H
-				s, f := d.batch[i], d.feed[i]
-				g := h / group
+				i, hh := t/H, t%H
+				s, f := batch[i], feed[i]
+				g := hh / group
 				kb, vb := s.kc[l][g*hd*s.capacity:], s.vc[l][g*hd:]
 				for i0 := 0; i0 < f; i0 += attnBlock {
 					nb := min(attnBlock, f-i0)
-					c := (d.rows[i]+i0)*qw + h*hd
-					attendBlock(d.att[c:], d.q[c:], qw, kb, s.capacity, true, vb, kw, hd, nb, s.n+i0, scale, S, nil, 0)
+					c := (d.rows[lo+i]-r0+i0)*qw + hh*hd
+					attendBlock(att[c:], q[c:], qw, kb, s.capacity, true, vb, kw, hd, nb, s.n+i0, scale, S, nil, 0)
 				}
 			}
 		})
-		kernel.GemmPacked(n, 1, d.att, qw, pw.o, 1, d.x, dim)
-		rmsnorm(d.h, d.r, d.x, w.MLPNorm.Data, n, dim, cfg.NormEps)
-		kernel.GemmPacked(n, 1, d.h, dim, pw.g, 0, d.g, F)
-		kernel.GemmPacked(n, 1, d.h, dim, pw.u, 0, d.u, F)
-		swiglu(d.a, d.sg, d.g, d.u)
-		kernel.GemmPacked(n, 1, d.a, F, pw.d, 1, d.x, dim)
+		gemm(n, 1, att, qw, pw.o, 1, x, dim)
+		rmsnormOn(workers, h, rr, x, w.MLPNorm.Data, n, dim, cfg.NormEps)
+		gemm(n, 1, h, dim, pw.g, 0, gg, F)
+		gemm(n, 1, h, dim, pw.u, 0, u, F)
+		swigluOn(workers, a, sg, gg, u)
+		gemm(n, 1, a, F, pw.d, 1, x, dim)
 	}
-	B := len(d.batch)
-	d.last, d.lastH, d.lastR = grow(d.last, B*dim), grow(d.lastH, B*dim), grow(d.lastR, B)
-	for i, s := range d.batch {
-		f := d.feed[i]
-		r := d.rows[i] + f - 1
-		copy(d.last[i*dim:i*dim+dim], d.x[r*dim:r*dim+dim])
+	last, lastH, lastR := d.last[lo*dim:hi*dim], d.lastH[lo*dim:hi*dim], d.lastR[lo:hi]
+	for i, s := range batch {
+		f := feed[i]
+		r := d.rows[lo+i] - r0 + f - 1
+		copy(last[i*dim:i*dim+dim], x[r*dim:r*dim+dim])
 		s.n += f
 		s.pending = s.pending[f:]
 	}
-	rmsnorm(d.lastH, d.lastR, d.last, m.Norm.Data, B, dim, cfg.NormEps)
+	rmsnormOn(workers, lastH, lastR, last, m.Norm.Data, hi-lo, dim, cfg.NormEps)
 	V := cfg.Vocab
-	d.logits = grow(d.logits, B*V)
-	kernel.GemmPacked(B, 1, d.lastH, dim, d.head, 0, d.logits, V)
+	gemm(hi-lo, 1, lastH, dim, d.head, 0, d.logits[lo*V:hi*V], V)
 }
 
 // sampleToken draws a token from softmax(z/T), truncated to the smallest

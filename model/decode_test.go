@@ -251,3 +251,73 @@ func TestChunkedPrefill(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeGroupsBitIdentical decodes one set of requests (prompts of
+// mixed lengths, chunked prefill, so that some steps split the batch into
+// sequence groups and some run it whole) with 1, 2, 3 and 5 workers and
+// checks every token and log-probability is the same to the bit, and that
+// groups covers the batch with contiguous ranges.
+func TestDecodeGroupsBitIdentical(t *testing.T) {
+	m := decodeModel(t)
+	rng := rand.New(rand.NewPCG(8, 9))
+	var reqs []infer.Request
+	for i := range 11 {
+		n := 1 + rng.IntN(6)
+		if i == 4 {
+			n = 70 // one long prompt: the steps that prefill it run whole
+		}
+		reqs = append(reqs, infer.Request{Prompt: randPrompt(rng, n, 61), MaxTokens: 10 + i, Temperature: 1, Seed: int64(100 + i)})
+	}
+	run := func(threads, chunk int) []infer.Completion {
+		d := m.NewDecoder()
+		d.threads = threads
+		d.SetPrefillChunk(chunk)
+		ids := map[int]int{}
+		for i, r := range reqs {
+			id, err := d.Add(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[id] = i
+		}
+		out := make([]infer.Completion, len(reqs))
+		grouped := false
+		for d.Active() > 0 {
+			fin := d.Step()
+			if g := d.groups(threads); len(g) > 1 {
+				grouped = true
+				if g[0][0] != 0 || g[len(g)-1][1] != len(d.batch) {
+					t.Fatalf("groups %v do not cover a batch of %d", g, len(d.batch))
+				}
+				for j := 1; j < len(g); j++ {
+					if g[j][0] != g[j-1][1] || g[j][0] >= g[j][1] {
+						t.Fatalf("groups %v not contiguous and non-empty", g)
+					}
+				}
+			}
+			for _, f := range fin {
+				out[ids[f.ID]] = f.Completion
+			}
+		}
+		if threads > 1 && !grouped {
+			t.Fatalf("threads=%d: no step split the batch into groups", threads)
+		}
+		return out
+	}
+	for _, chunk := range []int{0, 16} {
+		want := run(1, chunk)
+		for _, threads := range []int{2, 3, 5} {
+			got := run(threads, chunk)
+			for i := range want {
+				if !reflect.DeepEqual(got[i].Tokens, want[i].Tokens) {
+					t.Fatalf("chunk %d threads %d request %d: tokens %v, want %v", chunk, threads, i, got[i].Tokens, want[i].Tokens)
+				}
+				for j, lp := range want[i].Logprobs {
+					if math.Float64bits(got[i].Logprobs[j]) != math.Float64bits(lp) {
+						t.Fatalf("chunk %d threads %d request %d token %d: log-prob %v, want %v", chunk, threads, i, j, got[i].Logprobs[j], lp)
+					}
+				}
+			}
+		}
+	}
+}

@@ -14,10 +14,14 @@ import (
 // up to GOMAXPROCS goroutines. Every index is handled by exactly one call,
 // so per-index work is race-free and independent of the split.
 func parallel(n, grain int, fn func(lo, hi int)) {
+	parallelOn(runtime.GOMAXPROCS(0), n, grain, fn)
+}
+
+// parallelOn is parallel on at most workers goroutines (1: the caller's).
+func parallelOn(workers, n, grain int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	workers := runtime.GOMAXPROCS(0)
 	chunks := min(workers, (n+grain-1)/max(grain, 1))
 	if chunks <= 1 {
 		fn(0, n)
@@ -41,6 +45,11 @@ func parallel(n, grain int, fn func(lo, hi int)) {
 // once, which loops over next; tasks must write disjoint outputs, so the
 // result does not depend on which worker ran what.
 func balanced(n int, cost func(int) int, worker func(next func() (int, bool))) {
+	balancedOn(runtime.GOMAXPROCS(0), n, cost, worker)
+}
+
+// balancedOn is balanced on at most workers goroutines (1: the caller's).
+func balancedOn(workers, n int, cost func(int) int, worker func(next func() (int, bool))) {
 	if n <= 0 {
 		return
 	}
@@ -57,7 +66,7 @@ func balanced(n int, cost func(int) int, worker func(next func() (int, bool))) {
 		}
 		return order[i], true
 	}
-	workers := min(runtime.GOMAXPROCS(0), n)
+	workers = min(workers, n)
 	if workers <= 1 {
 		worker(next)
 		return
@@ -100,7 +109,12 @@ func linearBack(dx, dy, x []float32, w *Param, n int, accumulate bool) {
 // rmsnorm computes, per row, y = x · r · w with r = 1/sqrt(mean(x²) + eps),
 // and stores r in rinv.
 func rmsnorm(y, rinv, x, w []float32, n, d int, eps float64) {
-	parallel(n, 16, func(lo, hi int) {
+	rmsnormOn(runtime.GOMAXPROCS(0), y, rinv, x, w, n, d, eps)
+}
+
+// rmsnormOn is rmsnorm on at most workers goroutines.
+func rmsnormOn(workers int, y, rinv, x, w []float32, n, d int, eps float64) {
+	parallelOn(workers, n, 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xr := x[i*d : i*d+d]
 			r := float32(1 / math.Sqrt(float64(kernel.Dot(xr, xr))/float64(d)+eps))
@@ -164,10 +178,15 @@ func rmsnormBack(dx, dy, x, rinv []float32, w *Param, n, d int, scratch []float3
 // with the angle of position pos[row]. inverse applies the transpose
 // rotation (the backward pass).
 func (m *Model) rope(x []float32, pos []int32, heads int, inverse bool) {
+	m.ropeOn(runtime.GOMAXPROCS(0), x, pos, heads, inverse)
+}
+
+// ropeOn is rope on at most workers goroutines.
+func (m *Model) ropeOn(workers int, x []float32, pos []int32, heads int, inverse bool) {
 	hd := m.Cfg.HeadDim()
 	half := hd / 2
 	width := heads * hd
-	parallel(len(pos), 32, func(lo, hi int) {
+	parallelOn(workers, len(pos), 32, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			p := int(pos[r]) * half
 			c, s := m.cos[p:p+half], m.sin[p:p+half]
@@ -195,7 +214,12 @@ func (m *Model) rope(x []float32, pos []int32, heads int, inverse bool) {
 
 // swiglu computes a = silu(g) ⊙ u, silu(g) = g·σ(g), keeping σ(g) in sg.
 func swiglu(a, sg, g, u []float32) {
-	parallel(len(a), 4096, func(lo, hi int) {
+	swigluOn(runtime.GOMAXPROCS(0), a, sg, g, u)
+}
+
+// swigluOn is swiglu on at most workers goroutines.
+func swigluOn(workers int, a, sg, g, u []float32) {
+	parallelOn(workers, len(a), 4096, func(lo, hi int) {
 		s := sg[lo:hi]
 		for i, x := range g[lo:hi] {
 			s[i] = -x
