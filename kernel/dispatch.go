@@ -7,7 +7,7 @@ import (
 )
 
 // EnvPath is the environment variable that forces a code path: "avx512",
-// "avx2" or "go" (empty: the fastest this CPU supports).
+// "avx2", "neon" or "go" (empty: the fastest this CPU supports).
 const EnvPath = "COMPACTRL_KERNEL"
 
 // impls lists the code paths this CPU can run, fastest first; the last is always generic.
@@ -31,10 +31,10 @@ func choose(name string) (*impl, error) {
 		}
 		names = append(names, p.name)
 	}
-	return impls[0], fmt.Errorf("%s=%s: this CPU supports the kernel paths %s (avx512 needs AVX-512F/VL, AVX2, FMA and BMI2; avx2 needs AVX2 and FMA; go runs anywhere)", EnvPath, name, strings.Join(names, ", "))
+	return impls[0], fmt.Errorf("%s=%s: this CPU supports the kernel paths %s (avx512 needs AVX-512F/VL, AVX2, FMA and BMI2; avx2 needs AVX2 and FMA; neon needs arm64; go runs anywhere)", EnvPath, name, strings.Join(names, ", "))
 }
 
-// Path names the code path in use on this machine ("avx512", "avx2" or "go").
+// Path names the code path in use on this machine ("avx512", "avx2", "neon" or "go").
 func Path() string { return active.name }
 
 // Paths lists the code paths this CPU supports, fastest first.

@@ -583,6 +583,11 @@ func TestEnvSelectsPath(t *testing.T) {
 	}
 	run := func(name string) string {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestEnvSelectsPath$")
+		if w := os.Getenv("COMPACTRL_EXEC_WRAPPER"); w != "" {
+			// A cross-built test binary run under an emulator (qemu-aarch64-static) re-runs itself
+			// through it.
+			cmd = exec.Command(w, os.Args[0], "-test.run=^TestEnvSelectsPath$")
+		}
 		cmd.Env = append(os.Environ(), "COMPACTRL_KERNEL_CHILD=1", EnvPath+"="+name)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
