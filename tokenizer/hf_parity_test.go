@@ -166,10 +166,10 @@ func BenchmarkEncodeReal(b *testing.B) {
 			b.SetBytes(int64(len(text)))
 			if os.Getenv("COMPACTRL_BENCH_JS") != "" {
 				b.StopTimer()
-				ref := jsref.Run(b, jsref.Request{Dir: dir, Bench: &jsref.Bench{Text: text, Reps: 5}})
+				ref := jsref.Run(b, jsref.Request{Dir: dir, Bench: &jsref.Bench{Text: text, Reps: 20}})
 				b.ReportMetric(ref.Bench.TokensPerSecond, "js_tok/s")
-				if ref.Bench.Tokens != 5*n {
-					b.Errorf("JS encodes %d tokens per pass, Go %d", ref.Bench.Tokens/5, n)
+				if ref.Bench.Tokens != 20*n {
+					b.Errorf("JS encodes %d tokens per pass, Go %d", ref.Bench.Tokens/20, n)
 				}
 			}
 		})
