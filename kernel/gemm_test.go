@@ -604,3 +604,30 @@ func TestEnvSelectsPath(t *testing.T) {
 		t.Errorf("%s=sve2: child reported %q; want an error", EnvPath, out)
 	}
 }
+
+// TestVectorPositionInvariant checks that ExpShift and Sigmoid give an element the same bits
+// wherever it sits in its slice (vector body or tail, any length): the model splits these calls
+// over goroutines at boundaries that move with the batch, so a value that depended on its place
+// would break the decoder's batch invariance.
+func TestVectorPositionInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	x := randSlice(r, 70)
+	for i := range x {
+		x[i] *= 8
+	}
+	for _, p := range impls {
+		ref := make([]float32, len(x))
+		p.expShift(ref, x, 0.5)
+		refS := make([]float32, len(x))
+		p.sigmoid(refS, x)
+		for off := range 17 {
+			for n := 0; off+n <= len(x); n += 1 + n/3 {
+				d := make([]float32, n)
+				p.expShift(d, x[off:off+n], 0.5)
+				sameBlock(t, fmt.Sprintf("%s expShift off=%d n=%d", p.name, off, n), d, ref[off:], 1, n, n)
+				p.sigmoid(d, x[off:off+n])
+				sameBlock(t, fmt.Sprintf("%s sigmoid off=%d n=%d", p.name, off, n), d, refS[off:], 1, n, n)
+			}
+		}
+	}
+}
