@@ -50,6 +50,9 @@ func runServe(ctx context.Context, e env, args []string) error {
 	maxConc := fs.Int("engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json of the policy (default: the engine's /tokenize; required for sglang)")
 	tmplSpec := fs.String("template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
+	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
+	engTimeout := fs.Duration("engine-timeout", defaultEngineTimeout, "one engine request's time limit")
+	engRetries := fs.Int("engine-retries", defaultEngineRetries, "attempts per engine request (across endpoints)")
 	seed := fs.Int64("seed", 0, "seed of the engine pool's retry jitter")
 	window := fs.Int("context", 32768, "default context window C in tokens (request: agent.context)")
 	reserve := fs.Int("reserve", 8192, "default compaction reserve T_comp (request: agent.reserve)")
@@ -116,7 +119,14 @@ func runServe(ctx context.Context, e env, args []string) error {
 	cfg.SystemPrompt = evalSystemPrompt
 	cfg.SummaryInstruction, cfg.ResumeText = *sumInstr, *resumeText
 
-	f := &serveFactory{tokPath: *tokPath, tmplSpec: *tmplSpec, maxConc: *maxConc, seed: *seed, agents: map[serveKey]*agent.Agent{}}
+	f := &serveFactory{tokPath: *tokPath, tmplSpec: *tmplSpec, chatTmpl: *chatTmpl, maxConc: *maxConc, seed: *seed,
+		flags: engineFlags{timeout: *engTimeout, retries: *engRetries}, agents: map[serveKey]*agent.Agent{}}
+	if err := f.flags.validate(); err != nil {
+		return err
+	}
+	if *chatTmpl != "" && (*tokPath == "" || *tmplSpec != "") {
+		return errors.New("--chat-template needs --tokenizer and excludes --template")
+	}
 	if name, knobs, _ := strings.Cut(*tasksPath, ":"); name == "vault" {
 		vc, err := vault.ParseConfig(knobs)
 		if err != nil {
@@ -197,6 +207,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 // run sends one of each).
 type serveFactory struct {
 	tokPath, tmplSpec string
+	chatTmpl          string // --chat-template: a real model's chat format with --tokenizer
+	flags             engineFlags
 	maxConc           int
 	seed              int64
 	vault             *vault.Config
@@ -222,7 +234,8 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 	if a, ok := f.agents[key]; ok {
 		return a, "", nil
 	}
-	a, err := engineAgent(cfg, e.URL, e.Kind, e.Model, f.maxConc, f.tokPath, f.tmplSpec, f.seed, f.metrics.WrapSampler)
+	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
+		tokPath: f.tokPath, tmplSpec: f.tmplSpec, chatTmpl: f.chatTmpl, seed: f.seed, flags: f.flags}, f.metrics.WrapSampler)
 	if err != nil {
 		field := "engine"
 		if strings.HasPrefix(err.Error(), "agent config") {

@@ -463,3 +463,20 @@ func runSlimePython(t *testing.T, serveURL, engineURL string) {
 		t.Fatalf("python tests skipped in CI")
 	}
 }
+
+// serve takes eval's chat-template and engine flags, with eval's checks.
+func TestServeChatTemplateAndEngineFlags(t *testing.T) {
+	for _, x := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--chat-template", "qwen3"}, "--chat-template needs --tokenizer"},
+		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-timeout", "0s"}, "--engine-timeout"},
+		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-retries", "0"}, "--engine-retries"},
+	} {
+		_, stderr, code := runCmd(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, x.args...)...)
+		if code == 0 || !strings.Contains(stderr, x.want) {
+			t.Errorf("serve %v: exit %d, %s; want an error naming %s", x.args, code, stderr, x.want)
+		}
+	}
+}
