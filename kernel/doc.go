@@ -41,10 +41,37 @@
 // 125).
 //
 // The code path is chosen once at start-up from the CPU (golang.org/x/sys/cpu, which checks that
-// the OS saves the vector state): "avx512" (AVX-512 F and VL), else "avx2" (AVX2 and FMA), else
-// "go" (portable Go, the only one off amd64). Path names it. The assembly is generated with avo
-// by the program in asm/ (go generate; its own module) and committed, so a plain go build needs
+// the OS saves the vector state): on amd64 "avx512" (AVX-512 F and VL), else "avx2" (AVX2 and
+// FMA), else "go"; on arm64 "neon" (AdvSIMD, part of every ARMv8-A CPU: Apple Silicon,
+// Graviton, Ampere); elsewhere "go" (portable Go). Path names it; EnvPath forces one. The amd64
+// assembly is generated with avo by the program in asm/ (go generate; its own module), the arm64
+// assembly by neongen/ (Go's arm64 assembler lacks most vector floating-point instructions, which
+// neongen emits as WORD with their A64 encodings); both are committed, so a plain go build needs
 // neither avo nor cgo.
+//
+// # arm64 (NEON)
+//
+// The neon path has a 6×16 micro-kernel (24 four-lane accumulators in V0–V23, a row of the packed
+// B strip in V24–V27, A broadcast by LD1R), one FMLA per k and element, then C = C + alpha·acc
+// fused; row edges have a kernel for every mr, column edges run the whole tile on a scratch copy
+// of C, so the batch-invariance contract above holds on arm64 too. Dot, Axpy, Scale, ExpShift and
+// Sigmoid run on four-lane vectors; a tail shorter than a vector runs on a padded vector, so an
+// element's value never depends on its place in the slice (TestVectorPositionInvariant: the model
+// splits these calls at boundaries that move with the batch). Max and the dot-product tiles use
+// the portable code.
+//
+// Its correctness is tested on amd64 machines by running the arm64 test binaries under user-mode
+// emulation, as .ci/run does:
+//
+//	GOARCH=arm64 go test -c -o /tmp/kernel.test ./kernel
+//	COMPACTRL_EXEC_WRAPPER=qemu-aarch64-static qemu-aarch64-static /tmp/kernel.test -test.short
+//
+// (and the same for ./model, run from its directory). Its speed is unmeasured here: emulation says
+// nothing about it. On an arm64 machine, `compactrl bench model` prints the kernel path, the
+// measured FMA peak and GEMM against it (the neon peak loop runs 24 independent FMLAs: 16 flops
+// each a cycle per FMA pipe), and `go test -run X -bench 'Gemm$|Peak|MicroKernel' ./kernel`
+// prints the table below for neon beside go (COMPACTRL_KERNEL=go forces the portable path
+// everywhere else).
 //
 // # Measured performance
 //

@@ -218,11 +218,17 @@ func (m *Model) NewDecoder() *Decoder {
 		return kernel.PackB(true, w.Shape[0], w.Shape[1], w.Data, w.Shape[1])
 	}
 	d.layers = make([]packedLayer, len(m.Layers))
-	for l := range m.Layers {
-		w := &m.Layers[l]
-		d.layers[l] = packedLayer{q: pack(w.Wq), k: pack(w.Wk), v: pack(w.Wv), o: pack(w.Wo), g: pack(w.Wg), u: pack(w.Wu), d: pack(w.Wd)}
-	}
-	d.head = pack(m.headWeight())
+	// One task a layer, and the head: packing is a copy, the same whoever does it.
+	parallel(len(m.Layers)+1, 1, func(lo, hi int) {
+		for l := lo; l < hi; l++ {
+			if l == len(m.Layers) {
+				d.head = pack(m.headWeight())
+				continue
+			}
+			w := &m.Layers[l]
+			d.layers[l] = packedLayer{q: pack(w.Wq), k: pack(w.Wk), v: pack(w.Wv), o: pack(w.Wo), g: pack(w.Wg), u: pack(w.Wu), d: pack(w.Wd)}
+		}
+	})
 	return d
 }
 
