@@ -99,8 +99,26 @@
 //	1×1024×256                      56     24     31    2.0    6.6     8×
 //	1×1024×256 (x·Wᵀ)               50     22     24    6.5   10.4     5×
 //
-// (1 thread; %peak against 231 GFLOP/s. The m = 1 rows are matrix-vector products: they stream
-// the 1 MiB of B once and are bound by the cache bandwidth, not by the FMAs.) At 2 threads the
+// (1 thread; %peak against 231 GFLOP/s; neon: correctness only, under qemu, speed unmeasured
+// here.) The three amd64 paths again side by side in one run (2026-12-03, BenchmarkGemm,
+// threads=1, GFLOP/cpu-s, load average 6–7 from other jobs on the two vCPUs), COMPACTRL_KERNEL
+// unset and each path forced by the benchmark:
+//
+//	shape m×n×k (op)              avx512  avx2   go
+//	256³                           174     92    5.6
+//	1024³                          165     75    6.0
+//	2048×688×256 (x·Wᵀ)            161     88    6.1
+//	688×256×2048 (dW = dyᵀ·x)      154     76    6.0
+//	32×1024×256 (x·Wᵀ, decode)     156     25    5.3
+//	1×1024×256                      28     10    2.1
+//
+// The portable micro-kernel was not made faster: register-blocked variants tried (4×4 and 3×4
+// on row slices, 2×4, 2×6 and 1×8 with B from memory, 4×2 on packed A, 2×4 accumulating in
+// float64 with math.FMA) ran at 3.3–6.3 GFLOP/cpu-s against the 4×4 kernel's 5.6–6.4 on cached
+// operands; the compiler's output (go build -gcflags=-S) spills values to the stack even for the
+// 2×4 tile, because it schedules a tile's multiplies before its adds and amd64 has 15 allocatable
+// XMM registers. In both tables the m = 1 rows are matrix-vector products: they stream the 1 MiB
+// of B once and are bound by the cache bandwidth, not by the FMAs. At 2 threads the
 // avx512 path kept, per core, 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention
 // ones and 84–108 on the decode shapes with m ≥ 4 (gonum 9–16); the throughput is twice that
 // when both cores are free: 252–303 GFLOP/s were observed for 1024³, 4096×256×256 and
