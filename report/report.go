@@ -232,8 +232,7 @@ func BeforeAfter(recs []Record) (Table, bool) {
 			if n == 0 {
 				return num(p)
 			}
-			lo, hi := stats.Wilson(int(math.Round(p*float64(n))), n)
-			return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
+			return stats.RateCI(p, n)
 		}
 		opt := func(key string) string {
 			if v, ok := r[key]; ok {

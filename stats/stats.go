@@ -4,7 +4,10 @@
 // an interval over pooled episodes leaves out).
 package stats
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // z975 is the 0.975 quantile of the standard normal.
 const z975 = 1.959963984540054
@@ -24,6 +27,14 @@ func Wilson(k, n int) (lo, hi float64) {
 	c := (p + z975*z975/(2*nn)) / den
 	h := z975 * math.Sqrt(p*(1-p)/nn+z975*z975/(4*nn*nn)) / den
 	return math.Max(0, c-h), math.Min(1, c+h)
+}
+
+// RateCI formats a pass rate p over n trials with its 95% Wilson
+// interval, as every report prints it: "0.227 [0.180, 0.282]" (k = p·n
+// rounded to the nearest count).
+func RateCI(p float64, n int) string {
+	lo, hi := Wilson(int(math.Round(p*float64(n))), n)
+	return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
 }
 
 // SeedMean is the mean of per-seed values with the 95% Student-t interval

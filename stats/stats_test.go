@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -17,6 +18,17 @@ func TestWilsonHandValues(t *testing.T) {
 	}
 	if lo, hi := Wilson(0, 0); !math.IsNaN(lo) || !math.IsNaN(hi) {
 		t.Errorf("Wilson(0, 0) = [%v, %v], want NaN", lo, hi)
+	}
+}
+
+func TestRateCIRoundsToACount(t *testing.T) {
+	// 0.25 of 100 → Wilson(25, 100) = [0.175, 0.343]; 0.7/3 → k = 1 of 3.
+	if got := RateCI(0.25, 100); got != "0.250 [0.175, 0.343]" {
+		t.Errorf("RateCI(0.25, 100) = %q", got)
+	}
+	lo, hi := Wilson(1, 3)
+	if got, want := RateCI(1.0/3, 3), fmt.Sprintf("0.333 [%.3f, %.3f]", lo, hi); got != want {
+		t.Errorf("RateCI(1/3, 3) = %q, want %q", got, want)
 	}
 }
 

@@ -69,7 +69,7 @@ func LoadBase(dir string) (Config, error) {
 	}
 	cfg.Model.Init = dir
 	cfg.Model.Tokenizer = filepath.Join(dir, TokenizerFile)
-	cfg.SFT.Steps, cfg.SFT.CopySteps, cfg.SFT.RecallSteps, cfg.SFT.RecallMix = 0, 0, 0, 0
+	cfg.noWarmStart()
 	return cfg, nil
 }
 
@@ -90,7 +90,7 @@ func FromBase(dir string, rlCfg Config) (Config, error) {
 	}
 	c := rlCfg
 	c.Model = base.Model
-	c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 0, 0, 0, 0
+	c.noWarmStart()
 	return c, nil
 }
 
@@ -147,18 +147,14 @@ func WriteBase(ctx context.Context, out string, s *Setup, res Result, info BaseI
 	if err := os.WriteFile(filepath.Join(out, BaseCurveFile), curves, 0o644); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
-	return WriteBaseInfo(out, recipe, s.Policy.M, res.After, info)
+	return writeBaseInfo(out, recipe, s.Policy.M, res.After, info, curves)
 }
 
-// WriteBaseInfo completes a base policy directory that holds its weights,
-// tokenizer, recipe and pretraining curve: eval.json (info with the
-// held-out evaluation ev, the phase losses of the curve and the model's
-// size) and the model card README.md.
-func WriteBaseInfo(out string, recipe Config, m *model.Model, ev EvalResult, info BaseInfo) error {
-	curves, err := os.ReadFile(filepath.Join(out, BaseCurveFile))
-	if err != nil {
-		return fmt.Errorf("base %s: pretraining curves: %w", out, err)
-	}
+// writeBaseInfo completes a base policy directory: eval.json (info with
+// the held-out evaluation ev, the phase losses of the pretraining curve
+// and the model's size) and the model card README.md.
+func writeBaseInfo(out string, recipe Config, m *model.Model, ev EvalResult, info BaseInfo, curves []byte) error {
+	var err error
 	if info.PhaseLoss, err = phaseLosses(bytes.NewReader(curves), 100); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
@@ -226,10 +222,7 @@ func ModelCard(recipe Config, info BaseInfo) string {
 	var b strings.Builder
 	ev := info.Eval
 	n := ev.Episodes
-	ci := func(p float64) string {
-		lo, hi := stats.Wilson(int(p*float64(n)+0.5), n)
-		return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
-	}
+	ci := func(p float64) string { return stats.RateCI(p, n) }
 	m := recipe.Model
 	fmt.Fprintf(&b, "# vault base policy (seed %d)\n\n", info.Seed)
 	fmt.Fprintf(&b, "The pretrained base policy that `compactrl demo` and `compactrl experiment` run CompactionRL from\n")

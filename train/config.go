@@ -446,6 +446,13 @@ func PretrainConfig() Config {
 	return c
 }
 
+// noWarmStart turns every warm-start phase off (copy, recall, SFT and the
+// recall sequences mixed into it): a run that starts from a base policy
+// trains it by RL only.
+func (c *Config) noWarmStart() {
+	c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 0, 0, 0, 0
+}
+
 // ShippedBase is where the repository keeps the base policy that the demo
 // and the experiment start from (DESIGN.md §8).
 const ShippedBase = "models/vault-base"
@@ -458,7 +465,7 @@ const ShippedBase = "models/vault-base"
 func DemoConfig() Config {
 	c := PretrainConfig()
 	c.Model.Init = ShippedBase
-	c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 0, 0, 0, 0
+	c.noWarmStart()
 	c.Run = RunConfig{Dir: "runs/demo", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 256, CheckpointEvery: 10}
 	return c
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 
 	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
@@ -53,10 +52,7 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 // compaction with 95% Wilson intervals, summary quality and compactions.
 func printEval(e env, ev train.EvalResult, cfg train.Config) {
 	n := ev.Episodes
-	row := func(name string, p float64) {
-		lo, hi := stats.Wilson(int(math.Round(p*float64(n))), n)
-		fmt.Fprintf(e.stdout, "%-28s %.3f  [%.3f, %.3f]\n", name, p, lo, hi)
-	}
+	row := func(name string, p float64) { fmt.Fprintf(e.stdout, "%-28s %s\n", name, stats.RateCI(p, n)) }
 	fmt.Fprintf(e.stdout, "held-out seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",
 		cfg.Suite.TestSeedStart, cfg.Suite.TestSeedStart+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
 	row("pass@1 with compaction", ev.Pass1Compact)

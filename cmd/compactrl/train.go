@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"path/filepath"
 	"runtime"
 
@@ -88,10 +87,7 @@ func trainRun(ctx context.Context, e env, cfg train.Config, resume, quiet bool) 
 }
 
 func printResult(e env, res train.Result) {
-	ci := func(p float64, n int) string {
-		lo, hi := stats.Wilson(int(math.Round(p*float64(n))), n)
-		return fmt.Sprintf("%.3f [%.3f, %.3f]", p, lo, hi)
-	}
+	ci := stats.RateCI
 	b, a := res.Before, res.After
 	fmt.Fprintf(e.stdout, "\nheld-out pass@1 (95%% Wilson)        %-22s %-22s\n", "with compaction", "single window")
 	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", "before RL (base policy)", ci(b.Pass1Compact, b.Episodes), ci(b.Pass1Single, b.Episodes))
