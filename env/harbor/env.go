@@ -120,9 +120,10 @@ type workspaceMounter interface {
 	MountWorkspace(dir string, limit int64) (unmount func() error, err error)
 }
 
-// newWorkspace makes the episode's workspace under WorkRoot, as a
-// size-limited tmpfs when the runner can mount one.
-func newWorkspace(r sandbox.Runner, root, pattern string, limit int64) (ws string, unmount func() error, err error) {
+// NewWorkspace makes an episode's workspace under root, as a size-limited
+// tmpfs when the runner can mount one (harbor and env/swebench);
+// RemoveWorkspace undoes it.
+func NewWorkspace(r sandbox.Runner, root, pattern string, limit int64) (ws string, unmount func() error, err error) {
 	ws, err = sandbox.MkdirTemp(root, pattern)
 	if err != nil {
 		return "", nil, err
@@ -137,9 +138,17 @@ func newWorkspace(r sandbox.Runner, root, pattern string, limit int64) (ws strin
 	return ws, unmount, nil
 }
 
-// NewWorkspace is newWorkspace for other environments (env/swebench).
-func NewWorkspace(r sandbox.Runner, root, pattern string, limit int64) (string, func() error, error) {
-	return newWorkspace(r, root, pattern, limit)
+// RemoveWorkspace unmounts a workspace made by NewWorkspace (unmount may be
+// nil) and removes it, reporting both failures.
+func RemoveWorkspace(ws string, unmount func() error) error {
+	var errs []error
+	if unmount != nil {
+		errs = append(errs, unmount())
+	}
+	if err := os.RemoveAll(ws); err != nil {
+		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Reset implements agent.Environment: a fresh workspace with
@@ -153,7 +162,7 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("task %s: %w (%s); run it with a container runner", e.task.Name, ErrNeedsContainer, why)
 		}
 	}
-	ws, unmount, err := newWorkspace(e.opts.Runner, e.opts.WorkRoot, "harbor-"+e.task.Name+"-", e.limits().DiskBytes)
+	ws, unmount, err := NewWorkspace(e.opts.Runner, e.opts.WorkRoot, "harbor-"+e.task.Name+"-", e.limits().DiskBytes)
 	if err != nil {
 		return "", fmt.Errorf("task %s: workspace: %w", e.task.Name, err)
 	}
@@ -449,16 +458,9 @@ func (e *Env) cleanup() error {
 	if e.ws == "" || e.opts.KeepWorkspace {
 		return nil
 	}
-	var errs []error
-	if e.unmount != nil {
-		errs = append(errs, e.unmount())
-		e.unmount = nil
-	}
-	if err := os.RemoveAll(e.ws); err != nil {
-		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
-	}
-	e.ws = ""
-	return errors.Join(errs...)
+	err := RemoveWorkspace(e.ws, e.unmount)
+	e.ws, e.unmount = "", nil
+	return err
 }
 
 // Workspace is the host directory of the current episode ("" after cleanup).

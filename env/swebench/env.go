@@ -579,14 +579,7 @@ func (e *Env) cleanup() error {
 	if e.ws == "" || e.opts.KeepWorkspace {
 		return nil
 	}
-	var errs []error
-	if e.unmount != nil {
-		errs = append(errs, e.unmount())
-		e.unmount = nil
-	}
-	if err := os.RemoveAll(e.ws); err != nil {
-		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
-	}
-	e.ws = ""
-	return errors.Join(errs...)
+	err := harbor.RemoveWorkspace(e.ws, e.unmount)
+	e.ws, e.unmount = "", nil
+	return err
 }
