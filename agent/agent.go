@@ -28,6 +28,7 @@ import (
 
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/internal/splitmix"
 )
 
 // SummaryAuditor is implemented by environments that can say which of the
@@ -268,7 +269,7 @@ func (r *run) sample(ctx context.Context, maxTokens int) (infer.Completion, erro
 		Temperature: r.a.cfg.Temperature,
 		TopP:        r.a.cfg.TopP,
 		Stop:        r.a.f.Stop(),
-		Seed:        mix(r.seed, r.calls),
+		Seed:        splitmix.Pair(r.seed, r.calls),
 	}
 	c, err := r.a.sampler.Sample(ctx, req)
 	if err != nil {
@@ -289,14 +290,6 @@ func (r *run) sample(ctx context.Context, maxTokens int) (infer.Completion, erro
 		}
 	}
 	return c, nil
-}
-
-// mix derives a per-call seed (splitmix64 of seed and call index).
-func mix(seed, call int64) int64 {
-	z := uint64(seed)*0x9E3779B97F4A7C15 + uint64(call)
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	return int64((z ^ (z >> 31)) >> 1)
 }
 
 func (r *run) end(status episode.Status, reason string) {
