@@ -6,32 +6,36 @@ import (
 )
 
 // Config is the agent loop's budget and limits, all lengths in tokens of the
-// policy's tokenizer.
+// policy's tokenizer. Its YAML keys are those of the training config's agent
+// section; decoding over DefaultConfig() keeps the default of every absent
+// key. The three texts are used as written: an empty one is an empty turn
+// content, not a default (callers that want the environment's system prompt
+// set it, as DefaultConfig leaves it empty).
 type Config struct {
-	Window  int // C: the context window
-	Reserve int // T_comp: compact before a policy call when C − |h| < T_comp
+	Window  int `yaml:"context"` // C: the context window
+	Reserve int `yaml:"reserve"` // T_comp: compact before a policy call when C − |h| < T_comp
 
-	KeepLast        int // k: steps re-included after a compaction (reduced until they fit)
-	MaxCompactions  int // compactions allowed per episode; then the loop runs until the window is full
-	MaxTurns        int // policy action calls per episode
-	MaxFormatErrors int // this many invalid actions in a row end the episode as format_error
+	KeepLast        int `yaml:"keep_last"`         // k: steps re-included after a compaction (reduced until they fit)
+	MaxCompactions  int `yaml:"max_compactions"`   // compactions allowed per episode; then the loop runs until the window is full
+	MaxTurns        int `yaml:"max_turns"`         // policy action calls per episode
+	MaxFormatErrors int `yaml:"max_format_errors"` // this many invalid actions in a row end the episode as format_error
 
-	MaxActionTokens  int // A: tokens one action may sample (its stop token included)
-	MaxSummaryTokens int // S: tokens one summary may sample (its stop token included)
+	MaxActionTokens  int `yaml:"max_action_tokens"`  // A: tokens one action may sample (its stop token included)
+	MaxSummaryTokens int `yaml:"max_summary_tokens"` // S: tokens one summary may sample (its stop token included)
 	// MaxObservationTokens caps one observation's content (head + tail with
 	// a marker). 0 derives the largest cap the reserve allows (see Budget).
-	MaxObservationTokens int
+	MaxObservationTokens int `yaml:"observation_cap"`
 
 	// NoCompaction is the baseline: never compact; the episode ends
 	// overlong when the window is full.
-	NoCompaction bool
+	NoCompaction bool `yaml:"no_compaction"`
 
-	Temperature float64
-	TopP        float64
+	Temperature float64 `yaml:"temperature"`
+	TopP        float64 `yaml:"top_p"`
 
-	SystemPrompt       string // s
-	SummaryInstruction string // the text of q_sum
-	ResumeText         string // the text that introduces the summary in resume(S)
+	SystemPrompt       string `yaml:"system_prompt"`       // s
+	SummaryInstruction string `yaml:"summary_instruction"` // the text of q_sum
+	ResumeText         string `yaml:"resume_text"`         // the text that introduces the summary in resume(S)
 }
 
 // DefaultSummaryInstruction asks for what DESIGN.md §1 lists.
