@@ -3,43 +3,9 @@ package rl
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/compactrl/compactrl/episode"
 )
-
-// Estimator names an advantage estimator.
-type Estimator string
-
-const (
-	// CrossGAE is per-segment GAE scaled by (γλ)^{N_{>s}} (the default).
-	CrossGAE Estimator = "cross-gae"
-	// Independent is per-segment GAE without scaling.
-	Independent Estimator = "independent"
-	// Concat is one GAE over all trainable segments' optimised tokens.
-	Concat Estimator = "concat"
-	// GRPO is the group-normalised reward (R − mean)/(std + ε).
-	GRPO Estimator = "grpo"
-	// DrGRPO is the group-centred reward R − mean.
-	DrGRPO Estimator = "dr-grpo"
-)
-
-// Estimators lists every estimator, the default first.
-func Estimators() []Estimator { return []Estimator{CrossGAE, Independent, Concat, GRPO, DrGRPO} }
-
-// ParseEstimator returns the estimator named s.
-func ParseEstimator(s string) (Estimator, error) {
-	for _, e := range Estimators() {
-		if string(e) == s {
-			return e, nil
-		}
-	}
-	return "", fmt.Errorf("unknown estimator %q, want one of %v", s, Estimators())
-}
-
-// UsesValues reports whether the estimator needs critic values (the GAE
-// family) rather than group statistics.
-func (e Estimator) UsesValues() bool { return e == CrossGAE || e == Independent || e == Concat }
 
 // AdvantageConfig configures ComputeAdvantages.
 type AdvantageConfig struct {
@@ -73,6 +39,12 @@ func (c AdvantageConfig) Validate() error {
 	if _, err := ParseEstimator(string(c.Estimator)); err != nil {
 		return err
 	}
+	return c.validateParams()
+}
+
+// validateParams checks the ranges of everything but the estimator's name,
+// which the named estimator functions do not read.
+func (c AdvantageConfig) validateParams() error {
 	if !(c.Gamma >= 0 && c.Gamma <= 1) {
 		return fmt.Errorf("gamma %v not in [0, 1]", c.Gamma)
 	}
@@ -118,15 +90,8 @@ func ComputeAdvantages(eps []episode.Episode, cfg AdvantageConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if cfg.Estimator.UsesValues() {
-		for i := range eps {
-			if err := gaeEpisode(&eps[i], cfg); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return groupAdvantages(eps, cfg)
+	e, _ := lookupEstimator(string(cfg.Estimator))
+	return e.batch(eps, cfg)
 }
 
 // EpisodeAdvantages is ComputeAdvantages for one episode, for streaming;
@@ -135,10 +100,11 @@ func EpisodeAdvantages(ep *episode.Episode, cfg AdvantageConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if !cfg.Estimator.UsesValues() {
+	e, _ := lookupEstimator(string(cfg.Estimator))
+	if e.episode == nil {
 		return fmt.Errorf("estimator %s needs the whole group of episodes", cfg.Estimator)
 	}
-	return gaeEpisode(ep, cfg)
+	return e.episode(ep, cfg)
 }
 
 // prepare sizes Advantages and Returns of every segment to its response
@@ -219,115 +185,4 @@ func gaeBackward(adv, ret, v []float64, mask []int, gamma, gl, scale float64, sc
 		count++
 	}
 	return gaeState{nextV, gae, r}, count
-}
-
-func gaeEpisode(ep *episode.Episode, cfg AdvantageConfig) error {
-	l, err := prepare(ep, !Masked(ep, cfg.MaskOverlong))
-	if err != nil {
-		return err
-	}
-	masked := Masked(ep, cfg.MaskOverlong)
-	gl := cfg.Gamma * cfg.LambdaFor(l)
-	carry := gaeState{r: ep.Reward}
-	later := 0 // N_{>s}
-	for si := len(ep.Segments) - 1; si >= 0; si-- {
-		s := &ep.Segments[si]
-		if masked || !s.Trainable || len(s.Values) < len(s.LossMask) {
-			// (prepare allows missing values only on segments with no
-			// optimised token.)
-			zero(s.Advantages)
-			zero(s.Returns)
-			continue
-		}
-		scale := 1.0
-		switch cfg.Estimator {
-		case CrossGAE:
-			scale = math.Pow(gl, float64(later))
-			carry = gaeState{r: ep.Reward}
-		case Independent:
-			carry = gaeState{r: ep.Reward}
-		}
-		var n int
-		carry, n = gaeBackward(s.Advantages, s.Returns, s.Values, s.LossMask, cfg.Gamma, gl, scale, cfg.ScaledReturns, carry)
-		later += n
-	}
-	return nil
-}
-
-// groupAdvantages implements grpo and dr-grpo: per group G of unmasked
-// episodes, A = (R − mean_G R)/(std_G R + ε) (grpo) or R − mean_G R
-// (dr-grpo), std the sample (n−1) standard deviation; a group of one gets
-// A = 0.
-func groupAdvantages(eps []episode.Episode, cfg AdvantageConfig) error {
-	groups := map[string][]int{}
-	for i := range eps {
-		ep := &eps[i]
-		if _, err := prepare(ep, false); err != nil {
-			return err
-		}
-		if Masked(ep, cfg.MaskOverlong) {
-			continue
-		}
-		key := ep.Group
-		if cfg.GroupByTask {
-			key = ep.Task
-		}
-		if key == "" {
-			if cfg.GroupByTask {
-				return fmt.Errorf("episode %q: empty task, cannot group", ep.ID)
-			}
-			return fmt.Errorf("episode %q: empty group (set group, or group by task)", ep.ID)
-		}
-		groups[key] = append(groups[key], i)
-	}
-	adv := make([]float64, len(eps))
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // deterministic floating-point order
-	for _, k := range keys {
-		members := groups[k]
-		if len(members) < 2 {
-			continue
-		}
-		mean, std := meanStd(eps, members)
-		for _, i := range members {
-			a := eps[i].Reward - mean
-			if cfg.Estimator == GRPO {
-				a /= std + cfg.Eps
-			}
-			adv[i] = a
-		}
-	}
-	for i := range eps {
-		ep := &eps[i]
-		masked := Masked(ep, cfg.MaskOverlong)
-		for si := range ep.Segments {
-			s := &ep.Segments[si]
-			for t, m := range s.LossMask {
-				if masked || !s.Trainable || m == 0 {
-					s.Advantages[t], s.Returns[t] = 0, 0
-				} else {
-					s.Advantages[t], s.Returns[t] = adv[i], ep.Reward
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// meanStd returns the mean and the sample standard deviation
-// sqrt(Σ(R − mean)²/(n − 1)) of the members' rewards (n ≥ 2).
-func meanStd(eps []episode.Episode, members []int) (mean, std float64) {
-	for _, i := range members {
-		mean += eps[i].Reward
-	}
-	mean /= float64(len(members))
-	var ss float64
-	for _, i := range members {
-		d := eps[i].Reward - mean
-		ss += d * d
-	}
-	return mean, math.Sqrt(ss / float64(len(members)-1))
 }

@@ -232,7 +232,8 @@ func TestMaskedEpisodes(t *testing.T) {
 		{episode.StatusOverlong, false, false},
 		{episode.StatusFormatError, true, false},
 	} {
-		for _, est := range Estimators() {
+		for _, name := range EstimatorNames() {
+			est := Estimator(name)
 			ep := handEpisode()
 			ep.Status = c.status
 			if est == GRPO || est == DrGRPO {

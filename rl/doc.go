@@ -12,6 +12,14 @@
 // (micro-batch by micro-batch) and calls PPOLoss / ValueLoss → it
 // back-propagates dL/dlogπ and dL/dV.
 //
+// Every estimator and every loss aggregation mode is one named function
+// carrying its equation (CrossGAEAdvantage, IndependentGAEAdvantage,
+// ConcatGAEAdvantage, GRPOAdvantage, DrGRPOAdvantage; TokenMeanWeights,
+// SeqMeanTokenMeanWeights, SeqMeanTokenSumWeights,
+// EpisodeMeanTokenMeanWeights), registered under its name:
+// EstimatorNames and EstimatorByName, LossAggModes and LossAggByName give
+// configurations and command lines one list of valid names.
+//
 // # Which tokens count
 //
 // An optimised token is a LossMask-1 response token of a trainable

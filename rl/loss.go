@@ -7,35 +7,6 @@ import (
 	"github.com/compactrl/compactrl/episode"
 )
 
-// Aggregation names how per-token losses are weighted into the step loss.
-type Aggregation string
-
-const (
-	// TokenMean weights every optimised token of the step 1/|M|.
-	TokenMean Aggregation = "token-mean"
-	// SeqMeanTokenMean averages within each segment, then over segments.
-	SeqMeanTokenMean Aggregation = "seq-mean-token-mean"
-	// SeqMeanTokenSum sums within each segment, then averages over segments.
-	SeqMeanTokenSum Aggregation = "seq-mean-token-sum"
-	// EpisodeMeanTokenMean averages within each episode, then over episodes.
-	EpisodeMeanTokenMean Aggregation = "episode-mean-token-mean"
-)
-
-// Aggregations lists every aggregation mode, the default first.
-func Aggregations() []Aggregation {
-	return []Aggregation{TokenMean, SeqMeanTokenMean, SeqMeanTokenSum, EpisodeMeanTokenMean}
-}
-
-// ParseAggregation returns the aggregation mode named s.
-func ParseAggregation(s string) (Aggregation, error) {
-	for _, a := range Aggregations() {
-		if string(a) == s {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("unknown loss aggregation %q, want one of %v", s, Aggregations())
-}
-
 // Token is one optimised token of an optimiser step: where it sits
 // (Episodes[Ep].Segments[Seg].ResponseIDs[Pos]) and what the losses need.
 // A micro-batch is any subset of a step's tokens; because Weight is fixed
@@ -116,70 +87,6 @@ func StepTokens(eps []episode.Episode, cfg StepConfig) ([]Token, error) {
 type namedSlice struct {
 	name string
 	v    []float64
-}
-
-// AssignWeights sets every token's Weight from counts over tokens, which
-// must be the whole optimiser step (never one micro-batch of it):
-//
-//	token-mean:              w = 1/|M|
-//	seq-mean-token-mean:     w = 1/(S·n_s)
-//	seq-mean-token-sum:      w = 1/S
-//	episode-mean-token-mean: w = 1/(E·n_e)
-//
-// |M| the number of tokens, S the number of distinct segments (Ep, Seg)
-// and n_s the tokens of the token's segment, E the number of distinct
-// episodes and n_e the tokens of the token's episode.
-func AssignWeights(tokens []Token, agg Aggregation) error {
-	if _, err := ParseAggregation(string(agg)); err != nil {
-		return err
-	}
-	if len(tokens) == 0 {
-		return nil
-	}
-	switch agg {
-	case TokenMean:
-		w := 1 / float64(len(tokens))
-		for i := range tokens {
-			tokens[i].Weight = w
-		}
-		return nil
-	case SeqMeanTokenMean, SeqMeanTokenSum:
-		segs := counts(tokens, func(t *Token) [2]int { return [2]int{t.Ep, t.Seg} })
-		S := float64(len(segs))
-		for i := range tokens {
-			t := &tokens[i]
-			if agg == SeqMeanTokenSum {
-				t.Weight = 1 / S
-			} else {
-				t.Weight = 1 / (S * float64(segs[[2]int{t.Ep, t.Seg}]))
-			}
-		}
-	case EpisodeMeanTokenMean:
-		eps := counts(tokens, func(t *Token) [2]int { return [2]int{t.Ep, 0} })
-		E := float64(len(eps))
-		for i := range tokens {
-			t := &tokens[i]
-			t.Weight = 1 / (E * float64(eps[[2]int{t.Ep, 0}]))
-		}
-	}
-	return nil
-}
-
-// counts returns the number of tokens per key; runs of equal keys (the
-// usual layout) cost one map update each.
-func counts(tokens []Token, key func(*Token) [2]int) map[[2]int]int {
-	m := map[[2]int]int{}
-	last, run := key(&tokens[0]), 0
-	for i := range tokens {
-		k := key(&tokens[i])
-		if k != last {
-			m[last] += run
-			last, run = k, 0
-		}
-		run++
-	}
-	m[last] += run
-	return m
 }
 
 // PPOConfig configures PPOLoss.

@@ -22,7 +22,7 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("advantages", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	def := rl.DefaultAdvantageConfig()
-	est := fs.String("estimator", string(def.Estimator), fmt.Sprintf("advantage estimator: one of %v", rl.Estimators()))
+	est := fs.String("estimator", string(def.Estimator), fmt.Sprintf("advantage estimator: one of %v", rl.EstimatorNames()))
 	gamma := fs.Float64("gamma", def.Gamma, "discount γ in [0, 1]")
 	lambda := fs.Float64("lambda", 0, "fixed GAE λ in [0, 1] (instead of the length-adaptive λ)")
 	alpha := fs.Float64("alpha", def.Alpha, "length-adaptive λ = 1 − 1/(α·l), l the episode's optimised tokens")
