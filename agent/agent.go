@@ -12,6 +12,9 @@
 // exactly segment.prompt ⊕ segment.response-so-far ⊕ the open marker, so the
 // trainer scores the very tokens the sampler saw.
 //
+// The default summary instruction and resume text are files under prompts/,
+// embedded in the binary (prompts.go); Config's texts override them.
+//
 // How turns are laid out in tokens is a Format (format.go): the built-in
 // model's six special ids (Template), or a real model's chat template
 // (ChatFormat, chat.go: Qwen3, Llama 3, DeepSeek-V3, Gemma 3, GPT-OSS,

@@ -38,14 +38,6 @@ type Config struct {
 	ResumeText         string `yaml:"resume_text"`         // the text that introduces the summary in resume(S)
 }
 
-// DefaultSummaryInstruction asks for what DESIGN.md §1 lists.
-const DefaultSummaryInstruction = "Your context is full. Write a summary of your work so far that lets you continue without it: " +
-	"the goal (the task will not be shown again), what is done (do not redo it), the key facts observed, " +
-	"unresolved errors, the current state and the next step."
-
-// DefaultResumeText introduces the summary after a compaction.
-const DefaultResumeText = "Your context was compacted. Your summary of the work so far follows; continue the task from it."
-
 // DefaultConfig follows the paper (k = 2, 3 compactions, 250 turns) with a
 // small window suited to the built-in suite and model.
 func DefaultConfig() Config {
@@ -60,8 +52,8 @@ func DefaultConfig() Config {
 		MaxSummaryTokens:   96,
 		Temperature:        1,
 		TopP:               1,
-		SummaryInstruction: DefaultSummaryInstruction,
-		ResumeText:         DefaultResumeText,
+		SummaryInstruction: DefaultSummaryInstruction(),
+		ResumeText:         DefaultResumeText(),
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // summaries every few steps, an invalid action and a truncation marker. The
 // built-in model's BPE is trained on it.
 func Corpus(cfg Config, seed int64, n int) ([]string, error) {
-	out := []string{SystemPrompt, agent.DefaultSummaryInstruction, agent.DefaultResumeText}
+	out := []string{SystemPrompt, agent.DefaultSummaryInstruction(), agent.DefaultResumeText()}
 	ctx := context.Background()
 	for i := range n {
 		e, err := New(cfg, seed+int64(i))

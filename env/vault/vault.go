@@ -14,6 +14,8 @@
 // grades summaries (SummaryQuality, SummaryAudit) and reports metrics.
 // Expert is a scripted policy (an infer.Sampler) for demonstrations, and
 // Corpus renders representative text to train a tokenizer on.
+// The system prompt and the task template are files under prompts/,
+// embedded in the binary (prompts.go).
 //
 // The language is small and formulaic on purpose: the suite is also the
 // training ground for a tiny transformer.
@@ -118,12 +120,6 @@ var (
 	noisePlaces = []string{"north", "south", "east", "west", "upper", "lower", "inner", "outer"}
 )
 
-// SystemPrompt describes the suite's actions to the policy.
-const SystemPrompt = "You search a vault of files for the values of keys. " +
-	"Reply with exactly one action per turn: open F shows how many pages file F has; " +
-	"read F P shows page P of file F; answer k v k v gives the value of every key asked for and ends the task. " +
-	"Facts appear on pages as record key value."
-
 // page is one page's lines.
 type page struct{ lines []string }
 
@@ -188,7 +184,11 @@ func New(cfg Config, seed int64) (*Env, error) {
 		k := keyWords[others[rng.IntN(len(others))]]
 		insert(slots[rng.IntN(len(slots))], "record "+Fact{k, strconv.Itoa(10 + rng.IntN(90))}.String())
 	}
-	e.task = fmt.Sprintf("task: report the values of %s. the vault has %d files.", strings.Join(e.keys, " "), cfg.Files)
+	task, err := taskText(e.keys, cfg.Files)
+	if err != nil {
+		return nil, fmt.Errorf("vault task: %w", err)
+	}
+	e.task = task
 	return e, nil
 }
 
