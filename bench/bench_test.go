@@ -7,12 +7,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/internal/cputime"
+	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/model"
 )
 
@@ -36,19 +37,6 @@ func checkMeasure(t *testing.T, what string, m Measure, n int) {
 			t.Fatalf("%s: rate %g not positive and finite (%+v)", what, v, m)
 		}
 	}
-}
-
-// external reports whether a tool the test needs is present: missing, it
-// skips locally and fails in CI.
-func external(t *testing.T, ok bool, why string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }
 
 func TestMedian(t *testing.T) {
@@ -229,10 +217,8 @@ func TestRunRejectsBadOptions(t *testing.T) {
 }
 
 func TestTorch(t *testing.T) {
-	python := "/usr/bin/python3"
-	_, err := os.Stat(python)
-	external(t, err == nil, "no "+python)
-	external(t, exec.Command(python, "-c", "import torch").Run() == nil, python+" has no torch")
+	python := testenv.Python
+	testenv.MustHaveTorch(t, python)
 	o := tinyOptions()
 	r, err := Torch(context.Background(), python, "", o.config(), o.Batch, o.Seq, 2, 1)
 	if err != nil {
@@ -255,10 +241,10 @@ func TestTorch(t *testing.T) {
 }
 
 func TestLlama(t *testing.T) {
-	dir := os.Getenv(LlamaEnv)
-	external(t, dir != "", LlamaEnv+" not set")
-	_, err := os.Stat(filepath.Join(dir, "root/usr/bin/llama-server"))
-	external(t, err == nil, "no llama-server under "+dir)
+	dir := testenv.MustHaveLlama(t)
+	if _, err := os.Stat(filepath.Join(dir, "root/usr/bin/llama-server")); err != nil {
+		testenv.Unavailable(t, "no llama-server under %s", dir)
+	}
 	o := tinyOptions()
 	m, err := model.New(o.config(), 1, false)
 	if err != nil {
@@ -295,14 +281,14 @@ func TestCPUAccounting(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")
 	}
-	c0 := processCPU()
+	c0 := cputime.Process()
 	deadline := time.Now().Add(30 * time.Millisecond)
 	x := 0.0
 	for time.Now().Before(deadline) {
 		x += math.Sqrt(x + 1)
 	}
-	if processCPU() <= c0 || pidCPU(os.Getpid()) <= 0 || x == 0 {
-		t.Fatalf("CPU time did not advance: rusage %v → %v, /proc %v", c0, processCPU(), pidCPU(os.Getpid()))
+	if cputime.Process() <= c0 || pidCPU(os.Getpid()) <= 0 || x == 0 {
+		t.Fatalf("CPU time did not advance: rusage %v → %v, /proc %v", c0, cputime.Process(), pidCPU(os.Getpid()))
 	}
 	if pidCPU(-1) != 0 {
 		t.Fatal("CPU time of no process")

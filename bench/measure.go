@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/optim"
@@ -89,7 +90,7 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 	}
 	samples := make([]float64, 0, steps)
 	var wall time.Duration
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for s := range steps {
 		if err := ctx.Err(); err != nil {
 			return Measure{}, err
@@ -102,7 +103,7 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 		wall += d
 		samples = append(samples, float64(batch*seq)/d.Seconds())
 	}
-	return newMeasure(samples, cpuShare(processCPU()-cpu0, wall, runtime.GOMAXPROCS(0))), nil
+	return newMeasure(samples, cpuShare(cputime.Process()-cpu0, wall, runtime.GOMAXPROCS(0))), nil
 }
 
 // DecodeResult is batched generation throughput, in generated tokens/s.
@@ -171,7 +172,7 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 	}
 	var dec, gen []float64
 	wall = 0
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for range reps {
 		d, g, err := round(tokens)
 		if err != nil {
@@ -179,7 +180,7 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 		}
 		dec, gen = append(dec, d), append(gen, g)
 	}
-	share := cpuShare(processCPU()-cpu0, wall, runtime.GOMAXPROCS(0))
+	share := cpuShare(cputime.Process()-cpu0, wall, runtime.GOMAXPROCS(0))
 	return DecodeResult{Decode: newMeasure(dec, share), Generate: newMeasure(gen, share)}, nil
 }
 
@@ -223,7 +224,7 @@ func Gemm(ctx context.Context, s GemmShape, total time.Duration, samples int) (M
 	iters := max(1, int(total/time.Duration(samples)/one))
 	out := make([]float64, 0, samples)
 	var wall time.Duration
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for range samples {
 		if err := ctx.Err(); err != nil {
 			return Measure{}, err
@@ -236,7 +237,7 @@ func Gemm(ctx context.Context, s GemmShape, total time.Duration, samples int) (M
 		wall += d
 		out = append(out, s.Flops()*float64(iters)/d.Seconds()/1e9)
 	}
-	share := cpuShare(processCPU()-cpu0, wall, runtime.GOMAXPROCS(0))
+	share := cpuShare(cputime.Process()-cpu0, wall, runtime.GOMAXPROCS(0))
 	for _, v := range c {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return Measure{}, fmt.Errorf("bench gemm %s: non-finite result", s.Name)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -261,14 +262,7 @@ func FuzzParseGGUFHeader(f *testing.F) {
 // llamaDir returns $COMPACTRL_LLAMA_DIR, skipping the test when unset
 // (failing it under CI=true).
 func llamaDir(t *testing.T) string {
-	dir := os.Getenv("COMPACTRL_LLAMA_DIR")
-	if dir == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("COMPACTRL_LLAMA_DIR is not set")
-		}
-		t.Skip("COMPACTRL_LLAMA_DIR not set: llama.cpp not installed")
-	}
-	return dir
+	return testenv.MustHaveLlama(t)
 }
 
 // TestReadLlamaCppRandomModel parses the random model llama.cpp's own

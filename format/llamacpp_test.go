@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compactrl/compactrl/format"
+	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -202,14 +203,7 @@ func randomCheckpoint(cfg format.LlamaConfig, seed uint64) []format.Tensor {
 }
 
 func llamaDir(t *testing.T) string {
-	dir := os.Getenv("COMPACTRL_LLAMA_DIR")
-	if dir == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("COMPACTRL_LLAMA_DIR is not set")
-		}
-		t.Skip("COMPACTRL_LLAMA_DIR not set: llama.cpp not installed")
-	}
-	return dir
+	return testenv.MustHaveLlama(t)
 }
 
 type lockedBuffer struct {

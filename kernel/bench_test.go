@@ -10,6 +10,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/compactrl/compactrl/internal/cputime"
 )
 
 // benchShapes are square sizes plus the model's shapes: a training projection (m = batch·seq)
@@ -45,7 +47,7 @@ func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32
 			r := rand.New(rand.NewPCG(1, 1))
 			a, bm, c := randSlice(r, s.m*s.k), randSlice(r, s.k*s.n), make([]float32, s.m*s.n)
 			f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for b.Loop() {
 				f(s.transA, s.transB, s.m, s.n, s.k, a, bm, c)
@@ -60,7 +62,7 @@ func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32
 func reportFlops(b *testing.B, flops float64, cpu0 time.Duration) {
 	total := flops * float64(b.N)
 	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	if cpu := processCPU() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(total/cpu.Seconds()/1e9, "GFLOP/cpu-s")
 	}
 }
@@ -136,7 +138,7 @@ func BenchmarkGemmRows(b *testing.B) {
 			run := func(name string, f func()) {
 				b.Run(p.name+"/"+name+"/"+s.name, func(b *testing.B) {
 					f()
-					cpu0 := processCPU()
+					cpu0 := cputime.Process()
 					b.ResetTimer()
 					for b.Loop() {
 						f()
@@ -217,7 +219,7 @@ func BenchmarkMicroKernel(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/kc=%d", p.name, kc), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(3, 3))
 				a, bm, c := randSlice(r, p.mr*kc), randSlice(r, p.nr*kc), make([]float32, p.mr*p.nr)
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				for b.Loop() {
 					p.micro(p.mr, p.nr, kc, a, 1, p.mr, bm, p.nr, c, p.nr, 1)
 				}
@@ -248,7 +250,7 @@ func BenchmarkGemmCold(b *testing.B) {
 				for i := range sets {
 					as[i], bs[i], cs[i] = randSlice(r, s.m*s.k), randSlice(r, s.k*s.n), make([]float32, s.m*s.n)
 				}
-				cpu0 := processCPU()
+				cpu0 := cputime.Process()
 				i := 0
 				for b.Loop() {
 					Gemm(s.transA, s.transB, s.m, s.n, s.k, 1, as[i%sets], ld(s.transA, s.m, s.k), bs[i%sets], ld(s.transB, s.k, s.n), 0, cs[i%sets], s.n)

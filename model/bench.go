@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/optim"
 )
 
@@ -27,10 +28,10 @@ type stopwatch struct {
 	cpu  time.Duration
 }
 
-func startWatch() stopwatch { return stopwatch{time.Now(), processCPU()} }
+func startWatch() stopwatch { return stopwatch{time.Now(), cputime.Process()} }
 
 func (w stopwatch) throughput(tokens int) Throughput {
-	d, c := time.Since(w.wall).Seconds(), (processCPU() - w.cpu).Seconds()
+	d, c := time.Since(w.wall).Seconds(), (cputime.Process() - w.cpu).Seconds()
 	t := Throughput{Tokens: tokens, Seconds: d, TokensPerSec: float64(tokens) / d, CPUSeconds: c}
 	if c > 0 {
 		t.TokensPerCPUSec = float64(tokens) / c

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/format"
+	"github.com/compactrl/compactrl/internal/testenv"
 )
 
 const python = "/usr/bin/python3"
@@ -17,12 +18,7 @@ const python = "/usr/bin/python3"
 // needTorch skips (locally) or fails (CI=true) when PyTorch is missing.
 func needTorch(t *testing.T) {
 	t.Helper()
-	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PyTorch is required in CI: %s -c 'import torch': %v", python, err)
-		}
-		t.Skipf("PyTorch not available (%v)", err)
-	}
+	testenv.MustHaveTorch(t, python)
 }
 
 // relErr is max|a−b| / max|b|.

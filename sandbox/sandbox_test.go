@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compactrl/compactrl/internal/testenv"
 )
 
 // needBwrap skips (locally) or fails (CI) when bubblewrap cannot run here.
@@ -18,10 +20,7 @@ func needBwrap(t *testing.T) Bubblewrap {
 	t.Helper()
 	b := Bubblewrap{}
 	if err := b.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bubblewrap required in CI: %v", err)
-		}
-		t.Skipf("bubblewrap not usable: %v", err)
+		testenv.Unavailable(t, "bubblewrap not usable: %v", err)
 	}
 	return b
 }

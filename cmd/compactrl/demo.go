@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/models"
 	"github.com/compactrl/compactrl/train"
@@ -55,7 +56,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	start, cpu0 := time.Now(), train.ProcessCPU()
+	start, cpu0 := time.Now(), cputime.Process()
 	baseDir := filepath.Join(*dir, "base")
 	var pretrainS float64
 	if *scratch {
@@ -87,7 +88,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	printResult(e, res)
-	wall, cpu := time.Since(start), train.ProcessCPU()-cpu0
+	wall, cpu := time.Since(start), cputime.Process()-cpu0
 	if pretrainS > 0 {
 		fmt.Fprintf(e.stdout, "pretraining took %.0f s of it\n", pretrainS)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/compactrl/compactrl/env/swebench"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
+	"github.com/compactrl/compactrl/internal/progress"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/sandbox"
 	"github.com/compactrl/compactrl/stats"
@@ -238,10 +239,10 @@ func runEval(ctx context.Context, e env, args []string) error {
 		return tasks[i/int64(*attempts)].newEnv(*policyName == "oracle"), nil
 	}
 	sink := &verdictSink{inner: rollout.NewJSONLSink(f)}
-	bar := newProgress(e.stderr, n)
+	bar := progress.New(e.stderr, "eval", n)
 	_, rerr := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *episodeTimeout, Meta: meta, Taint: taint},
-		jobs, closingRunner{r}, envs, sink, bar.update)
-	bar.finish()
+		jobs, closingRunner{r}, envs, sink, rolloutProgress(bar, n))
+	bar.Done()
 	if cerr := f.Close(); cerr != nil && rerr == nil {
 		rerr = fmt.Errorf("--out: %w", cerr)
 	}

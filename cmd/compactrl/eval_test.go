@@ -14,17 +14,12 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/env/harbor"
-	"github.com/compactrl/compactrl/sandbox"
+	"github.com/compactrl/compactrl/internal/testenv"
 )
 
 func evalNeedBwrap(t *testing.T) {
 	t.Helper()
-	if err := (sandbox.Bubblewrap{}).Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bubblewrap required in CI: %v", err)
-		}
-		t.Skipf("bubblewrap not usable: %v", err)
-	}
+	testenv.MustHaveBwrap(t)
 }
 
 func readResults(t *testing.T, dir string) results {
@@ -173,23 +168,13 @@ func TestEvalFlagErrors(t *testing.T) {
 // (vocab 128, 2 slots of 256 tokens) from COMPACTRL_LLAMA_DIR.
 func startEvalLlama(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("COMPACTRL_LLAMA_DIR")
-	skip := func(format string, a ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, a...)
-		}
-		t.Skipf(format, a...)
-	}
-	if dir == "" {
-		skip("COMPACTRL_LLAMA_DIR is not set")
-	}
+	dir := testenv.MustHaveLlama(t)
 	run := filepath.Join(dir, "run")
 	server := filepath.Join(dir, "root/usr/bin/llama-server")
 	archs := filepath.Join(dir, "root/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs")
 	for _, p := range []string{run, server, archs} {
 		if _, err := os.Stat(p); err != nil {
-			skip("llama.cpp installation: %v", err)
+			testenv.Unavailable(t, "llama.cpp installation: %v", err)
 		}
 	}
 	tmp := t.TempDir()

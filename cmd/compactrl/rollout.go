@@ -5,18 +5,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/infer/local"
+	"github.com/compactrl/compactrl/internal/progress"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/tokenizer"
@@ -121,10 +120,10 @@ func runRollout(ctx context.Context, e env, args []string) error {
 		"keep_last": strconv.Itoa(cfg.KeepLast), "no_compaction": strconv.FormatBool(cfg.NoCompaction),
 	}
 	envs := func(s int64) (agent.Environment, error) { return vault.New(vc, s) }
-	bar := newProgress(e.stderr, *episodes)
+	bar := progress.New(e.stderr, "rollout", *episodes)
 	st, err := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *timeout, Meta: meta},
-		rollout.Jobs(name, first, *episodes), a, envs, rollout.NewJSONLSink(f), bar.update)
-	bar.finish()
+		rollout.Jobs(name, first, *episodes), a, envs, rollout.NewJSONLSink(f), rolloutProgress(bar, *episodes))
+	bar.Done()
 	if cerr := f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("--out: %w", cerr)
 	}
@@ -240,42 +239,9 @@ func loadTokenizer(path, ckpt string) (*policy, error) {
 	return pol, nil
 }
 
-// progress draws a one-line bar on stderr when it is a terminal.
-type progress struct {
-	w     io.Writer
-	total int
-	tty   bool
-	last  time.Time
-	drawn bool
-}
-
-func newProgress(w io.Writer, total int) *progress {
-	p := &progress{w: w, total: total}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
-	}
-	return p
-}
-
-func (p *progress) update(s rollout.Stats) {
-	if !p.tty || (time.Since(p.last) < 100*time.Millisecond && s.Episodes < p.total) {
-		return
-	}
-	p.last = time.Now()
-	const width = 30
-	n := width
-	if p.total > 0 {
-		n = width * s.Episodes / p.total
-	}
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  success %.3f  compactions %.2f  %.1f ep/s ",
-		strings.Repeat("=", n), strings.Repeat(" ", width-n), s.Episodes, p.total, s.SuccessRate(), s.MeanCompactions(), s.EpisodesPerSecond())
-	p.drawn = true
-}
-
-func (p *progress) finish() {
-	if p.drawn {
-		fmt.Fprintln(p.w)
+// rolloutProgress shows a rollout's running statistics on its bar.
+func rolloutProgress(bar *progress.Bar, total int) func(rollout.Stats) {
+	return func(s rollout.Stats) {
+		bar.Update(s.Episodes, total, fmt.Sprintf("success %.3f  compactions %.2f  %.1f ep/s", s.SuccessRate(), s.MeanCompactions(), s.EpisodesPerSecond()))
 	}
 }

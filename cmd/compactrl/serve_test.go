@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/serve"
 )
 
@@ -436,16 +437,7 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 // The advantage tests call this test binary as `compactrl advantages`.
 func runSlimePython(t *testing.T, serveURL, engineURL string) {
 	t.Helper()
-	skip := func(format string, a ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, a...)
-		}
-		t.Skipf(format, a...)
-	}
-	if out, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
-		skip("/usr/bin/python3 with torch unavailable: %v %s", err, out)
-	}
+	testenv.MustHaveTorch(t, testenv.Python)
 	u, _ := url.Parse(engineURL)
 	root, _ := filepath.Abs("../../integrations/slime")
 	cmd := exec.Command("/usr/bin/python3", "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
@@ -459,7 +451,7 @@ func runSlimePython(t *testing.T, serveURL, engineURL string) {
 	if err != nil {
 		t.Fatalf("python tests failed: %v", err)
 	}
-	if bytes.Contains(out, []byte("skipped")) && os.Getenv("CI") == "true" {
+	if bytes.Contains(out, []byte("skipped")) && testenv.InCI() {
 		t.Fatalf("python tests skipped in CI")
 	}
 }

@@ -11,17 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
 func needBwrap(t *testing.T) {
 	t.Helper()
-	if err := (sandbox.Bubblewrap{}).Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bubblewrap required in CI: %v", err)
-		}
-		t.Skipf("bubblewrap not usable: %v", err)
-	}
+	testenv.MustHaveBwrap(t)
 }
 
 func TestParseAction(t *testing.T) {

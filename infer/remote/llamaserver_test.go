@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compactrl/compactrl/internal/testenv"
 )
 
 // The real-engine tests share one llama-server (random-weight llama model
@@ -40,10 +42,7 @@ func TestMain(m *testing.M) {
 func needLlama(t *testing.T) string {
 	t.Helper()
 	if llamaURL == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("llama-server unavailable in CI: %s", llamaSkip)
-		}
-		t.Skipf("llama-server unavailable: %s", llamaSkip)
+		testenv.Unavailable(t, "llama-server unavailable: %s", llamaSkip)
 	}
 	return llamaURL
 }

@@ -1,14 +1,15 @@
 //go:build unix
 
-package kernel
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the user+system CPU time this process has used so far.
-func processCPU() time.Duration {
+// Process is the user + system CPU time this process has used so far
+// (getrusage RUSAGE_SELF), 0 when the system does not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

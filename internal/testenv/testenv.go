@@ -1,0 +1,75 @@
+// Package testenv is for tests that need something outside Go: bubblewrap,
+// PyTorch, a llama.cpp installation, the JS references. Each MustHave
+// check lets a test run only where its dependency is present: missing, the
+// test is skipped on a developer's machine and fails under CI=true, where
+// every test must run (as in the Go standard library's internal/testenv).
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+)
+
+// LlamaEnv names the llama.cpp installation directory the tests use.
+const LlamaEnv = "COMPACTRL_LLAMA_DIR"
+
+// Python is the interpreter the PyTorch comparisons run under.
+const Python = "/usr/bin/python3"
+
+// bwrapPath is where sandbox.Bubblewrap looks for bwrap by default.
+const bwrapPath = "/usr/bin/bwrap"
+
+// InCI reports whether the tests run under CI=true, where nothing may be
+// skipped for a missing dependency.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable stops t because a dependency is missing: t.Skip locally,
+// t.Fatal under CI=true.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if InCI() {
+		t.Fatalf("%s (required under CI=true)", msg)
+		return
+	}
+	t.Skip(msg)
+}
+
+// MustHaveBwrap stops t unless bubblewrap can create a sandbox here: the
+// default binary runs `--ro-bind / / --unshare-all --die-with-parent true`
+// (the check of sandbox.Bubblewrap.Available; this package cannot import
+// sandbox, whose own tests use it).
+func MustHaveBwrap(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		Unavailable(t, "bubblewrap not usable: needs Linux, this is %s", runtime.GOOS)
+	}
+	if _, err := os.Stat(bwrapPath); err != nil {
+		Unavailable(t, "bubblewrap not usable: %v", err)
+	}
+	if out, err := exec.Command(bwrapPath, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true").CombinedOutput(); err != nil {
+		Unavailable(t, "bubblewrap not usable: %s cannot create a sandbox here: %v: %s", bwrapPath, err, out)
+	}
+}
+
+// MustHaveTorch stops t unless python can import torch.
+func MustHaveTorch(t testing.TB, python string) {
+	t.Helper()
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		Unavailable(t, "PyTorch not available: %s -c 'import torch': %v %s", python, err, out)
+	}
+}
+
+// MustHaveLlama returns the llama.cpp installation directory ($LlamaEnv),
+// stopping t when it is not set.
+func MustHaveLlama(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(LlamaEnv)
+	if dir == "" {
+		Unavailable(t, "%s not set: llama.cpp not installed", LlamaEnv)
+	}
+	return dir
+}
