@@ -294,6 +294,10 @@ func TestSegmentsFitWindowRandom(t *testing.T) {
 	}
 }
 
+// templateStepMarkers is M of a step with Template: [Assistant], an
+// EndOfTurn forced when the action hit its limit, [Observation], EndOfTurn.
+const templateStepMarkers = 4
+
 func TestBudgetInequalities(t *testing.T) {
 	cfg := testConfig()
 	a, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
@@ -302,7 +306,10 @@ func TestBudgetInequalities(t *testing.T) {
 	}
 	b := a.Budget()
 	q := len(a.qsum)
-	if want := cfg.Reserve - q - cfg.MaxSummaryTokens - cfg.MaxActionTokens - 4; b.ObservationCap != want {
+	if b.StepMarkers != templateStepMarkers {
+		t.Fatalf("step markers %d, want %d", b.StepMarkers, templateStepMarkers)
+	}
+	if want := cfg.Reserve - q - cfg.MaxSummaryTokens - cfg.MaxActionTokens - templateStepMarkers; b.ObservationCap != want {
 		t.Fatalf("observation cap %d, want %d", b.ObservationCap, want)
 	}
 	if cfg.Reserve < b.SummaryPrompt+cfg.MaxSummaryTokens+b.StepMax {
@@ -319,7 +326,7 @@ func TestBudgetInequalities(t *testing.T) {
 		t.Fatal("cap above the reserve's room accepted")
 	}
 	bad = cfg
-	bad.Reserve = q + cfg.MaxSummaryTokens + cfg.MaxActionTokens + 4 + b.MarkerMax + minObservationCap - 1
+	bad.Reserve = q + cfg.MaxSummaryTokens + cfg.MaxActionTokens + templateStepMarkers + b.MarkerMax + minObservationCap - 1
 	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err == nil {
 		t.Fatal("reserve without room for an observation accepted")
 	}
@@ -502,7 +509,7 @@ func TestNoCompactionEndsOverlong(t *testing.T) {
 	}
 	// The window was used: less than one action's room was left.
 	seg := ep.Segments[0]
-	if left := cfg.Window - len(seg.PromptIDs) - len(seg.ResponseIDs); left >= cfg.MaxActionTokens+2+a.Budget().ObservationCap+2 {
+	if left := cfg.Window - len(seg.PromptIDs) - len(seg.ResponseIDs); left >= cfg.MaxActionTokens+a.Budget().ObservationCap+templateStepMarkers {
 		t.Fatalf("ended with %d tokens free", left)
 	}
 }

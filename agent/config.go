@@ -57,34 +57,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// Budget is the loop's derived token arithmetic. With
-//
-//	Q = |q_sum|, S = MaxSummaryTokens, A = MaxActionTokens, O = ObservationCap,
-//	Step = A + O + 4   (markers: [Assistant], a forced EndOfTurn when the
-//	                    action hit its limit, [Observation], EndOfTurn)
-//
-// the loop keeps these invariants, checked by New:
-//
-//	Reserve ≥ Q + S + Step            a step taken with C − |h| ≥ Reserve leaves room for q_sum and the longest summary
-//	C − ResumeMax ≥ Reserve          the resumed context with k = 0 never triggers again at once
-//	ResumeMax = |s| + |resume(·)| + S
-//
-// so every segment (prompt + response) stays ≤ C.
-type Budget struct {
-	Window         int
-	Reserve        int
-	SystemTokens   int // |[System] s [EndOfTurn]|
-	SummaryPrompt  int // Q
-	ObservationCap int // O
-	StepMax        int // A + O + 4
-	ResumeMax      int // |s| + resume overhead + S
-	MarkerMax      int // the longest omission marker
-}
-
-// minObservationCap is the least cap New accepts beyond the marker: an
-// observation must keep some head and tail.
-const minObservationCap = 8
-
 func (c Config) validate() error {
 	var errs []error
 	if c.Window <= 0 {

@@ -27,6 +27,14 @@ type SummaryScorer interface {
 	SummaryQuality(summary string) float64
 }
 
+// SummaryAuditor is implemented by environments that can say which of the
+// decisive facts seen so far a summary kept and which it lost; the loop
+// records them in the episode's Meta (summary_N_kept, summary_N_lost) for
+// transcripts.
+type SummaryAuditor interface {
+	SummaryAudit(summary string) (kept, lost []string)
+}
+
 // MetricsReporter is implemented by environments with per-episode metrics
 // beyond the reward; they are copied into episode.Episode.Metrics.
 type MetricsReporter interface {

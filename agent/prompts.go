@@ -12,6 +12,8 @@ var (
 	summaryInstructionFile string
 	//go:embed prompts/resume.txt
 	resumeTextFile string
+	//go:embed prompts/invalid_action.txt
+	invalidActionFile string
 )
 
 // DefaultSummaryInstruction is the text of q_sum (prompts/summary_instruction.txt):
@@ -21,6 +23,10 @@ func DefaultSummaryInstruction() string { return fileText(summaryInstructionFile
 // DefaultResumeText introduces the summary after a compaction
 // (prompts/resume.txt).
 func DefaultResumeText() string { return fileText(resumeTextFile) }
+
+// invalidActionObservation is shown after an invalid action when the
+// environment says nothing (prompts/invalid_action.txt).
+func invalidActionObservation() string { return fileText(invalidActionFile) }
 
 // fileText is an embedded prompt file's text: the file without its final
 // newline.

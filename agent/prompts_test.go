@@ -11,6 +11,7 @@ func TestDefaultPrompts(t *testing.T) {
 			"the goal (the task will not be shown again), what is done (do not redo it), the key facts observed, " +
 			"unresolved errors, the current state and the next step."},
 		{"resume", DefaultResumeText(), "Your context was compacted. Your summary of the work so far follows; continue the task from it."},
+		{"invalid_action", invalidActionObservation(), "invalid action: it could not be parsed; reply with one action in the format the system prompt gives"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.got != tc.want {

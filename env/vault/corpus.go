@@ -46,7 +46,7 @@ func Corpus(cfg Config, seed int64, n int) ([]string, error) {
 			if _, err := ParseAction(bad); err != nil {
 				out = append(out, bad, "invalid action: "+err.Error())
 			}
-			out = append(out, fmt.Sprintf(" …[%d tokens omitted]… ", rng.IntN(2000)))
+			out = append(out, agent.OmissionMarker(rng.IntN(2000)))
 		}
 	}
 	return out, nil
