@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/compactrl/compactrl/train"
+	"github.com/compactrl/compactrl/recipe"
 )
 
 // The shipped base evaluates on its own (its directory records the suite
@@ -16,7 +16,7 @@ func TestVaultBaseAgreesWithItsModelCard(t *testing.T) {
 	if err := WriteVaultBase(dir); err != nil {
 		t.Fatal(err)
 	}
-	info, err := train.ReadBaseInfo(dir)
+	info, err := recipe.ReadBaseInfo(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestVaultBaseAgreesWithItsModelCard(t *testing.T) {
 		n = 64
 	}
 	// Held-out seeds past the card's own, so the check is on fresh episodes.
-	ev, cfg, err := train.EvaluateCheckpoint(t.Context(), dir, train.EvalOptions{Episodes: n, SeedOffset: int64(info.Eval.Episodes)})
+	ev, cfg, err := recipe.EvaluateCheckpoint(t.Context(), dir, recipe.EvalOptions{Episodes: n, SeedOffset: int64(info.Eval.Episodes)})
 	if err != nil {
 		t.Fatal(err)
 	}

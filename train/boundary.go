@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"math/rand/v2"
 
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
@@ -74,7 +75,33 @@ type Collector interface {
 }
 
 // ExpertCollector produces the scripted expert's demonstrations (its
-// summaries keep each fact with probability p) for the warm start.
+// summaries keep each fact with probability p) for the warm start: one
+// episode per task seed, with the aligned sampling seed, in seed order.
 type ExpertCollector interface {
-	Demonstrations(ctx context.Context, seeds []int64, p float64) ([]episode.Episode, error)
+	Demonstrations(ctx context.Context, seeds, sampleSeeds []int64, p float64) ([]episode.Episode, error)
+}
+
+// Example is one sequence of supervised pretraining: the loss is the
+// negative log-likelihood of the response tokens at Targets.
+type Example struct {
+	Sequence
+	Targets []int // positions into Response
+}
+
+// RecallDraw is what a RecallSource is asked for: N sequences of at most
+// Length tokens over windows of Reach (a fraction) of the longest, each with
+// 1 … Extra synthetic facts spliced in; with Unknown, facts absent from the
+// context are queried too.
+type RecallDraw struct {
+	N, Length, Extra int
+	Reach            float64
+	Unknown          bool
+}
+
+// RecallSource makes the sequences of recall pretraining in a suite's fact
+// language: windows of corpus (demonstration token sequences) with
+// synthetic facts spliced in, then a query of the context's facts whose
+// values are the targets. Its draws come from r only.
+type RecallSource interface {
+	RecallBatch(corpus [][]int, d RecallDraw, r *rand.Rand) []Example
 }

@@ -16,7 +16,7 @@ import (
 //	iter-NNNNNN/policy/   the policy's weights and optimiser state (Model.Save)
 //	iter-NNNNNN/critic/   the critic's
 //	iter-NNNNNN/state.json   State: seed, next iteration, step counters
-//	iter-NNNNNN/config.yaml  the run's config
+//	iter-NNNNNN/config.yaml  the run's config (Trainer.ConfigYAML)
 //	latest                   the name of the newest complete checkpoint
 //
 // NNNNNN is the next iteration to run (000000: right after the warm start).
@@ -49,7 +49,7 @@ func (t *Trainer) checkpoint() error {
 	if err := os.WriteFile(filepath.Join(tmp, "state.json"), append(st, '\n'), 0o644); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
-	y, err := t.Cfg.YAML()
+	y, err := t.configYAML()
 	if err != nil {
 		return err
 	}
@@ -147,4 +147,17 @@ func (t *Trainer) restore(ctx context.Context) (ok bool, err error) {
 	}
 	t.state = st
 	return true, nil
+}
+
+// ResolveCheckpoint accepts a checkpoint directory (holding state.json) or
+// a run directory (its latest checkpoint) and returns the checkpoint's.
+func ResolveCheckpoint(dir string) (string, error) {
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); err == nil {
+		return dir, nil
+	}
+	ckpt, err := LatestCheckpoint(dir)
+	if err != nil {
+		return "", fmt.Errorf("%s is neither a checkpoint (no state.json) nor a run directory with one: %w", dir, err)
+	}
+	return ckpt, nil
 }

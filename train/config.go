@@ -6,67 +6,32 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/compactrl/compactrl/env/vault"
 )
 
-// Config is every knob of a CompactionRL run: the model, the suite, the
-// agent loop, the supervised warm start, the RL method and the run itself.
-// It is read from YAML strictly (an unknown field is an error naming it);
-// fields left out keep DefaultConfig's values.
+// Config is every setting the Trainer reads: the run's seed, the task
+// seeds of the suite it trains on, the agent loop, the supervised warm
+// start, the RL method and the run itself. A recipe's config (package
+// recipe: the built-in vault suite and model) embeds these sections beside
+// its own (model, suite) and hands the Trainer this part of it.
 type Config struct {
 	Seed  int64       `yaml:"seed"`
-	Model ModelConfig `yaml:"model"`
-	Suite SuiteConfig `yaml:"suite"`
+	Seeds Seeds       `yaml:"suite"`
 	Agent AgentConfig `yaml:"agent"`
 	SFT   SFTConfig   `yaml:"sft"`
 	RL    RLConfig    `yaml:"rl"`
 	Run   RunConfig   `yaml:"run"`
 }
 
-// ModelConfig picks the policy architecture: a named preset of the
-// built-in model, optionally with fields overridden (0 keeps the preset's).
-type ModelConfig struct {
-	Preset    string `yaml:"preset"`
-	Tokenizer string `yaml:"tokenizer"` // tokenizer.json path; "" trains/uses the suite's built-in one
-	Dim       int    `yaml:"dim"`
-	Layers    int    `yaml:"layers"`
-	Heads     int    `yaml:"heads"`
-	KVHeads   int    `yaml:"kv_heads"`
-	FFN       int    `yaml:"ffn"`
-	MaxSeq    int    `yaml:"max_seq"`
-	// RopeTheta is RoPE's base (HF rope_theta; 0 keeps the preset's). A
-	// large base leaves more of a small head's dimensions slowly rotating,
-	// so that attention can match content across the whole window.
-	RopeTheta float64 `yaml:"rope_theta"`
-	// InitRange is the std of the random initial weights (HF
-	// initializer_range; 0: 0.02). About 0.5/√dim lets a nano policy learn
-	// to copy from its context in hundreds of steps instead of thousands.
-	InitRange float64 `yaml:"init_range"`
-	Init      string  `yaml:"init"` // checkpoint directory to start from instead of random weights
-}
-
-// SuiteConfig selects the built-in long-horizon suite and its difficulty
-// knobs (env/vault: the facts that decide the reward are spread over many
-// pages, more than fit in one window).
-type SuiteConfig struct {
-	Name string `yaml:"name"` // "vault"
-	// Seeds [TrainSeedStart, TestSeedStart) are training tasks;
-	// [TestSeedStart, TestSeedStart+Run.EvalEpisodes) are held out.
+// Seeds splits a suite's task seeds: [TrainSeedStart, TestSeedStart) are
+// training tasks; [TestSeedStart, TestSeedStart+Run.EvalEpisodes) are held
+// out.
+type Seeds struct {
 	TrainSeedStart int64 `yaml:"train_seed_start"`
 	TestSeedStart  int64 `yaml:"test_seed_start"`
-	Files          int   `yaml:"files"`       // files in the vault
-	Pages          int   `yaml:"pages"`       // pages per file (±1)
-	Facts          int   `yaml:"facts"`       // keys the task asks for
-	Keys           int   `yaml:"keys"`        // key pool size (0: all 32 key words)
-	Distractors    int   `yaml:"distractors"` // records of other keys
-	NoiseLines     int   `yaml:"noise_lines"` // noise lines per page
-	PartialCredit  bool  `yaml:"partial_credit"`
 }
 
 // AgentConfig is the compaction-aware agent loop (DESIGN.md §1).
@@ -176,9 +141,7 @@ type RunConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		Seed:  1,
-		Model: ModelConfig{Preset: "tiny"},
-		Suite: SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
-			Files: 5, Pages: 3, Facts: 4, Distractors: 6, NoiseLines: 5},
+		Seeds: Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
 		Agent: AgentConfig{
 			Context: 768, Reserve: 320, KeepLast: 2, MaxCompactions: 3, MaxTurns: 250,
 			MaxActionTokens: 32, MaxSummaryTokens: 96, ObservationCap: 0,
@@ -203,30 +166,34 @@ var (
 	LossModes  = []string{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "episode-mean-token-mean"}
 )
 
-// ParseConfig decodes YAML over DefaultConfig strictly and validates it.
-func ParseConfig(r io.Reader) (Config, error) {
-	c := DefaultConfig()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return c, err
+// DecodeYAML decodes the YAML document b over dst (a pointer to a config
+// struct holding its defaults) strictly: an unknown field is an error
+// naming it, and so is a non-integer value of an integer field. Fields
+// left out keep their values.
+func DecodeYAML(b []byte, dst any) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
 	}
-	if len(bytes.TrimSpace(b)) > 0 {
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-			return c, err
-		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(b, &doc); err != nil {
-			return c, err
-		}
-		if len(doc.Content) > 0 {
-			if err := checkIntegers(doc.Content[0], reflect.TypeOf(c), ""); err != nil {
-				return c, err
-			}
-		}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
+		return err
 	}
-	return c, c.Validate()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	if len(doc.Content) > 0 {
+		return checkIntegers(doc.Content[0], reflect.TypeOf(dst).Elem(), "")
+	}
+	return nil
+}
+
+// yamlName is a struct field's YAML key, and whether its fields are
+// inlined into the enclosing mapping.
+func yamlName(f reflect.StructField) (name string, inline bool) {
+	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name, strings.Contains(","+opts+",", ",inline,")
 }
 
 // checkIntegers reports an integer field whose YAML value is not an
@@ -239,7 +206,13 @@ func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
 		key, val := n.Content[i].Value, n.Content[i+1]
 		for j := 0; j < t.NumField(); j++ {
 			f := t.Field(j)
-			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != key {
+			if name, inline := yamlName(f); inline {
+				// The inlined struct's keys are this mapping's.
+				if err := checkIntegers(&yaml.Node{Kind: yaml.MappingNode, Content: n.Content[i : i+2]}, f.Type, path); err != nil {
+					return err
+				}
+				continue
+			} else if name != key {
 				continue
 			}
 			field := strings.TrimPrefix(path+"."+key, ".")
@@ -258,13 +231,18 @@ func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
 	return nil
 }
 
-// checkFinite reports the first float field of v (a config struct) that is
+// CheckFinite reports the first float field of v (a config struct) that is
 // NaN or infinite, by its YAML path.
+func CheckFinite(v any) error { return checkFinite(reflect.ValueOf(v), "") }
+
 func checkFinite(v reflect.Value, path string) error {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		name, inline := yamlName(t.Field(i))
 		field := strings.TrimPrefix(path+"."+name, ".")
+		if inline {
+			field = path
+		}
 		switch f := v.Field(i); f.Kind() {
 		case reflect.Struct:
 			if err := checkFinite(f, field); err != nil {
@@ -277,20 +255,6 @@ func checkFinite(v reflect.Value, path string) error {
 		}
 	}
 	return nil
-}
-
-// LoadConfig reads and validates a YAML config file.
-func LoadConfig(path string) (Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config %s: %w", path, err)
-	}
-	defer f.Close()
-	c, err := ParseConfig(f)
-	if err != nil {
-		return c, fmt.Errorf("config %s: %w", path, err)
-	}
-	return c, nil
 }
 
 // YAML encodes the config (all fields, so a run directory records exactly
@@ -324,12 +288,6 @@ func (c Config) Validate() error {
 		return err
 	}
 	for _, e := range []error{
-		nonneg("model.dim", c.Model.Dim),
-		nonneg("model.layers", c.Model.Layers),
-		nonneg("model.heads", c.Model.Heads),
-		nonneg("model.kv_heads", c.Model.KVHeads),
-		nonneg("model.ffn", c.Model.FFN),
-		nonneg("model.max_seq", c.Model.MaxSeq),
 		pos("agent.context", c.Agent.Context),
 		pos("agent.reserve", c.Agent.Reserve),
 		nonneg("agent.keep_last", c.Agent.KeepLast),
@@ -371,12 +329,8 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
-	case c.Model.Preset == "":
-		return errors.New("model.preset: must be set")
-	case c.Suite.Name != "vault":
-		return fmt.Errorf("suite.name: %q is not a built-in suite (known: vault)", c.Suite.Name)
-	case c.Suite.TestSeedStart <= c.Suite.TrainSeedStart:
-		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Suite.TestSeedStart, c.Suite.TrainSeedStart)
+	case c.Seeds.TestSeedStart <= c.Seeds.TrainSeedStart:
+		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Seeds.TestSeedStart, c.Seeds.TrainSeedStart)
 	case c.Agent.Reserve >= c.Agent.Context:
 		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Context)
 	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
@@ -389,14 +343,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
-	case c.Model.RopeTheta < 0:
-		return fmt.Errorf("model.rope_theta: %g must not be negative", c.Model.RopeTheta)
-	case c.Model.InitRange < 0:
-		return fmt.Errorf("model.init_range: %g must not be negative", c.Model.InitRange)
 	case c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix > 0 && c.SFT.CopyLen < 2:
 		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", c.SFT.CopyLen)
-	case c.SFT.RecallKeys > vault.KeyWords():
-		return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", c.SFT.RecallKeys, vault.KeyWords())
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
@@ -423,49 +371,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// PretrainConfig is the recipe of the shipped base policy
-// (models/vault-base; configs/pretrain.yaml is the same config as a file):
-// a nano Llama policy (two heads of 32 dimensions) on a small vault suite
-// (two facts from a pool of four keys, all-or-nothing reward), warm-started
-// by 800 steps of copy pretraining, 1200 of recall pretraining and 5000 of
-// SFT on the lossy expert's demonstrations (p = 0.5); no RL. The shipped
-// base is seed 1's: the recipe does not learn the lookup from every seed
-// (docs/results.md measures seeds 1–3 and the variants tried).
-func PretrainConfig() Config {
-	c := DefaultConfig()
-	c.Model = ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06}
-	c.Suite = SuiteConfig{Name: "vault", TrainSeedStart: 0, TestSeedStart: 1_000_000,
-		Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}
-	c.Agent = AgentConfig{Context: 512, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 30,
-		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1, EvalTemperature: 1}
-	c.SFT = SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
-		CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallSteps: 1200, RecallExtra: 6}
-	c.RL.MiniBatches, c.RL.MicroBatch = 4, 8
-	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 1e-3, 1e-3, 20
-	c.Run = RunConfig{Dir: "runs/pretrain", Iterations: 0, Episodes: 64, Workers: 64, EvalEpisodes: 512}
-	return c
-}
-
-// noWarmStart turns every warm-start phase off (copy, recall, SFT and the
+// NoWarmStart turns every warm-start phase off (copy, recall, SFT and the
 // recall sequences mixed into it): a run that starts from a base policy
 // trains it by RL only.
-func (c *Config) noWarmStart() {
-	c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 0, 0, 0, 0
-}
-
-// ShippedBase is where the repository keeps the base policy that the demo
-// and the experiment start from (DESIGN.md §8).
-const ShippedBase = "models/vault-base"
-
-// DemoConfig is `compactrl demo`'s run (configs/demo.yaml is the same
-// config as a file): 30 CompactionRL iterations of 64 episodes from the
-// shipped base policy (PretrainConfig's suite, agent and model; no warm
-// start), cross-trajectory GAE and the token-mean loss, evaluated on 256
-// held-out episodes by sampling at temperature 1 (docs/results.md).
-func DemoConfig() Config {
-	c := PretrainConfig()
-	c.Model.Init = ShippedBase
-	c.noWarmStart()
-	c.Run = RunConfig{Dir: "runs/demo", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 256, CheckpointEvery: 10}
-	return c
+func (c *SFTConfig) NoWarmStart() {
+	c.Steps, c.CopySteps, c.RecallSteps, c.RecallMix = 0, 0, 0, 0
 }

@@ -258,7 +258,7 @@ func (m *memoryTask) episode(ctx context.Context, s infer.Sampler, seed, sampleS
 		if expert != nil {
 			return -1, 0, nil
 		}
-		c, err := s.Sample(ctx, infer.Request{Prompt: prompt, MaxTokens: 1, Temperature: temp, Seed: mix(sampleSeed, call)})
+		c, err := s.Sample(ctx, infer.Request{Prompt: prompt, MaxTokens: 1, Temperature: temp, Seed: Mix(sampleSeed, call)})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -357,7 +357,7 @@ func (m *memoryTask) Collect(ctx context.Context, r Rollouts) ([]episode.Episode
 	return out, ctx.Err()
 }
 
-func (m *memoryTask) Demonstrations(ctx context.Context, seeds []int64, p float64) ([]episode.Episode, error) {
+func (m *memoryTask) Demonstrations(ctx context.Context, seeds, _ []int64, p float64) ([]episode.Episode, error) {
 	out := make([]episode.Episode, len(seeds))
 	for j, s := range seeds {
 		var err error

@@ -127,7 +127,7 @@ func (m Metrics) MarshalJSON() ([]byte, error) {
 func (m Metrics) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "iter %3d  reward %.3f  pass %.3f  compactions %.2f  summary_q %s  clip %.3f  kl %.4f  vloss %s  H %.3f  roll %.1fs train %.1fs",
-		m.Iteration, m.Reward, m.Pass, m.Compactions, fmtNaN(m.SummaryQual, "%.3f"), m.ClipFrac, m.ApproxKL, fmtNaN(m.ValueLoss, "%.4f"), m.Entropy, m.TimeRolloutS, m.TimeTrainS)
+		m.Iteration, m.Reward, m.Pass, m.Compactions, FormatMetric(m.SummaryQual, "%.3f"), m.ClipFrac, m.ApproxKL, FormatMetric(m.ValueLoss, "%.4f"), m.Entropy, m.TimeRolloutS, m.TimeTrainS)
 	if m.EvalPass1Compact != nil {
 		fmt.Fprintf(&b, "  eval pass@1 %.3f", *m.EvalPass1Compact)
 		if m.EvalPass1Single != nil {
@@ -137,9 +137,9 @@ func (m Metrics) Line() string {
 	return b.String()
 }
 
-// fmtNaN formats v with format, or a dash as wide as format makes a
+// FormatMetric formats v with format, or a dash as wide as format makes a
 // number when v is NaN (nothing to average: no compaction, no critic).
-func fmtNaN(v float64, format string) string {
+func FormatMetric(v float64, format string) string {
 	if !math.IsNaN(v) {
 		return fmt.Sprintf(format, v)
 	}
@@ -267,4 +267,45 @@ func finalRecord(iteration int, ev EvalResult, evalSeconds float64) map[string]a
 		}
 	}
 	return rec
+}
+
+// evalJSON is EvalResult with its NaN-able fields as pointers (JSON has no
+// NaN: an undefined metric is null).
+type evalJSON struct {
+	Episodes       int      `json:"episodes"`
+	Pass1Compact   float64  `json:"pass1_compact"`
+	Pass1Single    float64  `json:"pass1_single"`
+	SummaryQuality *float64 `json:"summary_quality"`
+	Compactions    float64  `json:"compactions"`
+	PassCompacted  *float64 `json:"pass_compacted"`
+	Reward         *float64 `json:"reward"`
+}
+
+func nanPtr(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+func ptrNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// MarshalJSON writes undefined (NaN) metrics as null.
+func (e EvalResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(evalJSON{e.Episodes, e.Pass1Compact, e.Pass1Single, nanPtr(e.SummaryQuality), e.Compactions, nanPtr(e.PassCompacted), nanPtr(e.Reward)})
+}
+
+// UnmarshalJSON reads null metrics as NaN.
+func (e *EvalResult) UnmarshalJSON(b []byte) error {
+	var j evalJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = EvalResult{j.Episodes, j.Pass1Compact, j.Pass1Single, ptrNaN(j.SummaryQuality), j.Compactions, ptrNaN(j.PassCompacted), ptrNaN(j.Reward)}
+	return nil
 }

@@ -204,17 +204,9 @@ func (t *Trainer) iteration(ctx context.Context, it int, m *Metrics, res *Result
 	res.RolloutTokens += s.sampledTokens
 
 	t1 := t.now()
-	items, err := t.prepare(eps)
+	tokens, err := t.optimise(ctx, it, eps, m)
 	if err != nil {
 		return fmt.Errorf("iteration %d: %w", it, err)
-	}
-	m.Segments = len(items)
-	tokens := 0
-	if len(items) > 0 {
-		tokens, err = t.update(ctx, it, eps, items, m)
-		if err != nil {
-			return fmt.Errorf("iteration %d: %w", it, err)
-		}
 	}
 	if err := t.Policy.Publish(ctx); err != nil {
 		return fmt.Errorf("iteration %d publish: %w", it, err)
@@ -225,6 +217,38 @@ func (t *Trainer) iteration(ctx context.Context, it int, m *Metrics, res *Result
 	res.TimeTrain += tTrain
 	res.TrainTokens += tokens
 	return nil
+}
+
+// Update is the optimisation of RL iteration it on rollouts already
+// collected (eps, in the order of the iteration's seeds): the masks, critic
+// values and advantages, the critic warm-up if the run has not had it, and
+// the PPO epochs with their value updates; the weights are not published.
+// A trainer that has no critic yet gets NewCritic's. It returns the
+// iteration's update metrics.
+func (t *Trainer) Update(ctx context.Context, it int, eps []episode.Episode) (Metrics, error) {
+	m := Metrics{Iteration: it}
+	if t.critic == nil {
+		var err error
+		if t.critic, err = t.NewCritic(ctx, t.Policy); err != nil {
+			return m, fmt.Errorf("new critic: %w", err)
+		}
+	}
+	_, err := t.optimise(ctx, it, eps, &m)
+	return m, err
+}
+
+// optimise prepares eps's trainable items and, if there are any, updates
+// the models on them; it returns the tokens that went through the models.
+func (t *Trainer) optimise(ctx context.Context, it int, eps []episode.Episode, m *Metrics) (int, error) {
+	items, err := t.prepare(eps)
+	if err != nil {
+		return 0, err
+	}
+	m.Segments = len(items)
+	if len(items) == 0 {
+		return 0, nil
+	}
+	return t.update(ctx, it, eps, items, m)
 }
 
 // update is the optimisation part of an iteration; it returns the tokens

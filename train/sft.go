@@ -71,12 +71,16 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	if t.Expert == nil || cfg.SFT.Steps+cfg.SFT.CopySteps+cfg.SFT.RecallSteps == 0 {
 		return nil
 	}
-	span := cfg.Suite.TestSeedStart - cfg.Suite.TrainSeedStart
+	span := cfg.Seeds.TestSeedStart - cfg.Seeds.TrainSeedStart
 	seeds := make([]int64, cfg.SFT.Episodes)
 	for j := range seeds {
-		seeds[j] = cfg.Suite.TrainSeedStart + mix(cfg.Seed, purposeSFT, int64(j))%span
+		seeds[j] = cfg.Seeds.TrainSeedStart + Mix(cfg.Seed, purposeSFT, int64(j))%span
 	}
-	demos, err := t.Expert.Demonstrations(ctx, seeds, cfg.SFT.ExpertP)
+	samples := make([]int64, len(seeds))
+	for j := range samples {
+		samples[j] = Mix(cfg.Seed, purposeSFT, int64(j), 1)
+	}
+	demos, err := t.Expert.Demonstrations(ctx, seeds, samples, cfg.SFT.ExpertP)
 	if err != nil {
 		return fmt.Errorf("warm start demonstrations: %w", err)
 	}
@@ -111,7 +115,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		pretrainBatch = cfg.SFT.BatchSize
 	}
 	if cfg.SFT.CopySteps > 0 {
-		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -2)), 0))
+		r := rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -2)), 0))
 		step := 0
 		next := func() []*item {
 			// The gap grows over the first 60% of the steps: induction
@@ -125,10 +129,10 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		}
 	}
 	if cfg.SFT.RecallSteps > 0 {
-		if t.Facts == nil {
-			return errors.New("warm start: sft.recall_steps needs the suite's fact tokens (Trainer.Facts)")
+		if t.Recall == nil {
+			return errors.New("warm start: sft.recall_steps needs the suite's fact language (Trainer.Recall)")
 		}
-		r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -3)), 0))
+		r := rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -3)), 0))
 		recallBatchN := pretrainBatch
 		if cfg.SFT.RecallBatch > 0 {
 			recallBatchN = cfg.SFT.RecallBatch
@@ -137,7 +141,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		next := func() []*item {
 			reach := min(1, 0.05+float64(step)/(0.6*float64(cfg.SFT.RecallSteps)))
 			step++
-			return recallBatch(corpus, t.Facts, recallBatchN, recallLen, cfg.SFT.RecallExtra, reach, cfg.SFT.RecallUnknown, r)
+			return t.recallItems(corpus, RecallDraw{N: recallBatchN, Length: recallLen, Extra: cfg.SFT.RecallExtra, Reach: reach, Unknown: cfg.SFT.RecallUnknown}, r)
 		}
 		if err := t.sftPhase(ctx, w, "recall", "recall pretraining", cfg.SFT.RecallSteps, next); err != nil {
 			return err
@@ -147,15 +151,15 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	epoch := 0
 	var mixRand *rand.Rand
 	if cfg.SFT.RecallMix > 0 {
-		if t.Facts == nil {
-			return errors.New("warm start: sft.recall_mix needs the suite's fact tokens (Trainer.Facts)")
+		if t.Recall == nil {
+			return errors.New("warm start: sft.recall_mix needs the suite's fact language (Trainer.Recall)")
 		}
-		mixRand = rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -4)), 0))
+		mixRand = rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -4)), 0))
 	}
 	next := func() []*item {
 		for len(order) < cfg.SFT.BatchSize {
 			p := append([]*item(nil), items...)
-			r := rand.New(rand.NewPCG(uint64(mix(cfg.Seed, purposeSFT, -1, int64(epoch))), 0))
+			r := rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -1, int64(epoch))), 0))
 			r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
 			order = append(order, p...)
 			epoch++
@@ -165,7 +169,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		if mixRand != nil {
 			// Recall sequences over whole windows keep the lookup trained
 			// while the policy imitates the demonstrations.
-			batch = append(slices.Clone(batch), recallBatch(corpus, t.Facts, cfg.SFT.RecallMix, recallLen, cfg.SFT.RecallExtra, 1, cfg.SFT.RecallUnknown, mixRand)...)
+			batch = append(slices.Clone(batch), t.recallItems(corpus, RecallDraw{N: cfg.SFT.RecallMix, Length: recallLen, Extra: cfg.SFT.RecallExtra, Reach: 1, Unknown: cfg.SFT.RecallUnknown}, mixRand)...)
 		}
 		return batch
 	}
@@ -224,6 +228,21 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 		bar.Set(step+1, steps)
 	}
 	return nil
+}
+
+// recallItems are the Recall source's sequences of draw d as items, the
+// loss on their targets.
+func (t *Trainer) recallItems(corpus [][]int, d RecallDraw, r *rand.Rand) []*item {
+	exs := t.Recall.RecallBatch(corpus, d, r)
+	items := make([]*item, len(exs))
+	for i, ex := range exs {
+		it := &item{ep: i, seq: ex.Sequence, recall: true}
+		for _, p := range ex.Targets {
+			it.toks = append(it.toks, rl.Token{Ep: i, Pos: p})
+		}
+		items[i] = it
+	}
+	return items
 }
 
 // copyCorpus is the text of induction pretraining: every demonstration

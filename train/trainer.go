@@ -27,10 +27,18 @@ type Trainer struct {
 	NewCritic func(ctx context.Context, p Policy) (Model, error)
 	Collector Collector
 	Expert    ExpertCollector // nil, or no SFT, copy or recall steps: no warm start
-	// Facts is the suite's fact language in tokens, for recall
-	// pretraining (SFT.RecallSteps); nil without it.
-	Facts    *FactTokens
-	Progress io.Writer // progress bars; nil: none
+	// Recall makes the sequences of recall pretraining (SFT.RecallSteps,
+	// SFT.RecallMix) in the suite's fact language; nil without them.
+	Recall RecallSource
+	// ConfigYAML is the whole config of the run (the recipe's, of which
+	// Cfg is the trainer's part), recorded as RUN_DIR/config.yaml and in
+	// every checkpoint; nil records Cfg's YAML.
+	ConfigYAML []byte
+	// BaseCurve is the pretraining curve of the base policy the run starts
+	// from (a JSONL file; "" or missing: none), copied into the run
+	// directory under its own name for the report.
+	BaseCurve string
+	Progress  io.Writer // progress bars; nil: none
 	// Transcribe renders an episode as readable text; with it, every
 	// held-out evaluation of a run keeps one compacted episode's
 	// transcript in RUN_DIR/transcripts/ for the report.
@@ -106,152 +114,199 @@ func (t *Trainer) now() time.Time {
 	return time.Now()
 }
 
-// Run executes the whole run and returns its evaluation before and after RL.
+// Run executes the whole run and returns its evaluation before and after RL:
+// open (or resume) the run directory, the warm start and a fresh critic
+// unless resumed, the RL iterations, the final evaluation.
 func (t *Trainer) Run(ctx context.Context) (Result, error) {
-	cfg := t.Cfg
 	start := t.now()
-	res := Result{RunDir: cfg.Run.Dir}
-	if err := cfg.Validate(); err != nil {
-		return res, err
-	}
-	if t.Policy == nil || t.Collector == nil || t.NewCritic == nil {
-		return res, errors.New("trainer: Policy, Collector and NewCritic must be set")
-	}
-	dir := cfg.Run.Dir
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return res, fmt.Errorf("run dir %s: %w", dir, err)
-	}
-	t.state = State{Seed: cfg.Seed}
-	resumed := false
-	if t.Resume {
-		ok, err := t.restore(ctx)
-		if err != nil {
-			return res, err
-		}
-		resumed = ok
-	} else if ckpt, err := LatestCheckpoint(dir); err == nil {
-		// A fresh run into a directory that holds another run's
-		// checkpoints would mix the two on a later --resume.
-		return res, fmt.Errorf("run dir %s already holds a run (checkpoint %s): resume it, or start in a new directory", dir, filepath.Base(ckpt))
-	}
-	// The config is recorded once the run is known to proceed: a rejected
-	// resume leaves the run's config.yaml as it was.
-	y, err := cfg.YAML()
+	res := Result{RunDir: t.Cfg.Run.Dir}
+	resumed, err := t.open(ctx)
 	if err != nil {
 		return res, err
 	}
-	if err := writeAtomic(filepath.Join(dir, "config.yaml"), y); err != nil {
-		return res, fmt.Errorf("run dir %s: %w", dir, err)
-	}
-	if !resumed {
-		if err := t.truncateMetrics(0); err != nil {
-			return res, err
-		}
-		if err := t.copyBaseCurve(); err != nil {
-			return res, err
-		}
-		t0 := t.now()
-		if err := t.warmStart(ctx); err != nil {
-			return res, err
-		}
-		res.TimeSFT = t.now().Sub(t0)
-		// RL starts with a fresh optimiser: AdamW's second moments from the
-		// warm start (β₂ = 0.999 remembers ~1000 steps of the much larger
-		// SFT gradients) would shrink the first hundreds of policy updates
-		// to nothing (approx. KL < 1e-4 per update in the demo before this).
-		if r, ok := t.Policy.(optimizerResetter); ok {
-			r.ResetOptimizer()
-		}
-		if t.critic, err = t.NewCritic(ctx, t.Policy); err != nil {
-			return res, fmt.Errorf("new critic: %w", err)
-		}
-		t.state.SFTDone = true
-		if err := t.checkpoint(); err != nil {
-			return res, err
-		}
-	} else {
+	if resumed {
 		if err := t.truncateMetrics(t.state.Iteration); err != nil {
 			return res, err
 		}
 		res.Before = t.recordedBefore()
+	} else if err := t.begin(ctx, &res); err != nil {
+		return res, err
 	}
-
-	mw, err := openMetrics(filepath.Join(dir, "metrics.jsonl"))
+	mw, err := openMetrics(filepath.Join(t.Cfg.Run.Dir, "metrics.jsonl"))
 	if err != nil {
 		return res, err
 	}
 	defer mw.Close()
+	haveBefore, err := t.iterate(ctx, mw, &res, resumed && t.state.Iteration > 0)
+	if err != nil {
+		return res, err
+	}
+	if err := t.finalEvaluation(ctx, mw, &res, haveBefore); err != nil {
+		return res, err
+	}
+	res.Iterations = t.Cfg.Run.Iterations
+	res.Wall = t.now().Sub(start)
+	return res, nil
+}
 
-	haveBefore := resumed && t.state.Iteration > 0
+// open checks the trainer, creates the run directory, restores its latest
+// checkpoint when resuming (resumed: there was one) or refuses a directory
+// holding another run, and records the run's config there.
+func (t *Trainer) open(ctx context.Context) (resumed bool, err error) {
+	cfg := t.Cfg
+	if err := cfg.Validate(); err != nil {
+		return false, err
+	}
+	if t.Policy == nil || t.Collector == nil || t.NewCritic == nil {
+		return false, errors.New("trainer: Policy, Collector and NewCritic must be set")
+	}
+	dir := cfg.Run.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	t.state = State{Seed: cfg.Seed}
+	if t.Resume {
+		if resumed, err = t.restore(ctx); err != nil {
+			return false, err
+		}
+	} else if ckpt, err := LatestCheckpoint(dir); err == nil {
+		// A fresh run into a directory that holds another run's
+		// checkpoints would mix the two on a later --resume.
+		return false, fmt.Errorf("run dir %s already holds a run (checkpoint %s): resume it, or start in a new directory", dir, filepath.Base(ckpt))
+	}
+	// The config is recorded once the run is known to proceed: a rejected
+	// resume leaves the run's config.yaml as it was.
+	y, err := t.configYAML()
+	if err != nil {
+		return false, err
+	}
+	if err := writeAtomic(filepath.Join(dir, "config.yaml"), y); err != nil {
+		return false, fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	return resumed, nil
+}
+
+// configYAML is the config a run directory and its checkpoints record.
+func (t *Trainer) configYAML() ([]byte, error) {
+	if t.ConfigYAML != nil {
+		return t.ConfigYAML, nil
+	}
+	return t.Cfg.YAML()
+}
+
+// begin starts a fresh run: a new metrics file, the base policy's curve,
+// the warm start, a fresh optimiser and critic, and the first checkpoint.
+func (t *Trainer) begin(ctx context.Context, res *Result) error {
+	if err := t.truncateMetrics(0); err != nil {
+		return err
+	}
+	if err := t.copyBaseCurve(); err != nil {
+		return err
+	}
+	t0 := t.now()
+	if err := t.warmStart(ctx); err != nil {
+		return err
+	}
+	res.TimeSFT = t.now().Sub(t0)
+	// RL starts with a fresh optimiser: AdamW's second moments from the
+	// warm start (β₂ = 0.999 remembers ~1000 steps of the much larger
+	// SFT gradients) would shrink the first hundreds of policy updates
+	// to nothing (approx. KL < 1e-4 per update in the demo before this).
+	if r, ok := t.Policy.(optimizerResetter); ok {
+		r.ResetOptimizer()
+	}
+	var err error
+	if t.critic, err = t.NewCritic(ctx, t.Policy); err != nil {
+		return fmt.Errorf("new critic: %w", err)
+	}
+	t.state.SFTDone = true
+	return t.checkpoint()
+}
+
+// iterate runs the RL iterations from the state's next one, each preceded
+// by a held-out evaluation every Run.EvalEvery iterations, and records,
+// logs and checkpoints each. It reports whether res.Before was set (by
+// iteration 0's evaluation, or haveBefore already).
+func (t *Trainer) iterate(ctx context.Context, mw *metricsWriter, res *Result, haveBefore bool) (bool, error) {
+	cfg := t.Cfg
 	for it := t.state.Iteration; it < cfg.Run.Iterations; it++ {
 		m := Metrics{Iteration: it}
 		if cfg.Run.EvalEvery > 0 && it%cfg.Run.EvalEvery == 0 {
-			t0 := t.now()
-			ev, err := t.evaluateKeep(ctx, fmt.Sprintf("eval %d", it), fmt.Sprintf("eval-%06d", it))
+			ev, err := t.timedEvaluation(ctx, &m, res, it)
 			if err != nil {
-				return res, err
+				return haveBefore, err
 			}
-			m.setEval(ev)
-			m.TimeEvalS = t.now().Sub(t0).Seconds()
-			res.TimeEval += t.now().Sub(t0)
 			if it == 0 {
 				res.Before, haveBefore = ev, true
 			}
 		}
-		if err := t.iteration(ctx, it, &m, &res); err != nil {
-			return res, err
+		if err := t.iteration(ctx, it, &m, res); err != nil {
+			return haveBefore, err
 		}
 		t.state.Iteration = it + 1
 		if err := mw.Write(m); err != nil {
-			return res, err
+			return haveBefore, err
 		}
 		if t.Log != nil {
 			fmt.Fprintln(t.Log, m.Line())
 		}
 		if (cfg.Run.CheckpointEvery > 0 && (it+1)%cfg.Run.CheckpointEvery == 0) || it+1 == cfg.Run.Iterations {
 			if err := t.checkpoint(); err != nil {
-				return res, err
+				return haveBefore, err
 			}
 		}
 	}
-	// The final evaluation is its own record, at iteration = Iterations.
+	return haveBefore, nil
+}
+
+// timedEvaluation is iteration it's held-out evaluation, recorded in m.
+func (t *Trainer) timedEvaluation(ctx context.Context, m *Metrics, res *Result, it int) (EvalResult, error) {
+	t0 := t.now()
+	ev, err := t.evaluateKeep(ctx, fmt.Sprintf("eval %d", it), fmt.Sprintf("eval-%06d", it))
+	if err != nil {
+		return ev, err
+	}
+	m.setEval(ev)
+	m.TimeEvalS = t.now().Sub(t0).Seconds()
+	res.TimeEval += t.now().Sub(t0)
+	return ev, nil
+}
+
+// finalEvaluation evaluates the final policy, its own record at iteration
+// = Iterations; it is also res.Before for a run without iterations.
+func (t *Trainer) finalEvaluation(ctx context.Context, mw *metricsWriter, res *Result, haveBefore bool) error {
 	t0 := t.now()
 	ev, err := t.evaluateKeep(ctx, "final eval", "final")
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.TimeEval += t.now().Sub(t0)
 	res.After = ev
-	if !haveBefore && cfg.Run.Iterations == 0 {
+	if !haveBefore && t.Cfg.Run.Iterations == 0 {
 		res.Before = ev
 	}
-	if err := mw.Write(finalRecord(cfg.Run.Iterations, ev, t.now().Sub(t0).Seconds())); err != nil {
-		return res, err
-	}
-	res.Iterations = cfg.Run.Iterations
-	res.Wall = t.now().Sub(start)
-	return res, nil
+	return mw.Write(finalRecord(t.Cfg.Run.Iterations, ev, t.now().Sub(t0).Seconds()))
 }
 
 // copyBaseCurve copies the pretraining curve of the base policy the run
-// starts from (Model.Init's pretrain.jsonl, if it has one) into the run
-// directory, for the report.
+// starts from (BaseCurve, if it exists) into the run directory, for the
+// report.
 func (t *Trainer) copyBaseCurve() error {
-	if t.Cfg.Model.Init == "" {
+	if t.BaseCurve == "" {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(t.Cfg.Model.Init, BaseCurveFile))
+	b, err := os.ReadFile(t.BaseCurve)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("base policy curve: %w", err)
 	}
-	return writeAtomic(filepath.Join(t.Cfg.Run.Dir, BaseCurveFile), b)
+	return writeAtomic(filepath.Join(t.Cfg.Run.Dir, filepath.Base(t.BaseCurve)), b)
 }
 
-// mix is a splitmix64 chain: a well-spread 64-bit value from the inputs, so
-// every seed of the run derives from (run seed, purpose, indices).
-func mix(vals ...int64) int64 {
+// Mix is a splitmix64 chain: a well-spread 64-bit value from the inputs, so
+// every seed of a run derives from (run seed, purpose, indices).
+func Mix(vals ...int64) int64 {
 	var h uint64 = 0x9e3779b97f4a7c15
 	for _, v := range vals {
 		h ^= uint64(v)
@@ -277,12 +332,12 @@ const (
 // rollouts of each.
 func (t *Trainer) trainSeeds(it int) (tasks, samples []int64) {
 	cfg := t.Cfg
-	span := cfg.Suite.TestSeedStart - cfg.Suite.TrainSeedStart
+	span := cfg.Seeds.TestSeedStart - cfg.Seeds.TrainSeedStart
 	g := cfg.RL.GroupSize
 	for j := 0; j < cfg.Run.Episodes; j++ {
-		task := cfg.Suite.TrainSeedStart + mix(cfg.Seed, purposeTask, int64(it), int64(j/g))%span
+		task := cfg.Seeds.TrainSeedStart + Mix(cfg.Seed, purposeTask, int64(it), int64(j/g))%span
 		tasks = append(tasks, task)
-		samples = append(samples, mix(cfg.Seed, purposeSample, int64(it), int64(j)))
+		samples = append(samples, Mix(cfg.Seed, purposeSample, int64(it), int64(j)))
 	}
 	return tasks, samples
 }
@@ -290,7 +345,7 @@ func (t *Trainer) trainSeeds(it int) (tasks, samples []int64) {
 // Evaluate runs the held-out seeds with compaction and in a single window,
 // at the evaluation temperature, and returns pass@1 for both.
 func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error) {
-	return t.evaluateWith(ctx, t.Policy.Sampler(), label)
+	return t.EvaluateWith(ctx, t.Policy.Sampler(), label)
 }
 
 // evaluateKeep is Evaluate that also keeps, when the trainer can
@@ -330,7 +385,9 @@ func (t *Trainer) keepTranscript(eps []episode.Episode, name string) error {
 // TranscriptDir is where a run directory keeps held-out transcripts.
 const TranscriptDir = "transcripts"
 
-func (t *Trainer) evaluateWith(ctx context.Context, smp infer.Sampler, label string) (EvalResult, error) {
+// EvaluateWith is Evaluate with the episodes sampled from smp instead of
+// the policy (the suite's scripted expert, for a reference).
+func (t *Trainer) EvaluateWith(ctx context.Context, smp infer.Sampler, label string) (EvalResult, error) {
 	return t.evaluate(ctx, smp, label, nil)
 }
 
@@ -346,8 +403,8 @@ func (t *Trainer) evaluate(ctx context.Context, smp infer.Sampler, label string,
 	seeds := make([]int64, n)
 	samples := make([]int64, n)
 	for j := range seeds {
-		seeds[j] = cfg.Suite.TestSeedStart + int64(j)
-		samples[j] = mix(cfg.Seed, purposeEval, int64(j))
+		seeds[j] = cfg.Seeds.TestSeedStart + int64(j)
+		samples[j] = Mix(cfg.Seed, purposeEval, int64(j))
 	}
 	for _, single := range []bool{false, true} {
 		name := label + " (compaction)"
@@ -560,7 +617,7 @@ func lr(base float64, warmup, step int) float64 {
 // shuffled returns a permutation of items fixed by (seed, iteration, epoch).
 func shuffled(items []*item, seed int64, it, epoch int) []*item {
 	out := append([]*item(nil), items...)
-	r := rand.New(rand.NewPCG(uint64(mix(seed, purposeShuffle, int64(it), int64(epoch))), 0))
+	r := rand.New(rand.NewPCG(uint64(Mix(seed, purposeShuffle, int64(it), int64(epoch))), 0))
 	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }

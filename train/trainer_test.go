@@ -322,7 +322,7 @@ func TestSeedsDeterministicAndHeldOut(t *testing.T) {
 		t.Fatal("seeds not deterministic")
 	}
 	for j, s := range a {
-		if s < cfg.Suite.TrainSeedStart || s >= cfg.Suite.TestSeedStart {
+		if s < cfg.Seeds.TrainSeedStart || s >= cfg.Seeds.TestSeedStart {
 			t.Errorf("train seed %d outside the training range", s)
 		}
 		if j%2 == 1 && s != a[j-1] {

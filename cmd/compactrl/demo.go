@@ -13,6 +13,7 @@ import (
 	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/models"
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -24,7 +25,7 @@ import (
 func runDemo(ctx context.Context, e env, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
-	cfg := train.DemoConfig()
+	cfg := recipe.DemoConfig()
 	dir := fs.String("dir", cfg.Run.Dir, "run directory (replaced)")
 	iters := fs.Int("iterations", cfg.Run.Iterations, "CompactionRL iterations")
 	seed := fs.Int64("seed", cfg.Seed, "RL seed (sampling, critic initialisation, data order)")
@@ -60,7 +61,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	baseDir := filepath.Join(*dir, "base")
 	var pretrainS float64
 	if *scratch {
-		pc := train.PretrainConfig()
+		pc := recipe.PretrainConfig()
 		fmt.Fprintf(e.stdout, "compactrl demo --from-scratch: pretraining the base policy (%d copy, %d recall, %d SFT steps) into %s\n",
 			pc.SFT.CopySteps, pc.SFT.RecallSteps, pc.SFT.Steps, baseDir)
 		pc.Run.Dir = filepath.Join(baseDir, "run")
@@ -73,7 +74,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	cfg.Run.Dir, cfg.Run.Iterations, cfg.Seed = *dir, *iters, *seed
-	cfg, err := train.FromBase(baseDir, cfg)
+	cfg, err := recipe.FromBase(baseDir, cfg)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
 )
@@ -36,11 +37,11 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 	if *seed < 0 {
 		return fmt.Errorf("--seed %d must not be negative", *seed)
 	}
-	o := train.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, SeedOffset: *seed, Progress: e.stderr}
+	o := recipe.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, SeedOffset: *seed, Progress: e.stderr}
 	if *quiet {
 		o.Progress = nil
 	}
-	ev, cfg, err := train.EvaluateCheckpoint(ctx, *dir, o)
+	ev, cfg, err := recipe.EvaluateCheckpoint(ctx, *dir, o)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 
 // printEval prints a held-out evaluation: pass@1 with and without
 // compaction with 95% Wilson intervals, summary quality and compactions.
-func printEval(e env, ev train.EvalResult, cfg train.Config) {
+func printEval(e env, ev train.EvalResult, cfg recipe.Config) {
 	n := ev.Episodes
 	row := func(name string, p float64) { fmt.Fprintf(e.stdout, "%-28s %s\n", name, stats.RateCI(p, n)) }
 	fmt.Fprintf(e.stdout, "held-out seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",

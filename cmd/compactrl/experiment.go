@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/experiment"
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/models"
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/train"
 )
@@ -38,10 +40,10 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	base := train.DemoConfig()
+	base := recipe.DemoConfig()
 	if *cfgPath != "" {
 		var err error
-		if base, err = train.LoadConfig(*cfgPath); err != nil {
+		if base, err = recipe.LoadConfig(*cfgPath); err != nil {
 			return err
 		}
 	}
@@ -59,7 +61,7 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if *armList != "" {
 		names = strings.Split(*armList, ",")
 	}
-	arms, err := train.SelectArms(names)
+	arms, err := experiment.SelectArms(names)
 	if err != nil {
 		return err
 	}
@@ -73,19 +75,19 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 			return err
 		}
 	}
-	recipe, err := train.LoadBase(baseDir)
+	baseRecipe, err := recipe.LoadBase(baseDir)
 	if err != nil {
 		return err
 	}
 	cmdline := strings.TrimSpace("compactrl experiment " + strings.Join(args, " "))
 	start := time.Now()
-	writeTable := func(results []train.ArmResult, final bool) (string, error) {
+	writeTable := func(results []experiment.ArmResult, final bool) (string, error) {
 		state := "complete"
 		if !final {
 			state = "in progress: the rows so far"
 		}
 		md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
-			train.Markdown(train.Table(results)), cmdline, time.Since(start).Round(time.Second), state, kernel.Path(), baseDir)
+			experiment.Markdown(experiment.Table(results)), cmdline, time.Since(start).Round(time.Second), state, kernel.Path(), baseDir)
 		if err := os.MkdirAll(*dir, 0o755); err != nil {
 			return "", fmt.Errorf("experiment dir %s: %w", *dir, err)
 		}
@@ -94,15 +96,15 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 		}
 		return md, nil
 	}
-	x := &train.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: *dir, Progress: e.stderr, ExpertP: []float64{recipe.SFT.ExpertP, 1},
-		RunOne: func(ctx context.Context, cfg train.Config) (train.Result, error) {
+	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: *dir, Progress: e.stderr, ExpertP: []float64{baseRecipe.SFT.ExpertP, 1},
+		RunOne: func(ctx context.Context, cfg recipe.Config) (train.Result, error) {
 			// The experiment owns DIR/ARM/seed-S: a rerun replaces it.
 			if err := os.RemoveAll(cfg.Run.Dir); err != nil {
 				return train.Result{}, fmt.Errorf("experiment run %s: %w", cfg.Run.Dir, err)
 			}
 			return trainRun(ctx, e, cfg, false, *quiet)
 		},
-		Done: func(results []train.ArmResult) error { _, err := writeTable(results, false); return err }}
+		Done: func(results []experiment.ArmResult) error { _, err := writeTable(results, false); return err }}
 	for s := 1; s <= *seeds; s++ {
 		x.Seeds = append(x.Seeds, int64(s))
 	}
@@ -114,7 +116,7 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	table := train.Table(results)
+	table := experiment.Table(results)
 	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{table},
 		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
 	for _, r := range results {
@@ -139,7 +141,7 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 
 func armNames() string {
 	var n []string
-	for _, a := range train.Arms() {
+	for _, a := range experiment.Arms() {
 		n = append(n, a.Name)
 	}
 	return strings.Join(n, ",")

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/kernel"
-	"github.com/compactrl/compactrl/train"
+	"github.com/compactrl/compactrl/recipe"
 )
 
 // runPretrain makes a base policy: the whole warm start of a config
@@ -40,10 +40,10 @@ func runPretrain(ctx context.Context, e env, args []string) error {
 		fs.Usage()
 		return errors.New("need --out DIR")
 	}
-	cfg := train.PretrainConfig()
+	cfg := recipe.PretrainConfig()
 	if *cfgPath != "" {
 		var err error
-		if cfg, err = train.LoadConfig(*cfgPath); err != nil {
+		if cfg, err = recipe.LoadConfig(*cfgPath); err != nil {
 			return err
 		}
 	}
@@ -73,7 +73,7 @@ func runPretrain(ctx context.Context, e env, args []string) error {
 
 // pretrain runs cfg's warm start (no RL iteration) in out/run, writes the
 // base policy directory out and removes the run directory.
-func pretrain(ctx context.Context, e env, cfg train.Config, out, command string, quiet bool) (string, train.BaseInfo, error) {
+func pretrain(ctx context.Context, e env, cfg recipe.Config, out, command string, quiet bool) (string, recipe.BaseInfo, error) {
 	if cfg.Run.Threads > 0 {
 		prev := runtime.GOMAXPROCS(cfg.Run.Threads)
 		defer runtime.GOMAXPROCS(prev)
@@ -83,23 +83,23 @@ func pretrain(ctx context.Context, e env, cfg train.Config, out, command string,
 		progress = nil
 	}
 	start := time.Now()
-	s, err := train.Build(cfg, progress, e.stderr)
+	s, err := recipe.Build(cfg, progress, e.stderr)
 	if err != nil {
-		return "", train.BaseInfo{}, err
+		return "", recipe.BaseInfo{}, err
 	}
 	defer s.Close()
 	res, err := s.Trainer.Run(ctx)
 	if err != nil {
-		return "", train.BaseInfo{}, err
+		return "", recipe.BaseInfo{}, err
 	}
-	info := train.BaseInfo{Command: command, Commit: train.Commit(), KernelPath: kernel.Path(), Threads: runtime.GOMAXPROCS(0),
+	info := recipe.BaseInfo{Command: command, Commit: recipe.Commit(), KernelPath: kernel.Path(), Threads: runtime.GOMAXPROCS(0),
 		WallS: time.Since(start).Seconds()}
-	if err := train.WriteBase(ctx, out, s, res, info); err != nil {
+	if err := recipe.WriteBase(ctx, out, s, res, info); err != nil {
 		return "", info, err
 	}
 	if err := os.RemoveAll(cfg.Run.Dir); err != nil {
 		return "", info, fmt.Errorf("pretrain: remove %s: %w", cfg.Run.Dir, err)
 	}
-	info, err = train.ReadBaseInfo(out)
+	info, err = recipe.ReadBaseInfo(out)
 	return out, info, err
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -14,7 +15,7 @@ import (
 // of every phase and a small evaluation.
 func tinyRecipe(t *testing.T) string {
 	t.Helper()
-	c := train.PretrainConfig()
+	c := recipe.PretrainConfig()
 	c.SFT.Episodes, c.SFT.Steps, c.SFT.CopySteps, c.SFT.RecallSteps, c.SFT.RecallMix = 16, 6, 3, 3, 4
 	c.Run.EvalEpisodes, c.Run.Workers = 8, 8
 	y, err := c.YAML()
@@ -37,7 +38,7 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 	if !strings.Contains(stdout, "pass@1 with compaction") || !strings.Contains(stdout, "base policy written to") {
 		t.Errorf("pretrain output:\n%s", stdout)
 	}
-	for _, f := range []string{"model.safetensors", "config.json", "tokenizer.json", train.BaseConfigFile, train.BaseCurveFile, train.BaseInfoFile, "README.md"} {
+	for _, f := range []string{"model.safetensors", "config.json", "tokenizer.json", recipe.BaseConfigFile, recipe.BaseCurveFile, recipe.BaseInfoFile, "README.md"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("base lacks %s: %v", f, err)
 		}
@@ -45,7 +46,7 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "run")); !os.IsNotExist(err) {
 		t.Errorf("the pretraining run directory is left in the base: %v", err)
 	}
-	info, err := train.ReadBaseInfo(out)
+	info, err := recipe.ReadBaseInfo(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 		}
 	}
 	// The curve has one record per step of every phase.
-	b, _ := os.ReadFile(filepath.Join(out, train.BaseCurveFile))
+	b, _ := os.ReadFile(filepath.Join(out, recipe.BaseCurveFile))
 	if n := strings.Count(string(b), "\n"); n != 12 {
 		t.Errorf("pretrain.jsonl has %d records, want 3+3+6", n)
 	}

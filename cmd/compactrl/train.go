@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
@@ -32,13 +33,13 @@ func runTrain(ctx context.Context, e env, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	var cfg train.Config
+	var cfg recipe.Config
 	var err error
 	switch {
 	case *cfgPath != "":
-		cfg, err = train.LoadConfig(*cfgPath)
+		cfg, err = recipe.LoadConfig(*cfgPath)
 	case *resume != "":
-		cfg, err = train.LoadConfig(filepath.Join(*resume, "config.yaml"))
+		cfg, err = recipe.LoadConfig(filepath.Join(*resume, "config.yaml"))
 	default:
 		fs.Usage()
 		return errors.New("need --config or --resume")
@@ -61,7 +62,7 @@ func runTrain(ctx context.Context, e env, args []string) error {
 }
 
 // trainRun builds and runs one training run, then writes its report.
-func trainRun(ctx context.Context, e env, cfg train.Config, resume, quiet bool) (train.Result, error) {
+func trainRun(ctx context.Context, e env, cfg recipe.Config, resume, quiet bool) (train.Result, error) {
 	if cfg.Run.Threads > 0 {
 		prev := runtime.GOMAXPROCS(cfg.Run.Threads)
 		defer runtime.GOMAXPROCS(prev)
@@ -70,7 +71,7 @@ func trainRun(ctx context.Context, e env, cfg train.Config, resume, quiet bool) 
 	if quiet {
 		progress = nil
 	}
-	s, err := train.Build(cfg, progress, e.stderr)
+	s, err := recipe.Build(cfg, progress, e.stderr)
 	if err != nil {
 		return train.Result{}, err
 	}

@@ -1,8 +1,6 @@
-package train
+package recipe
 
 import (
-	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,24 +8,6 @@ import (
 
 	"github.com/compactrl/compactrl/model"
 )
-
-func TestEvalResultJSONKeepsNaNAsNull(t *testing.T) {
-	in := EvalResult{Episodes: 4, Pass1Compact: 0.25, Pass1Single: 0, SummaryQuality: math.NaN(), Compactions: 1.5, PassCompacted: math.NaN(), Reward: 0.25}
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), `"summary_quality":null`) {
-		t.Errorf("NaN written as %s", b)
-	}
-	var out EvalResult
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	if out.Episodes != 4 || out.Pass1Compact != 0.25 || !math.IsNaN(out.SummaryQuality) || !math.IsNaN(out.PassCompacted) || out.Reward != 0.25 {
-		t.Errorf("round trip %+v", out)
-	}
-}
 
 func TestPhaseLossesAreTheMeanOfTheLastSteps(t *testing.T) {
 	in := `{"phase":"copy","step":0,"loss":4}

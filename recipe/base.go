@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/stats"
+	"github.com/compactrl/compactrl/train"
 )
 
 // A base policy directory is what `compactrl pretrain` writes and what RL
@@ -37,16 +37,16 @@ const (
 
 // BaseInfo is how a base policy was made and how it scores.
 type BaseInfo struct {
-	Command    string     `json:"command"`
-	Commit     string     `json:"commit"`
-	KernelPath string     `json:"kernel_path"`
-	Threads    int        `json:"threads"`
-	WallS      float64    `json:"wall_s"`
-	Created    string     `json:"created"`
-	Seed       int64      `json:"seed"`
-	Vocab      int        `json:"vocab"`
-	Params     int        `json:"params"`
-	Eval       EvalResult `json:"eval"`
+	Command    string           `json:"command"`
+	Commit     string           `json:"commit"`
+	KernelPath string           `json:"kernel_path"`
+	Threads    int              `json:"threads"`
+	WallS      float64          `json:"wall_s"`
+	Created    string           `json:"created"`
+	Seed       int64            `json:"seed"`
+	Vocab      int              `json:"vocab"`
+	Params     int              `json:"params"`
+	Eval       train.EvalResult `json:"eval"`
 	// PhaseLoss is the mean loss over the last 100 steps of each warm-start
 	// phase (copy, recall, sft), and for sft the mixed-in recall loss.
 	PhaseLoss map[string]float64 `json:"phase_loss"`
@@ -69,7 +69,7 @@ func LoadBase(dir string) (Config, error) {
 	}
 	cfg.Model.Init = dir
 	cfg.Model.Tokenizer = filepath.Join(dir, TokenizerFile)
-	cfg.noWarmStart()
+	cfg.SFT.NoWarmStart()
 	return cfg, nil
 }
 
@@ -90,7 +90,7 @@ func FromBase(dir string, rlCfg Config) (Config, error) {
 	}
 	c := rlCfg
 	c.Model = base.Model
-	c.noWarmStart()
+	c.SFT.NoWarmStart()
 	return c, nil
 }
 
@@ -120,7 +120,7 @@ func Commit() string {
 // WriteBase writes the base policy directory out from a finished
 // pretraining run (s, its result res): weights, tokenizer, recipe, curves,
 // BaseInfo and the model card.
-func WriteBase(ctx context.Context, out string, s *Setup, res Result, info BaseInfo) error {
+func WriteBase(ctx context.Context, out string, s *Setup, res train.Result, info BaseInfo) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
@@ -153,7 +153,7 @@ func WriteBase(ctx context.Context, out string, s *Setup, res Result, info BaseI
 // writeBaseInfo completes a base policy directory: eval.json (info with
 // the held-out evaluation ev, the phase losses of the pretraining curve
 // and the model's size) and the model card README.md.
-func writeBaseInfo(out string, recipe Config, m *model.Model, ev EvalResult, info BaseInfo, curves []byte) error {
+func writeBaseInfo(out string, recipe Config, m *model.Model, ev train.EvalResult, info BaseInfo, curves []byte) error {
 	var err error
 	if info.PhaseLoss, err = phaseLosses(bytes.NewReader(curves), 100); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
@@ -194,7 +194,7 @@ func phaseLosses(r io.Reader, n int) (map[string]float64, error) {
 	dec := json.NewDecoder(r)
 	byPhase := map[string][]float64{}
 	for line := 1; ; line++ {
-		var rec SFTRecord
+		var rec train.SFTRecord
 		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
@@ -248,49 +248,8 @@ func ModelCard(recipe Config, info BaseInfo) string {
 	fmt.Fprintf(&b, "| metric | value [95%% Wilson] |\n|---|---|\n")
 	fmt.Fprintf(&b, "| pass@1 with compaction | %s |\n", ci(ev.Pass1Compact))
 	fmt.Fprintf(&b, "| pass@1 single window | %s |\n", ci(ev.Pass1Single))
-	fmt.Fprintf(&b, "| summary quality | %s |\n", fmtNaN(ev.SummaryQuality, "%.3f"))
+	fmt.Fprintf(&b, "| summary quality | %s |\n", train.FormatMetric(ev.SummaryQuality, "%.3f"))
 	fmt.Fprintf(&b, "| compactions / episode | %.2f |\n", ev.Compactions)
 	fmt.Fprintf(&b, "\nReproduce the evaluation: `compactrl eval --checkpoint DIR --episodes %d`.\n", n)
 	return b.String()
-}
-
-// evalJSON is EvalResult with its NaN-able fields as pointers (JSON has no
-// NaN: an undefined metric is null).
-type evalJSON struct {
-	Episodes       int      `json:"episodes"`
-	Pass1Compact   float64  `json:"pass1_compact"`
-	Pass1Single    float64  `json:"pass1_single"`
-	SummaryQuality *float64 `json:"summary_quality"`
-	Compactions    float64  `json:"compactions"`
-	PassCompacted  *float64 `json:"pass_compacted"`
-	Reward         *float64 `json:"reward"`
-}
-
-func nanPtr(v float64) *float64 {
-	if math.IsNaN(v) {
-		return nil
-	}
-	return &v
-}
-
-func ptrNaN(p *float64) float64 {
-	if p == nil {
-		return math.NaN()
-	}
-	return *p
-}
-
-// MarshalJSON writes undefined (NaN) metrics as null.
-func (e EvalResult) MarshalJSON() ([]byte, error) {
-	return json.Marshal(evalJSON{e.Episodes, e.Pass1Compact, e.Pass1Single, nanPtr(e.SummaryQuality), e.Compactions, nanPtr(e.PassCompacted), nanPtr(e.Reward)})
-}
-
-// UnmarshalJSON reads null metrics as NaN.
-func (e *EvalResult) UnmarshalJSON(b []byte) error {
-	var j evalJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
-	}
-	*e = EvalResult{j.Episodes, j.Pass1Compact, j.Pass1Single, ptrNaN(j.SummaryQuality), j.Compactions, ptrNaN(j.PassCompacted), ptrNaN(j.Reward)}
-	return nil
 }

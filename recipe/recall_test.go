@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/train"
 )
 
 // Every recall query asks for a fact the context states exactly once (its
@@ -36,8 +37,8 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	record := regexp.MustCompile(`record ([a-z]+) (\d+)\n`)
 	query := regexp.MustCompile(` ([a-z]+) (\d+|\?)`)
 	queried, unknown := 0, 0
-	for _, it := range recallBatch(segs, ft, 64, 60, 4, 1, true, r) {
-		all := append(append([]int(nil), it.seq.Prompt...), it.seq.Response...)
+	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 64, Length: 60, Extra: 4, Reach: 1, Unknown: true}, r) {
+		all := append(append([]int(nil), it.Prompt...), it.Response...)
 		if len(all) > 60 {
 			t.Fatalf("sequence of %d tokens, limit 60", len(all))
 		}
@@ -70,8 +71,8 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 		}
 		// Targets: exactly the value tokens.
 		var target []int
-		for _, tk := range it.toks {
-			target = append(target, it.seq.Response[tk.Pos])
+		for _, p := range it.Targets {
+			target = append(target, it.Response[p])
 		}
 		var want []string
 		for _, m := range qs[1:] {
@@ -98,8 +99,8 @@ func TestRecallBatchWithoutUnknownKeys(t *testing.T) {
 	}
 	segs := [][]int{tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n")}
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, it := range recallBatch(segs, ft, 32, 60, 3, 1, false, r) {
-		if text := tok.Decode(it.seq.Response); strings.Contains(text, "?") {
+	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 32, Length: 60, Extra: 3, Reach: 1}, r) {
+		if text := tok.Decode(it.Response); strings.Contains(text, "?") {
 			t.Fatalf("a query answered ? without recall_unknown: %q", text)
 		}
 	}

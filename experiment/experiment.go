@@ -1,4 +1,13 @@
-package train
+// Package experiment runs the paper's comparison on the built-in vault
+// suite: arms (ablations of DESIGN.md §1) × seeds, every run RL from one
+// base policy (recipe.FromBase), and renders the held-out results as a
+// table with Wilson and t intervals (report.Table, Markdown).
+//
+// Data flow: Experiment.Run applies each Arm to the base config, runs it
+// with RunOne (the command builds it with recipe.Build), collects each
+// run's final train.EvalResult into ArmResults, and adds the scripted
+// expert's reference rows; Table pools them per arm.
+package experiment
 
 import (
 	"context"
@@ -8,15 +17,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/stats"
+	"github.com/compactrl/compactrl/train"
 )
 
 // Arm is one column of the paper's tables: a change to the base config.
 type Arm struct {
 	Name  string
 	Label string
-	Apply func(c *Config)
+	Apply func(c *recipe.Config)
 }
 
 // Arms are the ablations of DESIGN.md §1 on the built-in suite. Every arm
@@ -24,13 +35,13 @@ type Arm struct {
 // a single window; base is that policy evaluated without RL.
 func Arms() []Arm {
 	return []Arm{
-		{"base", "base policy (no RL)", func(c *Config) { c.Run.Iterations = 0 }},
-		{"rl-no-compaction", "RL without compaction", func(c *Config) { c.Agent.NoCompaction = true }},
-		{"compactionrl", "CompactionRL", func(c *Config) {}},
-		{"no-summary-training", "− summary training", func(c *Config) { c.RL.SummaryTraining = false }},
-		{"seq-mean-token-mean", "− token-level loss (seq-mean-token-mean)", func(c *Config) { c.RL.LossMode = "seq-mean-token-mean" }},
-		{"independent", "− cross-traj. GAE (independent)", func(c *Config) { c.RL.Estimator = "independent" }},
-		{"grpo", "SUPO-style GRPO (group 4)", func(c *Config) {
+		{"base", "base policy (no RL)", func(c *recipe.Config) { c.Run.Iterations = 0 }},
+		{"rl-no-compaction", "RL without compaction", func(c *recipe.Config) { c.Agent.NoCompaction = true }},
+		{"compactionrl", "CompactionRL", func(c *recipe.Config) {}},
+		{"no-summary-training", "− summary training", func(c *recipe.Config) { c.RL.SummaryTraining = false }},
+		{"seq-mean-token-mean", "− token-level loss (seq-mean-token-mean)", func(c *recipe.Config) { c.RL.LossMode = "seq-mean-token-mean" }},
+		{"independent", "− cross-traj. GAE (independent)", func(c *recipe.Config) { c.RL.Estimator = "independent" }},
+		{"grpo", "SUPO-style GRPO (group 4)", func(c *recipe.Config) {
 			c.RL.Estimator, c.RL.GroupSize = "grpo", 4
 			c.Run.Episodes = max(4, c.Run.Episodes/4*4)
 		}},
@@ -66,23 +77,23 @@ func SelectArms(names []string) ([]Arm, error) {
 type ArmResult struct {
 	Arm   Arm
 	Seeds []int64
-	Evals []EvalResult
+	Evals []train.EvalResult
 	Runs  []string // run directories
 }
 
 // Experiment runs arms × seeds, every run from the base policy directory
-// BaseDir (train.FromBase): seeds vary only RL (sampling, critic
+// BaseDir (recipe.FromBase): seeds vary only RL (sampling, critic
 // initialisation, data order), as the paper compares RL methods from one
 // pretrained model. Runs go to Dir/ARM/seed-S.
 type Experiment struct {
-	Base    Config // RL and run settings; the suite and agent must match BaseDir's
+	Base    recipe.Config // RL and run settings; the suite and agent must match BaseDir's
 	BaseDir string
 	Arms    []Arm
 	Seeds   []int64
 	Dir     string
 	// RunOne runs one config and returns its result (the command builds
-	// the run with train.Build and writes its report).
-	RunOne   func(ctx context.Context, cfg Config) (Result, error)
+	// the run with recipe.Build and writes its report).
+	RunOne   func(ctx context.Context, cfg recipe.Config) (train.Result, error)
 	Progress io.Writer
 	// ExpertP lists summary keep probabilities of the scripted expert to
 	// evaluate as reference rows (no training; one evaluation each).
@@ -105,7 +116,7 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 			cfg.Seed = seed
 			cfg.Run.Dir = filepath.Join(x.Dir, a.Name, fmt.Sprintf("seed-%d", seed))
 			a.Apply(&cfg)
-			cfg, err := FromBase(x.BaseDir, cfg)
+			cfg, err := recipe.FromBase(x.BaseDir, cfg)
 			if err != nil {
 				return res, fmt.Errorf("arm %s: %w", a.Name, err)
 			}
@@ -130,17 +141,17 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 		}
 	}
 	for _, p := range x.ExpertP {
-		cfg, err := FromBase(x.BaseDir, x.Base)
+		cfg, err := recipe.FromBase(x.BaseDir, x.Base)
 		if err != nil {
 			return res, err
 		}
-		ev, err := EvaluateExpert(ctx, cfg, p, x.Progress)
+		ev, err := recipe.EvaluateExpert(ctx, cfg, p, x.Progress)
 		if err != nil {
 			return res, fmt.Errorf("expert p=%g: %w", p, err)
 		}
 		res = append(res, ArmResult{
 			Arm:   Arm{Name: fmt.Sprintf("expert-p%g", p), Label: fmt.Sprintf("scripted expert, p = %g (reference)", p)},
-			Seeds: []int64{x.Base.Seed}, Evals: []EvalResult{ev},
+			Seeds: []int64{x.Base.Seed}, Evals: []train.EvalResult{ev},
 		})
 	}
 	return res, nil
@@ -153,7 +164,7 @@ type Pooled struct {
 	Lo, Hi float64
 }
 
-func pool(evals []EvalResult, single bool) Pooled {
+func pool(evals []train.EvalResult, single bool) Pooled {
 	var p Pooled
 	for _, e := range evals {
 		v := e.Pass1Compact
@@ -170,7 +181,7 @@ func pool(evals []EvalResult, single bool) Pooled {
 	return p
 }
 
-func meanOf(evals []EvalResult, f func(EvalResult) float64) float64 {
+func meanOf(evals []train.EvalResult, f func(train.EvalResult) float64) float64 {
 	s, n := 0.0, 0
 	for _, e := range evals {
 		if v := f(e); !math.IsNaN(v) {
@@ -211,9 +222,9 @@ func Table(results []ArmResult) report.Table {
 			r.Arm.Label, fmt.Sprint(len(r.Seeds)), strings.Join(per, " "), mean,
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", c.P, c.Lo, c.Hi, c.K, c.N),
 			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", s.P, s.Lo, s.Hi, s.K, s.N),
-			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Reward }), "%.3f"),
-			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.Compactions }), "%.3f"),
-			fmtNaN(meanOf(r.Evals, func(e EvalResult) float64 { return e.SummaryQuality }), "%.3f"),
+			train.FormatMetric(meanOf(r.Evals, func(e train.EvalResult) float64 { return e.Reward }), "%.3f"),
+			train.FormatMetric(meanOf(r.Evals, func(e train.EvalResult) float64 { return e.Compactions }), "%.3f"),
+			train.FormatMetric(meanOf(r.Evals, func(e train.EvalResult) float64 { return e.SummaryQuality }), "%.3f"),
 		})
 	}
 	return t

@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
-	"github.com/compactrl/compactrl/rl"
+	"github.com/compactrl/compactrl/train"
 )
 
 // FactTokens is the suite's fact language in token ids: the pieces of a
@@ -113,11 +113,15 @@ func (f *FactTokens) facts(seq []int) []fact {
 // follows k somewhere in the context — which the lossy demonstrations
 // show too rarely (most of their found-line values are "?") for a small
 // model to pick up.
-func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float64, unknown bool, r *rand.Rand) []*item {
+//
+// It is the suite's train.RecallSource: d gives n, length, extra, reach and
+// unknown.
+func (ft *FactTokens) RecallBatch(segs [][]int, d train.RecallDraw, r *rand.Rand) []train.Example {
 	if len(segs) == 0 {
 		return nil
 	}
-	batch := make([]*item, 0, n)
+	n, length, extra, reach, unknown := d.N, d.Length, d.Extra, d.Reach, d.Unknown
+	batch := make([]train.Example, 0, n)
 	for len(batch) < n {
 		seg := segs[r.IntN(len(segs))]
 		if wl := max(8, int(reach*float64(length))); wl < len(seg) {
@@ -208,21 +212,21 @@ func recallBatch(segs [][]int, ft *FactTokens, n, length, extra int, reach float
 		}
 		r.Shuffle(len(queries), func(i, j int) { queries[i], queries[j] = queries[j], queries[i] })
 		prompt := slices.Concat(ctx, ft.Found, ft.Keys[queries[0].key])
-		it := &item{ep: len(batch), seq: Sequence{Prompt: prompt}, recall: true}
+		ex := train.Example{Sequence: train.Sequence{Prompt: prompt}}
 		for j, f := range queries {
 			if j > 0 {
-				it.seq.Response = append(it.seq.Response, ft.Keys[f.key]...)
+				ex.Response = append(ex.Response, ft.Keys[f.key]...)
 			}
 			value := ft.Unknown
 			if f.value >= 0 {
 				value = ft.Values[f.value]
 			}
 			for _, id := range value {
-				it.toks = append(it.toks, rl.Token{Ep: it.ep, Pos: len(it.seq.Response)})
-				it.seq.Response = append(it.seq.Response, id)
+				ex.Targets = append(ex.Targets, len(ex.Response))
+				ex.Response = append(ex.Response, id)
 			}
 		}
-		batch = append(batch, it)
+		batch = append(batch, ex)
 	}
 	return batch
 }

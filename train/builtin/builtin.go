@@ -1,4 +1,15 @@
-package train
+// Package builtin is the built-in engine behind train's boundary: a
+// model.Model (a Llama-architecture decoder) with its Scorer for
+// forward/backward over packed sequences, AdamW from optim, and for a
+// policy an infer/local sampler serving the published weights. It also
+// resolves a run's model section (ModelConfig) into a model.Config.
+//
+// Data flow: train.Trainer calls Forward/Backward/Step on a Builtin (policy
+// or critic) with train.Sequences; Publish copies the policy's weights into
+// its sampler, which the rollout workers sample from; Save/Load write the
+// weights (config.json, model.safetensors) and the optimiser's moments
+// (OptimizerFile) of a checkpoint.
+package builtin
 
 import (
 	"context"
@@ -12,6 +23,7 @@ import (
 	"github.com/compactrl/compactrl/infer/local"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/optim"
+	"github.com/compactrl/compactrl/train"
 )
 
 // OptimizerFile holds a Builtin's AdamW moments (NAME.exp_avg,
@@ -19,8 +31,8 @@ import (
 // directory, beside the model's config.json and model.safetensors.
 const OptimizerFile = "optimizer.safetensors"
 
-// BuiltinOptions configure the optimiser of a Builtin.
-type BuiltinOptions struct {
+// Options configure the optimiser of a Builtin.
+type Options struct {
 	GradClip    float64 // global gradient norm bound; 0 disables
 	WeightDecay float64 // AdamW decoupled weight decay (norm weights exempt)
 	MaxBatch    int     // the policy's sampler: most sequences decoded together
@@ -33,22 +45,22 @@ type Builtin struct {
 	M       *model.Model
 	sc      *model.Scorer
 	opt     *optim.AdamW
-	opts    BuiltinOptions
+	opts    Options
 	sampler *local.Sampler // nil for a critic
 }
 
 var (
-	_ Model  = (*Builtin)(nil)
-	_ Policy = (*Builtin)(nil)
+	_ train.Model  = (*Builtin)(nil)
+	_ train.Policy = (*Builtin)(nil)
 )
 
-func newBuiltin(m *model.Model, o BuiltinOptions) *Builtin {
+func newBuiltin(m *model.Model, o Options) *Builtin {
 	return &Builtin{M: m, sc: m.NewScorer(), opts: o,
 		opt: optim.New(m.OptimParams(), 0.9, 0.999, 1e-8, o.WeightDecay, model.IsNorm)}
 }
 
-// NewBuiltinPolicy wraps a policy model and starts its sampler (Close stops it).
-func NewBuiltinPolicy(m *model.Model, o BuiltinOptions) (*Builtin, error) {
+// NewPolicy wraps a policy model and starts its sampler (Close stops it).
+func NewPolicy(m *model.Model, o Options) (*Builtin, error) {
 	if m.Value {
 		return nil, errors.New("builtin policy: model is a critic")
 	}
@@ -61,14 +73,14 @@ func NewBuiltinPolicy(m *model.Model, o BuiltinOptions) (*Builtin, error) {
 	return b, nil
 }
 
-// NewBuiltinCritic returns a critic initialised from the policy's trunk
+// NewCritic returns a critic initialised from the policy's trunk
 // (model.NewCritic), with its own optimiser.
-func NewBuiltinCritic(policy *model.Model, o BuiltinOptions) *Builtin {
+func NewCritic(policy *model.Model, o Options) *Builtin {
 	return newBuiltin(model.NewCritic(policy), o)
 }
 
 // Forward scores prompt ⊕ response with the response as targets.
-func (b *Builtin) Forward(ctx context.Context, seqs []Sequence, grad bool) ([]Output, error) {
+func (b *Builtin) Forward(ctx context.Context, seqs []train.Sequence, grad bool) ([]train.Output, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -82,7 +94,7 @@ func (b *Builtin) Forward(ctx context.Context, seqs []Sequence, grad bool) ([]Ou
 	if err != nil {
 		return nil, err
 	}
-	res := make([]Output, len(seqs))
+	res := make([]train.Output, len(seqs))
 	for i := range res {
 		if b.M.Value {
 			res[i].Values = out.Values[i]
@@ -115,6 +127,10 @@ func (b *Builtin) Step(ctx context.Context, lr float64) (float64, error) {
 
 // ResetOptimizer starts AdamW afresh (zero moments and step count).
 func (b *Builtin) ResetOptimizer() { b.opt.Reset() }
+
+// OptimizerSteps is the number of AdamW steps since the optimiser started
+// (or was reset).
+func (b *Builtin) OptimizerSteps() int { return b.opt.Steps() }
 
 // Save writes the model (config.json, model.safetensors) and the optimiser
 // state (OptimizerFile) to dir.

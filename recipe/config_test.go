@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"bytes"
@@ -83,19 +83,6 @@ func TestConfigFilesMatchTheirFunctions(t *testing.T) {
 		if c != x.want {
 			t.Errorf("%s differs from its function:\n got %+v\nwant %+v", x.file, c, x.want)
 		}
-	}
-}
-
-func TestModelArchOverrides(t *testing.T) {
-	mc, err := ModelArch(ModelConfig{Preset: "tiny", Dim: 64, Heads: 2, KVHeads: 1, RopeTheta: 5e5, InitRange: 0.05}, 300, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mc.Dim != 64 || mc.Heads != 2 || mc.KVHeads != 1 || mc.RopeTheta != 5e5 || mc.InitRange != 0.05 || mc.Vocab != 300 || mc.MaxSeq < 512 {
-		t.Fatalf("overrides not applied: %+v", mc)
-	}
-	if mc, _ := ModelArch(ModelConfig{Preset: "tiny"}, 300, 512); mc.RopeTheta != 10000 {
-		t.Fatalf("rope_theta 0 should keep the preset's 10000, got %g", mc.RopeTheta)
 	}
 }
 

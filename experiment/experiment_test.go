@@ -1,4 +1,4 @@
-package train
+package experiment
 
 import (
 	"context"
@@ -6,37 +6,40 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/compactrl/compactrl/recipe"
+	"github.com/compactrl/compactrl/train"
 )
 
 // writeTestBase writes a base policy directory's recipe (no weights are
 // needed to plan an experiment) and returns its path.
-func writeTestBase(t *testing.T, cfg Config) string {
+func writeTestBase(t *testing.T, cfg recipe.Config) string {
 	t.Helper()
 	dir := t.TempDir()
 	y, err := cfg.YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, BaseConfigFile), y, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, recipe.BaseConfigFile), y, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
 
 func TestExperimentOrchestration(t *testing.T) {
-	recipe := PretrainConfig()
-	baseDir := writeTestBase(t, recipe)
-	base := DemoConfig()
+	pre := recipe.PretrainConfig()
+	baseDir := writeTestBase(t, pre)
+	base := recipe.DemoConfig()
 	base.Run.Episodes = 10
 	arms, err := SelectArms([]string{"base", "compactionrl", "grpo", "no-summary-training"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ran []Config
+	var ran []recipe.Config
 	x := &Experiment{Base: base, BaseDir: baseDir, Arms: arms, Seeds: []int64{1, 2}, Dir: "/x",
-		RunOne: func(ctx context.Context, c Config) (Result, error) {
+		RunOne: func(ctx context.Context, c recipe.Config) (train.Result, error) {
 			ran = append(ran, c)
-			return Result{After: EvalResult{Episodes: 10, Pass1Compact: float64(c.Seed) / 10, Pass1Single: 0.1}}, nil
+			return train.Result{After: train.EvalResult{Episodes: 10, Pass1Compact: float64(c.Seed) / 10, Pass1Single: 0.1}}, nil
 		}}
 	done := 0
 	x.Done = func([]ArmResult) error { done++; return nil }
@@ -54,7 +57,7 @@ func TestExperimentOrchestration(t *testing.T) {
 		}
 		// Every arm, the base included, starts from the one base policy
 		// with no warm-start phase: seeds vary only RL.
-		if c.SFT.Steps+c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix != 0 || c.Model.Init != baseDir || c.Model.Tokenizer != filepath.Join(baseDir, TokenizerFile) {
+		if c.SFT.Steps+c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix != 0 || c.Model.Init != baseDir || c.Model.Tokenizer != filepath.Join(baseDir, recipe.TokenizerFile) {
 			t.Errorf("arm %s must start from the base policy with no warm-start phase: init %q, sft %+v", arm, c.Model.Init, c.SFT)
 		}
 		switch arm {
@@ -89,11 +92,11 @@ func TestExperimentOrchestration(t *testing.T) {
 }
 
 func TestExperimentRefusesAnotherSuite(t *testing.T) {
-	baseDir := writeTestBase(t, PretrainConfig())
-	cfg := DemoConfig()
+	baseDir := writeTestBase(t, recipe.PretrainConfig())
+	cfg := recipe.DemoConfig()
 	cfg.Suite.Keys = 8
 	x := &Experiment{Base: cfg, BaseDir: baseDir, Arms: Arms()[:1], Seeds: []int64{1}, Dir: t.TempDir(),
-		RunOne: func(ctx context.Context, c Config) (Result, error) { return Result{}, nil }}
+		RunOne: func(ctx context.Context, c recipe.Config) (train.Result, error) { return train.Result{}, nil }}
 	if _, err := x.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "trained for suite") {
 		t.Errorf("a base trained for another suite: err = %v", err)
 	}

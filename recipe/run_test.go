@@ -1,18 +1,21 @@
-package train
+package recipe
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
-	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/report"
+	"github.com/compactrl/compactrl/train"
+	"github.com/compactrl/compactrl/train/builtin"
 )
 
 // nanoConfig is the smallest end-to-end run on the real pieces: the vault
@@ -20,11 +23,11 @@ import (
 func nanoConfig(t *testing.T) Config {
 	c := DemoConfig()
 	c.Run.Dir = t.TempDir()
-	c.Model = ModelConfig{Preset: "tiny", Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: 64}
+	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: 64}
 	c.Suite.Files, c.Suite.Pages, c.Suite.Facts = 2, 1, 1
-	c.SFT = SFTConfig{Episodes: 4, Steps: 3, BatchSize: 4, LR: 3e-3, ExpertP: 0.6}
+	c.SFT = train.SFTConfig{Episodes: 4, Steps: 3, BatchSize: 4, LR: 3e-3, ExpertP: 0.6}
 	c.RL.CriticWarmup = 2
-	c.Run = RunConfig{Dir: c.Run.Dir, Iterations: 2, Episodes: 4, Workers: 4, EvalEvery: 1, EvalEpisodes: 4, CheckpointEvery: 1}
+	c.Run = train.RunConfig{Dir: c.Run.Dir, Iterations: 2, Episodes: 4, Workers: 4, EvalEvery: 1, EvalEpisodes: 4, CheckpointEvery: 1}
 	return c
 }
 
@@ -39,30 +42,30 @@ func TestBuiltinEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := readMetrics(t, cfg.Run.Dir)
+	recs := runMetrics(t, cfg.Run.Dir, false)
 	if len(recs) != cfg.Run.Iterations+1 {
 		t.Fatalf("%d records, want %d", len(recs), cfg.Run.Iterations+1)
 	}
 	for _, r := range recs[:cfg.Run.Iterations] {
 		t.Logf("iteration %v: reward %v, tokens %v, logprob diff %v, compactions %v", r["iteration"], r["reward"], r["tokens_optimised"], r["logprob_max_abs_diff"], r["compactions"])
-		if r["tokens_optimised"] == nil || r["tokens_optimised"].(float64) == 0 {
+		if r["tokens_optimised"] == 0 {
 			continue // every rollout masked (overlong): nothing to compare
 		}
 		// The sampler decodes with a KV cache, the trainer scores packed
 		// sequences: the same float32 computation of every row, so the
 		// same numbers (model.Decoder).
-		if d := r["logprob_max_abs_diff"].(float64); d != 0 {
+		if d := r["logprob_max_abs_diff"]; d != 0 {
 			t.Errorf("iteration %v: sampler and trainer log-probs differ by %g", r["iteration"], d)
 		}
 	}
 	if res.After.Episodes != cfg.Run.EvalEpisodes {
 		t.Errorf("eval episodes = %d", res.After.Episodes)
 	}
-	ckpt, err := LatestCheckpoint(cfg.Run.Dir)
+	ckpt, err := train.LatestCheckpoint(cfg.Run.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"policy/model.safetensors", "policy/config.json", "policy/" + OptimizerFile, "critic/model.safetensors", "critic/" + OptimizerFile, "state.json", "config.yaml"} {
+	for _, f := range []string{"policy/model.safetensors", "policy/config.json", "policy/" + builtin.OptimizerFile, "critic/model.safetensors", "critic/" + builtin.OptimizerFile, "state.json", "config.yaml"} {
 		if _, err := os.Stat(filepath.Join(ckpt, f)); err != nil {
 			t.Errorf("checkpoint lacks %s", f)
 		}
@@ -77,75 +80,6 @@ func TestBuiltinEndToEnd(t *testing.T) {
 	}
 }
 
-func TestBuiltinSaveLoadRoundTrip(t *testing.T) {
-	arch := model.Config{Vocab: 50, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}
-	m, err := model.New(arch, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewBuiltinPolicy(m, BuiltinOptions{GradClip: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx := context.Background()
-	seqs := []Sequence{{Prompt: []int{1, 2, 3}, Response: []int{4, 5}}, {Prompt: []int{7}, Response: []int{8, 9, 10}}}
-	step := func(bb *Builtin) {
-		out, err := bb.Forward(ctx, seqs, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := make([][]float64, len(out))
-		for i, o := range out {
-			d[i] = make([]float64, len(o.Logprobs))
-			for j := range d[i] {
-				d[i][j] = -0.2
-			}
-		}
-		if err := bb.Backward(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bb.Step(ctx, 1e-2); err != nil {
-			t.Fatal(err)
-		}
-	}
-	step(b)
-	dir := t.TempDir()
-	if err := b.Save(dir); err != nil {
-		t.Fatal(err)
-	}
-	m2, _ := model.New(arch, 2, false)
-	b2, err := NewBuiltinPolicy(m2, BuiltinOptions{GradClip: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b2.Close()
-	if err := b2.Load(dir); err != nil {
-		t.Fatal(err)
-	}
-	// One more identical step on both: equal weights only if the optimiser
-	// state (moments and step count) was restored too.
-	step(b)
-	step(b2)
-	for i, p := range b.M.Params() {
-		if !reflect.DeepEqual(p.Data, b2.M.Params()[i].Data) {
-			t.Fatalf("parameter %s differs after resume", p.Name)
-		}
-	}
-	// Publish serves the trained weights: the sampler's log-prob of a
-	// greedy token matches the trainer's score.
-	if err := b.Publish(ctx); err != nil {
-		t.Fatal(err)
-	}
-	out, err := b.Forward(ctx, seqs[:1], false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.IsNaN(out[0].Logprobs[0]) || out[0].Entropy == nil {
-		t.Fatalf("forward output %+v", out[0])
-	}
-}
-
 // The whole pipeline — concurrent episodes batched by the engine, the agent
 // loop, scoring, updates — repeats given the seed, and a run killed
 // mid-iteration resumes with no iteration lost or repeated, both to the
@@ -156,7 +90,7 @@ func TestBuiltinRepeatableAndResumable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three nano runs")
 	}
-	run := func(cfg Config, resume bool, kill bool) []map[string]any {
+	run := func(cfg Config, resume bool, kill bool) []report.Record {
 		s, err := Build(cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +104,7 @@ func TestBuiltinRepeatableAndResumable(t *testing.T) {
 			defer cancel()
 			inner := s.Trainer.Collector
 			calls := 0
-			s.Trainer.Collector = collectorFunc(func(ctx2 context.Context, r Rollouts) ([]episode.Episode, error) {
+			s.Trainer.Collector = collectorFunc(func(ctx2 context.Context, r train.Rollouts) ([]episode.Episode, error) {
 				calls++
 				if calls == 6 { // eval 0 (2), iter 0, eval 1 (2), iter 1 → killed inside iteration 1's rollouts
 					cancel()
@@ -184,7 +118,7 @@ func TestBuiltinRepeatableAndResumable(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		return stripTiming(readMetrics(t, cfg.Run.Dir))
+		return runMetrics(t, cfg.Run.Dir, true)
 	}
 	cfg := nanoConfig(t)
 	cfg.Run.Iterations = 3
@@ -200,7 +134,7 @@ func TestBuiltinRepeatableAndResumable(t *testing.T) {
 
 // sameRecords checks the same iterations with the same fields and the
 // same numbers.
-func sameRecords(t *testing.T, what string, want, got []map[string]any) {
+func sameRecords(t *testing.T, what string, want, got []report.Record) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d records, want %d", what, len(got), len(want))
@@ -213,18 +147,16 @@ func sameRecords(t *testing.T, what string, want, got []map[string]any) {
 			t.Errorf("%s: iteration %v has fields %v, want %v", what, want[i]["iteration"], got[i], want[i])
 		}
 		for k, w := range want[i] {
-			wf, _ := w.(float64)
-			gf, ok := got[i][k].(float64)
-			if !ok || gf != wf {
+			if g, ok := got[i][k]; !ok || g != w {
 				t.Errorf("%s: iteration %v %s = %v, want %v", what, want[i]["iteration"], k, got[i][k], w)
 			}
 		}
 	}
 }
 
-type collectorFunc func(ctx context.Context, r Rollouts) ([]episode.Episode, error)
+type collectorFunc func(ctx context.Context, r train.Rollouts) ([]episode.Episode, error)
 
-func (f collectorFunc) Collect(ctx context.Context, r Rollouts) ([]episode.Episode, error) {
+func (f collectorFunc) Collect(ctx context.Context, r train.Rollouts) ([]episode.Episode, error) {
 	return f(ctx, r)
 }
 
@@ -250,7 +182,7 @@ func letterConfig(t *testing.T) Config {
 	c.Agent.MaxActionTokens = 4
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 1e-2, 1e-2, 5
 	c.RL.MiniBatches, c.RL.PPOEpochs = 2, 2
-	c.Run = RunConfig{Dir: c.Run.Dir, Iterations: 8, Episodes: 32, Workers: 8, EvalEvery: 0, EvalEpisodes: 0, CheckpointEvery: 0}
+	c.Run = train.RunConfig{Dir: c.Run.Dir, Iterations: 8, Episodes: 32, Workers: 8, EvalEvery: 0, EvalEpisodes: 0, CheckpointEvery: 0}
 	return c
 }
 
@@ -275,8 +207,8 @@ func TestBuiltinRewardRises(t *testing.T) {
 	if _, err := s.Trainer.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	recs := readMetrics(t, cfg.Run.Dir)
-	r := func(i int) float64 { return recs[i]["reward"].(float64) }
+	recs := runMetrics(t, cfg.Run.Dir, false)
+	r := func(i int) float64 { return recs[i]["reward"] }
 	first, last := (r(0)+r(1))/2, (r(6)+r(7))/2
 	t.Logf("reward %.3f → %.3f", first, last)
 	if last < first+0.2 {
@@ -295,9 +227,11 @@ func TestBuiltinMicroBatchInvariance(t *testing.T) {
 	s := buildLetter(t, cfg)
 	defer s.Close()
 	ctx := context.Background()
-	tr0 := s.Trainer
-	tasks, samples := tr0.trainSeeds(0)
-	eps, err := s.Suite.Collect(ctx, Rollouts{Sampler: s.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples, Temperature: 1})
+	tasks, samples := make([]int64, cfg.Run.Episodes), make([]int64, cfg.Run.Episodes)
+	for j := range tasks {
+		tasks[j], samples[j] = int64(j), train.Mix(cfg.Seed, int64(j))
+	}
+	eps, err := s.Suite.Collect(ctx, train.Rollouts{Sampler: s.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples, Temperature: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,24 +240,27 @@ func TestBuiltinMicroBatchInvariance(t *testing.T) {
 		t.Fatal(err)
 	}
 	init := s.Policy.M.Clone()
-	opts := BuiltinOptions{GradClip: cfg.RL.GradClip}
+	opts := builtin.Options{GradClip: cfg.RL.GradClip}
 	var gs [][]float32
 	var norms []float64
 	for _, mb := range []int{1, 5, 1000} {
 		c := cfg
 		c.RL.MicroBatch = mb
-		pol := &gradCapture{Builtin: newBuiltin(init.Clone(), opts)}
-		tr := &Trainer{Cfg: c, Policy: pol, critic: NewBuiltinCritic(pol.M, opts)}
+		b, err := builtin.NewPolicy(init.Clone(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		pol := &gradCapture{Builtin: b}
+		tr := &train.Trainer{Cfg: c.Train(), Policy: pol, NewCritic: func(context.Context, train.Policy) (train.Model, error) {
+			return builtin.NewCritic(pol.M, opts), nil
+		}}
 		var cp []episode.Episode
 		if err := json.Unmarshal(js, &cp); err != nil {
 			t.Fatal(err)
 		}
-		items, err := tr.prepare(cp)
+		m, err := tr.Update(ctx, 0, cp)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var m Metrics
-		if _, err := tr.update(ctx, 0, cp, items, &m); err != nil {
 			t.Fatal(err)
 		}
 		gs = append(gs, pol.first)
@@ -352,7 +289,7 @@ func TestBuiltinMicroBatchInvariance(t *testing.T) {
 
 // gradCapture records the policy gradient of the first optimiser step.
 type gradCapture struct {
-	*Builtin
+	*builtin.Builtin
 	first []float32
 }
 
@@ -383,4 +320,79 @@ func TestExpertReference(t *testing.T) {
 	if perfect.Compactions < 1 || perfect.Pass1Single >= perfect.Pass1Compact {
 		t.Errorf("the demo suite must need compaction: %+v", perfect)
 	}
+}
+
+// The warm start runs its copy phase first, then recall, then SFT, each
+// logged.
+func TestWarmStartPhases(t *testing.T) {
+	cfg := nanoConfig(t)
+	cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
+	cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
+	cfg.SFT.RecallKeys, cfg.SFT.RecallLen, cfg.Suite.Keys = 32, 48, 4
+	cfg.SFT.RecallMix = 3
+	cfg.Run.Iterations = 0
+	s, err := Build(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Recall's record lines draw from all 32 key words, whatever the
+	// suite's pool.
+	if n := len(s.Trainer.Recall.(*FactTokens).Keys); n != 32 {
+		t.Fatalf("%d recall keys with a suite pool of %d, want 32", n, cfg.Suite.Keys)
+	}
+	if _, err := s.Trainer.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(cfg.Run.Dir, "sft.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var phases []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r train.SFTRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Tokens == 0 || r.Loss <= 0 {
+			t.Errorf("%s step %d: %d tokens, loss %g", r.Phase, r.Step, r.Tokens, r.Loss)
+		}
+		// SFT batches carry recall_mix recall sequences, with their own loss.
+		if (r.Phase == "sft") != (r.RecallLoss != nil) || (r.RecallLoss != nil && *r.RecallLoss <= 0) {
+			t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.RecallLoss)
+		}
+		phases = append(phases, r.Phase)
+	}
+	if want := []string{"copy", "copy", "recall", "recall", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
+		t.Fatalf("phases %v, want %v", phases, want)
+	}
+	// RL starts with a fresh optimiser, not the warm start's moments.
+	if n := s.Policy.OptimizerSteps(); n != 0 {
+		t.Fatalf("policy optimiser at step %d after the warm start, want a fresh one", n)
+	}
+}
+
+// runMetrics reads a run's metrics.jsonl; without timing, the wall-clock
+// fields (which no two runs share) are left out.
+func runMetrics(t *testing.T, dir string, withoutTiming bool) []report.Record {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := report.ReadMetrics(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		for k := range r {
+			if withoutTiming && (strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s")) {
+				delete(r, k)
+			}
+		}
+	}
+	return recs
 }

@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/rollout"
+	"github.com/compactrl/compactrl/train"
 )
 
 // Suite runs the agent loop on the built-in vault suite: it is the
@@ -31,13 +32,13 @@ type Suite struct {
 }
 
 var (
-	_ Collector       = (*Suite)(nil)
-	_ ExpertCollector = (*Suite)(nil)
+	_ train.Collector       = (*Suite)(nil)
+	_ train.ExpertCollector = (*Suite)(nil)
 )
 
 // LoopConfig maps the run's agent knobs onto the loop's configuration
 // (the system prompt is the suite's).
-func LoopConfig(c AgentConfig) agent.Config {
+func LoopConfig(c train.AgentConfig) agent.Config {
 	a := agent.DefaultConfig()
 	a.Window, a.Reserve, a.KeepLast = c.Context, c.Reserve, c.KeepLast
 	a.MaxCompactions, a.MaxTurns = c.MaxCompactions, c.MaxTurns
@@ -76,7 +77,7 @@ func (nopSampler) Sample(context.Context, infer.Request) (infer.Completion, erro
 // Collect runs one episode per seed on Workers goroutines and returns them
 // in seed order. Episode failures are infra_error episodes (masked), not
 // errors; an error means ctx ended or the configuration is unusable.
-func (s *Suite) Collect(ctx context.Context, r Rollouts) ([]episode.Episode, error) {
+func (s *Suite) Collect(ctx context.Context, r train.Rollouts) ([]episode.Episode, error) {
 	cfg := s.Agent
 	cfg.Temperature, cfg.NoCompaction = r.Temperature, r.NoCompaction
 	a, err := agent.New(cfg, s.Tok, s.Tmpl, r.Sampler)
@@ -87,8 +88,9 @@ func (s *Suite) Collect(ctx context.Context, r Rollouts) ([]episode.Episode, err
 }
 
 // Demonstrations runs the scripted expert (summaries keep each fact with
-// probability p) with compaction, greedy.
-func (s *Suite) Demonstrations(ctx context.Context, seeds []int64, p float64) ([]episode.Episode, error) {
+// probability p) with compaction, greedy, one episode per task seed with
+// the aligned sampling seed.
+func (s *Suite) Demonstrations(ctx context.Context, seeds, samples []int64, p float64) ([]episode.Episode, error) {
 	ex, err := vault.NewExpert(s.Tok, s.Tmpl, p, s.Seed)
 	if err != nil {
 		return nil, err
@@ -98,10 +100,6 @@ func (s *Suite) Demonstrations(ctx context.Context, seeds []int64, p float64) ([
 	a, err := agent.New(cfg, s.Tok, s.Tmpl, ex)
 	if err != nil {
 		return nil, err
-	}
-	samples := make([]int64, len(seeds))
-	for i := range samples {
-		samples[i] = mix(s.Seed, purposeSFT, int64(i), 1)
 	}
 	return s.run(ctx, a, seeds, samples, nil)
 }

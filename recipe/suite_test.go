@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/train"
 )
 
 // A task whose environment panics or fails is one masked infra_error
@@ -31,7 +32,7 @@ func TestCollectMasksAFailingEpisode(t *testing.T) {
 		}
 		return vault.New(s.Suite.Env, seed)
 	}
-	eps, err := s.Suite.Collect(context.Background(), Rollouts{Sampler: s.Policy.Sampler(), Seeds: seeds, SampleSeeds: []int64{1, 2, 3, 4}, Temperature: 1})
+	eps, err := s.Suite.Collect(context.Background(), train.Rollouts{Sampler: s.Policy.Sampler(), Seeds: seeds, SampleSeeds: []int64{1, 2, 3, 4}, Temperature: 1})
 	if err != nil {
 		t.Fatalf("one failing task ended the collection: %v", err)
 	}
@@ -59,10 +60,8 @@ func TestCollectMasksAFailingEpisode(t *testing.T) {
 		t.Fatalf("training with failing tasks: %v", err)
 	}
 	infra := 0.0
-	for _, r := range readMetrics(t, cfg.Run.Dir) {
-		if v, ok := r["infra_errors"].(float64); ok {
-			infra += v
-		}
+	for _, r := range runMetrics(t, cfg.Run.Dir, false) {
+		infra += r["infra_errors"]
 	}
 	if infra == 0 {
 		t.Error("no infra_error counted in the metrics")

@@ -1,4 +1,4 @@
-package train
+package recipe
 
 import (
 	"context"
@@ -12,20 +12,9 @@ import (
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
+	"github.com/compactrl/compactrl/train"
+	"github.com/compactrl/compactrl/train/builtin"
 )
-
-// ResolveCheckpoint accepts a checkpoint directory (holding state.json) or
-// a run directory (its latest checkpoint) and returns the checkpoint's.
-func ResolveCheckpoint(dir string) (string, error) {
-	if _, err := os.Stat(filepath.Join(dir, "state.json")); err == nil {
-		return dir, nil
-	}
-	ckpt, err := LatestCheckpoint(dir)
-	if err != nil {
-		return "", fmt.Errorf("%s is neither a checkpoint (no state.json) nor a run directory with one: %w", dir, err)
-	}
-	return ckpt, nil
-}
 
 // checkpointTokenizer prefers the run directory's tokenizer.json (the
 // checkpoint's grandparent), else the config's.
@@ -56,7 +45,7 @@ type EvalOptions struct {
 // EvaluateCheckpoint loads a checkpoint's policy with its run's config and
 // tokenizer and evaluates it on the held-out seeds, with compaction and in
 // a single window.
-func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalResult, Config, error) {
+func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.EvalResult, Config, error) {
 	var cfg Config
 	var tok *tokenizer.Tokenizer
 	var tmpl agent.Template
@@ -64,22 +53,22 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalRes
 	if IsBase(dir) {
 		var err error
 		if cfg, err = LoadBase(dir); err != nil {
-			return EvalResult{}, cfg, err
+			return train.EvalResult{}, cfg, err
 		}
 		if tok, tmpl, err = LoadTokenizer(cfg.Model); err != nil {
-			return EvalResult{}, cfg, err
+			return train.EvalResult{}, cfg, err
 		}
 		policyDir = dir
 	} else {
-		ckpt, err := ResolveCheckpoint(dir)
+		ckpt, err := train.ResolveCheckpoint(dir)
 		if err != nil {
-			return EvalResult{}, Config{}, err
+			return train.EvalResult{}, Config{}, err
 		}
 		if cfg, err = LoadConfig(filepath.Join(ckpt, "config.yaml")); err != nil {
-			return EvalResult{}, cfg, err
+			return train.EvalResult{}, cfg, err
 		}
 		if tok, tmpl, err = checkpointTokenizer(ckpt, cfg); err != nil {
-			return EvalResult{}, cfg, err
+			return train.EvalResult{}, cfg, err
 		}
 		policyDir = filepath.Join(ckpt, "policy")
 	}
@@ -95,18 +84,18 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalRes
 	}
 	suite, err := NewSuite(cfg, tok, tmpl)
 	if err != nil {
-		return EvalResult{}, cfg, err
+		return train.EvalResult{}, cfg, err
 	}
 	m, err := model.Load(policyDir)
 	if err != nil {
-		return EvalResult{}, cfg, err
+		return train.EvalResult{}, cfg, err
 	}
-	pol, err := NewBuiltinPolicy(m, BuiltinOptions{MaxBatch: max(64, cfg.Run.Workers)})
+	pol, err := builtin.NewPolicy(m, builtin.Options{MaxBatch: max(64, cfg.Run.Workers)})
 	if err != nil {
-		return EvalResult{}, cfg, err
+		return train.EvalResult{}, cfg, err
 	}
 	defer pol.Close()
-	tr := &Trainer{Cfg: cfg, Policy: pol, Collector: suite, Progress: o.Progress}
+	tr := &train.Trainer{Cfg: cfg.Train(), Policy: pol, Collector: suite, Progress: o.Progress}
 	ev, err := tr.Evaluate(ctx, "eval "+filepath.Base(policyDir))
 	return ev, cfg, err
 }
@@ -114,19 +103,19 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (EvalRes
 // EvaluateExpert evaluates the suite's scripted expert (summaries keep each
 // fact with probability p) on the run's held-out seeds: the reference for
 // what summaries alone can gain on the suite.
-func EvaluateExpert(ctx context.Context, cfg Config, p float64, progress io.Writer) (EvalResult, error) {
+func EvaluateExpert(ctx context.Context, cfg Config, p float64, progress io.Writer) (train.EvalResult, error) {
 	tok, tmpl, err := LoadTokenizer(cfg.Model)
 	if err != nil {
-		return EvalResult{}, err
+		return train.EvalResult{}, err
 	}
 	suite, err := NewSuite(cfg, tok, tmpl)
 	if err != nil {
-		return EvalResult{}, err
+		return train.EvalResult{}, err
 	}
 	ex, err := vault.NewExpert(tok, tmpl, p, cfg.Seed)
 	if err != nil {
-		return EvalResult{}, err
+		return train.EvalResult{}, err
 	}
-	tr := &Trainer{Cfg: cfg, Collector: suite, Progress: progress}
-	return tr.evaluateWith(ctx, ex, fmt.Sprintf("expert p=%.2f", p))
+	tr := &train.Trainer{Cfg: cfg.Train(), Collector: suite, Progress: progress}
+	return tr.EvaluateWith(ctx, ex, fmt.Sprintf("expert p=%.2f", p))
 }

@@ -1,0 +1,110 @@
+package builtin
+
+import (
+	"fmt"
+
+	"github.com/compactrl/compactrl/model"
+)
+
+// ModelConfig is a run's model section: a named preset of the built-in
+// model, optionally with fields overridden (0 keeps the preset's).
+type ModelConfig struct {
+	Preset    string `yaml:"preset"`
+	Tokenizer string `yaml:"tokenizer"` // tokenizer.json path; "" trains/uses the suite's built-in one
+	Dim       int    `yaml:"dim"`
+	Layers    int    `yaml:"layers"`
+	Heads     int    `yaml:"heads"`
+	KVHeads   int    `yaml:"kv_heads"`
+	FFN       int    `yaml:"ffn"`
+	MaxSeq    int    `yaml:"max_seq"`
+	// RopeTheta is RoPE's base (HF rope_theta; 0 keeps the preset's). A
+	// large base leaves more of a small head's dimensions slowly rotating,
+	// so that attention can match content across the whole window.
+	RopeTheta float64 `yaml:"rope_theta"`
+	// InitRange is the std of the random initial weights (HF
+	// initializer_range; 0: 0.02). About 0.5/√dim lets a nano policy learn
+	// to copy from its context in hundreds of steps instead of thousands.
+	InitRange float64 `yaml:"init_range"`
+	Init      string  `yaml:"init"` // checkpoint directory to start from instead of random weights
+}
+
+// Validate reports the first unusable field by its YAML path under
+// "model.".
+func (c ModelConfig) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"dim", c.Dim}, {"layers", c.Layers}, {"heads", c.Heads}, {"kv_heads", c.KVHeads}, {"ffn", c.FFN}, {"max_seq", c.MaxSeq}} {
+		if f.v < 0 {
+			return fmt.Errorf("model.%s: %d must not be negative", f.name, f.v)
+		}
+	}
+	switch {
+	case c.Preset == "":
+		return fmt.Errorf("model.preset: must be set")
+	case c.RopeTheta < 0:
+		return fmt.Errorf("model.rope_theta: %g must not be negative", c.RopeTheta)
+	case c.InitRange < 0:
+		return fmt.Errorf("model.init_range: %g must not be negative", c.InitRange)
+	}
+	return nil
+}
+
+// Arch resolves the preset with its overrides; the vocabulary is the
+// tokenizer's and the longest sequence at least the context window.
+func Arch(c ModelConfig, vocab, window int) (model.Config, error) {
+	mc, err := model.Preset(c.Preset)
+	if err != nil {
+		return mc, fmt.Errorf("model.preset: %w", err)
+	}
+	mc.Vocab = vocab
+	for _, o := range []struct {
+		dst *int
+		v   int
+	}{{&mc.Dim, c.Dim}, {&mc.Layers, c.Layers}, {&mc.Heads, c.Heads}, {&mc.KVHeads, c.KVHeads}, {&mc.FFN, c.FFN}, {&mc.MaxSeq, c.MaxSeq}} {
+		if o.v > 0 {
+			*o.dst = o.v
+		}
+	}
+	if c.RopeTheta > 0 {
+		mc.RopeTheta = c.RopeTheta
+	}
+	if c.InitRange > 0 {
+		mc.InitRange = c.InitRange
+	}
+	if mc.MaxSeq < window {
+		if c.MaxSeq > 0 {
+			return mc, fmt.Errorf("model.max_seq: %d is below agent.context %d", c.MaxSeq, window)
+		}
+		mc.MaxSeq = window
+	}
+	if err := mc.Validate(); err != nil {
+		return mc, fmt.Errorf("model: %w", err)
+	}
+	return mc, nil
+}
+
+// NewModel is the run's policy model: Init's checkpoint when set (a policy
+// with vocabulary vocab and room for window tokens), else random weights of
+// Arch drawn from seed.
+func NewModel(c ModelConfig, vocab, window int, seed int64) (*model.Model, error) {
+	if c.Init != "" {
+		m, err := model.Load(c.Init)
+		if err != nil {
+			return nil, fmt.Errorf("model.init: %w", err)
+		}
+		if m.Value || m.Cfg.Vocab != vocab || m.Cfg.MaxSeq < window {
+			return nil, fmt.Errorf("model.init %s: need a policy with vocab %d and max_seq ≥ %d, have vocab %d, max_seq %d, critic %v", c.Init, vocab, window, m.Cfg.Vocab, m.Cfg.MaxSeq, m.Value)
+		}
+		return m, nil
+	}
+	arch, err := Arch(c, vocab, window)
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.New(arch, seed, false)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return m, nil
+}
