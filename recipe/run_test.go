@@ -13,6 +13,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/internal/splitmix"
 	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/train"
 	"github.com/compactrl/compactrl/train/builtin"
@@ -229,7 +230,7 @@ func TestBuiltinMicroBatchInvariance(t *testing.T) {
 	ctx := context.Background()
 	tasks, samples := make([]int64, cfg.Run.Episodes), make([]int64, cfg.Run.Episodes)
 	for j := range tasks {
-		tasks[j], samples[j] = int64(j), train.Mix(cfg.Seed, int64(j))
+		tasks[j], samples[j] = int64(j), splitmix.Chain(cfg.Seed, int64(j))
 	}
 	eps, err := s.Suite.Collect(ctx, train.Rollouts{Sampler: s.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples, Temperature: 1})
 	if err != nil {

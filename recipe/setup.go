@@ -11,6 +11,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/internal/splitmix"
 	"github.com/compactrl/compactrl/tokenizer"
 	"github.com/compactrl/compactrl/train"
 	"github.com/compactrl/compactrl/train/builtin"
@@ -71,7 +72,7 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := builtin.NewModel(cfg.Model, tok.VocabSize(), cfg.Agent.Context, train.Mix(cfg.Seed, 0x6d6f64656c))
+	m, err := builtin.NewModel(cfg.Model, tok.VocabSize(), cfg.Agent.Context, splitmix.Chain(cfg.Seed, 0x6d6f64656c))
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@
 // fixed before it is split into micro-batches; the Trainer runs
 // forward/backward on each micro-batch with those weights and takes one
 // optimiser step; the new weights are published to the sampler. Every seed
-// of a run derives from (Config.Seed, purpose, indices) through Mix.
+// of a run derives from (Config.Seed, purpose, indices) through splitmix.Chain.
 // Metrics go to RUN_DIR/metrics.jsonl, one JSON object per iteration;
 // checkpoints to RUN_DIR/checkpoints/.
 package train

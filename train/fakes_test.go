@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/internal/splitmix"
 )
 
 // bigram is a small but real differentiable model for the trainer's tests:
@@ -258,7 +259,7 @@ func (m *memoryTask) episode(ctx context.Context, s infer.Sampler, seed, sampleS
 		if expert != nil {
 			return -1, 0, nil
 		}
-		c, err := s.Sample(ctx, infer.Request{Prompt: prompt, MaxTokens: 1, Temperature: temp, Seed: Mix(sampleSeed, call)})
+		c, err := s.Sample(ctx, infer.Request{Prompt: prompt, MaxTokens: 1, Temperature: temp, Seed: splitmix.Chain(sampleSeed, call)})
 		if err != nil {
 			return 0, 0, err
 		}

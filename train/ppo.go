@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/internal/progress"
 	"github.com/compactrl/compactrl/rl"
 )
 
@@ -178,7 +179,7 @@ func (t *Trainer) iteration(ctx context.Context, it int, m *Metrics, res *Result
 	cfg := t.Cfg
 	tasks, samples := t.trainSeeds(it)
 	t0 := t.now()
-	bar := newBar(t.Progress, fmt.Sprintf("iter %d rollouts", it), len(tasks))
+	bar := progress.New(t.Progress, fmt.Sprintf("iter %d rollouts", it), len(tasks))
 	eps, err := t.Collector.Collect(ctx, Rollouts{
 		Sampler: t.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples,
 		Temperature: cfg.Agent.Temperature, NoCompaction: cfg.Agent.NoCompaction, Progress: bar.Set,

@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/internal/progress"
+	"github.com/compactrl/compactrl/internal/splitmix"
 	"github.com/compactrl/compactrl/rl"
 )
 
@@ -74,11 +76,11 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	span := cfg.Seeds.TestSeedStart - cfg.Seeds.TrainSeedStart
 	seeds := make([]int64, cfg.SFT.Episodes)
 	for j := range seeds {
-		seeds[j] = cfg.Seeds.TrainSeedStart + Mix(cfg.Seed, purposeSFT, int64(j))%span
+		seeds[j] = cfg.Seeds.TrainSeedStart + splitmix.Chain(cfg.Seed, purposeSFT, int64(j))%span
 	}
 	samples := make([]int64, len(seeds))
 	for j := range samples {
-		samples[j] = Mix(cfg.Seed, purposeSFT, int64(j), 1)
+		samples[j] = splitmix.Chain(cfg.Seed, purposeSFT, int64(j), 1)
 	}
 	demos, err := t.Expert.Demonstrations(ctx, seeds, samples, cfg.SFT.ExpertP)
 	if err != nil {
@@ -115,7 +117,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		pretrainBatch = cfg.SFT.BatchSize
 	}
 	if cfg.SFT.CopySteps > 0 {
-		r := rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -2)), 0))
+		r := rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -2)), 0))
 		step := 0
 		next := func() []*item {
 			// The gap grows over the first 60% of the steps: induction
@@ -132,7 +134,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		if t.Recall == nil {
 			return errors.New("warm start: sft.recall_steps needs the suite's fact language (Trainer.Recall)")
 		}
-		r := rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -3)), 0))
+		r := rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -3)), 0))
 		recallBatchN := pretrainBatch
 		if cfg.SFT.RecallBatch > 0 {
 			recallBatchN = cfg.SFT.RecallBatch
@@ -154,12 +156,12 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		if t.Recall == nil {
 			return errors.New("warm start: sft.recall_mix needs the suite's fact language (Trainer.Recall)")
 		}
-		mixRand = rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -4)), 0))
+		mixRand = rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -4)), 0))
 	}
 	next := func() []*item {
 		for len(order) < cfg.SFT.BatchSize {
 			p := append([]*item(nil), items...)
-			r := rand.New(rand.NewPCG(uint64(Mix(cfg.Seed, purposeSFT, -1, int64(epoch))), 0))
+			r := rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -1, int64(epoch))), 0))
 			r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
 			order = append(order, p...)
 			epoch++
@@ -181,7 +183,7 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 // micro-batching), learning rate SFT.LR with a linear warm-up over the
 // first tenth of the steps, one SFTRecord per step.
 func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title string, steps int, next func() []*item) error {
-	bar := newBar(t.Progress, title, steps)
+	bar := progress.New(t.Progress, title, steps)
 	defer bar.Done()
 	warm := max(1, steps/10)
 	for step := 0; step < steps; step++ {

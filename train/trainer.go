@@ -14,6 +14,8 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/internal/progress"
+	"github.com/compactrl/compactrl/internal/splitmix"
 	"github.com/compactrl/compactrl/rl"
 )
 
@@ -304,21 +306,8 @@ func (t *Trainer) copyBaseCurve() error {
 	return writeAtomic(filepath.Join(t.Cfg.Run.Dir, filepath.Base(t.BaseCurve)), b)
 }
 
-// Mix is a splitmix64 chain: a well-spread 64-bit value from the inputs, so
-// every seed of a run derives from (run seed, purpose, indices).
-func Mix(vals ...int64) int64 {
-	var h uint64 = 0x9e3779b97f4a7c15
-	for _, v := range vals {
-		h ^= uint64(v)
-		h += 0x9e3779b97f4a7c15
-		z := h
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-		h = z ^ (z >> 31)
-	}
-	return int64(h >> 1)
-}
-
+// Every seed of a run derives from (run seed, purpose, indices) through
+// splitmix.Chain.
 const (
 	purposeTask = iota + 1
 	purposeSample
@@ -335,9 +324,9 @@ func (t *Trainer) trainSeeds(it int) (tasks, samples []int64) {
 	span := cfg.Seeds.TestSeedStart - cfg.Seeds.TrainSeedStart
 	g := cfg.RL.GroupSize
 	for j := 0; j < cfg.Run.Episodes; j++ {
-		task := cfg.Seeds.TrainSeedStart + Mix(cfg.Seed, purposeTask, int64(it), int64(j/g))%span
+		task := cfg.Seeds.TrainSeedStart + splitmix.Chain(cfg.Seed, purposeTask, int64(it), int64(j/g))%span
 		tasks = append(tasks, task)
-		samples = append(samples, Mix(cfg.Seed, purposeSample, int64(it), int64(j)))
+		samples = append(samples, splitmix.Chain(cfg.Seed, purposeSample, int64(it), int64(j)))
 	}
 	return tasks, samples
 }
@@ -404,14 +393,14 @@ func (t *Trainer) evaluate(ctx context.Context, smp infer.Sampler, label string,
 	samples := make([]int64, n)
 	for j := range seeds {
 		seeds[j] = cfg.Seeds.TestSeedStart + int64(j)
-		samples[j] = Mix(cfg.Seed, purposeEval, int64(j))
+		samples[j] = splitmix.Chain(cfg.Seed, purposeEval, int64(j))
 	}
 	for _, single := range []bool{false, true} {
 		name := label + " (compaction)"
 		if single {
 			name = label + " (single window)"
 		}
-		bar := newBar(t.Progress, name, n)
+		bar := progress.New(t.Progress, name, n)
 		eps, err := t.Collector.Collect(ctx, Rollouts{
 			Sampler: smp, Seeds: seeds, SampleSeeds: samples,
 			Temperature: cfg.Agent.EvalTemperature, NoCompaction: single, Progress: bar.Set,
@@ -617,7 +606,7 @@ func lr(base float64, warmup, step int) float64 {
 // shuffled returns a permutation of items fixed by (seed, iteration, epoch).
 func shuffled(items []*item, seed int64, it, epoch int) []*item {
 	out := append([]*item(nil), items...)
-	r := rand.New(rand.NewPCG(uint64(Mix(seed, purposeShuffle, int64(it), int64(epoch))), 0))
+	r := rand.New(rand.NewPCG(uint64(splitmix.Chain(seed, purposeShuffle, int64(it), int64(epoch))), 0))
 	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/models"
 	"github.com/compactrl/compactrl/recipe"
-	"github.com/compactrl/compactrl/train"
 )
 
 // runDemo is the README's first command: CompactionRL from the shipped base
