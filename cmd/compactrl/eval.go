@@ -18,6 +18,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/env/swebench"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
@@ -385,7 +386,7 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 		return ep, nil
 	}
 	ep.Task = task
-	reply := harbor.SubmitReply
+	reply := shelltask.SubmitReply
 	if s.oracle {
 		reply = harbor.OracleReply
 		if sw, ok := env.(*sweOracleEnv); ok {
@@ -394,7 +395,7 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 	}
 	st, err := env.Step(ctx, reply)
 	if err == nil && !st.Done {
-		st, err = env.Step(ctx, harbor.SubmitReply)
+		st, err = env.Step(ctx, shelltask.SubmitReply)
 	}
 	switch {
 	case err != nil:

@@ -1,6 +1,7 @@
 package harbor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,17 +13,14 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-// Replies of the two scripted policies.
-const (
-	// OracleReply runs the task's solution (mounted at /solution when
-	// Options.ExposeSolution) and submits.
-	OracleReply = "```bash\nbash /solution/solve.sh\n```\n<submit/>"
-	// SubmitReply submits at once (the empty policy).
-	SubmitReply = "<submit/>"
-)
+// OracleReply, the reply of the oracle policy, runs the task's solution
+// (mounted at /solution when Options.ExposeSolution) and submits; the empty
+// policy's is shelltask.SubmitReply.
+const OracleReply = "```bash\nbash /solution/solve.sh\n```\n<submit/>"
 
 // Options configure an Env. Zero values take the documented defaults.
 type Options struct {
@@ -30,19 +28,23 @@ type Options struct {
 	// Limits for the agent's and the verifier's sandboxes; a zero
 	// MemoryBytes takes [environment] memory (else sandbox.DefaultLimits).
 	Limits sandbox.Limits
-	// CommandTimeout bounds one action (default 120 s), never past the
-	// agent's deadline ([agent] timeout_sec from Reset).
+	// CommandTimeout bounds one action (default
+	// shelltask.DefaultCommandTimeout), never past the agent's deadline
+	// ([agent] timeout_sec from Reset).
 	CommandTimeout time.Duration
 	// AgentTimeout / VerifierTimeout override task.toml when > 0.
 	AgentTimeout, VerifierTimeout time.Duration
 	WorkRoot                      string // parent of the per-episode workspaces; default os.TempDir()
 	KeepWorkspace                 bool   // leave the workspace on disk after the episode
 	ExposeSolution                bool   // mount solution/ read-only at /solution (for the oracle)
-	NoFormatHint                  bool   // do not append FormatHint to the task
+	NoFormatHint                  bool   // do not append the format hint to the task
+	// FormatHint, if set, replaces shelltask.FormatHint() as the text
+	// appended to the task.
+	FormatHint string
 	// CacheDir, if set, is a host directory shared by every sandbox of
-	// every episode, mounted writable at /cache, with GOCACHE=/cache/go-build
-	// and PIP_CACHE_DIR=/cache/pip: builds in later episodes reuse earlier
-	// ones. Off by default, since one episode can then affect another.
+	// every episode (shelltask.CacheMounts, shelltask.CacheEnv): builds in
+	// later episodes reuse earlier ones. Off by default, since one episode
+	// can then affect another.
 	CacheDir string
 	// Network gives the agent's and the verifier's sandboxes the host's
 	// network when the task allows it ([environment] allow_internet is not
@@ -56,18 +58,12 @@ type Options struct {
 type Env struct {
 	task *Task
 	opts Options
+	sh   *shelltask.Shell // workspace (app/, tests/, logs/verifier/), agent shell, metrics
 
-	ws       string       // workspace root: app/, tests/, logs/verifier/
-	unmount  func() error // undoes the workspace's size-limited tmpfs
-	sess     sandbox.Session
-	started  time.Time
-	deadline time.Time
-	done     bool
-	reward   float64
-	rewards  map[string]float64
-	verOut   string
-	note     string // why the reward is 0 although the verifier ran (see RewardNote)
-	metrics  map[string]float64
+	reward  float64
+	rewards map[string]float64
+	verOut  string
+	note    string // why the reward is 0 although the verifier ran (see RewardNote)
 }
 
 var (
@@ -77,13 +73,14 @@ var (
 
 // New returns an Env for task.
 func New(task *Task, opts Options) *Env {
-	if opts.Runner == nil {
-		opts.Runner = sandbox.Bubblewrap{}
-	}
-	if opts.CommandTimeout <= 0 {
-		opts.CommandTimeout = 120 * time.Second
-	}
-	return &Env{task: task, opts: opts}
+	e := &Env{task: task, opts: opts}
+	e.sh = shelltask.NewShell(shelltask.Config{
+		Name: "task " + task.Name, Runner: opts.Runner, CommandTimeout: opts.CommandTimeout,
+		KeepWorkspace: opts.KeepWorkspace, CountRestarts: true,
+		TimeUpNote: "The agent's time limit (" + e.agentTimeout().String() + ") was reached.",
+	})
+	e.opts.Runner = e.sh.Runner()
+	return e
 }
 
 func (e *Env) agentTimeout() time.Duration {
@@ -114,43 +111,6 @@ func (e *Env) limits() sandbox.Limits {
 	return l
 }
 
-// workspaceMounter is a Runner that can bound a workspace's disk use
-// (sandbox.Bubblewrap with Confine).
-type workspaceMounter interface {
-	MountWorkspace(dir string, limit int64) (unmount func() error, err error)
-}
-
-// NewWorkspace makes an episode's workspace under root, as a size-limited
-// tmpfs when the runner can mount one (harbor and env/swebench);
-// RemoveWorkspace undoes it.
-func NewWorkspace(r sandbox.Runner, root, pattern string, limit int64) (ws string, unmount func() error, err error) {
-	ws, err = sandbox.MkdirTemp(root, pattern)
-	if err != nil {
-		return "", nil, err
-	}
-	unmount = func() error { return nil }
-	if m, ok := r.(workspaceMounter); ok {
-		if unmount, err = m.MountWorkspace(ws, limit); err != nil {
-			os.RemoveAll(ws)
-			return "", nil, err
-		}
-	}
-	return ws, unmount, nil
-}
-
-// RemoveWorkspace unmounts a workspace made by NewWorkspace (unmount may be
-// nil) and removes it, reporting both failures.
-func RemoveWorkspace(ws string, unmount func() error) error {
-	var errs []error
-	if unmount != nil {
-		errs = append(errs, unmount())
-	}
-	if err := os.RemoveAll(ws); err != nil {
-		errs = append(errs, fmt.Errorf("remove workspace: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
 // Reset implements agent.Environment: a fresh workspace with
 // environment/app/ copied to /app and a new sandbox shell in it.
 func (e *Env) Reset(ctx context.Context) (string, error) {
@@ -162,11 +122,10 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("task %s: %w (%s); run it with a container runner", e.task.Name, ErrNeedsContainer, why)
 		}
 	}
-	ws, unmount, err := NewWorkspace(e.opts.Runner, e.opts.WorkRoot, "harbor-"+e.task.Name+"-", e.limits().DiskBytes)
+	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "harbor-"+e.task.Name+"-", e.limits().DiskBytes)
 	if err != nil {
-		return "", fmt.Errorf("task %s: workspace: %w", e.task.Name, err)
+		return "", err
 	}
-	e.ws, e.unmount = ws, unmount
 	app := filepath.Join(ws, "app")
 	if src := e.task.AppDir(); src != "" {
 		err = copyDir(src, app)
@@ -184,101 +143,33 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 		}
 		mounts = append(mounts, sandbox.Mount{Host: sol, Target: "/solution"})
 	}
-	mounts = append(mounts, e.cacheMounts()...)
-	e.sess, err = e.opts.Runner.Start(ctx, sandbox.Spec{
+	mounts = append(mounts, shelltask.CacheMounts(e.opts.CacheDir)...)
+	err = e.sh.Start(ctx, sandbox.Spec{
 		Workdir: app, Mounts: mounts, Env: e.env(nil), Network: e.network(),
 		Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
-	})
+	}, e.agentTimeout())
 	if err != nil {
-		return "", fmt.Errorf("task %s: start sandbox: %w", e.task.Name, err)
+		return "", err
 	}
-	e.started = time.Now()
-	e.deadline = e.started.Add(e.agentTimeout())
-	e.done = false
 	e.reward, e.rewards, e.verOut, e.note = 0, nil, "", ""
-	e.metrics = map[string]float64{"commands": 0, "invalid_actions": 0, "command_timeouts": 0, "shell_restarts": 0}
 	task := e.task.Instruction
 	if !e.opts.NoFormatHint {
-		task += "\n\n" + FormatHint
+		task += "\n\n" + cmp.Or(e.opts.FormatHint, shelltask.FormatHint())
 	}
 	return task, nil
 }
 
-// Step implements agent.Environment. See ParseAction for the format.
+// Step implements agent.Environment: shelltask.Shell.Step, with the
+// verifier run on submit. See shelltask.ParseAction for the format.
 func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
-	if e.sess == nil || e.done {
-		return agent.Step{}, fmt.Errorf("task %s: Step before Reset or after the episode ended", e.task.Name)
-	}
-	a, err := ParseAction(reply)
-	if err != nil || (a.Command == "" && !a.Submit) {
-		if err == nil {
-			err = ErrNoAction
-		}
-		e.metrics["invalid_actions"]++
-		return agent.Step{Invalid: true, Observation: "Invalid action: " + err.Error()}, nil
-	}
-	var obs string
-	if a.Command != "" {
-		left := time.Until(e.deadline)
-		if left <= 0 {
-			return e.finish(ctx, "The agent's time limit was reached before this command could run.")
-		}
-		timeout := min(e.opts.CommandTimeout, left)
-		r, err := e.sess.Exec(ctx, a.Command, timeout)
-		if err != nil {
-			return agent.Step{}, fmt.Errorf("task %s: exec: %w", e.task.Name, err)
-		}
-		e.metrics["commands"]++
-		if r.TimedOut {
-			e.metrics["command_timeouts"]++
-		}
-		if r.Restarted {
-			e.metrics["shell_restarts"]++
-		}
-		obs = FormatResult(r, timeout)
-		if r.TimedOut && time.Until(e.deadline) <= 0 {
-			return e.finish(ctx, obs+"\nThe agent's time limit ("+e.agentTimeout().String()+") was reached.")
-		}
-	}
-	if a.Submit {
-		return e.finish(ctx, obs)
-	}
-	return agent.Step{Observation: obs}, nil
+	return e.sh.Step(ctx, reply, e.finish)
 }
 
-// FormatResult renders a command's result as the observation the policy
-// sees: the output, then a bracketed status line.
-func FormatResult(r sandbox.Result, timeout time.Duration) string {
-	var b strings.Builder
-	b.WriteString(r.Output)
-	if r.Output != "" && !strings.HasSuffix(r.Output, "\n") {
-		b.WriteByte('\n')
-	}
-	switch {
-	case r.TimedOut:
-		fmt.Fprintf(&b, "[command timed out after %s and was killed; the shell was restarted: working directory and variables were reset, files are kept]", timeout.Round(time.Millisecond))
-	case r.Restarted:
-		fmt.Fprintf(&b, "[the shell exited; a fresh shell (in /app, variables reset) runs the next command]")
-	default:
-		fmt.Fprintf(&b, "[exit code %d]", r.ExitCode)
-	}
-	return b.String()
-}
-
-// finish ends the agent phase and runs the verifier. The agent's sandbox is
-// closed first, and Close returns only once every process it started is
-// dead: nothing of the agent runs beside the verifier.
-func (e *Env) finish(ctx context.Context, obs string) (agent.Step, error) {
-	e.done = true
-	e.metrics["agent_seconds"] = time.Since(e.started).Seconds()
-	err := e.sess.Close()
-	e.sess = nil
-	if err != nil {
-		e.cleanup()
-		return agent.Step{}, fmt.Errorf("task %s: agent sandbox not contained: %w", e.task.Name, err)
-	}
+// finish runs the verifier once the agent phase has ended (the agent's
+// sandbox closed: nothing of the agent runs beside the verifier).
+func (e *Env) finish(ctx context.Context, _ shelltask.Action, obs string) (agent.Step, error) {
 	reward, err := e.verify(ctx)
-	if cerr := e.cleanup(); err == nil && cerr != nil {
+	if cerr := e.sh.Cleanup(); err == nil && cerr != nil {
 		err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
 	}
 	if err != nil {
@@ -345,8 +236,9 @@ func stragglers(out string) (int, string) {
 // missing reward the task's own fault, an error. A reward outside [0, 1] is
 // an error naming the task.
 func (e *Env) verify(ctx context.Context) (float64, error) {
-	tests := filepath.Join(e.ws, "tests")
-	logs := filepath.Join(e.ws, "logs", "verifier")
+	ws := e.sh.Workspace()
+	tests := filepath.Join(ws, "tests")
+	logs := filepath.Join(ws, "logs", "verifier")
 	if err := copyDir(filepath.Join(e.task.Dir, "tests"), tests); err != nil {
 		return 0, fmt.Errorf("task %s: copy tests: %w", e.task.Name, err)
 	}
@@ -355,11 +247,11 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	}
 	os.Chmod(filepath.Dir(logs), 0o755)
 	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{
-		Workdir: filepath.Join(e.ws, "app"),
+		Workdir: filepath.Join(ws, "app"),
 		Mounts: append([]sandbox.Mount{
 			{Host: tests, Target: "/tests"},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
-		}, e.cacheMounts()...),
+		}, shelltask.CacheMounts(e.opts.CacheDir)...),
 		Env: e.env(e.task.Config.Verifier.Env), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
 	if err != nil {
@@ -367,7 +259,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	}
 	begin := time.Now()
 	r, err := sess.Exec(ctx, verifierScript, e.verifierTimeout())
-	e.metrics["verifier_seconds"] = time.Since(begin).Seconds()
+	e.sh.SetMetric("verifier_seconds", time.Since(begin).Seconds())
 	cerr := sess.Close()
 	if err != nil {
 		return 0, fmt.Errorf("task %s: verifier: %w", e.task.Name, err)
@@ -377,19 +269,19 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	}
 	n, out := stragglers(r.Output)
 	r.Output = out
-	e.verOut = FormatResult(r, e.verifierTimeout())
+	e.verOut = shelltask.FormatResult(r, e.verifierTimeout())
 	reward, all, rerr := ReadReward(logs)
-	ranAgentCode := e.metrics["commands"] > 0
+	ranAgentCode := e.sh.Metric("commands") > 0
 	switch {
 	case r.TimedOut:
 		// The agent's work can make the tests hang: that is a failure of
 		// the attempt, not of the infrastructure.
-		e.metrics["verifier_timeout"] = 1
+		e.sh.SetMetric("verifier_timeout", 1)
 		return e.zero("the verifier timed out after %v", e.verifierTimeout()), nil
 	case n < 0:
 		return e.zero("the verifier was killed before it finished (test.sh exit %d)", r.ExitCode), nil
 	case n > 0:
-		e.metrics["verifier_stragglers"] = float64(n)
+		e.sh.SetMetric("verifier_stragglers", float64(n))
 		return e.zero("%d processes outlived test.sh; any of them could have written the reward file", n), nil
 	case rerr != nil && ranAgentCode:
 		return e.zero("%v (test.sh exit %d)", rerr, r.ExitCode), nil
@@ -406,7 +298,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 // zero records why the attempt scores 0 although the verifier ran.
 func (e *Env) zero(format string, args ...any) float64 {
 	e.note = fmt.Sprintf(format, args...)
-	e.metrics["reward_invalid"] = 1
+	e.sh.SetMetric("reward_invalid", 1)
 	return 0
 }
 
@@ -427,44 +319,15 @@ func (e *Env) env(extra map[string]string) map[string]string {
 	for k, v := range extra {
 		env[k] = v
 	}
-	if e.opts.CacheDir != "" {
-		env["GOCACHE"] = "/cache/go-build"
-		env["PIP_CACHE_DIR"] = "/cache/pip"
-	}
-	return env
-}
-
-func (e *Env) cacheMounts() []sandbox.Mount {
-	if e.opts.CacheDir == "" {
-		return nil
-	}
-	return []sandbox.Mount{{Host: e.opts.CacheDir, Target: "/cache", Writable: true}}
+	return shelltask.CacheEnv(e.opts.CacheDir, env)
 }
 
 // Close ends the episode early (if running) and removes the workspace
-// unless KeepWorkspace. Safe to call at any time. The error reports a
-// sandbox whose processes could not all be confirmed dead, or a workspace
-// that could not be removed.
-func (e *Env) Close() error {
-	var err error
-	if e.sess != nil {
-		err = e.sess.Close()
-		e.sess = nil
-	}
-	return errors.Join(err, e.cleanup())
-}
-
-func (e *Env) cleanup() error {
-	if e.ws == "" || e.opts.KeepWorkspace {
-		return nil
-	}
-	err := RemoveWorkspace(e.ws, e.unmount)
-	e.ws, e.unmount = "", nil
-	return err
-}
+// unless KeepWorkspace; see shelltask.Shell.Close.
+func (e *Env) Close() error { return e.sh.Close() }
 
 // Workspace is the host directory of the current episode ("" after cleanup).
-func (e *Env) Workspace() string { return e.ws }
+func (e *Env) Workspace() string { return e.sh.Workspace() }
 
 // VerifierOutput is test.sh's output from the last verification.
 func (e *Env) VerifierOutput() string { return e.verOut }
@@ -473,13 +336,7 @@ func (e *Env) VerifierOutput() string { return e.verOut }
 func (e *Env) Rewards() map[string]float64 { return e.rewards }
 
 // Metrics implements agent.MetricsReporter.
-func (e *Env) Metrics() map[string]float64 {
-	m := make(map[string]float64, len(e.metrics))
-	for k, v := range e.metrics {
-		m[k] = v
-	}
-	return m
-}
+func (e *Env) Metrics() map[string]float64 { return e.sh.Metrics() }
 
 func tail(s string, n int) string {
 	if len(s) <= n {

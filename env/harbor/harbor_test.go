@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/env/shelltask"
+	"github.com/compactrl/compactrl/env/shelltask/shelltasktest"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/sandbox"
 )
@@ -18,45 +20,6 @@ import (
 func needBwrap(t *testing.T) {
 	t.Helper()
 	testenv.MustHaveBwrap(t)
-}
-
-func TestParseAction(t *testing.T) {
-	for _, c := range []struct {
-		name, reply string
-		want        Action
-		err         error
-	}{
-		{"bash", "Let me look.\n```bash\nls -la\ncd /app\n```\n", Action{Command: "ls -la\ncd /app"}, nil},
-		{"sh untagged", "```\necho hi\n```", Action{Command: "echo hi"}, nil},
-		{"submit tag", "All done. <submit/>", Action{Submit: true}, nil},
-		{"submit spaced", "< submit />", Action{Submit: true}, nil},
-		{"submit command", "```bash\nsubmit\n```", Action{Submit: true}, nil},
-		{"command then submit", "```bash\nmake\n```\n<submit/>", Action{Command: "make", Submit: true}, nil},
-		{"submit inside block is code", "```bash\necho '<submit/>'\n```", Action{Command: "echo '<submit/>'"}, nil},
-		{"python block ignored", "```python\nprint(1)\n```\n```bash\npython3 x.py\n```", Action{Command: "python3 x.py"}, nil},
-		{"diff", "```diff\n--- a/x\n+++ b/x\n```\n<submit/>", Action{Patch: "--- a/x\n+++ b/x\n", Submit: true}, nil},
-		{"tool bash", `<tool_call>{"name": "bash", "arguments": {"command": "pwd"}}</tool_call>`, Action{Command: "pwd"}, nil},
-		{"tool string args", `<tool_call>{"name": "bash", "arguments": "{\"command\": \"pwd\"}"}</tool_call>`, Action{Command: "pwd"}, nil},
-		{"tool submit", `<tool_call>{"name": "submit", "arguments": {}}</tool_call>`, Action{Submit: true}, nil},
-		{"none", "I think we should list files.", Action{}, ErrNoAction},
-		{"empty block", "```bash\n\n```", Action{}, ErrNoAction},
-		{"two blocks", "```bash\nls\n```\nthen\n```bash\npwd\n```", Action{}, ErrMultiple},
-		{"unclosed", "```bash\nls -la", Action{}, ErrUnclosed},
-	} {
-		got, err := ParseAction(c.reply)
-		if !errors.Is(err, c.err) || got != c.want {
-			t.Errorf("%s: ParseAction = %+v, %v; want %+v, %v", c.name, got, err, c.want, c.err)
-		}
-	}
-	for _, bad := range []string{
-		`<tool_call>{"name": "rm"}</tool_call>`, `<tool_call>not json</tool_call>`,
-		`<tool_call>{"name": "bash", "arguments": {}}</tool_call>`,
-		`<tool_call>{"name":"submit"}</tool_call><tool_call>{"name":"submit"}</tool_call>`,
-	} {
-		if _, err := ParseAction(bad); err == nil {
-			t.Errorf("ParseAction(%q) accepted", bad)
-		}
-	}
 }
 
 func TestReadReward(t *testing.T) {
@@ -211,27 +174,6 @@ func shippedTasks(t *testing.T) []*Task {
 	return tasks
 }
 
-// runScripted plays replies until the episode ends and returns its reward.
-func runScripted(t *testing.T, e *Env, replies ...string) float64 {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := e.Reset(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	for _, r := range replies {
-		st, err := e.Step(ctx, r)
-		if err != nil {
-			t.Fatalf("step %q: %v", r, err)
-		}
-		if st.Done {
-			return st.Reward
-		}
-	}
-	t.Fatal("episode did not end")
-	return 0
-}
-
 func TestShippedTasksOracleAndEmpty(t *testing.T) {
 	needBwrap(t)
 	cache, err := sandbox.MkdirTemp(t.TempDir(), "cache")
@@ -252,11 +194,11 @@ func TestShippedTasksOracleAndEmpty(t *testing.T) {
 				t.Fatal(err)
 			}
 			oracle := New(task, Options{ExposeSolution: true, CacheDir: cache})
-			if r := runScripted(t, oracle, OracleReply); r != 1 {
+			if _, r := shelltasktest.Play(t, oracle, OracleReply); r != 1 {
 				t.Fatalf("oracle reward %v; verifier said:\n%s", r, oracle.VerifierOutput())
 			}
 			empty := New(task, Options{CacheDir: cache})
-			if r := runScripted(t, empty, SubmitReply); r != 0 {
+			if _, r := shelltasktest.Play(t, empty, shelltask.SubmitReply); r != 0 {
 				t.Fatalf("empty policy reward %v; verifier said:\n%s", r, empty.VerifierOutput())
 			}
 		})
@@ -376,7 +318,7 @@ func TestMissingRewardIsError(t *testing.T) {
 	if _, err := e.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Step(context.Background(), SubmitReply)
+	_, err = e.Step(context.Background(), shelltask.SubmitReply)
 	if !errors.Is(err, ErrNoReward) || !strings.Contains(err.Error(), "forgot the reward") {
 		t.Fatalf("missing reward file: %v", err)
 	}
@@ -414,5 +356,33 @@ func TestTimeouts(t *testing.T) {
 	st, err = e.Step(ctx, "```bash\ntouch /app/hang\n```\n<submit/>")
 	if err != nil || !st.Done || st.Reward != 0 || e.Metrics()["verifier_timeout"] != 1 {
 		t.Fatalf("verifier timeout: %+v %v %v", st, err, e.Metrics())
+	}
+}
+
+// The task shown is instruction.md, then the format hint: the embedded one,
+// Options.FormatHint, or none.
+func TestTaskPrompt(t *testing.T) {
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "Do it.", "task.toml": "", "tests/test.sh": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"embedded hint", Options{}, "Do it.\n\n" + shelltask.FormatHint()},
+		{"override", Options{FormatHint: "Reply in bash."}, "Do it.\n\nReply in bash."},
+		{"no hint", Options{NoFormatHint: true, FormatHint: "unused"}, "Do it."},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.opts.Runner = leakyRunner{} // no process runs: Reset only starts the session
+			e := New(task, c.opts)
+			got, err := e.Reset(context.Background())
+			e.Close()
+			if err != nil || got != c.want {
+				t.Errorf("Reset = %q, %v; want %q", got, err, c.want)
+			}
+		})
 	}
 }

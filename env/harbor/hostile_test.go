@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/sandbox"
 )
@@ -190,7 +191,7 @@ func TestLeakedSandboxReported(t *testing.T) {
 	if _, err := e.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Step(context.Background(), SubmitReply); err == nil || !strings.Contains(err.Error(), "not contained") {
+	if _, err := e.Step(context.Background(), shelltask.SubmitReply); err == nil || !strings.Contains(err.Error(), "not contained") {
 		t.Fatalf("leaking agent sandbox: %v", err)
 	}
 }

@@ -8,7 +8,8 @@
 //
 //	Load(dir) → New(task, opts).Reset: fresh workspace, environment/app/ copied
 //	to it, a sandbox session with the workspace at /app
-//	→ Step(reply): ParseAction → one command in the persistent shell → observation
+//	→ Step(reply), shelltask.Shell.Step: shelltask.ParseAction → one command
+//	in the persistent shell → observation
 //	→ submit (or the agent's timeout): a fresh sandbox over the same /app with
 //	tests/ at /tests (read-only) and /logs/verifier writable runs
 //	`bash /tests/test.sh`; the reward is read from /logs/verifier/reward.txt

@@ -2,7 +2,9 @@ package swebench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"os"
@@ -10,10 +12,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
-	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
@@ -25,14 +28,21 @@ type Options struct {
 	// or ReposDir/<name>, the first that is a git repository.
 	ReposDir       string
 	Limits         sandbox.Limits
-	CommandTimeout time.Duration // per action; default 120 s
+	CommandTimeout time.Duration // per action; default shelltask.DefaultCommandTimeout
 	AgentTimeout   time.Duration // whole agent phase; default 30 min
 	TestTimeout    time.Duration // per test id; default 300 s
 	WorkRoot       string        // parent of the workspaces; default os.TempDir()
 	KeepWorkspace  bool
 	NoFormatHint   bool
-	CacheDir       string // as harbor.Options.CacheDir
-	Network        bool   // share the host's network with every sandbox (off by default)
+	// FormatHint, if set, replaces shelltask.FormatHint() as the text
+	// appended to the task.
+	FormatHint string
+	// TaskTemplate, if set, replaces the embedded prompts/task.tmpl: a text/template
+	// over TaskData that renders the task shown to the policy (before the
+	// format hint).
+	TaskTemplate string
+	CacheDir     string // a build cache shared by every sandbox (shelltask.CacheMounts); off by default
+	Network      bool   // share the host's network with every sandbox (off by default)
 }
 
 // Report is the verdict of one evaluation.
@@ -50,16 +60,10 @@ type Report struct {
 type Env struct {
 	inst Instance
 	opts Options
+	sh   *shelltask.Shell // workspace (app/ and the evaluation's), agent shell, metrics
 
-	src      string // the local repository
-	ws       string
-	unmount  func() error // undoes the workspace's size-limited tmpfs
-	sess     sandbox.Session
-	started  time.Time
-	deadline time.Time
-	done     bool
-	report   Report
-	metrics  map[string]float64
+	src    string // the local repository
+	report Report
 }
 
 var (
@@ -69,19 +73,20 @@ var (
 
 // New returns an Env for inst.
 func New(inst Instance, opts Options) *Env {
-	if opts.Runner == nil {
-		opts.Runner = sandbox.Bubblewrap{}
-	}
-	if opts.CommandTimeout <= 0 {
-		opts.CommandTimeout = 120 * time.Second
-	}
 	if opts.AgentTimeout <= 0 {
 		opts.AgentTimeout = 30 * time.Minute
 	}
 	if opts.TestTimeout <= 0 {
 		opts.TestTimeout = 300 * time.Second
 	}
-	return &Env{inst: inst, opts: opts}
+	sh := shelltask.NewShell(shelltask.Config{
+		Name: "instance " + inst.InstanceID, Runner: opts.Runner, CommandTimeout: opts.CommandTimeout,
+		KeepWorkspace: opts.KeepWorkspace,
+		PatchOnly:     errors.New("a ```diff block alone does nothing: add <submit/> to submit it as your patch"),
+		TimeUpNote:    "The agent's time limit was reached.",
+	})
+	opts.Runner = sh.Runner()
+	return &Env{inst: inst, opts: opts, sh: sh}
 }
 
 // RepoDir resolves the instance's local repository (see Options.ReposDir).
@@ -157,106 +162,80 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	if disk == 0 {
 		disk = sandbox.DefaultLimits.DiskBytes
 	}
-	ws, unmount, err := harbor.NewWorkspace(e.opts.Runner, e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-", disk)
+	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-", disk)
 	if err != nil {
-		return "", fmt.Errorf("instance %s: workspace: %w", e.inst.InstanceID, err)
+		return "", err
 	}
-	e.ws, e.unmount = ws, unmount
 	app := filepath.Join(ws, "app")
 	if err := checkout(ctx, src, app, e.inst.BaseCommit); err != nil {
 		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
 	}
-	e.sess, err = e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app, Mounts: e.cacheMounts(), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network})
+	err = e.sh.Start(ctx, sandbox.Spec{Workdir: app, Mounts: shelltask.CacheMounts(e.opts.CacheDir), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network}, e.opts.AgentTimeout)
 	if err != nil {
-		return "", fmt.Errorf("instance %s: start sandbox: %w", e.inst.InstanceID, err)
+		return "", err
 	}
-	e.started = time.Now()
-	e.deadline = e.started.Add(e.opts.AgentTimeout)
-	e.done = false
 	e.report = Report{}
-	e.metrics = map[string]float64{"commands": 0, "invalid_actions": 0, "command_timeouts": 0}
+	task, err := e.task()
+	if err != nil {
+		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+	}
+	if !e.opts.NoFormatHint {
+		task += "\n\n" + cmp.Or(e.opts.FormatHint, shelltask.FormatHint())
+	}
+	return task, nil
+}
+
+// taskFile is the task template, prompts/task.tmpl; the file ends with
+// one newline, which is not part of the template.
+//
+//go:embed prompts/task.tmpl
+var taskFile string
+
+// TaskData is what the task template (prompts/task.tmpl, or
+// Options.TaskTemplate) renders.
+type TaskData struct {
+	// ProblemStatement is the instance's, surrounding white space trimmed.
+	ProblemStatement string
+	Repo             string // owner/name
+	Commit           string // base_commit, its first 12 characters
+}
+
+// task renders the task template for the instance.
+func (e *Env) task() (string, error) {
+	src := cmp.Or(e.opts.TaskTemplate, strings.TrimSuffix(taskFile, "\n"))
+	t, err := template.New("task").Parse(src)
+	if err != nil {
+		return "", fmt.Errorf("task template: %w", err)
+	}
 	short := e.inst.BaseCommit
 	if len(short) > 12 {
 		short = short[:12]
 	}
-	task := strings.TrimSpace(e.inst.ProblemStatement) + "\n\n" +
-		fmt.Sprintf("The repository %s is checked out at /app (commit %s). Change the code to resolve the issue above; "+
-			"the tests that check it are not shown to you. When you submit, your changes (git diff against that commit, new files included) are the patch that is evaluated; "+
-			"a ```diff block in the submitting reply is taken as the patch instead.", e.inst.Repo, short)
-	if !e.opts.NoFormatHint {
-		task += "\n\n" + harbor.FormatHint
+	var b strings.Builder
+	if err := t.Execute(&b, TaskData{strings.TrimSpace(e.inst.ProblemStatement), e.inst.Repo, short}); err != nil {
+		return "", fmt.Errorf("task template: %w", err)
 	}
-	return task, nil
+	return b.String(), nil
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
 
-func (e *Env) env() map[string]string {
-	if e.opts.CacheDir == "" {
-		return nil
-	}
-	return map[string]string{"GOCACHE": "/cache/go-build", "PIP_CACHE_DIR": "/cache/pip"}
-}
+func (e *Env) env() map[string]string { return shelltask.CacheEnv(e.opts.CacheDir, nil) }
 
-func (e *Env) cacheMounts() []sandbox.Mount {
-	if e.opts.CacheDir == "" {
-		return nil
-	}
-	return []sandbox.Mount{{Host: e.opts.CacheDir, Target: "/cache", Writable: true}}
-}
-
-// Step implements agent.Environment.
+// Step implements agent.Environment: shelltask.Shell.Step, with the
+// evaluation on submit. A ```diff block in the submitting reply is the
+// patch; without one, the workspace's changes are.
 func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
-	if e.sess == nil || e.done {
-		return agent.Step{}, fmt.Errorf("instance %s: Step before Reset or after the episode ended", e.inst.InstanceID)
-	}
-	a, err := harbor.ParseAction(reply)
-	if err == nil && a.Command == "" && !a.Submit {
-		err = errors.New("a ```diff block alone does nothing: add <submit/> to submit it as your patch")
-	}
-	if err != nil {
-		e.metrics["invalid_actions"]++
-		return agent.Step{Invalid: true, Observation: "Invalid action: " + err.Error()}, nil
-	}
-	var obs string
-	if a.Command != "" {
-		left := time.Until(e.deadline)
-		if left <= 0 {
-			return e.finish(ctx, a.Patch, "The agent's time limit was reached before this command could run.")
-		}
-		timeout := min(e.opts.CommandTimeout, left)
-		r, err := e.sess.Exec(ctx, a.Command, timeout)
-		if err != nil {
-			return agent.Step{}, fmt.Errorf("instance %s: exec: %w", e.inst.InstanceID, err)
-		}
-		e.metrics["commands"]++
-		if r.TimedOut {
-			e.metrics["command_timeouts"]++
-		}
-		obs = harbor.FormatResult(r, timeout)
-		if r.TimedOut && time.Until(e.deadline) <= 0 {
-			return e.finish(ctx, a.Patch, obs+"\nThe agent's time limit was reached.")
-		}
-	}
-	if a.Submit {
-		return e.finish(ctx, a.Patch, obs)
-	}
-	return agent.Step{Observation: obs}, nil
+	return e.sh.Step(ctx, reply, e.finish)
 }
 
-func (e *Env) finish(ctx context.Context, patch, obs string) (agent.Step, error) {
-	e.done = true
-	e.metrics["agent_seconds"] = time.Since(e.started).Seconds()
-	// Everything the agent started is gone before anything reads its files.
-	err := e.sess.Close()
-	e.sess = nil
-	if err != nil {
-		e.cleanup()
-		return agent.Step{}, fmt.Errorf("instance %s: agent sandbox not contained: %w", e.inst.InstanceID, err)
-	}
-	defer e.cleanup()
+// finish evaluates the patch once the agent phase has ended (the agent's
+// sandbox closed: nothing of the agent can still write the workspace).
+func (e *Env) finish(ctx context.Context, a shelltask.Action, obs string) (agent.Step, error) {
+	defer e.sh.Cleanup()
+	patch := a.Patch
 	if patch == "" {
 		var err error
 		if patch, err = e.workspaceDiff(ctx); err != nil {
@@ -288,11 +267,12 @@ const maxPatchBytes = 64 << 20
 // git on the host would run whatever it names. A workspace whose git no
 // longer works yields an empty patch (metric patch_error = 1).
 func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
-	out := filepath.Join(e.ws, "out")
+	ws := e.sh.Workspace()
+	out := filepath.Join(ws, "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
 		return "", err
 	}
-	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: filepath.Join(e.ws, "app"),
+	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: filepath.Join(ws, "app"),
 		Mounts: []sandbox.Mount{{Host: out, Target: "/out", Writable: true}}, Limits: e.opts.Limits})
 	if err != nil {
 		return "", fmt.Errorf("start diff sandbox: %w", err)
@@ -309,12 +289,12 @@ func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if r.ExitCode != 0 {
-		e.metrics["patch_error"] = 1
+		e.sh.SetMetric("patch_error", 1)
 		return "", nil
 	}
 	b, err := sandbox.ReadRegular(filepath.Join(out, "model.patch"), maxPatchBytes)
 	if err != nil {
-		e.metrics["patch_error"] = 1
+		e.sh.SetMetric("patch_error", 1)
 		return "", nil
 	}
 	return string(b), nil
@@ -374,7 +354,7 @@ func patchFiles(patch string) []string {
 // tests — runs inside one sandbox.
 func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 	rep := Report{PatchBytes: len(patch), FailToPass: map[string]bool{}, PassToPass: map[string]bool{}}
-	dir, err := sandbox.MkdirTemp(e.ws, "eval-")
+	dir, err := sandbox.MkdirTemp(e.sh.Workspace(), "eval-")
 	if err != nil {
 		return rep, err
 	}
@@ -391,7 +371,7 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 		}
 	}
 	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app,
-		Mounts: append([]sandbox.Mount{{Host: in, Target: "/in"}}, e.cacheMounts()...), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network})
+		Mounts: append([]sandbox.Mount{{Host: in, Target: "/in"}}, shelltask.CacheMounts(e.opts.CacheDir)...), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network})
 	if err != nil {
 		return rep, fmt.Errorf("start test sandbox: %w", err)
 	}
@@ -411,12 +391,12 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 			return rep, err
 		}
 		if method == "" {
-			e.metrics["patch_applied"] = 0
+			e.sh.SetMetric("patch_applied", 0)
 			return rep, nil // an unappliable patch resolves nothing
 		}
 		rep.PatchApplied, rep.ApplyMethod = true, method
 	}
-	e.metrics["patch_applied"] = map[bool]float64{false: 0, true: 1}[rep.PatchApplied]
+	e.sh.SetMetric("patch_applied", map[bool]float64{false: 0, true: 1}[rep.PatchApplied])
 	if strings.TrimSpace(e.inst.TestPatch) != "" {
 		// Test files are the instance's: undo the model's edits to them.
 		base := sandbox.ShellQuote(e.inst.BaseCommit)
@@ -436,7 +416,7 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 		}
 		if method == "" {
 			if modelPatched {
-				e.metrics["test_patch_conflict"] = 1
+				e.sh.SetMetric("test_patch_conflict", 1)
 				return rep, nil // the model's patch broke what the tests need
 			}
 			return rep, errors.New("test_patch does not apply to base_commit")
@@ -467,7 +447,7 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 	if err := run(e.inst.PassToPass, rep.PassToPass); err != nil {
 		return rep, err
 	}
-	e.metrics["test_seconds"] = time.Since(begin).Seconds()
+	e.sh.SetMetric("test_seconds", time.Since(begin).Seconds())
 	rep.Resolved = true
 	f2p, p2p := 0, 0
 	for _, ok := range rep.FailToPass {
@@ -484,9 +464,11 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 			rep.Resolved = false
 		}
 	}
-	e.metrics["f2p_passed"], e.metrics["f2p_total"] = float64(f2p), float64(len(rep.FailToPass))
-	e.metrics["p2p_passed"], e.metrics["p2p_total"] = float64(p2p), float64(len(rep.PassToPass))
-	e.metrics["resolved"] = map[bool]float64{false: 0, true: 1}[rep.Resolved]
+	e.sh.SetMetric("f2p_passed", float64(f2p))
+	e.sh.SetMetric("f2p_total", float64(len(rep.FailToPass)))
+	e.sh.SetMetric("p2p_passed", float64(p2p))
+	e.sh.SetMetric("p2p_total", float64(len(rep.PassToPass)))
+	e.sh.SetMetric("resolved", map[bool]float64{false: 0, true: 1}[rep.Resolved])
 	return rep, nil
 }
 
@@ -555,31 +537,8 @@ func OracleReply(inst *Instance) string {
 func (e *Env) Report() Report { return e.report }
 
 // Metrics implements agent.MetricsReporter.
-func (e *Env) Metrics() map[string]float64 {
-	m := make(map[string]float64, len(e.metrics))
-	for k, v := range e.metrics {
-		m[k] = v
-	}
-	return m
-}
+func (e *Env) Metrics() map[string]float64 { return e.sh.Metrics() }
 
 // Close ends the episode early (if running) and removes the workspace
-// unless KeepWorkspace. The error reports a sandbox whose processes could
-// not all be confirmed dead, or a workspace that could not be removed.
-func (e *Env) Close() error {
-	var err error
-	if e.sess != nil {
-		err = e.sess.Close()
-		e.sess = nil
-	}
-	return errors.Join(err, e.cleanup())
-}
-
-func (e *Env) cleanup() error {
-	if e.ws == "" || e.opts.KeepWorkspace {
-		return nil
-	}
-	err := harbor.RemoveWorkspace(e.ws, e.unmount)
-	e.ws, e.unmount = "", nil
-	return err
-}
+// unless KeepWorkspace; see shelltask.Shell.Close.
+func (e *Env) Close() error { return e.sh.Close() }

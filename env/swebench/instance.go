@@ -5,8 +5,10 @@
 //
 //	LoadInstances(file.jsonl) → New(inst, opts).Reset: the instance's local
 //	repository cloned into a fresh workspace at base_commit, seen by the
-//	agent at /app → Step(reply): the action format of env/harbor (one
-//	```bash block, <submit/>) → submit: the model's patch is the reply's
+//	agent at /app; the task is prompts/task.tmpl (embedded; Options.TaskTemplate
+//	replaces it) rendered for the instance → Step(reply), shelltask.Shell.Step:
+//	the shell-action language of env/shelltask (one ```bash block,
+//	<submit/>) → submit: the model's patch is the reply's
 //	```diff block if it has one, else `git diff` of the workspace against
 //	base_commit (untracked files included) → a fresh clone at base_commit,
 //	the model's patch applied (git apply, then git apply --3way, then

@@ -1,14 +1,15 @@
 package swebench
 
 import (
-	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/env/shelltask"
+	"github.com/compactrl/compactrl/env/shelltask/shelltasktest"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/sandbox"
 )
@@ -84,25 +85,11 @@ func fixture(t *testing.T) (string, Instance, string) {
 
 func episode(t *testing.T, e *Env, replies ...string) float64 {
 	t.Helper()
-	ctx := context.Background()
-	task, err := e.Reset(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	task, r := shelltasktest.Play(t, e, replies...)
 	if !strings.Contains(task, "clamp(5, 0, 3)") || !strings.Contains(task, "/app") {
 		t.Fatalf("task text %q", task)
 	}
-	for _, r := range replies {
-		st, err := e.Step(ctx, r)
-		if err != nil {
-			t.Fatalf("step %q: %v", r, err)
-		}
-		if st.Done {
-			return st.Reward
-		}
-	}
-	t.Fatal("episode did not end")
-	return 0
+	return r
 }
 
 func TestResolution(t *testing.T) {
@@ -122,7 +109,7 @@ func TestResolution(t *testing.T) {
 	})
 	t.Run("empty patch does not", func(t *testing.T) {
 		e := New(inst, opts)
-		if r := episode(t, e, harbor.SubmitReply); r != 0 {
+		if r := episode(t, e, shelltask.SubmitReply); r != 0 {
 			t.Fatalf("reward %v", r)
 		}
 		rep := e.Report()
@@ -249,5 +236,32 @@ func TestPatchFiles(t *testing.T) {
 	p := "diff --git a/x/y.py b/x/y.py\n--- a/x/y.py\n+++ b/x/y.py\n@@ -1 +1 @@\ndiff --git a/new.py b/new.py\nnew file mode 100644\n"
 	if got := strings.Join(patchFiles(p), ","); got != "x/y.py,new.py" {
 		t.Fatalf("patchFiles = %s", got)
+	}
+}
+
+// The task template moved from a Go string literal to prompts/task.tmpl; it renders
+// what the literal did.
+func TestTaskTemplate(t *testing.T) {
+	inst := Instance{InstanceID: "a__b-1", Repo: "a/b", BaseCommit: "0123456789abcdef0123", ProblemStatement: "\n  x is broken.\n"}
+	short := inst.BaseCommit[:12]
+	old := strings.TrimSpace(inst.ProblemStatement) + "\n\n" +
+		fmt.Sprintf("The repository %s is checked out at /app (commit %s). Change the code to resolve the issue above; "+
+			"the tests that check it are not shown to you. When you submit, your changes (git diff against that commit, new files included) are the patch that is evaluated; "+
+			"a ```diff block in the submitting reply is taken as the patch instead.", inst.Repo, short)
+	for _, c := range []struct {
+		name, tmpl, want string
+		ok               bool
+	}{
+		{"embedded", "", old, true},
+		{"override", "Fix {{.Repo}}@{{.Commit}}: {{.ProblemStatement}}", "Fix a/b@0123456789ab: x is broken.", true},
+		{"bad template", "{{.Repo", "", false},
+		{"unknown field", "{{.Nope}}", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := New(inst, Options{TaskTemplate: c.tmpl}).task()
+			if (err == nil) != c.ok || got != c.want {
+				t.Errorf("task() = %q, %v; want %q (ok %v)", got, err, c.want, c.ok)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
-package harbor
+package shelltask
 
 import (
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,19 +17,28 @@ type Action struct {
 	Patch   string // a ```diff block, if any (env/swebench takes it as the model's patch)
 }
 
-// FormatHint is appended to every task shown to the policy (unless
-// Options.NoFormatHint): it states the action format ParseAction accepts.
-const FormatHint = "Act in a Linux shell (bash, working directory /app, no network). " +
-	"Each reply must contain exactly one command block:\n\n```bash\n<commands>\n```\n\n" +
-	"It runs in a persistent shell (cd and variables persist); you will see its output and exit code. " +
-	"When the task is done, reply with <submit/> (alone, or after a final command block)."
+// SubmitReply submits at once: the whole reply of the empty policy.
+const SubmitReply = "<submit/>"
+
+// The package's prompts, one file each under prompts/. A file ends with one
+// newline, which is not part of the text.
+var (
+	//go:embed prompts/format_hint.txt
+	formatHintFile string
+	//go:embed prompts/tools.json
+	toolsFile string
+)
+
+// FormatHint states the action format ParseAction accepts; the shell-task
+// environments append it to every task shown to the policy unless their
+// options turn it off or replace it (prompts/format_hint.txt).
+func FormatHint() string { return strings.TrimSuffix(formatHintFile, "\n") }
 
 // ToolsJSON declares the same two actions as OpenAI-style tools, for engines
 // that support tool calls. A tool call reaches ParseAction as text in the
 // Hermes form <tool_call>{"name": "bash", "arguments": {"command": "..."}}</tool_call>
-// (or {"name": "submit", "arguments": {}}).
-const ToolsJSON = `[{"type":"function","function":{"name":"bash","description":"Run a command in the persistent bash shell (working directory /app, no network).","parameters":{"type":"object","properties":{"command":{"type":"string","description":"The shell command to run."}},"required":["command"]}}},` +
-	`{"type":"function","function":{"name":"submit","description":"Declare the task complete; the verifier runs next.","parameters":{"type":"object","properties":{}}}}]`
+// (or {"name": "submit", "arguments": {}}). The file is prompts/tools.json.
+func ToolsJSON() string { return strings.TrimSuffix(toolsFile, "\n") }
 
 var (
 	fenceRe    = regexp.MustCompile("(?m)^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*$")
