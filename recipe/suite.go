@@ -115,46 +115,27 @@ func (s *Suite) newEnv(seed int64) (agent.Environment, error) {
 // recovery, the per-episode deadline, infra_error marking: a failing
 // episode is masked, never the iteration's end) and returns them in seed
 // order. Job j's seed is its index, mapped here to its task seed (the
-// environment) and its sampling seed (the agent).
+// environment) and its sampling seed (the agent); each episode's "seed" is
+// its task seed.
 func (s *Suite) run(ctx context.Context, a *agent.Agent, seeds, samples []int64, progress func(done, total int)) ([]episode.Episode, error) {
 	if len(samples) != len(seeds) {
 		return nil, fmt.Errorf("collect: %d sampling seeds for %d task seeds", len(samples), len(seeds))
 	}
 	jobs := make([]rollout.Job, len(seeds))
-	index := make(map[string]int, len(seeds))
 	for j := range seeds {
-		id := fmt.Sprintf("task-%d-%d", seeds[j], j)
-		jobs[j] = rollout.Job{Seed: int64(j), ID: id, Group: fmt.Sprintf("task-%d", seeds[j])}
-		index[id] = j
+		jobs[j] = rollout.Job{Seed: int64(j), ID: fmt.Sprintf("task-%d-%d", seeds[j], j), Group: fmt.Sprintf("task-%d", seeds[j])}
 	}
 	envs := func(j int64) (agent.Environment, error) { return s.newEnv(seeds[j]) }
-	runner := runnerFunc(func(ctx context.Context, env agent.Environment, j int64) (episode.Episode, error) {
+	runner := rollout.RunnerFunc(func(ctx context.Context, env agent.Environment, j int64) (episode.Episode, error) {
 		return a.Run(ctx, env, samples[j])
 	})
-	out := make([]episode.Episode, len(seeds))
-	sink := sinkFunc(func(ep *episode.Episode) error {
-		j := index[ep.ID]
-		ep.Meta["seed"] = fmt.Sprint(seeds[j])
-		out[j] = *ep
-		return nil
-	})
-	var report func(rollout.Stats)
-	if progress != nil {
-		report = func(st rollout.Stats) { progress(st.Episodes, len(seeds)) }
-	}
 	cfg := rollout.Config{Workers: max(1, s.Workers), EpisodeTimeout: s.EpisodeTimeout}
-	if _, err := rollout.Run(ctx, cfg, jobs, runner, envs, sink, report); err != nil {
+	eps, _, err := rollout.Collect(ctx, cfg, jobs, runner, envs, progress)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	for j := range eps {
+		eps[j].Meta["seed"] = fmt.Sprint(seeds[j])
+	}
+	return eps, nil
 }
-
-type runnerFunc func(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error)
-
-func (f runnerFunc) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
-	return f(ctx, env, seed)
-}
-
-type sinkFunc func(ep *episode.Episode) error
-
-func (f sinkFunc) Write(ep *episode.Episode) error { return f(ep) }

@@ -1,7 +1,9 @@
 package recipe
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -65,5 +67,38 @@ func TestCollectMasksAFailingEpisode(t *testing.T) {
 	}
 	if infra == 0 {
 		t.Error("no infra_error counted in the metrics")
+	}
+}
+
+// The training pool's scheduling does not reach the episodes: one worker
+// and many (which decode in batches of different make-ups) give the same
+// tokens, log-probabilities and rewards, because the built-in engine is
+// batch-invariant (model.Decoder).
+func TestCollectIsIndependentOfWorkers(t *testing.T) {
+	cfg := nanoConfig(t)
+	s, err := Build(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := train.Rollouts{Sampler: s.Policy.Sampler(), Seeds: []int64{3, 3, 5, 8, 13, 21}, SampleSeeds: []int64{1, 2, 3, 4, 5, 6}, Temperature: 1}
+	var runs [][]byte
+	for _, workers := range []int{1, 6} {
+		s.Suite.Workers = workers
+		eps, err := s.Suite.Collect(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(eps[0].Segments); n == 0 {
+			t.Fatal("an episode with no segment")
+		}
+		b, err := json.Marshal(eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, b)
+	}
+	if !bytes.Equal(runs[0], runs[1]) {
+		t.Error("episodes with 1 and 6 workers differ")
 	}
 }

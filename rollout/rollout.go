@@ -1,6 +1,10 @@
 // Package rollout runs many episodes concurrently and streams them to disk
 // as they finish.
 //
+// Run serves `compactrl rollout` and the service (a Sink per episode);
+// Collect serves training (the episodes back in the order of the jobs, a
+// progress count): both are the same pool.
+//
 // Data flow: a feeder hands Jobs (episode seeds) to Workers goroutines; each
 // builds its environment with the EnvFactory and plays it with the Runner
 // (an *agent.Agent); finished episodes go over one channel to the single
@@ -31,6 +35,14 @@ import (
 // Runner plays one episode; *agent.Agent implements it.
 type Runner interface {
 	Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error)
+}
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc func(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error)
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+	return f(ctx, env, seed)
 }
 
 // EnvFactory builds the environment of one episode.
@@ -150,6 +162,43 @@ func Run(ctx context.Context, cfg Config, jobs []Job, r Runner, envs EnvFactory,
 		return st, fmt.Errorf("rollout interrupted after %d of %d episodes: %w", st.Episodes, len(jobs), err)
 	}
 	return st, nil
+}
+
+// Collect plays jobs as Run does (panic recovery, the episode deadline,
+// infra_error masking) and returns the episodes in the order of jobs,
+// whatever order they finish in. progress, if not nil, is called after each
+// finished episode with the count so far and len(jobs). Job IDs must be
+// unique (they place each episode). The error is the context's: then no
+// episodes are returned.
+func Collect(ctx context.Context, cfg Config, jobs []Job, r Runner, envs EnvFactory, progress func(done, total int)) ([]episode.Episode, Stats, error) {
+	index := make(map[string]int, len(jobs))
+	for i, j := range jobs {
+		if _, dup := index[j.ID]; dup {
+			return nil, Stats{}, fmt.Errorf("rollout: job ID %q appears twice", j.ID)
+		}
+		index[j.ID] = i
+	}
+	out := make([]episode.Episode, len(jobs))
+	var report func(Stats)
+	if progress != nil {
+		report = func(st Stats) { progress(st.Episodes, len(jobs)) }
+	}
+	st, err := Run(ctx, cfg, jobs, r, envs, orderedSink{out, index}, report)
+	if err != nil {
+		return nil, st, err
+	}
+	return out, st, nil
+}
+
+// orderedSink places each episode at its job's index.
+type orderedSink struct {
+	out   []episode.Episode
+	index map[string]int
+}
+
+func (s orderedSink) Write(ep *episode.Episode) error {
+	s.out[s.index[ep.ID]] = *ep
+	return nil
 }
 
 // play runs one job; ok is false when the episode was interrupted by the

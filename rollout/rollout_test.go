@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"sort"
@@ -445,4 +446,40 @@ type memSink struct{ eps []episode.Episode }
 func (m *memSink) Write(ep *episode.Episode) error {
 	m.eps = append(m.eps, *ep)
 	return nil
+}
+
+// Collect returns the episodes in the order of the jobs although they
+// finish out of order (later jobs are faster here), counts progress to the
+// total, and refuses jobs that share an ID.
+func TestCollectKeepsJobOrder(t *testing.T) {
+	a, envs := vaultAgent(t, nil)
+	jobs := Jobs("v", 0, 12)
+	slow := RunnerFunc(func(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+		time.Sleep(time.Duration(12-seed) * time.Millisecond)
+		return a.Run(ctx, env, seed)
+	})
+	var calls []int
+	eps, st, err := Collect(context.Background(), Config{Workers: 4}, jobs, slow, envs, func(done, total int) {
+		if total != len(jobs) {
+			t.Errorf("progress total %d, want %d", total, len(jobs))
+		}
+		calls = append(calls, done)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eps) != len(jobs) || st.Episodes != len(jobs) {
+		t.Fatalf("%d episodes, stats %s", len(eps), st)
+	}
+	for i, ep := range eps {
+		if ep.ID != jobs[i].ID || ep.Meta["seed"] != fmt.Sprint(jobs[i].Seed) {
+			t.Errorf("episode %d is %s (seed %s), want %s", i, ep.ID, ep.Meta["seed"], jobs[i].ID)
+		}
+	}
+	if want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; !reflect.DeepEqual(calls, want) {
+		t.Errorf("progress %v, want %v", calls, want)
+	}
+	if _, _, err := Collect(context.Background(), Config{Workers: 1}, append(jobs, jobs[3]), a, envs, nil); err == nil || !strings.Contains(err.Error(), jobs[3].ID) {
+		t.Errorf("duplicate job ID: err = %v", err)
+	}
 }
