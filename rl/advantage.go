@@ -91,7 +91,7 @@ func ComputeAdvantages(eps []episode.Episode, cfg AdvantageConfig) error {
 		return err
 	}
 	e, _ := lookupEstimator(string(cfg.Estimator))
-	return e.batch(eps, cfg)
+	return e.fn.batch(eps, cfg)
 }
 
 // EpisodeAdvantages is ComputeAdvantages for one episode, for streaming;
@@ -101,10 +101,10 @@ func EpisodeAdvantages(ep *episode.Episode, cfg AdvantageConfig) error {
 		return err
 	}
 	e, _ := lookupEstimator(string(cfg.Estimator))
-	if e.episode == nil {
+	if e.fn.episode == nil {
 		return fmt.Errorf("estimator %s needs the whole group of episodes", cfg.Estimator)
 	}
-	return e.episode(ep, cfg)
+	return e.fn.episode(ep, cfg)
 }
 
 // prepare sizes Advantages and Returns of every segment to its response

@@ -1,7 +1,5 @@
 package rl
 
-import "fmt"
-
 // Aggregation names how per-token losses are weighted into the step loss.
 type Aggregation string
 
@@ -20,14 +18,9 @@ const (
 // must be the whole optimiser step (never one micro-batch of it).
 type WeightFunc func(tokens []Token)
 
-type aggEntry struct {
-	name    Aggregation
-	weights WeightFunc
-}
-
 // lossAggs is the registry of loss aggregation modes, the default first.
-func lossAggs() []aggEntry {
-	return []aggEntry{
+func lossAggs() []entry[Aggregation, WeightFunc] {
+	return []entry[Aggregation, WeightFunc]{
 		{TokenMean, TokenMeanWeights},
 		{SeqMeanTokenMean, SeqMeanTokenMeanWeights},
 		{SeqMeanTokenSum, SeqMeanTokenSumWeights},
@@ -35,34 +28,20 @@ func lossAggs() []aggEntry {
 	}
 }
 
-func lookupLossAgg(name string) (aggEntry, error) {
-	for _, a := range lossAggs() {
-		if string(a.name) == name {
-			return a, nil
-		}
-	}
-	return aggEntry{}, fmt.Errorf("unknown loss aggregation %q, want one of %v", name, LossAggModes())
+func lookupLossAgg(name string) (entry[Aggregation, WeightFunc], error) {
+	return lookup(lossAggs(), "loss aggregation", name)
 }
 
 // LossAggModes lists the registered loss aggregation modes' names, the
 // default first.
-func LossAggModes() []string {
-	var names []string
-	for _, a := range lossAggs() {
-		names = append(names, string(a.name))
-	}
-	return names
-}
+func LossAggModes() []string { return names(lossAggs()) }
 
 // LossAggByName returns the weighting of the loss aggregation mode
 // registered under name; an unknown name is an error listing the valid
 // ones.
 func LossAggByName(name string) (WeightFunc, error) {
 	a, err := lookupLossAgg(name)
-	if err != nil {
-		return nil, err
-	}
-	return a.weights, nil
+	return a.fn, err
 }
 
 // ParseAggregation returns the aggregation mode named s.
@@ -79,7 +58,7 @@ func AssignWeights(tokens []Token, agg Aggregation) error {
 	if err != nil {
 		return err
 	}
-	a.weights(tokens)
+	a.fn(tokens)
 	return nil
 }
 

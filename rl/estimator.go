@@ -29,52 +29,37 @@ const (
 // cfg but Estimator.
 type EstimatorFunc func(eps []episode.Episode, cfg AdvantageConfig) error
 
-// estimatorEntry is one registered estimator.
-type estimatorEntry struct {
-	name Estimator
-	// episode computes one episode on its own: set for the GAE family,
-	// which reads critic values; nil for the group estimators.
+// estimatorFuncs are one registered estimator: the batch function, and,
+// for the GAE family, which reads critic values, the one-episode function
+// (nil for the group estimators).
+type estimatorFuncs struct {
 	episode func(ep *episode.Episode, cfg AdvantageConfig) error
 	batch   EstimatorFunc
 }
 
 // estimators is the registry of advantage estimators, the default first.
-func estimators() []estimatorEntry {
-	return []estimatorEntry{
-		{CrossGAE, CrossGAEAdvantage, eachEpisode(CrossGAEAdvantage)},
-		{Independent, IndependentGAEAdvantage, eachEpisode(IndependentGAEAdvantage)},
-		{Concat, ConcatGAEAdvantage, eachEpisode(ConcatGAEAdvantage)},
-		{GRPO, nil, GRPOAdvantage},
-		{DrGRPO, nil, DrGRPOAdvantage},
+func estimators() []entry[Estimator, estimatorFuncs] {
+	return []entry[Estimator, estimatorFuncs]{
+		{CrossGAE, estimatorFuncs{CrossGAEAdvantage, eachEpisode(CrossGAEAdvantage)}},
+		{Independent, estimatorFuncs{IndependentGAEAdvantage, eachEpisode(IndependentGAEAdvantage)}},
+		{Concat, estimatorFuncs{ConcatGAEAdvantage, eachEpisode(ConcatGAEAdvantage)}},
+		{GRPO, estimatorFuncs{nil, GRPOAdvantage}},
+		{DrGRPO, estimatorFuncs{nil, DrGRPOAdvantage}},
 	}
 }
 
-func lookupEstimator(name string) (estimatorEntry, error) {
-	for _, e := range estimators() {
-		if string(e.name) == name {
-			return e, nil
-		}
-	}
-	return estimatorEntry{}, fmt.Errorf("unknown estimator %q, want one of %v", name, EstimatorNames())
+func lookupEstimator(name string) (entry[Estimator, estimatorFuncs], error) {
+	return lookup(estimators(), "estimator", name)
 }
 
 // EstimatorNames lists the registered estimators' names, the default first.
-func EstimatorNames() []string {
-	var names []string
-	for _, e := range estimators() {
-		names = append(names, string(e.name))
-	}
-	return names
-}
+func EstimatorNames() []string { return names(estimators()) }
 
 // EstimatorByName returns the estimator registered under name; an unknown
 // name is an error listing the valid ones.
 func EstimatorByName(name string) (EstimatorFunc, error) {
 	e, err := lookupEstimator(name)
-	if err != nil {
-		return nil, err
-	}
-	return e.batch, nil
+	return e.fn.batch, err
 }
 
 // ParseEstimator returns the estimator named s.
@@ -87,7 +72,7 @@ func ParseEstimator(s string) (Estimator, error) {
 // family) rather than group statistics.
 func (e Estimator) UsesValues() bool {
 	x, err := lookupEstimator(string(e))
-	return err == nil && x.episode != nil
+	return err == nil && x.fn.episode != nil
 }
 
 func eachEpisode(f func(*episode.Episode, AdvantageConfig) error) EstimatorFunc {

@@ -17,11 +17,6 @@ import (
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-func needBwrap(t *testing.T) {
-	t.Helper()
-	testenv.MustHaveBwrap(t)
-}
-
 func TestReadReward(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) {
@@ -175,7 +170,7 @@ func shippedTasks(t *testing.T) []*Task {
 }
 
 func TestShippedTasksOracleAndEmpty(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	cache, err := sandbox.MkdirTemp(t.TempDir(), "cache")
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +201,7 @@ func TestShippedTasksOracleAndEmpty(t *testing.T) {
 }
 
 func TestEpisodeMechanics(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	dir := writeTask(t, map[string]string{
 		"instruction.md":               "Write 42 to /app/answer.",
 		"task.toml":                    "[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 10\n",
@@ -265,7 +260,7 @@ func TestEpisodeMechanics(t *testing.T) {
 }
 
 func TestNetworkOptIn(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +302,7 @@ func TestNetworkOptIn(t *testing.T) {
 }
 
 func TestMissingRewardIsError(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	task, err := Load(writeTask(t, map[string]string{
 		"instruction.md": "x", "task.toml": "", "tests/test.sh": "echo forgot the reward",
 	}))
@@ -325,7 +320,7 @@ func TestMissingRewardIsError(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	task, err := Load(writeTask(t, map[string]string{
 		"instruction.md": "x",
 		"task.toml":      "[agent]\ntimeout_sec = 1.5\n[verifier]\ntimeout_sec = 1\n",

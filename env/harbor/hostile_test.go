@@ -20,7 +20,7 @@ import (
 // by the agent's one command) and returns the final step and the Env.
 func hostile(t *testing.T, opts Options, toml, testSh, prog string) (float64, string, *Env, error) {
 	t.Helper()
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": toml, "tests/test.sh": testSh}))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestRewardOutOfRangeIsError(t *testing.T) {
 // A daemon the agent started during its phase is dead before the verifier
 // starts: it would otherwise recreate /app/flag while the tests run.
 func TestAgentDaemonDeadBeforeVerifier(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "",
 		"tests/test.sh": "rm -f /app/flag; sleep 0.3; if [ -e /app/flag ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"}))
 	if err != nil {
@@ -115,7 +115,7 @@ func TestAgentDaemonDeadBeforeVerifier(t *testing.T) {
 // skipping (locally) or failing (CI) where the host cannot.
 func needConfined(t *testing.T) Options {
 	t.Helper()
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	c := sandbox.DetectConfinement()
 	if mem, pids, _, disk := c.Enforced(); !mem || !pids || !disk {
 		testenv.Unavailable(t, "per-session limits not enforceable here: %s", c.Describe())

@@ -14,11 +14,6 @@ import (
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-func needBwrap(t *testing.T) {
-	t.Helper()
-	testenv.MustHaveBwrap(t)
-}
-
 func run(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(args[0], args[1:]...)
@@ -93,7 +88,7 @@ func episode(t *testing.T, e *Env, replies ...string) float64 {
 }
 
 func TestResolution(t *testing.T) {
-	needBwrap(t)
+	testenv.MustHaveBwrap(t)
 	repos, inst, later := fixture(t)
 	opts := Options{ReposDir: repos}
 
