@@ -14,6 +14,7 @@ import (
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/optim"
+	"github.com/compactrl/compactrl/train/builtin"
 )
 
 // Measure is a rate measured over several timed runs: Value is the median
@@ -70,7 +71,7 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 		}
 		seqs[i] = model.Seq{Tokens: toks, From: 1}
 	}
-	ps := m.OptimParams()
+	ps := builtin.OptimParams(m)
 	opt := optim.New(ps, 0.9, 0.999, 1e-8, 0.01, model.IsNorm)
 	sc := m.NewScorer()
 	step := func() error {

@@ -18,8 +18,8 @@
 // prompt extending an earlier one skips the shared prefix; computing every
 // row as the Scorer does, it gives each sequence the same numbers whatever
 // its batch, and the Scorer's. Checkpoints are config.json +
-// model.safetensors with HF names (Save, Load); optimisation is package
-// optim's (OptimParams).
+// model.safetensors with HF names (Save, Load). Optimisation is not this
+// package's job: train/builtin hands Params to package optim.
 package model
 
 import (
@@ -27,8 +27,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-
-	"github.com/compactrl/compactrl/optim"
 )
 
 // Param is one named parameter tensor, with Hugging Face naming and shape
@@ -229,17 +227,6 @@ func (m *Model) headWeight() *Param {
 		return m.LMHead
 	}
 	return m.Embed
-}
-
-// OptimParams views the parameters for package optim (sharing memory),
-// allocating gradients if needed.
-func (m *Model) OptimParams() []optim.Param {
-	m.EnsureGrads()
-	ps := make([]optim.Param, len(m.params))
-	for i, p := range m.params {
-		ps[i] = optim.Param{Name: p.Name, Data: p.Data, Grad: p.Grad}
-	}
-	return ps
 }
 
 // IsNorm reports whether name is an RMSNorm weight (conventionally exempt

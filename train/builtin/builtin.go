@@ -56,7 +56,7 @@ var (
 
 func newBuiltin(m *model.Model, o Options) *Builtin {
 	return &Builtin{M: m, sc: m.NewScorer(), opts: o,
-		opt: optim.New(m.OptimParams(), 0.9, 0.999, 1e-8, o.WeightDecay, model.IsNorm)}
+		opt: optim.New(OptimParams(m), 0.9, 0.999, 1e-8, o.WeightDecay, model.IsNorm)}
 }
 
 // NewPolicy wraps a policy model and starts its sampler (Close stops it).
@@ -116,7 +116,7 @@ func (b *Builtin) Backward(ctx context.Context, dout [][]float64) error {
 // Step clips the accumulated gradient to GradClip, applies AdamW with lr
 // and zeroes the gradient; it returns the norm before clipping.
 func (b *Builtin) Step(ctx context.Context, lr float64) (float64, error) {
-	ps := b.M.OptimParams()
+	ps := OptimParams(b.M)
 	n := optim.ClipGradNorm(ps, b.opts.GradClip)
 	if err := b.opt.Step(ps, lr); err != nil {
 		return n, err
@@ -204,4 +204,16 @@ func (b *Builtin) Close() {
 	if b.sampler != nil {
 		b.sampler.Close()
 	}
+}
+
+// OptimParams views m's parameters for package optim, sharing their memory
+// (an optimiser step writes the model's weights), with gradients
+// allocated where missing.
+func OptimParams(m *model.Model) []optim.Param {
+	m.EnsureGrads()
+	ps := make([]optim.Param, len(m.Params()))
+	for i, p := range m.Params() {
+		ps[i] = optim.Param{Name: p.Name, Data: p.Data, Grad: p.Grad}
+	}
+	return ps
 }

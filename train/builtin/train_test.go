@@ -1,24 +1,25 @@
-package model
+package builtin
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/optim"
 )
 
 // Training smoke test: on a copying task (random tokens, a separator, the
 // same tokens again) the cross-entropy of the copy falls well below chance.
 func TestTrainingCopiesSequence(t *testing.T) {
-	cfg := Config{Vocab: 16, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, FFN: 64, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}
-	m, err := New(cfg, 1, false)
+	cfg := model.Config{Vocab: 16, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, FFN: 64, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}
+	m, err := model.New(cfg, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	batch := func() []Seq {
-		seqs := make([]Seq, 16)
+	batch := func() []model.Seq {
+		seqs := make([]model.Seq, 16)
 		for i := range seqs {
 			n := 6
 			toks := make([]int, 0, 2*n+1)
@@ -27,12 +28,12 @@ func TestTrainingCopiesSequence(t *testing.T) {
 			}
 			toks = append(toks, 0)
 			toks = append(toks, toks[:n]...)
-			seqs[i] = Seq{Tokens: toks, From: n + 1}
+			seqs[i] = model.Seq{Tokens: toks, From: n + 1}
 		}
 		return seqs
 	}
-	ps := m.OptimParams()
-	opt := optim.New(ps, 0.9, 0.98, 1e-8, 0.01, IsNorm)
+	ps := OptimParams(m)
+	opt := optim.New(ps, 0.9, 0.98, 1e-8, 0.01, model.IsNorm)
 	sched := optim.Schedule{Peak: 1e-2, Min: 1e-3, Warmup: 10, Total: 150}
 	sc := m.NewScorer()
 	steps := 150
@@ -65,26 +66,26 @@ func TestTrainingCopiesSequence(t *testing.T) {
 // The critic learns a value that depends on the context: V(x_<t) = 1 when
 // token 1 has appeared before t, else 0 (squared error, AdamW).
 func TestCriticRegression(t *testing.T) {
-	cfg := Config{Vocab: 8, Dim: 32, Layers: 2, Heads: 4, KVHeads: 4, FFN: 64, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5}
-	policy, err := New(cfg, 2, false)
+	cfg := model.Config{Vocab: 8, Dim: 32, Layers: 2, Heads: 4, KVHeads: 4, FFN: 64, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5}
+	policy, err := model.New(cfg, 2, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCritic(policy)
+	c := model.NewCritic(policy)
 	rng := rand.New(rand.NewPCG(7, 8))
-	ps := c.OptimParams()
+	ps := OptimParams(c)
 	opt := optim.New(ps, 0.9, 0.98, 1e-8, 0, nil)
 	sc := c.NewScorer()
 	var first, last float64
 	for s := 0; s < 120; s++ {
-		seqs := make([]Seq, 16)
+		seqs := make([]model.Seq, 16)
 		targets := make([][]float64, 16)
 		for i := range seqs {
 			toks := make([]int, 12)
 			for j := range toks {
 				toks[j] = 1 + rng.IntN(cfg.Vocab-1)
 			}
-			seqs[i] = Seq{Tokens: toks, From: 1}
+			seqs[i] = model.Seq{Tokens: toks, From: 1}
 			seen := 0.0
 			for _, tok := range toks[:len(toks)-1] {
 				if tok == 1 {

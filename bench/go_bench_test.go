@@ -1,0 +1,35 @@
+package bench
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/compactrl/compactrl/model"
+)
+
+// BenchmarkTrainStep: the "bench" preset, 8 sequences of 512 positions (the
+// shape of testdata/torch_bench.py); the median step's tokens/s.
+func BenchmarkTrainStep(b *testing.B) {
+	r, err := Train(context.Background(), model.Presets["bench"], 8, 512, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.Value, "tokens/s")
+}
+
+// BenchmarkDecode32: 32 prompts of 64 tokens, 64 new tokens each; the
+// median round's decode tokens/s.
+func BenchmarkDecode32(b *testing.B) {
+	cfg := model.Presets["bench"]
+	m, err := model.New(cfg, 1, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompts := Prompts(32, 64, func(r *rand.Rand) int { return r.IntN(cfg.Vocab) })
+	r, err := Decode(context.Background(), m, prompts, 64, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(r.Decode.Value, "tokens/s")
+}
