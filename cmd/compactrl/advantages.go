@@ -19,8 +19,9 @@ import (
 // line it stops with an error naming the line and field; the episodes
 // before it have been written.
 func runAdvantages(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("advantages", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("advantages", "advantages [flags] < episodes.jsonl > episodes-with-advantages.jsonl")
+	fs.examples = []string{"compactrl advantages --estimator cross-gae < runs/x/episodes.jsonl > adv.jsonl",
+		"compactrl advantages --estimator grpo --group-by-task < episodes.jsonl > adv.jsonl"}
 	def := rl.DefaultAdvantageConfig()
 	est := fs.String("estimator", string(def.Estimator), fmt.Sprintf("advantage estimator: one of %v", rl.EstimatorNames()))
 	gamma := fs.Float64("gamma", def.Gamma, "discount γ in [0, 1]")
@@ -31,18 +32,9 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	noMask := fs.Bool("no-mask-overlong", false, "give overlong episodes advantages (default: masked, zero); infra_error episodes are always masked")
 	scaled := fs.Bool("scaled-returns", false, "critic target Â + V instead of A^loc + V (cross-gae)")
 	unknown := fs.Bool("allow-unknown-fields", false, "ignore (and drop) JSON fields outside the episode schema instead of rejecting the line")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl advantages [flags] < episodes.jsonl > episodes-with-advantages.jsonl")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs.about = "Episodes come on stdin; the GAE estimators stream, grpo and dr-grpo hold all episodes (a group's members may be anywhere)."
+	if _, err := fs.parse(e, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (episodes come on stdin)", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -17,17 +15,19 @@ import (
 //
 //	compactrl bench model [flags]   training and decode throughput against PyTorch and llama.cpp, GEMM against the FMA peak
 func runBench(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 || args[0] != "model" {
-		fmt.Fprintln(e.stderr, "usage: compactrl bench model [flags]   (see compactrl bench model -h)")
-		return errors.New("bench: want the subcommand model")
-	}
-	return runBenchModel(ctx, e, args[1:])
+	c := newCmdLine("bench", "bench model [flags]   (compactrl bench model -h)")
+	c.examples = []string{benchModelExample}
+	return dispatch(ctx, e, c, []subcommand{{"model", runBenchModel}}, nil, args)
 }
+
+// benchModelExample is bench model's first example.
+const benchModelExample = "compactrl bench model --threads 2"
 
 func runBenchModel(ctx context.Context, e env, args []string) error {
 	d := bench.DefaultOptions()
-	fs := flag.NewFlagSet("bench model", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("bench model", "bench model [flags]")
+	fs.about = "Measures, in one run at one thread count and one shape: built-in training tokens/s\nagainst PyTorch, batched decode tokens/s against llama.cpp on the exported GGUF, and\nkernel GEMM GFLOP/s against the measured float32 FMA peak."
+	fs.examples = []string{benchModelExample, "compactrl bench model --skip-torch --skip-llama --json"}
 	threads := fs.Int("threads", d.Threads, "threads of every engine (GOMAXPROCS, torch.set_num_threads, llama-server -t/-tb)")
 	dim := fs.Int("dim", d.Model.Dim, "model width")
 	layers := fs.Int("layers", d.Model.Layers, "decoder layers")
@@ -54,18 +54,8 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 	skipLlama := fs.Bool("skip-llama", false, "do not run the llama.cpp comparison")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a Markdown table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (built-in engine only; the references are subprocesses) to FILE")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl bench model [flags]\n\nMeasures, in one run at one thread count and one shape: built-in training tokens/s\nagainst PyTorch, batched decode tokens/s against llama.cpp on the exported GGUF, and\nkernel GEMM GFLOP/s against the measured float32 FMA peak.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if _, err := fs.parse(e, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := d
 	o.Threads = *threads

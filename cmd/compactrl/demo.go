@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,8 +21,9 @@ import (
 // intervals, and the HTML report. --from-scratch pretrains the base first
 // (configs/pretrain.yaml).
 func runDemo(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("demo", "demo [flags]")
+	fs.about = "CompactionRL from the shipped base policy on the built-in vault suite (about 3 minutes on 2 cores)."
+	fs.examples = []string{"compactrl demo", "compactrl demo --seed 2 --dir runs/demo-seed2"}
 	cfg := recipe.DemoConfig()
 	dir := fs.String("dir", cfg.Run.Dir, "run directory (replaced)")
 	iters := fs.Int("iterations", cfg.Run.Iterations, "CompactionRL iterations")
@@ -31,16 +31,8 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	scratch := fs.Bool("from-scratch", false, "pretrain the base policy first (configs/pretrain.yaml; tens of minutes) instead of the shipped one")
 	quiet := fs.Bool("quiet", false, "no progress bars")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (pprof) of the whole demo to this file")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl demo [flags]\n\nCompactionRL from the shipped base policy on the built-in vault suite (about 3 minutes on 2 cores).\n\nexample: compactrl demo --seed 2 --dir runs/demo-seed2")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if _, err := fs.parse(e, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := os.RemoveAll(*dir); err != nil {
 		return fmt.Errorf("demo dir %s: %w", *dir, err)

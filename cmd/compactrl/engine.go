@@ -53,8 +53,7 @@ func (f engineFlags) validate() error {
 type engineSpec struct {
 	urls, kind, model string
 	maxConc           int
-	tokPath, tmplSpec string
-	chatTmpl          string // --chat-template (chat.go)
+	tok               tokenFlags
 	seed              int64
 	flags             engineFlags
 }
@@ -92,22 +91,22 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 	}
 	var tmpl agent.Template
 	haveTmpl := false
-	if s.tmplSpec != "" {
+	if s.tok.template != "" {
 		var err error
-		if tmpl, err = parseTemplate(s.tmplSpec); err != nil {
+		if tmpl, err = parseTemplate(s.tok.template); err != nil {
 			return nil, nil, err
 		}
 		haveTmpl = true
 	}
-	if s.chatTmpl != "" && (s.tokPath == "" || haveTmpl) {
-		return nil, nil, errors.New("--chat-template needs --tokenizer and excludes --template")
+	if err := s.tok.check(); err != nil {
+		return nil, nil, err
 	}
 	var format agent.Format // a real model's chat template, chosen by formatFor
 	vocab := s.flags.vocab
 	var tok agent.Tokenizer
 	var rt *remote.Tokenizer
-	if s.tokPath != "" {
-		t, err := tokenizer.Load(s.tokPath)
+	if s.tok.path != "" {
+		t, err := tokenizer.Load(s.tok.path)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--tokenizer: %w", err)
 		}
@@ -116,7 +115,7 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 			vocab = t.VocabSize()
 		}
 		if !haveTmpl {
-			if format, err = formatFor(t, s.tokPath, s.chatTmpl); err != nil {
+			if format, err = formatFor(t, s.tok.path, s.tok.chat); err != nil {
 				return nil, nil, err
 			}
 		}

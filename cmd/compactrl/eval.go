@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -32,223 +31,206 @@ import (
 const evalSystemPrompt = "You are an autonomous agent working in a Linux shell to complete a task. " +
 	"Think briefly, then act: one command block per reply. Check your work before you submit."
 
-// runEval is `compactrl eval`: pass@1 of a policy on real tasks — Harbor /
-// Terminal-Bench task directories or a SWE-bench JSONL — played through
-// the agent loop with compaction against HTTP engines (or by the scripted
-// oracle/empty policies, to validate tasks). With --checkpoint it is the
-// built-in model on the built-in suite (runEvalCheckpoint).
+// runEval is `compactrl eval`: pass@1 of a policy on real tasks (Harbor /
+// Terminal-Bench task directories or a SWE-bench JSONL) played through the
+// agent loop with compaction against HTTP engines, or by the scripted
+// oracle/empty policies to validate tasks. `eval checkpoint DIR` is the
+// built-in model on the built-in suite (runEvalCheckpoint); `eval
+// --checkpoint DIR` first on the line is its deprecated spelling.
 func runEval(ctx context.Context, e env, args []string) error {
-	for _, a := range args {
-		if a == "--checkpoint" || a == "-checkpoint" || strings.HasPrefix(a, "--checkpoint=") || strings.HasPrefix(a, "-checkpoint=") {
-			return runEvalCheckpoint(ctx, e, args)
-		}
+	if len(args) > 0 && isCheckpointFlag(args[0]) {
+		fmt.Fprintln(e.stderr, "compactrl eval: --checkpoint DIR is deprecated; use `compactrl eval checkpoint DIR`")
+		return runEvalCheckpoint(ctx, e, args)
 	}
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	def := agent.DefaultConfig()
-	tasksPath := fs.String("tasks", "", "Harbor task directory, a directory of them, or a SWE-bench instances .jsonl (required)")
-	repos := fs.String("repos", "", "SWE-bench: directory of local git repositories (<owner>__<name>, <owner>/<name> or <name>)")
-	policyName := fs.String("policy", "engine", "engine (sample from --engine), oracle (run solution/solve.sh or the gold patch) or empty (submit at once)")
-	engines := fs.String("engine", "", "engine base URL(s), comma-separated, e.g. http://127.0.0.1:8080,http://10.0.0.2:8080")
-	kind := fs.String("engine-kind", remote.KindLlamaCpp, "engine kind: llamacpp, vllm or sglang")
-	modelName := fs.String("model", "", "model name sent to vLLM")
-	maxConc := fs.Int("engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json of the policy (default: the first engine's /tokenize; required for sglang)")
-	tmplSpec := fs.String("template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
-	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
-	attempts := fs.Int("attempts", 1, "attempts per task")
-	workers := fs.Int("workers", 2, "episodes played concurrently")
-	seed := fs.Int64("seed", 0, "first episode's seed; episode i (task-major) uses seed+i")
-	out := fs.String("out", "", "run directory for episodes.jsonl and results.json (required)")
-	window := fs.Int("context", 32768, "context window C in tokens")
-	reserve := fs.Int("reserve", 8192, "compaction reserve T_comp: compact when C − |h| < T_comp")
-	keep := fs.Int("keep-last", def.KeepLast, "steps k re-included after a compaction")
-	maxComp := fs.Int("max-compactions", def.MaxCompactions, "compactions per episode")
-	maxTurns := fs.Int("max-turns", def.MaxTurns, "policy actions per episode")
-	maxAction := fs.Int("max-action-tokens", 1024, "tokens per action")
-	maxSummary := fs.Int("max-summary-tokens", 2048, "tokens per summary")
-	maxObs := fs.Int("max-observation-tokens", 0, "observation cap in tokens (0: the most the reserve allows)")
-	maxFormat := fs.Int("max-format-errors", def.MaxFormatErrors, "invalid actions in a row that end an episode")
-	noComp := fs.Bool("no-compaction", false, "never compact (single-window baseline)")
-	temp := fs.Float64("temperature", 0.7, "sampling temperature")
-	topP := fs.Float64("top-p", 1, "nucleus top-p")
-	sysPath := fs.String("system-prompt", "", "file holding the system prompt (default: a short built-in one)")
-	sumInstr := fs.String("summary-instruction", def.SummaryInstruction, "the summary instruction q_sum")
-	resumeText := fs.String("resume-text", def.ResumeText, "the text that introduces the summary after a compaction")
-	noHint := fs.Bool("no-format-hint", false, "do not append the action-format hint to each task")
-	runnerName := fs.String("runner", "bwrap", "sandbox: bwrap, docker or podman")
-	image := fs.String("image", "", "docker/podman: image for tasks without [environment] docker_image")
-	cmdTimeout := fs.Duration("command-timeout", 120*time.Second, "limit of one command")
-	agentTimeout := fs.Duration("agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
-	episodeTimeout := fs.Duration("episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
-	memMB := fs.Int64("memory-mb", 0, "address-space limit per sandboxed process in MiB (0: the task's [environment] memory, else 4096)")
-	procs := fs.Int("max-procs", 0, "processes+threads per sandbox (0: 1024)")
-	network := fs.Bool("network", false, "give sandboxes the host's network (Harbor: only tasks with allow_internet; default: no network)")
-	var binds stringList
-	fs.Var(&binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")
-	cacheDir := fs.String("cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
-	keepWS := fs.Bool("keep-workspaces", false, "leave episode workspaces on disk")
-	workRoot := fs.String("work-root", filepath.Join(os.TempDir(), "compactrl-eval"), "parent of the run directories holding episode workspaces; those of runs that died (kill -9) are removed at start")
-	diskMB := fs.Int64("disk-mb", 0, "workspace size limit per episode in MiB, all processes together (0: the task's [environment] storage, else 4096); enforced as root")
-	var ef engineFlags
-	ef.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]\n"+
-			"       compactrl eval --checkpoint DIR [flags]   (the built-in model on the built-in suite)")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	case *tasksPath == "":
-		return errors.New("--tasks DIR|FILE.jsonl is required")
-	case *out == "":
-		return errors.New("--out RUN_DIR is required")
-	case *attempts < 1:
-		return fmt.Errorf("--attempts %d must be ≥ 1", *attempts)
-	case *workers < 1:
-		return fmt.Errorf("--workers %d must be ≥ 1", *workers)
-	case *memMB < 0 || *procs < 0 || *diskMB < 0:
-		return errors.New("--memory-mb, --max-procs and --disk-mb must be ≥ 0")
-	}
-	if err := ef.validate(); err != nil {
-		return err
-	}
-	if *policyName != "engine" && *policyName != "oracle" && *policyName != "empty" {
-		return fmt.Errorf("--policy %q: want engine, oracle or empty", *policyName)
-	}
-	var runner sandbox.Runner
-	switch *runnerName {
-	case "bwrap":
-		// Available is checked once the flags are known to be good, so that
-		// a flag error is reported as such on a machine without bwrap.
-		runner = sandbox.Bubblewrap{ROBinds: binds, Confine: sandbox.DetectConfinement()}
-	case "docker", "podman":
-		runner = sandbox.Container{Engine: *runnerName, DefaultImage: *image}
-	default:
-		return fmt.Errorf("--runner %q: want bwrap, docker or podman", *runnerName)
-	}
-	if *cacheDir != "" {
-		if err := os.MkdirAll(*cacheDir, 0o755); err != nil {
-			return fmt.Errorf("--cache: %w", err)
-		}
-	}
+	return dispatch(ctx, e, nil, []subcommand{{"checkpoint", runEvalCheckpoint}}, runEvalTasks, args)
+}
 
-	src := taskSource{
-		limits: sandbox.Limits{MemoryBytes: *memMB << 20, Processes: *procs, DiskBytes: *diskMB << 20},
-		runner: runner, image: *image, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
-		cache: *cacheDir, keep: *keepWS, noHint: *noHint, network: *network, workRoot: new(string),
+func isCheckpointFlag(arg string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	return strings.HasPrefix(arg, "-") && name == "checkpoint"
+}
+
+// evalOptions are the flags of `compactrl eval` on real tasks.
+type evalOptions struct {
+	tasks    taskFlags
+	tok      tokenFlags
+	engine   engineFlags
+	agent    agent.Config
+	prompts  *promptFlags
+	policy   string
+	engines  string
+	kind     string
+	model    string
+	maxConc  int
+	attempts int
+	workers  int
+	seed     int64
+	out      string
+	workRoot string
+	diskMB   int64
+}
+
+func newEvalCmd() (*cmdLine, *evalOptions) {
+	fs := newCmdLine("eval", "eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]",
+		"eval checkpoint DIR [flags]   (the built-in model on the built-in suite: compactrl eval checkpoint -h)")
+	fs.examples = []string{"compactrl eval --tasks tasks/ --policy oracle --out runs/validate",
+		"compactrl eval --tasks tasks/ --engine http://127.0.0.1:8080 --tokenizer ~/qwen3 --attempts 4 --out runs/qwen3"}
+	o := &evalOptions{agent: engineAgentConfig(0.7)}
+	o.tasks.register(fs.FlagSet, "Harbor task directory, a directory of them, or a SWE-bench instances .jsonl (required)")
+	fs.StringVar(&o.policy, "policy", "engine", "engine (sample from --engine), oracle (run solution/solve.sh or the gold patch) or empty (submit at once)")
+	fs.StringVar(&o.engines, "engine", "", "engine base URL(s), comma-separated, e.g. http://127.0.0.1:8080,http://10.0.0.2:8080")
+	fs.StringVar(&o.kind, "engine-kind", remote.KindLlamaCpp, "engine kind: llamacpp, vllm or sglang")
+	fs.StringVar(&o.model, "model", "", "model name sent to vLLM")
+	fs.IntVar(&o.maxConc, "engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
+	o.tok.register(fs.FlagSet)
+	o.engine.register(fs.FlagSet)
+	fs.IntVar(&o.attempts, "attempts", 1, "attempts per task")
+	fs.IntVar(&o.workers, "workers", 2, "episodes played concurrently")
+	fs.Int64Var(&o.seed, "seed", 0, "first episode's seed; episode i (task-major) uses seed+i")
+	fs.StringVar(&o.out, "out", "", "run directory for episodes.jsonl and results.json (required)")
+	bindAgentFlags(fs.FlagSet, &o.agent)
+	o.prompts = bindPromptFlags(fs.FlagSet, &o.agent, "file holding the system prompt (default: a short built-in one)")
+	fs.StringVar(&o.workRoot, "work-root", filepath.Join(os.TempDir(), "compactrl-eval"), "parent of the run directories holding episode workspaces; those of runs that died (kill -9) are removed at start")
+	fs.Int64Var(&o.diskMB, "disk-mb", 0, "workspace size limit per episode in MiB, all processes together (0: the task's [environment] storage, else 4096); enforced as root")
+	return fs, o
+}
+
+func (o *evalOptions) validate() error {
+	switch {
+	case o.tasks.tasks == "":
+		return errors.New("--tasks DIR|FILE.jsonl is required")
+	case o.out == "":
+		return errors.New("--out RUN_DIR is required")
+	case o.attempts < 1:
+		return fmt.Errorf("--attempts %d must be ≥ 1", o.attempts)
+	case o.workers < 1:
+		return fmt.Errorf("--workers %d must be ≥ 1", o.workers)
+	case o.diskMB < 0:
+		return errors.New("--disk-mb must be ≥ 0")
+	case o.policy != "engine" && o.policy != "oracle" && o.policy != "empty":
+		return fmt.Errorf("--policy %q: want engine, oracle or empty", o.policy)
 	}
-	tasks, skipped, err := src.load(*tasksPath)
+	if err := o.tasks.validate(); err != nil {
+		return err
+	}
+	return o.engine.validate()
+}
+
+// runEvalTasks is `compactrl eval --tasks …`: load the tasks, build the
+// policy, prepare the sandbox, play every attempt, write results.json.
+func runEvalTasks(ctx context.Context, e env, args []string) error {
+	fs, o := newEvalCmd()
+	if _, err := fs.parse(e, args); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	sb, err := o.tasks.sandbox(true)
 	if err != nil {
 		return err
 	}
-	for _, s := range skipped {
-		fmt.Fprintf(e.stderr, "eval: skipping %s: %s\n", s.Task, s.Reason)
+	limits := o.tasks.limits()
+	limits.DiskBytes = o.diskMB << 20
+	workRoot := new(string)
+	tasks, skipped, err := o.tasks.load(e, "eval", sb, limits, workRoot)
+	if err != nil {
+		return err
 	}
-	if len(tasks) == 0 {
-		return fmt.Errorf("--tasks %s: no task can run here (%d skipped)", *tasksPath, len(skipped))
+	r, taint, meta, err := o.policyRunner(ctx)
+	if err != nil {
+		return err
 	}
+	cleanup, err := prepareSandbox(e, sb, o.tasks.keep, o.workRoot, workRoot)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	return o.play(ctx, e, tasks, skipped, r, taint, meta)
+}
 
-	var r rollout.Runner
-	var taint rollout.FailureCounter
-	meta := map[string]string{"policy": *policyName, "tasks": *tasksPath}
-	switch *policyName {
-	case "oracle", "empty":
-		r = scriptedRunner{oracle: *policyName == "oracle"}
-	case "engine":
-		cfg := def
-		cfg.Window, cfg.Reserve, cfg.KeepLast = *window, *reserve, *keep
-		cfg.MaxCompactions, cfg.MaxTurns, cfg.MaxFormatErrors = *maxComp, *maxTurns, *maxFormat
-		cfg.MaxActionTokens, cfg.MaxSummaryTokens, cfg.MaxObservationTokens = *maxAction, *maxSummary, *maxObs
-		cfg.NoCompaction = *noComp
-		cfg.Temperature, cfg.TopP = *temp, *topP
-		cfg.SystemPrompt = evalSystemPrompt
-		cfg.SummaryInstruction, cfg.ResumeText = *sumInstr, *resumeText
-		if *sysPath != "" {
-			b, err := os.ReadFile(*sysPath)
-			if err != nil {
-				return fmt.Errorf("--system-prompt: %w", err)
-			}
-			cfg.SystemPrompt = strings.TrimSpace(string(b))
-		}
-		a, rt, err := buildEngineAgent(ctx, cfg, engineSpec{urls: *engines, kind: *kind, model: *modelName, maxConc: *maxConc,
-			tokPath: *tokPath, tmplSpec: *tmplSpec, chatTmpl: *chatTmpl, seed: *seed, flags: ef})
-		if err != nil {
-			return err
-		}
-		r = a
-		if rt != nil {
-			taint = rt
-		}
-		meta["engine"], meta["engine_kind"], meta["model"] = *engines, *kind, *modelName
-		meta["context"], meta["reserve"] = strconv.Itoa(cfg.Window), strconv.Itoa(cfg.Reserve)
-		meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
+// policyRunner is --policy: the scripted oracle/empty runner, or the agent
+// loop over the --engine pool (with the remote tokenizer whose failures
+// taint episodes, nil with --tokenizer); meta describes it for results.json.
+func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, rollout.FailureCounter, map[string]string, error) {
+	meta := map[string]string{"policy": o.policy, "tasks": o.tasks.tasks}
+	if o.policy != "engine" {
+		return scriptedRunner{oracle: o.policy == "oracle"}, nil, meta, nil
 	}
-	if b, ok := runner.(sandbox.Bubblewrap); ok {
+	cfg := o.agent
+	if err := o.prompts.apply(&cfg); err != nil {
+		return nil, nil, nil, err
+	}
+	a, rt, err := buildEngineAgent(ctx, cfg, engineSpec{urls: o.engines, kind: o.kind, model: o.model, maxConc: o.maxConc,
+		tok: o.tok, seed: o.seed, flags: o.engine})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	meta["engine"], meta["engine_kind"], meta["model"] = o.engines, o.kind, o.model
+	meta["context"], meta["reserve"] = strconv.Itoa(cfg.Window), strconv.Itoa(cfg.Reserve)
+	meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
+	if rt == nil {
+		return a, nil, meta, nil
+	}
+	return a, rt, meta, nil
+}
+
+// prepareSandbox checks bwrap, says which limits it enforces and reaps the
+// cgroups of runs that died; unless workspaces are kept, it makes this
+// run's directory under root (removing those of dead runs) and sets
+// *workRoot to it. cleanup removes that directory.
+func prepareSandbox(e env, sb sandbox.Runner, keep bool, root string, workRoot *string) (cleanup func(), err error) {
+	if b, ok := sb.(sandbox.Bubblewrap); ok {
 		if err := b.Available(); err != nil {
-			return fmt.Errorf("--runner bwrap: %w", err)
+			return nil, fmt.Errorf("--runner bwrap: %w", err)
 		}
 		fmt.Fprintln(e.stderr, "eval: "+b.Confine.Describe())
 		for _, g := range b.Confine.Reap() {
 			fmt.Fprintf(e.stderr, "eval: removed the cgroup %s of a run that died\n", g)
 		}
 	}
-	if !*keepWS {
-		// Workspaces live in a directory this run owns: a run killed with
-		// -9 leaves it behind, and the next eval removes it.
-		rd, reaped, err := sandbox.NewRunDir(*workRoot)
-		for _, d := range reaped {
-			fmt.Fprintf(e.stderr, "eval: removed %s, left by a run that died\n", d)
-		}
-		if err != nil {
-			return fmt.Errorf("--work-root: %w", err)
-		}
-		defer func() {
-			if err := rd.Close(); err != nil {
-				fmt.Fprintf(e.stderr, "eval: %v\n", err)
-			}
-		}()
-		*src.workRoot = rd.Path
+	if keep {
+		return func() {}, nil
 	}
+	// Workspaces live in a directory this run owns: a run killed with -9
+	// leaves it behind, and the next eval removes it.
+	rd, reaped, err := sandbox.NewRunDir(root)
+	for _, d := range reaped {
+		fmt.Fprintf(e.stderr, "eval: removed %s, left by a run that died\n", d)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--work-root: %w", err)
+	}
+	*workRoot = rd.Path
+	return func() {
+		if err := rd.Close(); err != nil {
+			fmt.Fprintf(e.stderr, "eval: %v\n", err)
+		}
+	}, nil
+}
 
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+// play runs attempts × tasks episodes (episode i, task-major, has seed
+// --seed+i) into --out/episodes.jsonl and writes and prints results.json.
+func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped []skippedTask, r rollout.Runner, taint rollout.FailureCounter, meta map[string]string) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	f, err := os.Create(filepath.Join(*out, "episodes.jsonl"))
+	f, err := os.Create(filepath.Join(o.out, "episodes.jsonl"))
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	defer f.Close()
-	n := len(tasks) * *attempts
-	jobs := make([]rollout.Job, n)
-	for i := range jobs {
-		t := tasks[i / *attempts]
-		jobs[i] = rollout.Job{Seed: *seed + int64(i), ID: fmt.Sprintf("%s#%d", t.name, i%*attempts), Group: t.name}
-	}
-	envs := func(s int64) (agent.Environment, error) {
-		i := s - *seed
-		if i < 0 || i >= int64(n) {
-			return nil, fmt.Errorf("seed %d outside this run's %d episodes", s, n)
-		}
-		return tasks[i/int64(*attempts)].newEnv(*policyName == "oracle"), nil
-	}
+	jobs, envs := o.jobs(tasks)
 	sink := &verdictSink{inner: rollout.NewJSONLSink(f)}
-	bar := progress.New(e.stderr, "eval", n)
-	_, rerr := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *episodeTimeout, Meta: meta, Taint: taint},
-		jobs, closingRunner{r}, envs, sink, rolloutProgress(bar, n))
+	bar := progress.New(e.stderr, "eval", len(jobs))
+	_, rerr := rollout.Run(ctx, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta, Taint: taint},
+		jobs, closingRunner{r}, envs, sink, rolloutProgress(bar, len(jobs)))
 	bar.Done()
 	if cerr := f.Close(); cerr != nil && rerr == nil {
 		rerr = fmt.Errorf("--out: %w", cerr)
 	}
-	res := summarize(sink.verdicts, tasks, *attempts, skipped, meta)
-	if err := writeJSON(filepath.Join(*out, "results.json"), res); err != nil {
+	res := summarize(sink.verdicts, tasks, o.attempts, skipped, meta)
+	if err := writeJSON(filepath.Join(o.out, "results.json"), res); err != nil {
 		return err
 	}
 	printResults(e.stdout, res)
@@ -256,6 +238,25 @@ func runEval(ctx context.Context, e env, args []string) error {
 		rerr = infraOutcome(res.Episodes, res.InfraError)
 	}
 	return rerr
+}
+
+// jobs are the episodes of every attempt at every task, and the
+// environments their seeds stand for.
+func (o *evalOptions) jobs(tasks []evalTask) ([]rollout.Job, rollout.EnvFactory) {
+	n := len(tasks) * o.attempts
+	jobs := make([]rollout.Job, n)
+	for i := range jobs {
+		t := tasks[i/o.attempts]
+		jobs[i] = rollout.Job{Seed: o.seed + int64(i), ID: fmt.Sprintf("%s#%d", t.name, i%o.attempts), Group: t.name}
+	}
+	envs := func(s int64) (agent.Environment, error) {
+		i := s - o.seed
+		if i < 0 || i >= int64(n) {
+			return nil, fmt.Errorf("seed %d outside this run's %d episodes", s, n)
+		}
+		return tasks[i/int64(o.attempts)].newEnv(o.policy == "oracle"), nil
+	}
+	return jobs, envs
 }
 
 // stringList is a repeatable string flag.
@@ -444,7 +445,7 @@ func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int6
 // default engine timeout and retries (buildEngineAgent has them all).
 func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPath, tmplSpec string, seed int64, wrap ...samplerWrap) (*agent.Agent, error) {
 	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: urls, kind: kind, model: model, maxConc: maxConc,
-		tokPath: tokPath, tmplSpec: tmplSpec, seed: seed, flags: engineFlags{timeout: defaultEngineTimeout, retries: defaultEngineRetries}}, wrap...)
+		tok: tokenFlags{path: tokPath, template: tmplSpec}, seed: seed, flags: engineFlags{timeout: defaultEngineTimeout, retries: defaultEngineRetries}}, wrap...)
 	return a, err
 }
 

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/compactrl/compactrl/recipe"
@@ -11,28 +9,31 @@ import (
 	"github.com/compactrl/compactrl/train"
 )
 
-// runEvalCheckpoint is `compactrl eval --checkpoint DIR`: held-out pass@1
+// runEvalCheckpoint is `compactrl eval checkpoint DIR`: held-out pass@1
 // of a trained policy (a run's checkpoint or a base policy directory) with
 // compaction and in a single window, with the settings it was trained for.
 func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	dir := fs.String("checkpoint", "", "checkpoint directory, run directory (its latest checkpoint) or base policy directory (models/vault-base)")
+	fs := newCmdLine("eval checkpoint", "eval checkpoint DIR [flags]")
+	fs.about = "DIR is a checkpoint directory, a run directory (its latest checkpoint) or a base policy directory (models/vault-base)."
+	fs.examples = []string{"compactrl eval checkpoint models/vault-base --seed 1000 --episodes 256", "compactrl eval checkpoint runs/demo --quiet"}
+	fs.maxArgs = 1
+	dir := fs.String("checkpoint", "", "deprecated: the DIR argument")
 	episodes := fs.Int("episodes", 0, "held-out episodes per mode (0: the run's eval_episodes)")
 	seed := fs.Int64("seed", 0, "offset into the test split: episodes use test seeds start+S … start+S+N−1")
 	workers := fs.Int("workers", 0, "concurrent episodes (0: the run's)")
 	temp := fs.Float64("temperature", -1, "sampling temperature (<0: the run's eval_temperature)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl eval --checkpoint DIR [flags]\n\nexample: compactrl eval --checkpoint models/vault-base --seed 1000 --episodes 256")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := fs.parse(e, args)
+	if err != nil {
 		return err
 	}
-	if *dir == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errors.New("need --checkpoint DIR and no other arguments")
+	switch {
+	case len(pos) == 1 && *dir != "":
+		return fs.usageErr("give DIR once (the argument; --checkpoint is its deprecated spelling)")
+	case len(pos) == 1:
+		*dir = pos[0]
+	case *dir == "":
+		return fs.usageErr("need a checkpoint DIR")
 	}
 	if *seed < 0 {
 		return fmt.Errorf("--seed %d must not be negative", *seed)

@@ -214,6 +214,25 @@ func startEvalLlama(t *testing.T) string {
 	return ""
 }
 
+// tinyTask writes a directory holding one Harbor task, "tiny" (its
+// verifier always scores 0), and a system-prompt file holding "1"; it
+// returns both paths.
+func tinyTask(t *testing.T, timeoutSec int) (tasks, sys string) {
+	t.Helper()
+	tasks = filepath.Join(t.TempDir(), "tasks")
+	task := filepath.Join(tasks, "tiny")
+	for p, s := range map[string]string{
+		"instruction.md": "ab12", "task.toml": fmt.Sprintf("[agent]\ntimeout_sec = %d\n", timeoutSec),
+		"tests/test.sh": "echo 0 > /logs/verifier/reward.txt",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(task, p)), 0o755)
+		os.WriteFile(filepath.Join(task, p), []byte(s), 0o644)
+	}
+	sys = filepath.Join(t.TempDir(), "system.txt")
+	os.WriteFile(sys, []byte("1"), 0o644)
+	return tasks, sys
+}
+
 // The engine path end to end against a real llama-server: episodes carry
 // the sampled token ids with loss mask 1 and the server's log-probs, and
 // results.json scores them. The random model writes no valid actions: the
@@ -222,17 +241,7 @@ func startEvalLlama(t *testing.T) string {
 func TestEvalEngineLlamaServer(t *testing.T) {
 	evalNeedBwrap(t)
 	url := startEvalLlama(t)
-	tasks := filepath.Join(t.TempDir(), "tasks")
-	task := filepath.Join(tasks, "tiny")
-	for p, s := range map[string]string{
-		"instruction.md": "ab12", "task.toml": "[agent]\ntimeout_sec = 60\n",
-		"tests/test.sh": "echo 0 > /logs/verifier/reward.txt",
-	} {
-		os.MkdirAll(filepath.Dir(filepath.Join(task, p)), 0o755)
-		os.WriteFile(filepath.Join(task, p), []byte(s), 0o644)
-	}
-	sys := filepath.Join(t.TempDir(), "system.txt")
-	os.WriteFile(sys, []byte("1"), 0o644)
+	tasks, sys := tinyTask(t, 60)
 	out := filepath.Join(t.TempDir(), "run")
 	stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--engine", url, "--engine-kind", "llamacpp",
 		"--template", "120,121,122,123,124,125", "--context", "256", "--reserve", "96",

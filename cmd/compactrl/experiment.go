@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,8 +19,10 @@ import (
 // runExperiment runs the arms of the paper's tables on the built-in suite,
 // several seeds each, and writes DIR/results.md and DIR/report.html.
 func runExperiment(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("experiment", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("experiment", "experiment [flags] [KEY=VALUE ...]")
+	fs.about = "Runs the base policy, RL without compaction, CompactionRL and its ablations on the vault suite,\nevery arm and seed from the same base policy (seeds vary only RL).\n" + overridesHelp
+	fs.examples = []string{"compactrl experiment --seeds 5 --dir runs/experiment",
+		"compactrl experiment --arms base,compactionrl --seeds 2 run.episodes=8"}
 	cfgPath := fs.String("config", "", "RL YAML config (default: the demo's)")
 	baseFlag := fs.String("base", "", "base policy directory every arm starts from (default: the shipped models/vault-base)")
 	dir := fs.String("dir", "runs/experiment", "output directory: DIR/ARM/seed-S per run, DIR/results.md, DIR/report.html")
@@ -30,22 +31,13 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	iters := fs.Int("iterations", 0, "RL iterations per arm (0: the config's)")
 	evalEvery := fs.Int("eval-every", 0, "held-out evaluation every N RL iterations of an arm (0: only at the end; the base arm is the evaluation before RL)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl experiment [flags]\n\nRuns the base policy, RL without compaction, CompactionRL and its ablations on the vault suite,\nevery arm and seed from the same base policy (seeds vary only RL).\n\nexample: compactrl experiment --seeds 5 --dir runs/experiment")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	overrides, err := parseOverrides(fs, e, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	base := recipe.DemoConfig()
-	if *cfgPath != "" {
-		var err error
-		if base, err = recipe.LoadConfig(*cfgPath); err != nil {
-			return err
-		}
+	base, err := loadConfig(*cfgPath, recipe.DemoConfig(), overrides)
+	if err != nil {
+		return err
 	}
 	if *iters > 0 {
 		base.Run.Iterations = *iters

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,36 +16,23 @@ import (
 //	compactrl export gguf --checkpoint DIR --out FILE     model → llama.cpp GGUF
 //	compactrl export --format verl|slime|jsonl ...        episodes → trainer records (runExportEpisodes)
 func runExport(ctx context.Context, e env, args []string) error {
-	if len(args) > 0 && args[0] == "gguf" {
-		return runExportGGUF(ctx, e, args[1:])
-	}
-	return runExportEpisodes(ctx, e, args)
+	return dispatch(ctx, e, nil, []subcommand{{"gguf", runExportGGUF}}, runExportEpisodes, args)
 }
 
 // runExportGGUF converts a checkpoint directory (config.json,
 // model.safetensors or its shards, tokenizer.json) to a GGUF file
 // llama.cpp serves.
 func runExportGGUF(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("export gguf", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR --out FILE.gguf")
+	fs.about = "Converts a policy checkpoint (config.json, model.safetensors or its shards, tokenizer.json) to a GGUF file llama-server serves."
+	fs.examples = []string{"compactrl export gguf --checkpoint models/vault-base --out vault-base.gguf"}
 	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+format.WeightsFile+" (or sharded, with "+format.WeightsIndexFile+") and "+tokenizer.File)
 	out := fs.String("out", "", "GGUF file to write")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl export gguf --checkpoint DIR --out FILE.gguf")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	if *dir == "" || *out == "" {
-		fs.Usage()
-		return errors.New("--checkpoint and --out are required")
+		return fs.usageErr("--checkpoint and --out are required")
 	}
 	for _, name := range []string{format.ConfigFile, tokenizer.File} {
 		if _, err := os.Stat(filepath.Join(*dir, name)); err != nil {

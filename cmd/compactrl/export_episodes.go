@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,25 +49,17 @@ import (
 //	  log-probs and values and takes one output per agent loop, so no
 //	  export can carry CompactionRL's segments or advantages into it.
 func runExportEpisodes(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("export", "export --format slime|jsonl [--in episodes.jsonl] [--out segments.jsonl]",
+		"export gguf --checkpoint DIR --out FILE.gguf   (a checkpoint for llama.cpp: compactrl export gguf -h)")
+	fs.examples = []string{"compactrl export --format slime --in adv.jsonl --out slime.jsonl",
+		"compactrl advantages < episodes.jsonl | compactrl export --format jsonl"}
 	format := fs.String("format", "", "record format: slime or jsonl")
 	in := fs.String("in", "-", "episode JSONL with advantages (- for stdin)")
 	out := fs.String("out", "-", "output JSONL (- for stdout)")
 	keepOverlong := fs.Bool("keep-overlong", false, "export overlong episodes too (default: masked, left out)")
 	allowNoAdv := fs.Bool("allow-missing-advantages", false, "export segments without advantages (default: an error, run compactrl advantages first)")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl export --format slime|jsonl [-in episodes.jsonl] [-out segments.jsonl]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if _, err := fs.parse(e, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var conv func(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any
 	switch *format {

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,7 @@ func commands() map[string]command {
 		"show":       {"print a readable transcript of one episode (compactions marked)", runShow},
 		"model":      {"create a checkpoint (init) or print its logits (logits)", runModel},
 		"bench":      {"bench model: training/decode throughput vs PyTorch and llama.cpp, GEMM vs FMA peak", runBench},
+		"help":       {"list the commands, or print one command's flags and examples", runHelp},
 		"tokenize":   {"print the token ids of stdin, or of --chat messages rendered with the model's chat template (--tokenizer FILE|DIR)", runTokenize},
 	}
 }
@@ -59,6 +61,29 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, cmds[n].summary)
 	}
+	fmt.Fprintln(w, "\n`compactrl COMMAND -h` (or `compactrl help COMMAND`) describes a command's flags.\n\nExamples:\n  compactrl demo\n  compactrl help eval")
+}
+
+// runHelp is `compactrl help [COMMAND]`: the command list, or one
+// command's usage.
+func runHelp(ctx context.Context, e env, args []string) error {
+	c := newCmdLine("help", "help [COMMAND]")
+	c.about = "Lists the commands, or prints COMMAND's flags and examples (as COMMAND -h does)."
+	c.examples = []string{"compactrl help", "compactrl help train"}
+	c.maxArgs = 1
+	pos, err := c.parse(e, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		usage(e.stdout)
+		return nil
+	}
+	cmd, ok := commands()[pos[0]]
+	if !ok {
+		return c.usageErr("unknown command %q", pos[0])
+	}
+	return cmd.run(ctx, e, []string{"-h"})
 }
 
 func main() {
@@ -69,11 +94,12 @@ func main() {
 
 // run executes one command line and returns the process exit code.
 func run(ctx context.Context, e env, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(e.stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if isHelp(args[0]) {
+		usage(e.stdout)
 		return 0
 	}
 	c, ok := commands()[args[0]]
@@ -86,16 +112,22 @@ func run(ctx context.Context, e env, args []string) int {
 		fmt.Fprintf(e.stderr, "compactrl %s: %v\n", args[0], err)
 		return 2
 	}
-	if err := c.run(ctx, e, args[1:]); err != nil {
-		fmt.Fprintf(e.stderr, "compactrl %s: %v\n", args[0], err)
-		// Commands with a documented exit code (eval and rollout: 3 when
-		// some episodes were infra errors, 4 when nothing could be scored;
-		// docs/reliability.md) carry it on their error.
-		var ec interface{ ExitCode() int }
-		if errors.As(err, &ec) {
-			return ec.ExitCode()
-		}
-		return 1
+	err := c.run(ctx, e, args[1:])
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "compactrl %s: %v\n\n%s", args[0], err, ue.usage)
+		return ue.ExitCode()
 	}
-	return 0
+	fmt.Fprintf(e.stderr, "compactrl %s: %v\n", args[0], err)
+	// Commands with a documented exit code (eval and rollout: 3 when some
+	// episodes were infra errors, 4 when nothing could be scored;
+	// docs/reliability.md) carry it on their error.
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
 }

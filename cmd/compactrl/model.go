@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,37 +15,36 @@ import (
 
 // runModel dispatches `compactrl model init|logits`.
 func runModel(ctx context.Context, e env, args []string) error {
-	const usage = "usage: compactrl model init --preset NAME --seed N --out DIR [--tokenizer tokenizer.json] [--critic]\n       compactrl model logits --checkpoint DIR --tokens 1,2,3"
-	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, usage)
-		return errors.New("need a model subcommand (init or logits)")
-	}
-	switch args[0] {
-	case "init":
-		return runModelInit(e, args[1:])
-	case "logits":
-		return runModelLogits(e, args[1:])
-	}
-	fmt.Fprintln(e.stderr, usage)
-	return fmt.Errorf("unknown model subcommand %q", args[0])
+	c := newCmdLine("model", modelInitSynopsis, modelLogitsSynopsis)
+	c.about = "init writes a randomly initialised checkpoint; logits prints a checkpoint's logits (compactrl model init -h, compactrl model logits -h)."
+	c.examples = []string{modelInitExample, modelLogitsExample}
+	return dispatch(ctx, e, c, []subcommand{{"init", runModelInit}, {"logits", runModelLogits}}, nil, args)
 }
+
+// Synopses and examples of model's subcommands.
+const (
+	modelInitSynopsis   = "model init --preset NAME --seed N --out DIR [--tokenizer tokenizer.json] [--critic]"
+	modelLogitsSynopsis = "model logits --checkpoint DIR --tokens 1,2,3"
+	modelInitExample    = "compactrl model init --preset tiny --seed 1 --out runs/tiny"
+	modelLogitsExample  = "compactrl model logits --checkpoint runs/tiny --tokens 1,2,3"
+)
 
 // runModelInit writes a randomly initialised checkpoint (config.json +
 // model.safetensors). With --tokenizer, the vocabulary size comes from that
 // tokenizer.json, which is copied into the checkpoint.
-func runModelInit(e env, args []string) error {
-	fs := flag.NewFlagSet("model init", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func runModelInit(_ context.Context, e env, args []string) error {
+	fs := newCmdLine("model init", modelInitSynopsis)
+	fs.examples = []string{modelInitExample}
 	preset := fs.String("preset", "tiny", "architecture preset (tiny, small, bench, medium)")
 	seed := fs.Int64("seed", 0, "initialisation seed")
 	out := fs.String("out", "", "checkpoint directory to create")
 	value := fs.Bool("critic", false, "write a value model (score head) instead of a policy")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to copy into the checkpoint (sets the vocabulary size)")
-	if err := fs.Parse(args); err != nil {
+	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
 	if *out == "" {
-		return errors.New("model init: --out is required")
+		return fs.usageErr("model init: --out is required")
 	}
 	cfg, err := model.Preset(*preset)
 	if err != nil {
@@ -81,16 +78,16 @@ func runModelInit(e env, args []string) error {
 
 // runModelLogits prints the logits at every position as a JSON array of
 // vocab-sized arrays.
-func runModelLogits(e env, args []string) error {
-	fs := flag.NewFlagSet("model logits", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func runModelLogits(_ context.Context, e env, args []string) error {
+	fs := newCmdLine("model logits", modelLogitsSynopsis)
+	fs.examples = []string{modelLogitsExample}
 	dir := fs.String("checkpoint", "", "checkpoint directory")
 	toks := fs.String("tokens", "", "comma-separated token ids")
-	if err := fs.Parse(args); err != nil {
+	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
 	if *dir == "" || *toks == "" {
-		return errors.New("model logits: --checkpoint and --tokens are required")
+		return fs.usageErr("model logits: --checkpoint and --tokens are required")
 	}
 	var ids []int
 	for i, f := range strings.Split(*toks, ",") {

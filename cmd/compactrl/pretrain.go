@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,33 +18,24 @@ import (
 // (copy, recall and SFT phases on the scripted expert), a held-out
 // evaluation, and the base directory with its model card.
 func runPretrain(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("pretrain", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("pretrain", "pretrain --out DIR [--config FILE.yaml] [--seed S] [KEY=VALUE ...]")
+	fs.about = "Warm-starts a policy on the vault suite's scripted expert and writes a base policy directory\n(model.safetensors, config.json, tokenizer.json, compactrl.yaml, pretrain.jsonl, eval.json, README.md).\n" + overridesHelp
+	fs.examples = []string{"compactrl pretrain --config configs/pretrain.yaml --seed 2 --out runs/base-seed2",
+		"compactrl pretrain --out runs/base-short sft.steps=200"}
 	cfgPath := fs.String("config", "", "YAML recipe (default: the shipped base's, configs/pretrain.yaml)")
 	out := fs.String("out", "", "base policy directory to write (must not exist or be empty)")
 	seed := fs.Int64("seed", 0, "pretraining seed (0: the config's)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl pretrain --out DIR [--config FILE.yaml] [--seed S]\n\nWarm-starts a policy on the vault suite's scripted expert and writes a base policy directory\n(model.safetensors, config.json, tokenizer.json, compactrl.yaml, pretrain.jsonl, eval.json, README.md).\n\nexample: compactrl pretrain --config configs/pretrain.yaml --seed 2 --out runs/base-seed2")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	overrides, err := parseOverrides(fs, e, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
 	if *out == "" {
-		fs.Usage()
-		return errors.New("need --out DIR")
+		return fs.usageErr("need --out DIR")
 	}
-	cfg := recipe.PretrainConfig()
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = recipe.LoadConfig(*cfgPath); err != nil {
-			return err
-		}
+	cfg, err := loadConfig(*cfgPath, recipe.PretrainConfig(), overrides)
+	if err != nil {
+		return err
 	}
 	if *seed != 0 {
 		cfg.Seed = *seed
@@ -74,14 +64,8 @@ func runPretrain(ctx context.Context, e env, args []string) error {
 // pretrain runs cfg's warm start (no RL iteration) in out/run, writes the
 // base policy directory out and removes the run directory.
 func pretrain(ctx context.Context, e env, cfg recipe.Config, out, command string, quiet bool) (string, recipe.BaseInfo, error) {
-	if cfg.Run.Threads > 0 {
-		prev := runtime.GOMAXPROCS(cfg.Run.Threads)
-		defer runtime.GOMAXPROCS(prev)
-	}
-	progress := e.stderr
-	if quiet {
-		progress = nil
-	}
+	progress, restore := runSetup(e, cfg.Run.Threads, quiet)
+	defer restore()
 	start := time.Now()
 	s, err := recipe.Build(cfg, progress, e.stderr)
 	if err != nil {

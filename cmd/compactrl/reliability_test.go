@@ -155,7 +155,7 @@ func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
 	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	dead.Close()
 	_, rt, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: dead.URL + "," + good.URL, kind: "llamacpp",
-		tmplSpec: "1,2,3,4,5,6", flags: engineFlags{timeout: 2 * time.Second, retries: 2}})
+		tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: engineFlags{timeout: 2 * time.Second, retries: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
 		}
 	}
 	for _, bad := range []engineFlags{{timeout: 0, retries: 1}, {timeout: time.Second, retries: 0}, {timeout: time.Second, retries: 1, vocab: -1}} {
-		if _, _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: good.URL, kind: "llamacpp", tmplSpec: "1,2,3,4,5,6", flags: bad}); err == nil {
+		if _, _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: good.URL, kind: "llamacpp", tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: bad}); err == nil {
 			t.Errorf("flags %+v accepted", bad)
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,9 +26,11 @@ import (
 // statistics on stdout. The exit status says whether every episode was
 // scored (see exitcode.go).
 func runRollout(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("rollout", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	def := agent.DefaultConfig()
+	fs := newCmdLine("rollout", "rollout --out FILE [flags]")
+	fs.examples = []string{"compactrl rollout --policy scripted:p=0.7 --episodes 200 --out runs/lossy.jsonl",
+		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl"}
+	cfg := agent.DefaultConfig()
+	cfg.SystemPrompt = vault.SystemPrompt
 	envName := fs.String("env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
 	split := fs.String("split", "test", "seed range of the environment: train or test")
 	policy := fs.String("policy", "scripted", "policy: scripted[:p=P,seed=S] (the expert, each fact kept in a summary with probability P) or checkpoint:DIR")
@@ -38,31 +39,10 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
 	out := fs.String("out", "", "episode JSONL file to write (required)")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
-	window := fs.Int("context", def.Window, "context window C in tokens")
-	reserve := fs.Int("reserve", def.Reserve, "compaction reserve T_comp: compact when C − |h| < T_comp")
-	keep := fs.Int("keep-last", def.KeepLast, "steps k re-included after a compaction")
-	maxComp := fs.Int("max-compactions", def.MaxCompactions, "compactions per episode")
-	maxTurns := fs.Int("max-turns", def.MaxTurns, "policy actions per episode")
-	maxAction := fs.Int("max-action-tokens", def.MaxActionTokens, "tokens per action")
-	maxSummary := fs.Int("max-summary-tokens", def.MaxSummaryTokens, "tokens per summary")
-	maxObs := fs.Int("max-observation-tokens", 0, "observation cap (0: the most the reserve allows)")
-	maxFormat := fs.Int("max-format-errors", def.MaxFormatErrors, "invalid actions in a row that end an episode")
-	noComp := fs.Bool("no-compaction", false, "never compact: the episode ends overlong when the window is full (the baseline)")
-	temp := fs.Float64("temperature", def.Temperature, "sampling temperature (checkpoint policy)")
-	topP := fs.Float64("top-p", def.TopP, "nucleus top-p (checkpoint policy)")
+	bindAgentFlags(fs.FlagSet, &cfg)
 	timeout := fs.Duration("episode-timeout", 0, "wall-clock limit per episode (0: none); past it the episode is infra_error")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl rollout --out FILE [flags]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if _, err := fs.parse(e, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *out == "" {
 		return errors.New("--out FILE is required")
@@ -90,14 +70,6 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if last := first + int64(*episodes); last > rng.End {
 		return fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", *seed, *episodes, *split, rng.End-rng.Start)
 	}
-
-	cfg := def
-	cfg.Window, cfg.Reserve, cfg.KeepLast = *window, *reserve, *keep
-	cfg.MaxCompactions, cfg.MaxTurns, cfg.MaxFormatErrors = *maxComp, *maxTurns, *maxFormat
-	cfg.MaxActionTokens, cfg.MaxSummaryTokens, cfg.MaxObservationTokens = *maxAction, *maxSummary, *maxObs
-	cfg.NoCompaction = *noComp
-	cfg.Temperature, cfg.TopP = *temp, *topP
-	cfg.SystemPrompt = vault.SystemPrompt
 
 	pol, err := openPolicy(*policy, *tokPath, *workers, cfg.Window)
 	if err != nil {

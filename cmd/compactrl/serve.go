@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,183 +35,145 @@ func wrapSampler(s infer.Sampler, wraps []samplerWrap) infer.Sampler {
 // SGLang router); tasks, tokenizer, template, sandbox and the defaults of
 // the agent budget come from the same flags as `compactrl eval`.
 func runServe(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	def := agent.DefaultConfig()
-	listen := fs.String("listen", "127.0.0.1:8090", "address to listen on (host:port)")
-	tasksPath := fs.String("tasks", "", "Harbor task directory or a directory of them, a SWE-bench instances .jsonl, or vault[:knobs] (the built-in suite; task_id = the seed) (required)")
-	repos := fs.String("repos", "", "SWE-bench: directory of local git repositories (<owner>__<name>, <owner>/<name> or <name>)")
-	maxEpisodes := fs.Int("max-episodes", 64, "episodes played at once")
-	queue := fs.Int("queue", -1, "requests waiting for a slot beyond --max-episodes (past it: 429); -1: 4 × --max-episodes")
-	retryAfter := fs.Duration("retry-after", 5*time.Second, "Retry-After of a 429")
-	drainTimeout := fs.Duration("drain-timeout", 0, "on SIGTERM, how long to let in-flight episodes finish before cancelling them (0: no limit)")
-	maxConc := fs.Int("engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json of the policy (default: the engine's /tokenize; required for sglang)")
-	tmplSpec := fs.String("template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
-	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
-	engTimeout := fs.Duration("engine-timeout", defaultEngineTimeout, "one engine request's time limit")
-	engRetries := fs.Int("engine-retries", defaultEngineRetries, "attempts per engine request (across endpoints)")
-	seed := fs.Int64("seed", 0, "seed of the engine pool's retry jitter")
-	window := fs.Int("context", 32768, "default context window C in tokens (request: agent.context)")
-	reserve := fs.Int("reserve", 8192, "default compaction reserve T_comp (request: agent.reserve)")
-	keep := fs.Int("keep-last", def.KeepLast, "default steps k re-included after a compaction (request: agent.keep_last)")
-	maxComp := fs.Int("max-compactions", def.MaxCompactions, "default compactions per episode (request: agent.max_compactions)")
-	maxTurns := fs.Int("max-turns", def.MaxTurns, "default policy actions per episode (request: agent.max_turns)")
-	maxAction := fs.Int("max-action-tokens", 1024, "default tokens per action (request: sampling.max_new_tokens)")
-	maxSummary := fs.Int("max-summary-tokens", 2048, "default tokens per summary (request: agent.max_summary_tokens)")
-	maxObs := fs.Int("max-observation-tokens", 0, "default observation cap (0: the most the reserve allows)")
-	maxFormat := fs.Int("max-format-errors", def.MaxFormatErrors, "default invalid actions in a row that end an episode")
-	noComp := fs.Bool("no-compaction", false, "default: never compact (single-window baseline)")
-	temp := fs.Float64("temperature", 1, "default sampling temperature (request: sampling.temperature)")
-	topP := fs.Float64("top-p", 1, "default nucleus top-p (request: sampling.top_p)")
-	sysPath := fs.String("system-prompt", "", "file holding the system prompt (default: eval's, or the vault suite's)")
-	sumInstr := fs.String("summary-instruction", def.SummaryInstruction, "the summary instruction q_sum")
-	resumeText := fs.String("resume-text", def.ResumeText, "the text that introduces the summary after a compaction")
-	noHint := fs.Bool("no-format-hint", false, "do not append the action-format hint to each task")
-	runnerName := fs.String("runner", "bwrap", "sandbox: bwrap, docker or podman")
-	image := fs.String("image", "", "docker/podman: image for tasks without [environment] docker_image")
-	cmdTimeout := fs.Duration("command-timeout", 120*time.Second, "limit of one command")
-	agentTimeout := fs.Duration("agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
-	episodeTimeout := fs.Duration("episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
-	memMB := fs.Int64("memory-mb", 0, "address-space limit per sandboxed process in MiB (0: the task's, else 4096)")
-	procs := fs.Int("max-procs", 0, "processes+threads per sandbox (0: 1024)")
-	network := fs.Bool("network", false, "give sandboxes the host's network (Harbor: only tasks with allow_internet)")
-	var binds stringList
-	fs.Var(&binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable)")
-	cacheDir := fs.String("cache", "", "host directory shared by all sandboxes as a build cache")
-	keepWS := fs.Bool("keep-workspaces", false, "leave episode workspaces on disk")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl serve --tasks DIR|FILE.jsonl|vault[:knobs] (--template IDS | --tokenizer FILE) [--listen ADDR] [--max-episodes N] [flags]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs, o := newServeCmd()
+	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	f := &serveFactory{tok: o.tok, maxConc: o.maxConc, seed: o.seed, flags: o.engine, agents: map[serveKey]*agent.Agent{}}
+	cfg := o.agent
+	if err := o.loadTasks(e, f, &cfg); err != nil {
+		return err
+	}
+	if err := o.prompts.apply(&cfg); err != nil {
+		return err
+	}
+	srv, err := serve.New(serve.Config{MaxInFlight: o.maxEpisodes, MaxQueue: o.queue, EpisodeTimeout: o.tasks.episodeTimeout,
+		RetryAfter: o.retryAfter, Agent: cfg}, f)
+	if err != nil {
+		return err
+	}
+	f.metrics = srv.Metrics()
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	what := strconv.Itoa(len(f.tasks)) + " tasks"
+	if f.vault != nil {
+		what = "vault seeds"
+	}
+	fmt.Fprintf(e.stdout, "serving on http://%s (tasks %s: %s; %d episodes at once, queue %d)\n", ln.Addr(), o.tasks.tasks, what, o.maxEpisodes, o.queue)
+	err = srv.Serve(ctx, ln, o.drainTimeout)
+	fmt.Fprintln(e.stdout, "drained")
+	return err
+}
+
+// serveOptions are the flags of `compactrl serve`.
+type serveOptions struct {
+	tasks        taskFlags
+	tok          tokenFlags
+	engine       engineFlags
+	agent        agent.Config
+	prompts      *promptFlags
+	listen       string
+	maxEpisodes  int
+	queue        int
+	retryAfter   time.Duration
+	drainTimeout time.Duration
+	maxConc      int
+	seed         int64
+}
+
+func newServeCmd() (*cmdLine, *serveOptions) {
+	fs := newCmdLine("serve", "serve --tasks DIR|FILE.jsonl|vault[:knobs] (--template IDS | --tokenizer FILE) [--listen ADDR] [--max-episodes N] [flags]")
+	fs.about = "The agent flags are the defaults of each request's agent settings (request: agent.context, agent.reserve, …, sampling.temperature)."
+	fs.examples = []string{"compactrl serve --tasks vault --template 1,2,3,4,5,6 --listen 127.0.0.1:8090",
+		"compactrl serve --tasks tasks/ --tokenizer ~/qwen3 --max-episodes 32"}
+	o := &serveOptions{agent: engineAgentConfig(1)}
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "address to listen on (host:port)")
+	o.tasks.register(fs.FlagSet, "Harbor task directory or a directory of them, a SWE-bench instances .jsonl, or vault[:knobs] (the built-in suite; task_id = the seed) (required)")
+	fs.IntVar(&o.maxEpisodes, "max-episodes", 64, "episodes played at once")
+	fs.IntVar(&o.queue, "queue", -1, "requests waiting for a slot beyond --max-episodes (past it: 429); -1: 4 × --max-episodes")
+	fs.DurationVar(&o.retryAfter, "retry-after", 5*time.Second, "Retry-After of a 429")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long to let in-flight episodes finish before cancelling them (0: no limit)")
+	fs.IntVar(&o.maxConc, "engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
+	o.tok.register(fs.FlagSet)
+	o.engine.register(fs.FlagSet)
+	fs.Int64Var(&o.seed, "seed", 0, "seed of the engine pool's retry jitter")
+	bindAgentFlags(fs.FlagSet, &o.agent)
+	o.prompts = bindPromptFlags(fs.FlagSet, &o.agent, "file holding the system prompt (default: eval's, or the vault suite's)")
+	return fs, o
+}
+
+func (o *serveOptions) validate() error {
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	case *tasksPath == "":
+	case o.tasks.tasks == "":
 		return errors.New("--tasks DIR|FILE.jsonl|vault[:knobs] is required")
-	case *tokPath == "" && *tmplSpec == "":
+	case o.tok.path == "" && o.tok.template == "":
 		return errors.New("--template system,user,assistant,observation,summary,end (token ids) or --tokenizer FILE is required")
-	case *maxEpisodes < 1:
-		return fmt.Errorf("--max-episodes %d must be ≥ 1", *maxEpisodes)
-	case *queue < -1:
-		return fmt.Errorf("--queue %d must be ≥ 0 (or -1)", *queue)
-	case *episodeTimeout < 0 || *drainTimeout < 0 || *retryAfter < 0:
-		return errors.New("--episode-timeout, --drain-timeout and --retry-after must be ≥ 0")
+	case o.maxEpisodes < 1:
+		return fmt.Errorf("--max-episodes %d must be ≥ 1", o.maxEpisodes)
+	case o.queue < -1:
+		return fmt.Errorf("--queue %d must be ≥ 0 (or -1)", o.queue)
+	case o.drainTimeout < 0 || o.retryAfter < 0:
+		return errors.New("--drain-timeout and --retry-after must be ≥ 0")
 	}
-	if *queue == -1 {
-		*queue = 4 * *maxEpisodes
+	if o.queue == -1 {
+		o.queue = 4 * o.maxEpisodes
 	}
+	for _, check := range []func() error{o.tasks.validate, o.engine.validate, o.tok.check} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	cfg := def
-	cfg.Window, cfg.Reserve, cfg.KeepLast = *window, *reserve, *keep
-	cfg.MaxCompactions, cfg.MaxTurns, cfg.MaxFormatErrors = *maxComp, *maxTurns, *maxFormat
-	cfg.MaxActionTokens, cfg.MaxSummaryTokens, cfg.MaxObservationTokens = *maxAction, *maxSummary, *maxObs
-	cfg.NoCompaction = *noComp
-	cfg.Temperature, cfg.TopP = *temp, *topP
-	cfg.SystemPrompt = evalSystemPrompt
-	cfg.SummaryInstruction, cfg.ResumeText = *sumInstr, *resumeText
-
-	f := &serveFactory{tokPath: *tokPath, tmplSpec: *tmplSpec, chatTmpl: *chatTmpl, maxConc: *maxConc, seed: *seed,
-		flags: engineFlags{timeout: *engTimeout, retries: *engRetries}, agents: map[serveKey]*agent.Agent{}}
-	if err := f.flags.validate(); err != nil {
-		return err
-	}
-	if *chatTmpl != "" && (*tokPath == "" || *tmplSpec != "") {
-		return errors.New("--chat-template needs --tokenizer and excludes --template")
-	}
-	if name, knobs, _ := strings.Cut(*tasksPath, ":"); name == "vault" {
+// loadTasks gives f the vault suite (and cfg its system prompt) or the
+// --tasks directory or JSONL in a checked sandbox.
+func (o *serveOptions) loadTasks(e env, f *serveFactory, cfg *agent.Config) error {
+	if name, knobs, _ := strings.Cut(o.tasks.tasks, ":"); name == "vault" {
 		vc, err := vault.ParseConfig(knobs)
 		if err != nil {
 			return fmt.Errorf("--tasks vault: %w", err)
 		}
 		f.vault = &vc
 		cfg.SystemPrompt = vault.SystemPrompt
-	} else {
-		var runner sandbox.Runner
-		switch *runnerName {
-		case "bwrap":
-			b := sandbox.Bubblewrap{ROBinds: binds}
-			if err := b.Available(); err != nil {
-				return fmt.Errorf("--runner bwrap: %w", err)
-			}
-			runner = b
-		case "docker", "podman":
-			runner = sandbox.Container{Engine: *runnerName, DefaultImage: *image}
-		default:
-			return fmt.Errorf("--runner %q: want bwrap, docker or podman", *runnerName)
-		}
-		if *cacheDir != "" {
-			if err := os.MkdirAll(*cacheDir, 0o755); err != nil {
-				return fmt.Errorf("--cache: %w", err)
-			}
-		}
-		src := taskSource{
-			limits: sandbox.Limits{MemoryBytes: *memMB << 20, Processes: *procs},
-			runner: runner, image: *image, repos: *repos, cmdTimeout: *cmdTimeout, agentTimeout: *agentTimeout,
-			cache: *cacheDir, keep: *keepWS, noHint: *noHint, network: *network,
-		}
-		tasks, skipped, err := src.load(*tasksPath)
-		if err != nil {
-			return err
-		}
-		for _, s := range skipped {
-			fmt.Fprintf(e.stderr, "serve: skipping %s: %s\n", s.Task, s.Reason)
-		}
-		if len(tasks) == 0 {
-			return fmt.Errorf("--tasks %s: no task can run here (%d skipped)", *tasksPath, len(skipped))
-		}
-		f.tasks = map[string]evalTask{}
-		for _, t := range tasks {
-			f.tasks[t.name] = t
-		}
+		return nil
 	}
-	if *sysPath != "" {
-		b, err := os.ReadFile(*sysPath)
-		if err != nil {
-			return fmt.Errorf("--system-prompt: %w", err)
-		}
-		cfg.SystemPrompt = strings.TrimSpace(string(b))
-	}
-
-	srv, err := serve.New(serve.Config{MaxInFlight: *maxEpisodes, MaxQueue: *queue, EpisodeTimeout: *episodeTimeout,
-		RetryAfter: *retryAfter, Agent: cfg}, f)
+	sb, err := o.tasks.sandbox(false)
 	if err != nil {
 		return err
 	}
-	f.metrics = srv.Metrics()
-	ln, err := net.Listen("tcp", *listen)
+	if b, ok := sb.(sandbox.Bubblewrap); ok {
+		if err := b.Available(); err != nil {
+			return fmt.Errorf("--runner bwrap: %w", err)
+		}
+	}
+	tasks, _, err := o.tasks.load(e, "serve", sb, o.tasks.limits(), nil)
 	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+		return err
 	}
-	n := len(f.tasks)
-	if f.vault != nil {
-		n = -1
+	f.tasks = map[string]evalTask{}
+	for _, t := range tasks {
+		f.tasks[t.name] = t
 	}
-	fmt.Fprintf(e.stdout, "serving on http://%s (tasks %s: %s; %d episodes at once, queue %d)\n", ln.Addr(), *tasksPath,
-		map[bool]string{true: "vault seeds", false: strconv.Itoa(n) + " tasks"}[n < 0], *maxEpisodes, *queue)
-	err = srv.Serve(ctx, ln, *drainTimeout)
-	fmt.Fprintln(e.stdout, "drained")
-	return err
+	return nil
 }
 
 // serveFactory implements serve.Factory with eval's task loading and
 // engineAgent; agents are cached by engine and configuration (a training
 // run sends one of each).
 type serveFactory struct {
-	tokPath, tmplSpec string
-	chatTmpl          string // --chat-template: a real model's chat format with --tokenizer
-	flags             engineFlags
-	maxConc           int
-	seed              int64
-	vault             *vault.Config
-	tasks             map[string]evalTask
-	metrics           *serve.Metrics
+	tok     tokenFlags
+	flags   engineFlags
+	maxConc int
+	seed    int64
+	vault   *vault.Config
+	tasks   map[string]evalTask
+	metrics *serve.Metrics
 
 	mu     sync.Mutex
 	agents map[serveKey]*agent.Agent
@@ -235,7 +195,7 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 		return a, "", nil
 	}
 	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
-		tokPath: f.tokPath, tmplSpec: f.tmplSpec, chatTmpl: f.chatTmpl, seed: f.seed, flags: f.flags}, f.metrics.WrapSampler)
+		tok: f.tok, seed: f.seed, flags: f.flags}, f.metrics.WrapSampler)
 	if err != nil {
 		field := "engine"
 		if strings.HasPrefix(err.Error(), "agent config") {

@@ -265,17 +265,7 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 	t.Cleanup(func() { proxy.Close() })
 	engineURL := "http://" + pl.Addr().String()
 
-	tasks := filepath.Join(t.TempDir(), "tasks")
-	task := filepath.Join(tasks, "tiny")
-	for p, s := range map[string]string{
-		"instruction.md": "ab12", "task.toml": "[agent]\ntimeout_sec = 600\n",
-		"tests/test.sh": "echo 0 > /logs/verifier/reward.txt",
-	} {
-		os.MkdirAll(filepath.Dir(filepath.Join(task, p)), 0o755)
-		os.WriteFile(filepath.Join(task, p), []byte(s), 0o644)
-	}
-	sys := filepath.Join(t.TempDir(), "system.txt")
-	os.WriteFile(sys, []byte("1"), 0o644)
+	tasks, sys := tinyTask(t, 600)
 	tmp, err := os.MkdirTemp("", "compactrl-serve-test-") // not t.TempDir: the sandbox uid must reach the workspaces under it
 	if err != nil {
 		t.Fatal(err)

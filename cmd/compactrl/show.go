@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
@@ -20,36 +17,21 @@ import (
 // summary kept and lost of the facts seen. Without --episode it lists the
 // file's episodes.
 func runShow(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("show", "show FILE [--episode ID] [flags]")
+	fs.about = "Without --episode, lists the file's episodes."
+	fs.examples = []string{"compactrl show runs/rollout.jsonl", "compactrl show runs/rollout.jsonl --episode vault-1000000 --full"}
+	fs.maxArgs = 1
 	id := fs.String("episode", "", "episode ID to show (default: list the episodes)")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json the episodes were written with (default: the vault suite's built-in BPE)")
 	full := fs.Bool("full", false, "show every line of long turns and the whole re-included prompt")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl show FILE [--episode ID] [flags]")
-		fs.PrintDefaults()
-	}
-	// Accept the file before or after the flags.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	pos, err := fs.parse(e, args)
+	if err != nil {
 		return err
 	}
-	if file == "" && fs.NArg() > 0 {
-		file = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return err
-		}
+	if len(pos) != 1 {
+		return fs.usageErr("need an episode FILE")
 	}
-	if file == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errors.New("want exactly one episode file")
-	}
+	file := pos[0]
 	f, err := os.Open(file)
 	if err != nil {
 		return err

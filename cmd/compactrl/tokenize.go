@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,26 +21,19 @@ import (
 // tool) is rendered with the model's chat template, as the agent lays it
 // out, followed by the generation prompt.
 func runTokenize(_ context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("tokenize", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("tokenize", "tokenize --tokenizer FILE|DIR [--plain] < text",
+		"tokenize --tokenizer FILE|DIR --chat MESSAGES.json [--chat-template NAME|FILE]")
+	fs.examples = []string{"echo 'hello world' | compactrl tokenize --tokenizer models/vault-base",
+		"compactrl tokenize --tokenizer ~/qwen3 --chat messages.json"}
 	tokPath := fs.String("tokenizer", "", "tokenizer.json, or a directory holding it (and tokenizer_config.json) (required)")
 	chatPath := fs.String("chat", "", "JSON file of messages [{\"role\", \"content\"}] to render with the chat template")
 	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
 	plain := fs.Bool("plain", false, "encode special-token strings in stdin as text")
 	noGen := fs.Bool("no-generation-prompt", false, "with --chat: leave out the assistant opener at the end")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl tokenize --tokenizer FILE|DIR [--plain] < text\n       compactrl tokenize --tokenizer FILE|DIR --chat MESSAGES.json [--chat-template NAME|FILE]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case *tokPath == "":
 		return errors.New("--tokenizer FILE|DIR is required")
 	case *chatPath == "" && (*chatTmpl != "" || *noGen):

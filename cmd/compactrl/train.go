@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"runtime"
 
@@ -16,33 +15,27 @@ import (
 
 // runTrain runs CompactionRL from a YAML config, or resumes a run directory.
 func runTrain(ctx context.Context, e env, args []string) error {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newCmdLine("train", "train --config FILE.yaml [--dir RUN_DIR] [KEY=VALUE ...]", "train --resume RUN_DIR [KEY=VALUE ...]")
+	fs.about = "Warm start on the scripted expert, then PPO with compaction; metrics in RUN_DIR/metrics.jsonl, report in RUN_DIR/report.html.\n" + overridesHelp
+	fs.examples = []string{"compactrl train --config configs/demo.yaml --dir runs/mine",
+		"compactrl train --config configs/demo.yaml rl.loss_agg_mode=seq-mean-token-mean run.iterations=5",
+		"compactrl train --resume runs/mine"}
 	cfgPath := fs.String("config", "", "YAML config (every knob; see configs/demo.yaml); fields left out keep their defaults")
 	resume := fs.String("resume", "", "run directory to resume from its latest checkpoint (uses its config.yaml unless --config is given)")
 	dir := fs.String("dir", "", "run directory (overrides run.dir)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
-	fs.Usage = func() {
-		fmt.Fprintln(e.stderr, "usage: compactrl train --config FILE.yaml [--dir RUN_DIR] | --resume RUN_DIR\n\nWarm start on the scripted expert, then PPO with compaction; metrics in RUN_DIR/metrics.jsonl, report in RUN_DIR/report.html.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	overrides, err := parseOverrides(fs, e, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
 	var cfg recipe.Config
-	var err error
 	switch {
 	case *cfgPath != "":
-		cfg, err = recipe.LoadConfig(*cfgPath)
+		cfg, err = loadConfig(*cfgPath, recipe.Config{}, overrides)
 	case *resume != "":
-		cfg, err = recipe.LoadConfig(filepath.Join(*resume, "config.yaml"))
+		cfg, err = loadConfig(filepath.Join(*resume, "config.yaml"), recipe.Config{}, overrides)
 	default:
-		fs.Usage()
-		return errors.New("need --config or --resume")
+		return fs.usageErr("need --config or --resume")
 	}
 	if err != nil {
 		return err
@@ -61,16 +54,24 @@ func runTrain(ctx context.Context, e env, args []string) error {
 	return nil
 }
 
+// runSetup sets GOMAXPROCS to a run's threads (0: leaves it; restore
+// undoes it) and says where progress bars go (nil when quiet).
+func runSetup(e env, threads int, quiet bool) (progress io.Writer, restore func()) {
+	restore = func() {}
+	if threads > 0 {
+		prev := runtime.GOMAXPROCS(threads)
+		restore = func() { runtime.GOMAXPROCS(prev) }
+	}
+	if quiet {
+		return nil, restore
+	}
+	return e.stderr, restore
+}
+
 // trainRun builds and runs one training run, then writes its report.
 func trainRun(ctx context.Context, e env, cfg recipe.Config, resume, quiet bool) (train.Result, error) {
-	if cfg.Run.Threads > 0 {
-		prev := runtime.GOMAXPROCS(cfg.Run.Threads)
-		defer runtime.GOMAXPROCS(prev)
-	}
-	progress := e.stderr
-	if quiet {
-		progress = nil
-	}
+	progress, restore := runSetup(e, cfg.Run.Threads, quiet)
+	defer restore()
 	s, err := recipe.Build(cfg, progress, e.stderr)
 	if err != nil {
 		return train.Result{}, err

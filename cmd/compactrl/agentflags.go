@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/compactrl/compactrl/agent"
+)
+
+// bindAgentFlags binds the agent loop's settings (eval, serve, rollout) to
+// flags of fs, straight into cfg; cfg's values are the defaults.
+func bindAgentFlags(fs *flag.FlagSet, cfg *agent.Config) {
+	fs.IntVar(&cfg.Window, "context", cfg.Window, "context window C in tokens")
+	fs.IntVar(&cfg.Reserve, "reserve", cfg.Reserve, "compaction reserve T_comp: compact when C − |h| < T_comp")
+	fs.IntVar(&cfg.KeepLast, "keep-last", cfg.KeepLast, "steps k re-included after a compaction")
+	fs.IntVar(&cfg.MaxCompactions, "max-compactions", cfg.MaxCompactions, "compactions per episode")
+	fs.IntVar(&cfg.MaxTurns, "max-turns", cfg.MaxTurns, "policy actions per episode")
+	fs.IntVar(&cfg.MaxActionTokens, "max-action-tokens", cfg.MaxActionTokens, "tokens per action")
+	fs.IntVar(&cfg.MaxSummaryTokens, "max-summary-tokens", cfg.MaxSummaryTokens, "tokens per summary")
+	fs.IntVar(&cfg.MaxObservationTokens, "max-observation-tokens", cfg.MaxObservationTokens, "observation cap in tokens (0: the most the reserve allows)")
+	fs.IntVar(&cfg.MaxFormatErrors, "max-format-errors", cfg.MaxFormatErrors, "invalid actions in a row that end an episode")
+	fs.BoolVar(&cfg.NoCompaction, "no-compaction", cfg.NoCompaction, "never compact: the episode ends overlong when the window is full (the single-window baseline)")
+	fs.Float64Var(&cfg.Temperature, "temperature", cfg.Temperature, "sampling temperature")
+	fs.Float64Var(&cfg.TopP, "top-p", cfg.TopP, "nucleus top-p")
+}
+
+// engineAgentConfig is the agent configuration eval and serve start from
+// for real models on real tasks: a 32k window with an 8k reserve, long
+// actions and summaries, eval's system prompt.
+func engineAgentConfig(temperature float64) agent.Config {
+	c := agent.DefaultConfig()
+	c.Window, c.Reserve = 32768, 8192
+	c.MaxActionTokens, c.MaxSummaryTokens = 1024, 2048
+	c.Temperature = temperature
+	c.SystemPrompt = evalSystemPrompt
+	return c
+}
+
+// promptFlags are the prompts' texts (eval, serve): --system-prompt names
+// a file; the summary instruction and resume text are bound into the
+// config.
+type promptFlags struct{ systemPath string }
+
+func bindPromptFlags(fs *flag.FlagSet, cfg *agent.Config, systemHelp string) *promptFlags {
+	p := &promptFlags{}
+	fs.StringVar(&p.systemPath, "system-prompt", "", systemHelp)
+	fs.StringVar(&cfg.SummaryInstruction, "summary-instruction", cfg.SummaryInstruction, "the summary instruction q_sum")
+	fs.StringVar(&cfg.ResumeText, "resume-text", cfg.ResumeText, "the text that introduces the summary after a compaction")
+	return p
+}
+
+// apply reads --system-prompt into cfg (nothing when it is not given).
+func (p *promptFlags) apply(cfg *agent.Config) error {
+	if p.systemPath == "" {
+		return nil
+	}
+	b, err := os.ReadFile(p.systemPath)
+	if err != nil {
+		return fmt.Errorf("--system-prompt: %w", err)
+	}
+	cfg.SystemPrompt = strings.TrimSpace(string(b))
+	return nil
+}
+
+// tokenFlags say how the agent encodes text for an HTTP engine (eval,
+// serve): a local tokenizer.json, the six template ids, a chat template.
+type tokenFlags struct {
+	path, template, chat string
+}
+
+func (f *tokenFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.path, "tokenizer", "", "tokenizer.json of the policy (default: the first engine's /tokenize; required for sglang)")
+	fs.StringVar(&f.template, "template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
+	fs.StringVar(&f.chat, "chat-template", "", chatTemplateUsage)
+}
+
+// check refuses a chat template without a local tokenizer (the engine's
+// /tokenize cannot encode its special tokens) or beside --template.
+func (f tokenFlags) check() error {
+	if f.chat != "" && (f.path == "" || f.template != "") {
+		return errors.New("--chat-template needs --tokenizer and excludes --template")
+	}
+	return nil
+}

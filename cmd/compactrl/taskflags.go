@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// taskFlags are eval's and serve's flags for real tasks (Harbor task
+// directories, SWE-bench JSONL) and the sandbox they run in.
+type taskFlags struct {
+	tasks, repos          string
+	runner, image         string
+	cache                 string
+	cmdTimeout            time.Duration
+	agentTimeout          time.Duration
+	episodeTimeout        time.Duration
+	memMB                 int64
+	procs                 int
+	network, keep, noHint bool
+	binds                 stringList
+}
+
+func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
+	fs.StringVar(&f.tasks, "tasks", "", tasksHelp)
+	fs.StringVar(&f.repos, "repos", "", "SWE-bench: directory of local git repositories (<owner>__<name>, <owner>/<name> or <name>)")
+	fs.BoolVar(&f.noHint, "no-format-hint", false, "do not append the action-format hint to each task")
+	fs.StringVar(&f.runner, "runner", "bwrap", "sandbox: bwrap, docker or podman")
+	fs.StringVar(&f.image, "image", "", "docker/podman: image for tasks without [environment] docker_image")
+	fs.DurationVar(&f.cmdTimeout, "command-timeout", 120*time.Second, "limit of one command")
+	fs.DurationVar(&f.agentTimeout, "agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
+	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
+	fs.Int64Var(&f.memMB, "memory-mb", 0, "address-space limit per sandboxed process in MiB (0: the task's [environment] memory, else 4096)")
+	fs.IntVar(&f.procs, "max-procs", 0, "processes+threads per sandbox (0: 1024)")
+	fs.BoolVar(&f.network, "network", false, "give sandboxes the host's network (Harbor: only tasks with allow_internet; default: no network)")
+	fs.Var(&f.binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")
+	fs.StringVar(&f.cache, "cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
+	fs.BoolVar(&f.keep, "keep-workspaces", false, "leave episode workspaces on disk")
+}
+
+func (f *taskFlags) validate() error {
+	switch {
+	case f.memMB < 0 || f.procs < 0:
+		return errors.New("--memory-mb and --max-procs must be ≥ 0")
+	case f.episodeTimeout < 0:
+		return errors.New("--episode-timeout must be ≥ 0")
+	}
+	return nil
+}
+
+// sandbox is the --runner, with per-session confinement for bwrap when
+// confine is set, and the --cache directory made. bwrap's Available is
+// the caller's to check, after the other flags are known to be good.
+func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
+	var r sandbox.Runner
+	switch f.runner {
+	case "bwrap":
+		b := sandbox.Bubblewrap{ROBinds: f.binds}
+		if confine {
+			b.Confine = sandbox.DetectConfinement()
+		}
+		r = b
+	case "docker", "podman":
+		r = sandbox.Container{Engine: f.runner, DefaultImage: f.image}
+	default:
+		return nil, fmt.Errorf("--runner %q: want bwrap, docker or podman", f.runner)
+	}
+	if f.cache != "" {
+		if err := os.MkdirAll(f.cache, 0o755); err != nil {
+			return nil, fmt.Errorf("--cache: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// load reads --tasks for runner r, reporting each task skipped on stderr
+// (as cmd); no runnable task is an error.
+func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]evalTask, []skippedTask, error) {
+	src := taskSource{limits: limits, runner: r, image: f.image, repos: f.repos, cmdTimeout: f.cmdTimeout, agentTimeout: f.agentTimeout,
+		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot}
+	tasks, skipped, err := src.load(f.tasks)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(e.stderr, "%s: skipping %s: %s\n", cmd, s.Task, s.Reason)
+	}
+	if len(tasks) == 0 {
+		return nil, nil, fmt.Errorf("--tasks %s: no task can run here (%d skipped)", f.tasks, len(skipped))
+	}
+	return tasks, skipped, nil
+}
+
+// limits are the per-sandbox limits of --memory-mb and --max-procs.
+func (f *taskFlags) limits() sandbox.Limits {
+	return sandbox.Limits{MemoryBytes: f.memMB << 20, Processes: f.procs}
+}
