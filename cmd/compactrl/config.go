@@ -12,7 +12,7 @@ import (
 
 // overridesHelp is the part of train's, pretrain's and experiment's usage
 // on KEY=VALUE arguments.
-const overridesHelp = "Arguments KEY=VALUE override the config's keys (section.key, as in the YAML: rl.loss_agg_mode=seq-mean-token-mean\nrun.iterations=5); a key the config does not have is an error."
+const overridesHelp = "Arguments KEY=VALUE override the config's keys (section.key, as in the YAML: rl.estimator=grpo\nrun.iterations=5); a key the config does not have is an error."
 
 // parseOverrides parses a config command's line, whose positional
 // arguments are KEY=VALUE overrides.

@@ -18,7 +18,7 @@ func runTrain(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("train", "train --config FILE.yaml [--dir RUN_DIR] [KEY=VALUE ...]", "train --resume RUN_DIR [KEY=VALUE ...]")
 	fs.about = "Warm start on the scripted expert, then PPO with compaction; metrics in RUN_DIR/metrics.jsonl, report in RUN_DIR/report.html.\n" + overridesHelp
 	fs.examples = []string{"compactrl train --config configs/demo.yaml --dir runs/mine",
-		"compactrl train --config configs/demo.yaml rl.loss_agg_mode=seq-mean-token-mean run.iterations=5",
+		"compactrl train --config configs/demo.yaml rl.estimator=grpo run.iterations=5",
 		"compactrl train --resume runs/mine"}
 	cfgPath := fs.String("config", "", "YAML config (every knob; see configs/demo.yaml); fields left out keep their defaults")
 	resume := fs.String("resume", "", "run directory to resume from its latest checkpoint (uses its config.yaml unless --config is given)")
