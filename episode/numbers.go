@@ -18,38 +18,34 @@ import (
 
 // parseInts decodes a JSON array of integers into dst (nil if empty).
 func parseInts(raw []byte, field string, dst *[]int) error {
-	out := make([]int, 0, bytes.Count(raw, comma)+1)
-	err := scanArray(raw, field, func(tok []byte, at func() string) error {
-		v, ok := atoi(tok)
-		if !ok {
-			return fieldErr(at(), "cannot use number %s as int", tok)
-		}
-		out = append(out, v)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(out) == 0 {
-		out = nil
-	}
-	*dst = out
-	return nil
+	return parseArray(raw, field, dst, func(tok []byte) (int, bool) { return atoi(tok) }, "int")
 }
 
 // parseFloats decodes a JSON array of numbers into dst (nil if empty).
 func parseFloats(raw []byte, field string, dst *[]float64) error {
-	out := make([]float64, 0, bytes.Count(raw, comma)+1)
+	return parseArray(raw, field, dst, parseFloat, "float64")
+}
+
+// parseFloat reads one JSON number as a float64: an integer of at most 53
+// bits exactly, anything else through strconv; ±Inf is refused.
+func parseFloat(tok []byte) (float64, bool) {
+	if v, ok := atoi(tok); ok && v > -1<<53 && v < 1<<53 && !(v == 0 && tok[0] == '-') {
+		return float64(v), true
+	}
+	// strconv copies the string into any error it returns, so viewing
+	// the bytes as a string for the call is safe.
+	v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
+	return v, err == nil && !math.IsInf(v, 0)
+}
+
+// parseArray decodes a JSON array of numbers with conv into dst (nil if
+// empty); an element conv refuses is an error naming it and typ.
+func parseArray[T any](raw []byte, field string, dst *[]T, conv func([]byte) (T, bool), typ string) error {
+	out := make([]T, 0, bytes.Count(raw, comma)+1)
 	err := scanArray(raw, field, func(tok []byte, at func() string) error {
-		if v, ok := atoi(tok); ok && v > -1<<53 && v < 1<<53 && !(v == 0 && tok[0] == '-') {
-			out = append(out, float64(v))
-			return nil
-		}
-		// strconv copies the string into any error it returns, so viewing
-		// the bytes as a string for the call is safe.
-		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(tok), len(tok)), 64)
-		if err != nil || math.IsInf(v, 0) {
-			return fieldErr(at(), "cannot use number %s as float64", tok)
+		v, ok := conv(tok)
+		if !ok {
+			return fieldErr(at(), "cannot use number %s as %s", tok, typ)
 		}
 		out = append(out, v)
 		return nil

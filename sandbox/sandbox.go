@@ -54,45 +54,40 @@ type Limits struct {
 	CPUs        float64 // CPU quota of the session (cgroup cpu controller), 0: none
 }
 
-// DefaultLimits are used for every zero field of a Spec's Limits.
-var DefaultLimits = Limits{
-	MemoryBytes:   4 << 30,
-	Processes:     1024, // threads count too: a parallel `go build` on many cores needs hundreds
-	FileSizeBytes: 1 << 30,
-	TmpBytes:      512 << 20,
-	DiskBytes:     4 << 30,
-	OutputBytes:   16 << 10,
+// DefaultLimits returns the limits used for every zero field of a Spec's
+// Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MemoryBytes:   4 << 30,
+		Processes:     1024, // threads count too: a parallel `go build` on many cores needs hundreds
+		FileSizeBytes: 1 << 30,
+		TmpBytes:      512 << 20,
+		DiskBytes:     4 << 30,
+		OutputBytes:   16 << 10,
+	}
 }
 
-// withDefaults returns l with zero fields replaced from DefaultLimits.
+// withDefaults returns l with zero fields replaced from DefaultLimits;
+// SessionMemoryBytes defaults to the resulting MemoryBytes.
 func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
-	if l.MemoryBytes > 0 {
-		d.MemoryBytes = l.MemoryBytes
-	}
-	if l.Processes > 0 {
-		d.Processes = l.Processes
-	}
-	if l.FileSizeBytes > 0 {
-		d.FileSizeBytes = l.FileSizeBytes
-	}
-	if l.TmpBytes > 0 {
-		d.TmpBytes = l.TmpBytes
-	}
-	d.SessionMemoryBytes = d.MemoryBytes
-	if l.SessionMemoryBytes > 0 {
-		d.SessionMemoryBytes = l.SessionMemoryBytes
-	}
-	if l.DiskBytes > 0 {
-		d.DiskBytes = l.DiskBytes
-	}
-	if l.OutputBytes > 0 {
-		d.OutputBytes = l.OutputBytes
-	}
-	if l.CPUs > 0 {
-		d.CPUs = l.CPUs
-	}
+	d := DefaultLimits()
+	d.MemoryBytes = positiveOr(l.MemoryBytes, d.MemoryBytes)
+	d.SessionMemoryBytes = positiveOr(l.SessionMemoryBytes, d.MemoryBytes)
+	d.Processes = positiveOr(l.Processes, d.Processes)
+	d.FileSizeBytes = positiveOr(l.FileSizeBytes, d.FileSizeBytes)
+	d.TmpBytes = positiveOr(l.TmpBytes, d.TmpBytes)
+	d.DiskBytes = positiveOr(l.DiskBytes, d.DiskBytes)
+	d.OutputBytes = positiveOr(l.OutputBytes, d.OutputBytes)
+	d.CPUs = positiveOr(l.CPUs, d.CPUs)
 	return d
+}
+
+// positiveOr is v if it is set (positive), else def.
+func positiveOr[T int | int64 | float64](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // Spec describes one session's sandbox.

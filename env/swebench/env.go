@@ -160,7 +160,7 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	e.src = src
 	disk := e.opts.Limits.DiskBytes
 	if disk == 0 {
-		disk = sandbox.DefaultLimits.DiskBytes
+		disk = sandbox.DefaultLimits().DiskBytes
 	}
 	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-", disk)
 	if err != nil {
