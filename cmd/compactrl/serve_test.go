@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -133,7 +134,7 @@ func (rec *llamaRecorder) check(t *testing.T, r serve.Response) {
 			ctx := s.Tokens[:p+pos]
 			found := false
 			for _, c := range rec.calls {
-				if len(c.ids) < end-pos || !equalIDs(c.prompt, ctx) || !equalIDs(c.ids[:end-pos], s.Tokens[p+pos:p+end]) {
+				if len(c.ids) < end-pos || !slices.Equal(c.prompt, ctx) || !slices.Equal(c.ids[:end-pos], s.Tokens[p+pos:p+end]) {
 					continue
 				}
 				for j := pos; j < end; j++ {
@@ -150,18 +151,6 @@ func (rec *llamaRecorder) check(t *testing.T, r serve.Response) {
 			pos = end
 		}
 	}
-}
-
-func equalIDs(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // serveProc is a `compactrl serve` child process.
