@@ -21,7 +21,6 @@ import (
 	"github.com/compactrl/compactrl/env/swebench"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
-	"github.com/compactrl/compactrl/internal/progress"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/sandbox"
 	"github.com/compactrl/compactrl/stats"
@@ -221,14 +220,9 @@ func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped
 	}
 	defer f.Close()
 	jobs, envs := o.jobs(tasks)
-	sink := &verdictSink{inner: rollout.NewJSONLSink(f)}
-	bar := progress.New(e.stderr, "eval", len(jobs))
-	_, rerr := rollout.Run(ctx, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta, Taint: taint},
-		jobs, closingRunner{r}, envs, sink, rolloutProgress(bar, len(jobs)))
-	bar.Done()
-	if cerr := f.Close(); cerr != nil && rerr == nil {
-		rerr = fmt.Errorf("--out: %w", cerr)
-	}
+	sink := &verdictSink{}
+	_, rerr := playEpisodes(ctx, e, "eval", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta, Taint: taint},
+		jobs, closingRunner{r}, envs, func(s rollout.Sink) rollout.Sink { sink.inner = s; return sink })
 	res := summarize(sink.verdicts, tasks, o.attempts, skipped, meta)
 	if err := writeJSON(filepath.Join(o.out, "results.json"), res); err != nil {
 		return err

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
@@ -26,84 +28,100 @@ import (
 // statistics on stdout. The exit status says whether every episode was
 // scored (see exitcode.go).
 func runRollout(ctx context.Context, e env, args []string) error {
-	fs := newCmdLine("rollout", "rollout --out FILE [flags]")
-	fs.examples = []string{"compactrl rollout --policy scripted:p=0.7 --episodes 200 --out runs/lossy.jsonl",
-		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl"}
-	cfg := agent.DefaultConfig()
-	cfg.SystemPrompt = vault.SystemPrompt
-	envName := fs.String("env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
-	split := fs.String("split", "test", "seed range of the environment: train or test")
-	policy := fs.String("policy", "scripted", "policy: scripted[:p=P,seed=S] (the expert, each fact kept in a summary with probability P) or checkpoint:DIR")
-	episodes := fs.Int("episodes", 100, "episodes to play")
-	seed := fs.Int64("seed", 0, "first episode's offset in the split's seed range; episode i uses seed start+S+i")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
-	out := fs.String("out", "", "episode JSONL file to write (required)")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
-	bindAgentFlags(fs.FlagSet, &cfg)
-	timeout := fs.Duration("episode-timeout", 0, "wall-clock limit per episode (0: none); past it the episode is infra_error")
+	fs, o := newRolloutCmd()
 	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
-	if *out == "" {
-		return errors.New("--out FILE is required")
-	}
-	if *episodes < 0 {
-		return fmt.Errorf("--episodes %d must be ≥ 0", *episodes)
-	}
-	if *seed < 0 {
-		return fmt.Errorf("--seed %d must be ≥ 0", *seed)
-	}
-
-	name, knobs, _ := strings.Cut(*envName, ":")
-	if name != "vault" {
-		return fmt.Errorf("--env %q: unknown environment (available: vault)", name)
-	}
-	vc, err := vault.ParseConfig(knobs)
+	jobs, envs, err := o.jobs()
 	if err != nil {
-		return fmt.Errorf("--env: %w", err)
+		return err
 	}
-	rng, err := vault.Split(*split)
-	if err != nil {
-		return fmt.Errorf("--split: %w", err)
-	}
-	first := rng.Start + *seed
-	if last := first + int64(*episodes); last > rng.End {
-		return fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", *seed, *episodes, *split, rng.End-rng.Start)
-	}
-
-	pol, err := openPolicy(*policy, *tokPath, *workers, cfg.Window)
+	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Window)
 	if err != nil {
 		return err
 	}
 	defer pol.close()
-	a, err := agent.New(cfg, pol.tok, pol.tmpl, pol.sampler)
+	a, err := agent.New(o.agent, pol.tok, pol.tmpl, pol.sampler)
 	if err != nil {
 		return err
 	}
-
-	f, err := os.Create(*out)
+	meta := map[string]string{
+		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.tokName,
+		"context": strconv.Itoa(o.agent.Window), "reserve": strconv.Itoa(o.agent.Reserve),
+		"keep_last": strconv.Itoa(o.agent.KeepLast), "no_compaction": strconv.FormatBool(o.agent.NoCompaction),
+	}
+	f, err := os.Create(o.out)
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	defer f.Close()
-	meta := map[string]string{
-		"env": *envName, "split": *split, "policy": *policy, "tokenizer": pol.tokName,
-		"context": strconv.Itoa(cfg.Window), "reserve": strconv.Itoa(cfg.Reserve),
-		"keep_last": strconv.Itoa(cfg.KeepLast), "no_compaction": strconv.FormatBool(cfg.NoCompaction),
-	}
-	envs := func(s int64) (agent.Environment, error) { return vault.New(vc, s) }
-	bar := progress.New(e.stderr, "rollout", *episodes)
-	st, err := rollout.Run(ctx, rollout.Config{Workers: *workers, EpisodeTimeout: *timeout, Meta: meta},
-		rollout.Jobs(name, first, *episodes), a, envs, rollout.NewJSONLSink(f), rolloutProgress(bar, *episodes))
-	bar.Done()
-	if cerr := f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("--out: %w", cerr)
-	}
+	st, err := playEpisodes(ctx, e, "rollout", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.timeout, Meta: meta},
+		jobs, a, envs, nil)
 	fmt.Fprintln(e.stdout, st)
 	if err == nil {
 		err = infraOutcome(st.Episodes, st.InfraErrors())
 	}
 	return err
+}
+
+// rolloutOptions are the flags of `compactrl rollout`.
+type rolloutOptions struct {
+	env, split, policy string
+	episodes, workers  int
+	seed               int64
+	out, tokPath       string
+	timeout            time.Duration
+	agent              agent.Config
+}
+
+func newRolloutCmd() (*cmdLine, *rolloutOptions) {
+	fs := newCmdLine("rollout", "rollout --out FILE [flags]")
+	fs.examples = []string{"compactrl rollout --policy scripted:p=0.7 --episodes 200 --out runs/lossy.jsonl",
+		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl"}
+	o := &rolloutOptions{agent: agent.DefaultConfig()}
+	o.agent.SystemPrompt = vault.SystemPrompt
+	fs.StringVar(&o.env, "env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
+	fs.StringVar(&o.split, "split", "test", "seed range of the environment: train or test")
+	fs.StringVar(&o.policy, "policy", "scripted", "policy: scripted[:p=P,seed=S] (the expert, each fact kept in a summary with probability P) or checkpoint:DIR")
+	fs.IntVar(&o.episodes, "episodes", 100, "episodes to play")
+	fs.Int64Var(&o.seed, "seed", 0, "first episode's offset in the split's seed range; episode i uses seed start+S+i")
+	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
+	fs.StringVar(&o.out, "out", "", "episode JSONL file to write (required)")
+	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
+	bindAgentFlags(fs.FlagSet, &o.agent)
+	fs.DurationVar(&o.timeout, "episode-timeout", 0, "wall-clock limit per episode (0: none); past it the episode is infra_error")
+	return fs, o
+}
+
+// jobs checks the flags and returns the jobs (--episodes seeds from
+// the split's start + --seed) and the environment of each seed.
+func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
+	switch {
+	case o.out == "":
+		return nil, nil, errors.New("--out FILE is required")
+	case o.episodes < 0:
+		return nil, nil, fmt.Errorf("--episodes %d must be ≥ 0", o.episodes)
+	case o.seed < 0:
+		return nil, nil, fmt.Errorf("--seed %d must be ≥ 0", o.seed)
+	}
+	name, knobs, _ := strings.Cut(o.env, ":")
+	if name != "vault" {
+		return nil, nil, fmt.Errorf("--env %q: unknown environment (available: vault)", name)
+	}
+	vc, err := vault.ParseConfig(knobs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--env: %w", err)
+	}
+	rng, err := vault.Split(o.split)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--split: %w", err)
+	}
+	first := rng.Start + o.seed
+	if last := first + int64(o.episodes); last > rng.End {
+		return nil, nil, fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", o.seed, o.episodes, o.split, rng.End-rng.Start)
+	}
+	envs := func(s int64) (agent.Environment, error) { return vault.New(vc, s) }
+	return rollout.Jobs(name, first, o.episodes), envs, nil
 }
 
 // policy is a sampler with the tokenizer it speaks.
@@ -209,6 +227,23 @@ func loadTokenizer(path, ckpt string) (*policy, error) {
 	}
 	pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, path, tok.VocabSize()
 	return pol, nil
+}
+
+// playEpisodes plays jobs into the episode JSONL file f (through wrap's
+// sink when wrap is not nil) with a progress bar named label, and closes
+// f: its close error is the run's when the run had none.
+func playEpisodes(ctx context.Context, e env, label string, f io.WriteCloser, cfg rollout.Config, jobs []rollout.Job, r rollout.Runner, envs rollout.EnvFactory, wrap func(rollout.Sink) rollout.Sink) (rollout.Stats, error) {
+	var sink rollout.Sink = rollout.NewJSONLSink(f)
+	if wrap != nil {
+		sink = wrap(sink)
+	}
+	bar := progress.New(e.stderr, label, len(jobs))
+	st, err := rollout.Run(ctx, cfg, jobs, r, envs, sink, rolloutProgress(bar, len(jobs)))
+	bar.Done()
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("--out: %w", cerr)
+	}
+	return st, err
 }
 
 // rolloutProgress shows a rollout's running statistics on its bar.
