@@ -39,7 +39,7 @@ func Arms() []Arm {
 		{"rl-no-compaction", "RL without compaction", func(c *recipe.Config) { c.Agent.NoCompaction = true }},
 		{"compactionrl", "CompactionRL", func(c *recipe.Config) {}},
 		{"no-summary-training", "− summary training", func(c *recipe.Config) { c.RL.SummaryTraining = false }},
-		{"seq-mean-token-mean", "− token-level loss (seq-mean-token-mean)", func(c *recipe.Config) { c.RL.LossMode = "seq-mean-token-mean" }},
+		{"seq-mean-token-mean", "− token-level loss (seq-mean-token-mean)", func(c *recipe.Config) { c.RL.LossAggMode = "seq-mean-token-mean" }},
 		{"independent", "− cross-traj. GAE (independent)", func(c *recipe.Config) { c.RL.Estimator = "independent" }},
 		{"grpo", "SUPO-style GRPO (group 4)", func(c *recipe.Config) {
 			c.RL.Estimator, c.RL.GroupSize = "grpo", 4

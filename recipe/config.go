@@ -26,6 +26,9 @@ type Config struct {
 	SFT   train.SFTConfig     `yaml:"sft"`
 	RL    train.RLConfig      `yaml:"rl"`
 	Run   train.RunConfig     `yaml:"run"`
+	// Deprecations are the notices of reading the config (a former key
+	// name used); the Trainer writes them to its log.
+	Deprecations []string `yaml:"-"`
 }
 
 // SuiteConfig selects the built-in long-horizon suite and its difficulty
@@ -45,14 +48,16 @@ type SuiteConfig struct {
 
 // Train is the trainer's part of the config.
 func (c Config) Train() train.Config {
-	return train.Config{Seed: c.Seed, Seeds: c.Suite.Seeds, Agent: c.Agent, SFT: c.SFT, RL: c.RL, Run: c.Run}
+	return train.Config{Seed: c.Seed, Seeds: c.Suite.Seeds, Agent: c.Agent, SFT: c.SFT, RL: c.RL, Run: c.Run, Deprecations: c.Deprecations}
 }
 
 // DefaultConfig is the demo-sized default: the trainer's defaults (the
 // paper's method settings with a run small enough for two cores) on a
-// tiny model and a five-file vault.
+// tiny model and a five-file vault, the agent prompted with the vault's
+// system prompt.
 func DefaultConfig() Config {
 	t := train.DefaultConfig()
+	t.Agent.SystemPrompt = vault.SystemPrompt
 	return Config{
 		Seed:  t.Seed,
 		Model: builtin.ModelConfig{Preset: "tiny"},
@@ -68,7 +73,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if err := train.DecodeYAML(b, &c); err != nil {
+	if c.Deprecations, err = train.DecodeYAML(b, &c); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
@@ -126,8 +131,9 @@ func PretrainConfig() Config {
 	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06}
 	c.Suite = SuiteConfig{Name: "vault", Seeds: train.Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
 		Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}
-	c.Agent = train.AgentConfig{Context: 512, Reserve: 192, KeepLast: 2, MaxCompactions: 3, MaxTurns: 30,
-		MaxActionTokens: 16, MaxSummaryTokens: 48, Temperature: 1, EvalTemperature: 1}
+	a := &c.Agent
+	a.Window, a.Reserve, a.KeepLast, a.MaxCompactions, a.MaxTurns = 512, 192, 2, 3, 30
+	a.MaxActionTokens, a.MaxSummaryTokens, a.EvalTemperature = 16, 48, 1
 	c.SFT = train.SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
 		CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallSteps: 1200, RecallExtra: 6}
 	c.RL.MiniBatches, c.RL.MicroBatch = 4, 8

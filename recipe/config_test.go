@@ -2,8 +2,11 @@ package recipe
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/compactrl/compactrl/train/builtin"
 )
 
 func TestParseConfigDefaultsAndOverrides(t *testing.T) {
@@ -15,7 +18,7 @@ func TestParseConfigDefaultsAndOverrides(t *testing.T) {
 	if c.Seed != 7 || c.RL.Estimator != "independent" || c.RL.ClipHigh != 0.3 || c.Run.Iterations != 3 {
 		t.Errorf("overrides not applied: %+v", c)
 	}
-	if c.RL.ClipLow != d.RL.ClipLow || c.Agent.Context != d.Agent.Context || c.Model.Preset != d.Model.Preset {
+	if c.RL.ClipLow != d.RL.ClipLow || c.Agent.Window != d.Agent.Window || c.Model.Preset != d.Model.Preset {
 		t.Error("fields left out must keep their defaults")
 	}
 	if e, err := ParseConfig(strings.NewReader("")); err != nil || e.Seed != d.Seed {
@@ -33,7 +36,8 @@ func TestParseConfigUnknownFieldNamed(t *testing.T) {
 func TestValidateNamesField(t *testing.T) {
 	for yml, field := range map[string]string{
 		"rl: {estimator: ppo}":                             "rl.estimator",
-		"rl: {loss_mode: sum}":                             "rl.loss_mode",
+		"rl: {loss_agg_mode: sum}":                         "rl.loss_agg_mode",
+		"rl: {loss_mode: sum}":                             "rl.loss_agg_mode",
 		"agent: {context: 100, reserve: 200}":              "agent.reserve",
 		"rl: {estimator: grpo}":                            "rl.group_size",
 		"sft: {expert_p: 1.5}":                             "sft.expert_p",
@@ -57,7 +61,7 @@ func TestValidateNamesField(t *testing.T) {
 func TestConfigYAMLRoundTrip(t *testing.T) {
 	c := DefaultConfig()
 	c.Suite.Facts = 6
-	c.RL.LossMode = "seq-mean-token-mean"
+	c.RL.LossAggMode = "seq-mean-token-mean"
 	b, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +70,7 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.RL.LossMode != c.RL.LossMode || back.Suite != c.Suite || back.Agent != c.Agent || back.Run != c.Run {
+	if back.RL.LossAggMode != c.RL.LossAggMode || back.Suite != c.Suite || back.Agent != c.Agent || back.Run != c.Run {
 		t.Errorf("round trip changed the config:\n%s", b)
 	}
 }
@@ -80,7 +84,7 @@ func TestConfigFilesMatchTheirFunctions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c != x.want {
+		if !reflect.DeepEqual(c, x.want) {
 			t.Errorf("%s differs from its function:\n got %+v\nwant %+v", x.file, c, x.want)
 		}
 	}
@@ -103,5 +107,48 @@ func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
 	// A sampling temperature other than 1 is fine for evaluation alone.
 	if _, err := ParseConfig(strings.NewReader("agent:\n  temperature: 0.7\nrun:\n  iterations: 0\n")); err != nil {
 		t.Errorf("evaluation-only config at temperature 0.7: %v", err)
+	}
+}
+
+// The former key rl.loss_mode is still read, as rl.loss_agg_mode, with a
+// deprecation notice that the trainer logs; giving both is an error; the
+// new key alone reads silently; a written config carries the new key only.
+func TestLossModeIsADeprecatedAliasOfLossAggMode(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader("rl:\n  loss_mode: seq-mean-token-sum\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RL.LossAggMode != "seq-mean-token-sum" || len(c.Deprecations) != 1 || !strings.Contains(c.Deprecations[0], "rl.loss_mode is deprecated") {
+		t.Errorf("loss_mode read as %q, notices %q", c.RL.LossAggMode, c.Deprecations)
+	}
+	y, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), "loss_agg_mode: seq-mean-token-sum") || strings.Contains(string(y), "loss_mode:") {
+		t.Errorf("written config:\n%s", y)
+	}
+	if n, err := ParseConfig(strings.NewReader("rl:\n  loss_agg_mode: seq-mean-token-sum\n")); err != nil || n.RL.LossAggMode != "seq-mean-token-sum" || n.Deprecations != nil {
+		t.Errorf("loss_agg_mode: %+v, %v", n.RL, err)
+	}
+	_, err = ParseConfig(strings.NewReader("rl:\n  loss_mode: token-mean\n  loss_agg_mode: token-mean\n"))
+	if err == nil || !strings.Contains(err.Error(), "rl.loss_mode and rl.loss_agg_mode") {
+		t.Errorf("both keys: err = %v", err)
+	}
+	// The trainer writes the notice where the run logs.
+	c.Run.Dir, c.Run.Iterations, c.Run.EvalEpisodes = t.TempDir(), 0, 0
+	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32}
+	c.SFT.NoWarmStart()
+	var log bytes.Buffer
+	s, err := Build(c, nil, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Trainer.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "rl.loss_mode is deprecated") {
+		t.Errorf("run log %q has no deprecation notice", log.String())
 	}
 }

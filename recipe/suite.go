@@ -36,18 +36,6 @@ var (
 	_ train.ExpertCollector = (*Suite)(nil)
 )
 
-// LoopConfig maps the run's agent knobs onto the loop's configuration
-// (the system prompt is the suite's).
-func LoopConfig(c train.AgentConfig) agent.Config {
-	a := agent.DefaultConfig()
-	a.Window, a.Reserve, a.KeepLast = c.Context, c.Reserve, c.KeepLast
-	a.MaxCompactions, a.MaxTurns = c.MaxCompactions, c.MaxTurns
-	a.MaxActionTokens, a.MaxSummaryTokens, a.MaxObservationTokens = c.MaxActionTokens, c.MaxSummaryTokens, c.ObservationCap
-	a.Temperature, a.NoCompaction = c.Temperature, c.NoCompaction
-	a.SystemPrompt = vault.SystemPrompt
-	return a
-}
-
 // VaultConfig maps the run's suite knobs onto the suite's configuration.
 func VaultConfig(c SuiteConfig) vault.Config {
 	return vault.Config{Files: c.Files, Pages: c.Pages, Facts: c.Facts, Keys: c.Keys, Distractors: c.Distractors, NoiseLines: c.NoiseLines, PartialCredit: c.PartialCredit}
@@ -56,7 +44,7 @@ func VaultConfig(c SuiteConfig) vault.Config {
 // NewSuite builds the suite of a run's config with the vault's default
 // tokenizer and checks the agent's token budget.
 func NewSuite(cfg Config, tok agent.Tokenizer, tmpl agent.Template) (*Suite, error) {
-	s := &Suite{Tok: tok, Tmpl: tmpl, Env: VaultConfig(cfg.Suite), Agent: LoopConfig(cfg.Agent), Workers: cfg.Run.Workers, Seed: cfg.Seed,
+	s := &Suite{Tok: tok, Tmpl: tmpl, Env: VaultConfig(cfg.Suite), Agent: cfg.Agent.Config, Workers: cfg.Run.Workers, Seed: cfg.Seed,
 		EpisodeTimeout: time.Duration(cfg.Run.EpisodeTimeoutS * float64(time.Second))}
 	// Construct once to surface budget and suite errors before any work.
 	if _, err := agent.New(s.Agent, tok, tmpl, nopSampler{}); err != nil {

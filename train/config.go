@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/rl"
 )
 
 // Config is every setting the Trainer reads: the run's seed, the task
@@ -24,6 +27,9 @@ type Config struct {
 	SFT   SFTConfig   `yaml:"sft"`
 	RL    RLConfig    `yaml:"rl"`
 	Run   RunConfig   `yaml:"run"`
+	// Deprecations are the notices of reading the config (a former key
+	// name used); the Trainer writes them to its log.
+	Deprecations []string `yaml:"-"`
 }
 
 // Seeds splits a suite's task seeds: [TrainSeedStart, TestSeedStart) are
@@ -34,19 +40,14 @@ type Seeds struct {
 	TestSeedStart  int64 `yaml:"test_seed_start"`
 }
 
-// AgentConfig is the compaction-aware agent loop (DESIGN.md §1).
+// AgentConfig is the compaction-aware agent loop (DESIGN.md §1): the
+// loop's own agent.Config (context, reserve, keep_last, max_compactions,
+// max_turns, max_action_tokens, max_summary_tokens, observation_cap,
+// temperature, no_compaction, the prompts, …) inlined under the same keys,
+// and the settings only training has.
 type AgentConfig struct {
-	Context          int     `yaml:"context"`            // C: the context window in tokens
-	Reserve          int     `yaml:"reserve"`            // T_comp: compact when C − |h| < reserve
-	KeepLast         int     `yaml:"keep_last"`          // k: steps re-included after a summary
-	MaxCompactions   int     `yaml:"max_compactions"`    // per episode
-	MaxTurns         int     `yaml:"max_turns"`          // per episode
-	MaxActionTokens  int     `yaml:"max_action_tokens"`  // one policy reply
-	MaxSummaryTokens int     `yaml:"max_summary_tokens"` // one summary
-	ObservationCap   int     `yaml:"observation_cap"`    // tokens of one observation (head + tail); 0 derives the largest the reserve allows
-	Temperature      float64 `yaml:"temperature"`        // rollout sampling temperature
-	EvalTemperature  float64 `yaml:"eval_temperature"`   // 0: greedy evaluation
-	NoCompaction     bool    `yaml:"no_compaction"`      // single window: an episode that fills it is overlong
+	agent.Config    `yaml:",inline"`
+	EvalTemperature float64 `yaml:"eval_temperature"` // 0: greedy evaluation
 }
 
 // SFTConfig is the supervised warm start on the scripted expert.
@@ -96,12 +97,12 @@ type SFTConfig struct {
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
 type RLConfig struct {
-	Estimator       string  `yaml:"estimator"` // cross-gae | independent | concat | grpo | dr-grpo
+	Estimator       string  `yaml:"estimator"` // one of rl.EstimatorNames()
 	Gamma           float64 `yaml:"gamma"`
 	Lambda          float64 `yaml:"lambda"` // fixed λ; 0 uses λ = 1 − 1/(α·l)
 	Alpha           float64 `yaml:"alpha"`
-	GroupSize       int     `yaml:"group_size"` // rollouts per task (grpo needs > 1)
-	LossMode        string  `yaml:"loss_mode"`  // token-mean | seq-mean-token-mean | seq-mean-token-sum | episode-mean-token-mean
+	GroupSize       int     `yaml:"group_size"`    // rollouts per task (grpo needs > 1)
+	LossAggMode     string  `yaml:"loss_agg_mode"` // one of rl.LossAggModes() (verl's loss_agg_mode; formerly loss_mode)
 	ClipLow         float64 `yaml:"clip_low"`
 	ClipHigh        float64 `yaml:"clip_high"`
 	DualClip        float64 `yaml:"dual_clip"` // c > 1 bounds the loss for negative advantages; 0 off
@@ -142,15 +143,11 @@ func DefaultConfig() Config {
 	return Config{
 		Seed:  1,
 		Seeds: Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
-		Agent: AgentConfig{
-			Context: 768, Reserve: 320, KeepLast: 2, MaxCompactions: 3, MaxTurns: 250,
-			MaxActionTokens: 32, MaxSummaryTokens: 96, ObservationCap: 0,
-			Temperature: 1, EvalTemperature: 0,
-		},
-		SFT: SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopyLen: 128},
+		Agent: AgentConfig{Config: agent.DefaultConfig(), EvalTemperature: 0},
+		SFT:   SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopyLen: 128},
 		RL: RLConfig{
 			Estimator: "cross-gae", Gamma: 1, Lambda: 0, Alpha: 1.5, GroupSize: 1,
-			LossMode: "token-mean", ClipLow: 0.2, ClipHigh: 0.28, DualClip: 0,
+			LossAggMode: "token-mean", ClipLow: 0.2, ClipHigh: 0.28, DualClip: 0,
 			MaskOverlong: true, SummaryTraining: true,
 			PPOEpochs: 1, MiniBatches: 1, MicroBatch: 4,
 			LR: 1e-4, WarmupSteps: 0, WeightDecay: 0, GradClip: 1,
@@ -160,31 +157,88 @@ func DefaultConfig() Config {
 	}
 }
 
-// Estimators, loss modes: the values Validate accepts.
-var (
-	Estimators = []string{"cross-gae", "independent", "concat", "grpo", "dr-grpo"}
-	LossModes  = []string{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "episode-mean-token-mean"}
-)
+// renamed are the former keys still read, by YAML path: DecodeYAML reads
+// each under its new name, with a deprecation notice.
+var renamed = []struct{ section, old, new string }{
+	{"rl", "loss_mode", "loss_agg_mode"},
+}
 
 // DecodeYAML decodes the YAML document b over dst (a pointer to a config
 // struct holding its defaults) strictly: an unknown field is an error
 // naming it, and so is a non-integer value of an integer field. Fields
-// left out keep their values.
-func DecodeYAML(b []byte, dst any) error {
+// left out keep their values. A former key name (renamed) is read as its
+// new one, with a notice in deprecated; both names at once are an error.
+func DecodeYAML(b []byte, dst any) (deprecated []string, err error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil
+		return nil, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	if deprecated, err = renameKeys(doc.Content[0]); err != nil {
+		return nil, err
+	}
+	if deprecated != nil {
+		if b, err = yaml.Marshal(&doc); err != nil {
+			return nil, err
+		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return nil, err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return err
+	return deprecated, checkIntegers(doc.Content[0], reflect.TypeOf(dst).Elem(), "")
+}
+
+// renameKeys rewrites the former keys of the document's top mapping root
+// to their new names in place and returns a notice for each.
+func renameKeys(root *yaml.Node) ([]string, error) {
+	var notes []string
+	for _, r := range renamed {
+		sec := mappingValue(root, r.section)
+		if sec == nil {
+			continue
+		}
+		oldKey := mappingKey(sec, r.old)
+		if oldKey == nil {
+			continue
+		}
+		if mappingKey(sec, r.new) != nil {
+			return nil, fmt.Errorf("%s.%s and %s.%s are the same setting (%s is its former name): give only %s.%s", r.section, r.old, r.section, r.new, r.old, r.section, r.new)
+		}
+		oldKey.Value = r.new
+		notes = append(notes, fmt.Sprintf("config: %s.%s is deprecated, read as %s.%s (rename the key)", r.section, r.old, r.section, r.new))
 	}
-	if len(doc.Content) > 0 {
-		return checkIntegers(doc.Content[0], reflect.TypeOf(dst).Elem(), "")
+	return notes, nil
+}
+
+// mappingKey is the key node named key of mapping n, or nil.
+func mappingKey(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
+// mappingValue is the value node under key of mapping n, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
 	}
 	return nil
 }
@@ -288,14 +342,14 @@ func (c Config) Validate() error {
 		return err
 	}
 	for _, e := range []error{
-		pos("agent.context", c.Agent.Context),
+		pos("agent.context", c.Agent.Window),
 		pos("agent.reserve", c.Agent.Reserve),
 		nonneg("agent.keep_last", c.Agent.KeepLast),
 		nonneg("agent.max_compactions", c.Agent.MaxCompactions),
 		pos("agent.max_turns", c.Agent.MaxTurns),
 		pos("agent.max_action_tokens", c.Agent.MaxActionTokens),
 		pos("agent.max_summary_tokens", c.Agent.MaxSummaryTokens),
-		nonneg("agent.observation_cap", c.Agent.ObservationCap),
+		nonneg("agent.observation_cap", c.Agent.MaxObservationTokens),
 		nonneg("sft.episodes", c.SFT.Episodes),
 		nonneg("sft.steps", c.SFT.Steps),
 		nonneg("sft.copy_steps", c.SFT.CopySteps),
@@ -321,8 +375,8 @@ func (c Config) Validate() error {
 		nonneg("run.eval_episodes", c.Run.EvalEpisodes),
 		nonneg("run.checkpoint_every", c.Run.CheckpointEvery),
 		nonneg("run.threads", c.Run.Threads),
-		oneOf("rl.estimator", c.RL.Estimator, Estimators),
-		oneOf("rl.loss_mode", c.RL.LossMode, LossModes),
+		oneOf("rl.estimator", c.RL.Estimator, rl.EstimatorNames()),
+		oneOf("rl.loss_agg_mode", c.RL.LossAggMode, rl.LossAggModes()),
 	} {
 		if e != nil {
 			return e
@@ -331,14 +385,18 @@ func (c Config) Validate() error {
 	switch {
 	case c.Seeds.TestSeedStart <= c.Seeds.TrainSeedStart:
 		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Seeds.TestSeedStart, c.Seeds.TrainSeedStart)
-	case c.Agent.Reserve >= c.Agent.Context:
-		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Context)
+	case c.Agent.Reserve >= c.Agent.Window:
+		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Window)
 	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
 		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
 	case c.Run.Iterations > 0 && c.Agent.Temperature != 1:
 		// The sampler's log-probs and the scorer's are at temperature 1: the
 		// PPO ratio describes the sampling policy only there.
 		return fmt.Errorf("agent.temperature: %g must be 1 for RL (run.iterations %d): the policy's log-probs, and so the PPO ratio, are those of temperature 1; eval_temperature may differ", c.Agent.Temperature, c.Run.Iterations)
+	case c.Run.Iterations > 0 && c.Agent.TopP != 1:
+		// Likewise: nucleus sampling is not the policy whose log-probs the
+		// trainer scores.
+		return fmt.Errorf("agent.top_p: %g must be 1 for RL (run.iterations %d): the PPO ratio needs the policy's own distribution", c.Agent.TopP, c.Run.Iterations)
 	case c.Run.EpisodeTimeoutS < 0:
 		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:

@@ -30,7 +30,7 @@ func (t *Trainer) advantages(eps []episode.Episode, items []*item) error {
 		return fmt.Errorf("advantages: %w", err)
 	}
 	critic := rl.Estimator(t.Cfg.RL.Estimator).UsesValues()
-	toks, err := rl.StepTokens(eps, rl.StepConfig{Agg: rl.Aggregation(t.Cfg.RL.LossMode), MaskOverlong: t.Cfg.RL.MaskOverlong, Critic: critic})
+	toks, err := rl.StepTokens(eps, rl.StepConfig{Agg: rl.Aggregation(t.Cfg.RL.LossAggMode), MaskOverlong: t.Cfg.RL.MaskOverlong, Critic: critic})
 	if err != nil {
 		return fmt.Errorf("step tokens: %w", err)
 	}
@@ -88,7 +88,7 @@ type policyStats struct {
 // accumulated gradient is the same for any micro-batch size.
 func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, error) {
 	var st policyStats
-	if _, err := weigh(mb, rl.Aggregation(t.Cfg.RL.LossMode)); err != nil {
+	if _, err := weigh(mb, rl.Aggregation(t.Cfg.RL.LossAggMode)); err != nil {
 		return st, err
 	}
 	pc := rl.PPOConfig{ClipLow: t.Cfg.RL.ClipLow, ClipHigh: t.Cfg.RL.ClipHigh, DualClip: t.Cfg.RL.DualClip}

@@ -176,6 +176,11 @@ func (t *Trainer) open(ctx context.Context) (resumed bool, err error) {
 		// checkpoints would mix the two on a later --resume.
 		return false, fmt.Errorf("run dir %s already holds a run (checkpoint %s): resume it, or start in a new directory", dir, filepath.Base(ckpt))
 	}
+	if t.Log != nil {
+		for _, d := range cfg.Deprecations {
+			fmt.Fprintln(t.Log, d)
+		}
+	}
 	// The config is recorded once the run is known to proceed: a rejected
 	// resume leaves the run's config.yaml as it was.
 	y, err := t.configYAML()

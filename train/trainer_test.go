@@ -123,7 +123,7 @@ func TestMicroBatchSizeDoesNotChangeUpdate(t *testing.T) {
 			cfg.Run.Iterations = 2
 			cfg.Run.EvalEvery = 0
 			cfg.Run.EvalEpisodes = 0
-			cfg.RL.LossMode = mode
+			cfg.RL.LossAggMode = mode
 			cfg.RL.MicroBatch = mb
 			tr := newTestTrainer(cfg, newMemoryTask())
 			if _, err := tr.Run(context.Background()); err != nil {
