@@ -49,33 +49,17 @@ import (
 //	  log-probs and values and takes one output per agent loop, so no
 //	  export can carry CompactionRL's segments or advantages into it.
 func runExportEpisodes(ctx context.Context, e env, args []string) error {
-	fs := newCmdLine("export", "export --format slime|jsonl [--in episodes.jsonl] [--out segments.jsonl]",
-		"export gguf --checkpoint DIR --out FILE.gguf   (a checkpoint for llama.cpp: compactrl export gguf -h)")
-	fs.examples = []string{"compactrl export --format slime --in adv.jsonl --out slime.jsonl",
-		"compactrl advantages < episodes.jsonl | compactrl export --format jsonl"}
-	format := fs.String("format", "", "record format: slime or jsonl")
-	in := fs.String("in", "-", "episode JSONL with advantages (- for stdin)")
-	out := fs.String("out", "-", "output JSONL (- for stdout)")
-	keepOverlong := fs.Bool("keep-overlong", false, "export overlong episodes too (default: masked, left out)")
-	allowNoAdv := fs.Bool("allow-missing-advantages", false, "export segments without advantages (default: an error, run compactrl advantages first)")
+	fs, o := newExportCmd()
 	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
-	var conv func(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any
-	switch *format {
-	case "verl":
-		return errors.New("--format verl: removed: verl recomputes advantages, returns, old log-probs and values and takes one output per agent loop, so no export can carry CompactionRL's segments or advantages into it; to train a real model, run `compactrl serve` with slime and integrations/slime (docs/scale.md)")
-	case "slime":
-		conv = slimeRecord
-	case "jsonl":
-		conv = plainRecord
-	default:
-		return fmt.Errorf("--format %q: want slime or jsonl", *format)
+	conv, err := exportConverter(o.format)
+	if err != nil {
+		return err
 	}
-
 	var r io.Reader = e.stdin
-	if *in != "-" {
-		f, err := os.Open(*in)
+	if o.in != "-" {
+		f, err := os.Open(o.in)
 		if err != nil {
 			return fmt.Errorf("open episodes: %w", err)
 		}
@@ -84,8 +68,8 @@ func runExportEpisodes(ctx context.Context, e env, args []string) error {
 	}
 	var w io.Writer = e.stdout
 	var outFile *os.File
-	if *out != "-" {
-		f, err := os.Create(*out)
+	if o.out != "-" {
+		f, err := os.Create(o.out)
 		if err != nil {
 			return fmt.Errorf("create output: %w", err)
 		}
@@ -94,56 +78,9 @@ func runExportEpisodes(ctx context.Context, e env, args []string) error {
 		w = f
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-
-	x := &exportState{groups: map[string]int{}}
-	rd := episode.NewReader(r)
-	var episodes, skipped, records int
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ep, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", *in, err)
-		}
-		x.episode = episodes
-		episodes++
-		switch ep.Status {
-		case episode.StatusInfraError:
-			skipped++
-			continue
-		case episode.StatusOverlong:
-			if !*keepOverlong {
-				skipped++
-				continue
-			}
-		}
-		var keep []int
-		for i := range ep.Segments {
-			s := &ep.Segments[i]
-			if !s.Trainable || s.NumOptimised() == 0 {
-				continue
-			}
-			if len(s.Advantages) == 0 && !*allowNoAdv {
-				return fmt.Errorf("read %s: line %d: episode %q segment %d has no advantages (run compactrl advantages first)", *in, rd.Line(), ep.ID, i)
-			}
-			if len(s.Logprobs) == 0 {
-				return fmt.Errorf("read %s: line %d: episode %q segment %d has no logprobs", *in, rd.Line(), ep.ID, i)
-			}
-			keep = append(keep, i)
-		}
-		for _, i := range keep {
-			if err := enc.Encode(conv(x, &ep, &ep.Segments[i], i, len(keep))); err != nil {
-				return fmt.Errorf("write record: %w", err)
-			}
-			records++
-			x.index++
-		}
+	c, err := o.export(ctx, episode.NewReader(r), bw, conv)
+	if err != nil {
+		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write records: %w", err)
@@ -153,8 +90,105 @@ func runExportEpisodes(ctx context.Context, e env, args []string) error {
 			return fmt.Errorf("close output: %w", err)
 		}
 	}
-	fmt.Fprintf(e.stderr, "export %s: %d episodes read, %d left out (infra_error/overlong), %d segment records written\n", *format, episodes, skipped, records)
+	fmt.Fprintf(e.stderr, "export %s: %d episodes read, %d left out (infra_error/overlong), %d segment records written\n", o.format, c.episodes, c.skipped, c.records)
 	return nil
+}
+
+// exportOptions are the flags of `compactrl export` (episodes).
+type exportOptions struct {
+	format, in, out          string
+	keepOverlong, allowNoAdv bool
+}
+
+func newExportCmd() (*cmdLine, *exportOptions) {
+	fs := newCmdLine("export", "export --format slime|jsonl [--in episodes.jsonl] [--out segments.jsonl]",
+		"export gguf --checkpoint DIR --out FILE.gguf   (a checkpoint for llama.cpp: compactrl export gguf -h)")
+	fs.examples = []string{"compactrl export --format slime --in adv.jsonl --out slime.jsonl",
+		"compactrl advantages < episodes.jsonl | compactrl export --format jsonl"}
+	o := &exportOptions{}
+	fs.StringVar(&o.format, "format", "", "record format: slime or jsonl")
+	fs.StringVar(&o.in, "in", "-", "episode JSONL with advantages (- for stdin)")
+	fs.StringVar(&o.out, "out", "-", "output JSONL (- for stdout)")
+	fs.BoolVar(&o.keepOverlong, "keep-overlong", false, "export overlong episodes too (default: masked, left out)")
+	fs.BoolVar(&o.allowNoAdv, "allow-missing-advantages", false, "export segments without advantages (default: an error, run compactrl advantages first)")
+	return fs, o
+}
+
+// recordFunc converts segment s (number idx of the n exported) of ep.
+type recordFunc func(x *exportState, ep *episode.Episode, s *episode.Segment, idx, n int) any
+
+func exportConverter(format string) (recordFunc, error) {
+	switch format {
+	case "verl":
+		return nil, errors.New("--format verl: removed: verl recomputes advantages, returns, old log-probs and values and takes one output per agent loop, so no export can carry CompactionRL's segments or advantages into it; to train a real model, run `compactrl serve` with slime and integrations/slime (docs/scale.md)")
+	case "slime":
+		return slimeRecord, nil
+	case "jsonl":
+		return plainRecord, nil
+	}
+	return nil, fmt.Errorf("--format %q: want slime or jsonl", format)
+}
+
+// exportCounts are what an export read, left out and wrote.
+type exportCounts struct{ episodes, skipped, records int }
+
+// export writes one record per exported segment of every episode rd
+// reads that is not masked (infra_error; overlong unless kept).
+func (o *exportOptions) export(ctx context.Context, rd *episode.Reader, w io.Writer, conv recordFunc) (exportCounts, error) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	x := &exportState{groups: map[string]int{}}
+	var c exportCounts
+	for {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		ep, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return c, nil
+		}
+		if err != nil {
+			return c, fmt.Errorf("read %s: %w", o.in, err)
+		}
+		x.episode = c.episodes
+		c.episodes++
+		if ep.Status == episode.StatusInfraError || (ep.Status == episode.StatusOverlong && !o.keepOverlong) {
+			c.skipped++
+			continue
+		}
+		keep, err := o.exported(&ep, rd.Line())
+		if err != nil {
+			return c, err
+		}
+		for _, i := range keep {
+			if err := enc.Encode(conv(x, &ep, &ep.Segments[i], i, len(keep))); err != nil {
+				return c, fmt.Errorf("write record: %w", err)
+			}
+			c.records++
+			x.index++
+		}
+	}
+}
+
+// exported lists ep's trainable segments with an optimised token; one
+// without advantages (unless allowed) or log-probs is an error naming the
+// input line.
+func (o *exportOptions) exported(ep *episode.Episode, line int) ([]int, error) {
+	var keep []int
+	for i := range ep.Segments {
+		s := &ep.Segments[i]
+		if !s.Trainable || s.NumOptimised() == 0 {
+			continue
+		}
+		if len(s.Advantages) == 0 && !o.allowNoAdv {
+			return nil, fmt.Errorf("read %s: line %d: episode %q segment %d has no advantages (run compactrl advantages first)", o.in, line, ep.ID, i)
+		}
+		if len(s.Logprobs) == 0 {
+			return nil, fmt.Errorf("read %s: line %d: episode %q segment %d has no logprobs", o.in, line, ep.ID, i)
+		}
+		keep = append(keep, i)
+	}
+	return keep, nil
 }
 
 type exportState struct {
