@@ -24,76 +24,31 @@ func runBench(ctx context.Context, e env, args []string) error {
 const benchModelExample = "compactrl bench model --threads 2"
 
 func runBenchModel(ctx context.Context, e env, args []string) error {
-	d := bench.DefaultOptions()
 	fs := newCmdLine("bench model", "bench model [flags]")
 	fs.about = "Measures, in one run at one thread count and one shape: built-in training tokens/s\nagainst PyTorch, batched decode tokens/s against llama.cpp on the exported GGUF, and\nkernel GEMM GFLOP/s against the measured float32 FMA peak."
 	fs.examples = []string{benchModelExample, "compactrl bench model --skip-torch --skip-llama --json"}
-	threads := fs.Int("threads", d.Threads, "threads of every engine (GOMAXPROCS, torch.set_num_threads, llama-server -t/-tb)")
-	dim := fs.Int("dim", d.Model.Dim, "model width")
-	layers := fs.Int("layers", d.Model.Layers, "decoder layers")
-	heads := fs.Int("heads", d.Model.Heads, "attention heads")
-	kvHeads := fs.Int("kv-heads", 0, "key/value heads (0: as many as --heads)")
-	ffn := fs.Int("ffn", 0, "SwiGLU width (0: 8·dim/3 rounded up to a multiple of 16)")
-	vocab := fs.Int("vocab", d.Model.Vocab, "vocabulary size")
-	tied := fs.Bool("tied", false, "tie the language-model head to the embeddings")
-	seq := fs.Int("seq", d.Seq, "training sequence length")
-	batch := fs.Int("batch", d.Batch, "training sequences a step")
-	steps := fs.Int("steps", d.Steps, "timed training steps each side (median reported)")
-	decBatch := fs.Int("decode-batch", d.DecodeBatch, "sequences decoded at once")
-	decTokens := fs.Int("decode-tokens", d.DecodeTokens, "new tokens a decoded sequence")
-	prompt := fs.Int("prompt", d.Prompt, "prompt tokens a decoded sequence")
-	reps := fs.Int("decode-reps", d.DecodeReps, "timed decode rounds each side (median reported)")
-	gemmSec := fs.Duration("gemm-time", d.GemmTime, "time per GEMM shape")
-	peakSec := fs.Duration("peak-time", d.PeakTime, "time of the FMA peak measurement")
-	python := fs.String("python", d.Python, "Python interpreter with torch")
-	torchBLAS := fs.String("torch-blas", strings.Join(blasNames(d.TorchBLAS), ","), "PyTorch runs, comma-separated: \"installed\" (the system's libblas.so.3) or a directory put first on LD_LIBRARY_PATH (e.g. "+bench.OpenBLASDir+")")
-	gguf := fs.String("gguf", "", "keep the exported GGUF at FILE (default: a temporary file)")
-	llamaDir := fs.String("llama-dir", d.LlamaDir, "llama.cpp install directory (default $"+bench.LlamaEnv+")")
+	o := bench.DefaultOptions()
+	o.Model.KVHeads, o.Model.FFN, o.Model.TiedEmbeddings = 0, 0, false // 0: derived after parsing
+	bindBenchFlags(fs, &o)
+	torchBLAS := fs.String("torch-blas", strings.Join(blasNames(o.TorchBLAS), ","), "PyTorch runs, comma-separated: \"installed\" (the system's libblas.so.3) or a directory put first on LD_LIBRARY_PATH (e.g. "+bench.OpenBLASDir+")")
 	llamaArgs := fs.String("llama-args", "", "extra llama-server flags, space-separated (e.g. \"-fa off -ctk f32 -ctv f32\")")
-	skipTorch := fs.Bool("skip-torch", false, "do not run the PyTorch comparison")
-	skipLlama := fs.Bool("skip-llama", false, "do not run the llama.cpp comparison")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a Markdown table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (built-in engine only; the references are subprocesses) to FILE")
 	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
-	o := d
-	o.Threads = *threads
-	o.Model.Dim, o.Model.Layers, o.Model.Heads, o.Model.Vocab, o.Model.TiedEmbeddings = *dim, *layers, *heads, *vocab, *tied
-	o.Model.KVHeads, o.Model.FFN = *kvHeads, *ffn
 	if o.Model.KVHeads == 0 {
-		o.Model.KVHeads = *heads
+		o.Model.KVHeads = o.Model.Heads
 	}
 	if o.Model.FFN == 0 {
-		o.Model.FFN = bench.FFNFor(*dim)
+		o.Model.FFN = bench.FFNFor(o.Model.Dim)
 	}
-	o.Seq, o.Batch, o.Steps = *seq, *batch, *steps
-	o.DecodeBatch, o.DecodeTokens, o.Prompt, o.DecodeReps = *decBatch, *decTokens, *prompt, *reps
-	o.GemmTime, o.PeakTime = *gemmSec, *peakSec
-	o.Python, o.LlamaDir, o.LlamaArgs, o.GGUF = *python, *llamaDir, strings.Fields(*llamaArgs), *gguf
-	o.TorchBLAS = nil
-	for _, b := range strings.Split(*torchBLAS, ",") {
-		switch b = strings.TrimSpace(b); b {
-		case "":
-		case "installed":
-			o.TorchBLAS = append(o.TorchBLAS, "")
-		default:
-			o.TorchBLAS = append(o.TorchBLAS, b)
-		}
+	o.LlamaArgs, o.TorchBLAS = strings.Fields(*llamaArgs), blasDirs(*torchBLAS)
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
-	o.SkipTorch, o.SkipLlama = *skipTorch, *skipLlama
-
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile %s: %w", *cpuProfile, err)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	defer stop()
 	r, err := bench.Run(ctx, o, e.stderr)
 	if err != nil {
 		return err
@@ -104,6 +59,65 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 		return enc.Encode(r)
 	}
 	return r.WriteTable(e.stdout)
+}
+
+// bindBenchFlags binds bench model's shape and engine flags into o (its
+// values are the defaults).
+func bindBenchFlags(fs *cmdLine, o *bench.Options) {
+	fs.IntVar(&o.Threads, "threads", o.Threads, "threads of every engine (GOMAXPROCS, torch.set_num_threads, llama-server -t/-tb)")
+	fs.IntVar(&o.Model.Dim, "dim", o.Model.Dim, "model width")
+	fs.IntVar(&o.Model.Layers, "layers", o.Model.Layers, "decoder layers")
+	fs.IntVar(&o.Model.Heads, "heads", o.Model.Heads, "attention heads")
+	fs.IntVar(&o.Model.KVHeads, "kv-heads", 0, "key/value heads (0: as many as --heads)")
+	fs.IntVar(&o.Model.FFN, "ffn", 0, "SwiGLU width (0: 8·dim/3 rounded up to a multiple of 16)")
+	fs.IntVar(&o.Model.Vocab, "vocab", o.Model.Vocab, "vocabulary size")
+	fs.BoolVar(&o.Model.TiedEmbeddings, "tied", false, "tie the language-model head to the embeddings")
+	fs.IntVar(&o.Seq, "seq", o.Seq, "training sequence length")
+	fs.IntVar(&o.Batch, "batch", o.Batch, "training sequences a step")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "timed training steps each side (median reported)")
+	fs.IntVar(&o.DecodeBatch, "decode-batch", o.DecodeBatch, "sequences decoded at once")
+	fs.IntVar(&o.DecodeTokens, "decode-tokens", o.DecodeTokens, "new tokens a decoded sequence")
+	fs.IntVar(&o.Prompt, "prompt", o.Prompt, "prompt tokens a decoded sequence")
+	fs.IntVar(&o.DecodeReps, "decode-reps", o.DecodeReps, "timed decode rounds each side (median reported)")
+	fs.DurationVar(&o.GemmTime, "gemm-time", o.GemmTime, "time per GEMM shape")
+	fs.DurationVar(&o.PeakTime, "peak-time", o.PeakTime, "time of the FMA peak measurement")
+	fs.StringVar(&o.Python, "python", o.Python, "Python interpreter with torch")
+	fs.StringVar(&o.GGUF, "gguf", "", "keep the exported GGUF at FILE (default: a temporary file)")
+	fs.StringVar(&o.LlamaDir, "llama-dir", o.LlamaDir, "llama.cpp install directory (default $"+bench.LlamaEnv+")")
+	fs.BoolVar(&o.SkipTorch, "skip-torch", false, "do not run the PyTorch comparison")
+	fs.BoolVar(&o.SkipLlama, "skip-llama", false, "do not run the llama.cpp comparison")
+}
+
+// blasDirs reads --torch-blas: "installed" is the system's BLAS ("").
+func blasDirs(spec string) []string {
+	var dirs []string
+	for _, b := range strings.Split(spec, ",") {
+		switch b = strings.TrimSpace(b); b {
+		case "":
+		case "installed":
+			dirs = append(dirs, "")
+		default:
+			dirs = append(dirs, b)
+		}
+	}
+	return dirs
+}
+
+// startCPUProfile starts a pprof CPU profile into path (nothing when path
+// is ""); stop ends it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // blasNames writes bench.Options.TorchBLAS for the --torch-blas flag.

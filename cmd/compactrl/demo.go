@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"time"
 
 	"github.com/compactrl/compactrl/internal/cputime"
@@ -37,17 +36,11 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	if err := os.RemoveAll(*dir); err != nil {
 		return fmt.Errorf("demo dir %s: %w", *dir, err)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	start, cpu0 := time.Now(), cputime.Process()
 	baseDir := filepath.Join(*dir, "base")
 	var pretrainS float64
@@ -65,7 +58,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	cfg.Run.Dir, cfg.Run.Iterations, cfg.Seed = *dir, *iters, *seed
-	cfg, err := recipe.FromBase(baseDir, cfg)
+	cfg, err = recipe.FromBase(baseDir, cfg)
 	if err != nil {
 		return err
 	}
