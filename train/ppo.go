@@ -252,14 +252,37 @@ func (t *Trainer) optimise(ctx context.Context, it int, eps []episode.Episode, m
 	return t.update(ctx, it, eps, items, m)
 }
 
-// update is the optimisation part of an iteration; it returns the tokens
-// that went through the models.
+// update is the optimisation part of an iteration: values and advantages
+// (with the critic warm-up before the run's first policy update), then the
+// PPO epochs. It returns the tokens that went through the models.
 func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, items []*item, m *Metrics) (int, error) {
-	cfg := t.Cfg
-	tokens := 0
-	usesValues := rl.Estimator(cfg.RL.Estimator).UsesValues()
 	// Without a value-based estimator (grpo, dr-grpo: SUPO-style) the
 	// critic is neither scored nor trained.
+	usesValues := rl.Estimator(t.Cfg.RL.Estimator).UsesValues()
+	tokens, err := t.score(ctx, it, eps, items, m, usesValues)
+	if err != nil {
+		return tokens, err
+	}
+	var sumAdv float64
+	for _, itm := range items {
+		for _, tk := range itm.toks {
+			sumAdv += tk.Adv
+			m.TokensOptimised++
+		}
+	}
+	m.Advantage = sumAdv / float64(max(1, m.TokensOptimised))
+	n, err := t.ppoEpochs(ctx, it, items, m, usesValues)
+	return tokens + n, err
+}
+
+// score fills the items' values (when the estimator uses them) and
+// advantages. Before the run's first policy update, the critic is first
+// regressed on these rollouts' returns for CriticWarmup steps, without
+// value clipping (V_old is the untrained critic's), and they are scored
+// again.
+func (t *Trainer) score(ctx context.Context, it int, eps []episode.Episode, items []*item, m *Metrics, usesValues bool) (int, error) {
+	cfg := t.Cfg
+	tokens := 0
 	score := func() error {
 		if usesValues {
 			n, err := t.scoreValues(ctx, eps, items)
@@ -270,41 +293,33 @@ func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, ite
 		}
 		return t.advantages(eps, items)
 	}
-	if err := score(); err != nil {
+	if err := score(); err != nil || t.state.CriticWarmed || !usesValues {
 		return tokens, err
 	}
-	if !t.state.CriticWarmed && usesValues {
-		// Warm-up regresses the critic on the first rollouts' returns
-		// without value clipping: V_old is the untrained critic's.
-		mbs := chunks(shuffled(items, cfg.Seed, it, -1), cfg.RL.MiniBatches)
-		for k := 0; k < cfg.RL.CriticWarmup; k++ {
-			vs, err := t.valueStep(ctx, mbs[k%len(mbs)], 0)
-			tokens += vs.tokens
-			if err != nil {
-				return tokens, fmt.Errorf("critic warm-up: %w", err)
-			}
-			m.ValueWarmupLoss = vs.loss
+	mbs := chunks(shuffled(items, cfg.Seed, it, -1), cfg.RL.MiniBatches)
+	for k := 0; k < cfg.RL.CriticWarmup; k++ {
+		vs, err := t.valueStep(ctx, mbs[k%len(mbs)], 0)
+		tokens += vs.tokens
+		if err != nil {
+			return tokens, fmt.Errorf("critic warm-up: %w", err)
 		}
-		t.state.CriticWarmed = true
-		if cfg.RL.CriticWarmup > 0 && usesValues {
-			if err := score(); err != nil {
-				return tokens, err
-			}
-		}
+		m.ValueWarmupLoss = vs.loss
 	}
-	var sumAdv float64
-	for _, itm := range items {
-		for _, tk := range itm.toks {
-			sumAdv += tk.Adv
-			m.TokensOptimised++
-		}
+	t.state.CriticWarmed = true
+	var err error
+	if cfg.RL.CriticWarmup > 0 {
+		err = score()
 	}
-	m.Advantage = sumAdv / float64(max(1, m.TokensOptimised))
+	return tokens, err
+}
 
-	var ppo rl.PPOStats
-	var loss, ent, vloss, vgn, gn float64
-	var steps, vsteps int
-	first := true
+// ppoEpochs runs PPOEpochs passes over the items in MiniBatches seeded
+// mini-batches, each a policy step followed by ValueUpdates critic steps,
+// and records the means of their statistics in m.
+func (t *Trainer) ppoEpochs(ctx context.Context, it int, items []*item, m *Metrics, usesValues bool) (int, error) {
+	cfg := t.Cfg
+	var tot ppoTotals
+	tokens := 0
 	for epoch := 0; epoch < cfg.RL.PPOEpochs; epoch++ {
 		for _, mb := range chunks(shuffled(items, cfg.Seed, it, epoch), cfg.RL.MiniBatches) {
 			ps, err := t.policyStep(ctx, mb)
@@ -312,38 +327,59 @@ func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, ite
 			if err != nil {
 				return tokens, err
 			}
-			if first {
+			if tot.steps == 0 {
 				m.LogprobMaxDiff = ps.maxDiff
-				first = false
 			}
-			ppo.Add(ps.ppo)
-			loss += ps.loss
-			ent += ps.entropy * float64(ps.ppo.Tokens)
-			gn += ps.gradNorm
+			tot.addPolicy(ps)
 			m.LR = ps.lr
-			steps++
 			for v := 0; usesValues && v < cfg.RL.ValueUpdates; v++ {
 				vs, err := t.valueStep(ctx, mb, cfg.RL.ValueClip)
 				tokens += vs.tokens
 				if err != nil {
 					return tokens, err
 				}
-				vloss += vs.loss
-				vgn += vs.gradNorm
-				vsteps++
+				tot.addValue(vs)
 			}
 		}
 	}
-	m.PolicyLoss = loss / float64(max(1, steps))
-	m.GradNorm = gn / float64(max(1, steps))
-	m.ClipFrac = ppo.ClipFrac()
-	m.ApproxKL = ppo.ApproxKL()
-	m.Entropy = ent / float64(max(1, ppo.Tokens))
-	if vsteps > 0 {
-		m.ValueLoss = vloss / float64(vsteps)
-		m.CriticGradNorm = vgn / float64(vsteps)
+	tot.record(m)
+	return tokens, nil
+}
+
+// ppoTotals sums an iteration's optimiser steps for its metrics.
+type ppoTotals struct {
+	ppo           rl.PPOStats
+	loss, ent, gn float64
+	vloss, vgn    float64
+	steps, vsteps int
+}
+
+func (a *ppoTotals) addPolicy(ps policyStats) {
+	a.ppo.Add(ps.ppo)
+	a.loss += ps.loss
+	a.ent += ps.entropy * float64(ps.ppo.Tokens)
+	a.gn += ps.gradNorm
+	a.steps++
+}
+
+func (a *ppoTotals) addValue(vs valueStats) {
+	a.vloss += vs.loss
+	a.vgn += vs.gradNorm
+	a.vsteps++
+}
+
+// record writes the means per step (entropy per token) into m; the value
+// fields are NaN without critic steps.
+func (a *ppoTotals) record(m *Metrics) {
+	m.PolicyLoss = a.loss / float64(max(1, a.steps))
+	m.GradNorm = a.gn / float64(max(1, a.steps))
+	m.ClipFrac = a.ppo.ClipFrac()
+	m.ApproxKL = a.ppo.ApproxKL()
+	m.Entropy = a.ent / float64(max(1, a.ppo.Tokens))
+	if a.vsteps > 0 {
+		m.ValueLoss = a.vloss / float64(a.vsteps)
+		m.CriticGradNorm = a.vgn / float64(a.vsteps)
 	} else {
 		m.ValueLoss, m.CriticGradNorm = math.NaN(), math.NaN()
 	}
-	return tokens, nil
 }

@@ -59,45 +59,30 @@ func sftItems(demos []episode.Episode, lm bool) []*item {
 	return items
 }
 
-// warmStart is the supervised warm start: Steps optimiser steps of
+// warmStart is the supervised warm start on the expert's demonstrations,
+// in up to three phases, each a run of optimiser steps of
 //
 //	L = −(1/|M|) Σ_{t∈M} log π_θ(t)
 //
-// over batches of BatchSize demonstration segments (token-mean over the
-// batch, fixed before micro-batching), learning rate SFT.LR with a linear
-// warm-up over the first tenth of the steps. Batches walk through
-// seeded permutations of the segments.
+// over a batch's target tokens M (token-mean over the batch, fixed before
+// micro-batching; sftPhase): copy pretraining, recall pretraining, then
+// imitation of the demonstrations. Every draw comes from generators seeded
+// by (Seed, purposeSFT, phase). The weights are published at the end.
 func (t *Trainer) warmStart(ctx context.Context) error {
-	cfg := t.Cfg
 	defer func() { _ = t.Policy.Publish(ctx) }()
-	if t.Expert == nil || cfg.SFT.Steps+cfg.SFT.CopySteps+cfg.SFT.RecallSteps == 0 {
+	sft := t.Cfg.SFT
+	if t.Expert == nil || sft.Steps+sft.CopySteps+sft.RecallSteps == 0 {
 		return nil
 	}
-	span := cfg.Seeds.TestSeedStart - cfg.Seeds.TrainSeedStart
-	seeds := make([]int64, cfg.SFT.Episodes)
-	for j := range seeds {
-		seeds[j] = cfg.Seeds.TrainSeedStart + splitmix.Chain(cfg.Seed, purposeSFT, int64(j))%span
-	}
-	samples := make([]int64, len(seeds))
-	for j := range samples {
-		samples[j] = splitmix.Chain(cfg.Seed, purposeSFT, int64(j), 1)
-	}
-	demos, err := t.Expert.Demonstrations(ctx, seeds, samples, cfg.SFT.ExpertP)
+	demos, err := t.demonstrations(ctx)
 	if err != nil {
-		return fmt.Errorf("warm start demonstrations: %w", err)
+		return err
 	}
-	items := sftItems(demos, cfg.SFT.LMLoss)
+	items := sftItems(demos, sft.LMLoss)
 	if len(items) == 0 {
 		return fmt.Errorf("warm start: the %d demonstrations have no optimised tokens", len(demos))
 	}
-	// A warm start always runs whole (it has no checkpoint of its own): a
-	// restarted one rewrites its curve rather than appending to the
-	// killed one's.
-	curve := filepath.Join(cfg.Run.Dir, "sft.jsonl")
-	if err := os.Remove(curve); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("warm start: %w", err)
-	}
-	w, err := openMetrics(curve)
+	w, err := t.openCurve()
 	if err != nil {
 		return err
 	}
@@ -105,77 +90,145 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	// Copy and recall pretraining draw windows from the same text, in
 	// batches of the same size.
 	var corpus [][]int
-	if cfg.SFT.CopySteps+cfg.SFT.RecallSteps+cfg.SFT.RecallMix > 0 {
+	if sft.CopySteps+sft.RecallSteps+sft.RecallMix > 0 {
 		corpus = copyCorpus(demos)
 	}
-	recallLen := cfg.SFT.CopyLen
-	if cfg.SFT.RecallLen > 0 {
-		recallLen = cfg.SFT.RecallLen
+	if err := t.copyPhase(ctx, w, corpus); err != nil {
+		return err
 	}
-	pretrainBatch := cfg.SFT.CopyBatch
-	if pretrainBatch == 0 {
-		pretrainBatch = cfg.SFT.BatchSize
+	if err := t.recallPhase(ctx, w, corpus); err != nil {
+		return err
 	}
-	if cfg.SFT.CopySteps > 0 {
-		r := rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -2)), 0))
-		step := 0
-		next := func() []*item {
-			// The gap grows over the first 60% of the steps: induction
-			// forms on near copies and then stretches across the window.
-			reach := min(1, float64(step)/(0.6*float64(cfg.SFT.CopySteps)))
-			step++
-			return copyBatch(corpus, pretrainBatch, cfg.SFT.CopyLen, reach, r)
-		}
-		if err := t.sftPhase(ctx, w, "copy", "copy pretraining", cfg.SFT.CopySteps, next); err != nil {
-			return err
-		}
+	return t.imitationPhase(ctx, w, items, corpus)
+}
+
+// demonstrations are the expert's episodes on SFT.Episodes training tasks
+// drawn from the seed.
+func (t *Trainer) demonstrations(ctx context.Context) ([]episode.Episode, error) {
+	cfg := t.Cfg
+	span := cfg.Seeds.TestSeedStart - cfg.Seeds.TrainSeedStart
+	seeds := make([]int64, cfg.SFT.Episodes)
+	samples := make([]int64, len(seeds))
+	for j := range seeds {
+		seeds[j] = cfg.Seeds.TrainSeedStart + splitmix.Chain(cfg.Seed, purposeSFT, int64(j))%span
+		samples[j] = splitmix.Chain(cfg.Seed, purposeSFT, int64(j), 1)
 	}
-	if cfg.SFT.RecallSteps > 0 {
-		if t.Recall == nil {
-			return errors.New("warm start: sft.recall_steps needs the suite's fact language (Trainer.Recall)")
-		}
-		r := rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -3)), 0))
-		recallBatchN := pretrainBatch
-		if cfg.SFT.RecallBatch > 0 {
-			recallBatchN = cfg.SFT.RecallBatch
-		}
-		step := 0
-		next := func() []*item {
-			reach := min(1, 0.05+float64(step)/(0.6*float64(cfg.SFT.RecallSteps)))
-			step++
-			return t.recallItems(corpus, RecallDraw{N: recallBatchN, Length: recallLen, Extra: cfg.SFT.RecallExtra, Reach: reach, Unknown: cfg.SFT.RecallUnknown}, r)
-		}
-		if err := t.sftPhase(ctx, w, "recall", "recall pretraining", cfg.SFT.RecallSteps, next); err != nil {
-			return err
-		}
+	demos, err := t.Expert.Demonstrations(ctx, seeds, samples, cfg.SFT.ExpertP)
+	if err != nil {
+		return nil, fmt.Errorf("warm start demonstrations: %w", err)
 	}
+	return demos, nil
+}
+
+// openCurve starts RUN_DIR/sft.jsonl afresh. A warm start always runs
+// whole (it has no checkpoint of its own): a restarted one rewrites its
+// curve rather than appending to the killed one's.
+func (t *Trainer) openCurve() (*metricsWriter, error) {
+	curve := filepath.Join(t.Cfg.Run.Dir, "sft.jsonl")
+	if err := os.Remove(curve); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("warm start: %w", err)
+	}
+	return openMetrics(curve)
+}
+
+// sftRand is the generator of one warm-start draw, fixed by the seed and
+// the draw's indices.
+func (t *Trainer) sftRand(idx ...int64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(splitmix.Chain(append([]int64{t.Cfg.Seed, purposeSFT}, idx...)...)), 0))
+}
+
+// pretrainBatch is the number of sequences of a copy step, and of a recall
+// step unless RecallBatch is set.
+func (c SFTConfig) pretrainBatch() int {
+	if c.CopyBatch == 0 {
+		return c.BatchSize
+	}
+	return c.CopyBatch
+}
+
+// recallDraw is the recall source's draw of n sequences at reach.
+func (c SFTConfig) recallDraw(n int, reach float64) RecallDraw {
+	length := c.CopyLen
+	if c.RecallLen > 0 {
+		length = c.RecallLen
+	}
+	return RecallDraw{N: n, Length: length, Extra: c.RecallExtra, Reach: reach, Unknown: c.RecallUnknown}
+}
+
+// copyPhase is CopySteps of induction pretraining (copyBatch); the gap
+// grows over the first 60% of the steps: induction forms on near copies
+// and then stretches across the window.
+func (t *Trainer) copyPhase(ctx context.Context, w *metricsWriter, corpus [][]int) error {
+	sft := t.Cfg.SFT
+	if sft.CopySteps == 0 {
+		return nil
+	}
+	r := t.sftRand(-2)
+	step := 0
+	next := func() []*item {
+		reach := min(1, float64(step)/(0.6*float64(sft.CopySteps)))
+		step++
+		return copyBatch(corpus, sft.pretrainBatch(), sft.CopyLen, reach, r)
+	}
+	return t.sftPhase(ctx, w, "copy", "copy pretraining", sft.CopySteps, next)
+}
+
+// recallPhase is RecallSteps of recall pretraining on the Recall source's
+// sequences, their windows growing from 5% of the longest over the first
+// 60% of the steps.
+func (t *Trainer) recallPhase(ctx context.Context, w *metricsWriter, corpus [][]int) error {
+	sft := t.Cfg.SFT
+	if sft.RecallSteps == 0 {
+		return nil
+	}
+	if t.Recall == nil {
+		return errors.New("warm start: sft.recall_steps needs the suite's fact language (Trainer.Recall)")
+	}
+	r := t.sftRand(-3)
+	n := sft.pretrainBatch()
+	if sft.RecallBatch > 0 {
+		n = sft.RecallBatch
+	}
+	step := 0
+	next := func() []*item {
+		reach := min(1, 0.05+float64(step)/(0.6*float64(sft.RecallSteps)))
+		step++
+		return t.recallItems(corpus, sft.recallDraw(n, reach), r)
+	}
+	return t.sftPhase(ctx, w, "recall", "recall pretraining", sft.RecallSteps, next)
+}
+
+// imitationPhase is Steps of SFT on batches of BatchSize demonstration
+// segments, walking through seeded permutations of them, each batch joined
+// by RecallMix recall sequences over whole windows (which keep the lookup
+// trained while the policy imitates the demonstrations).
+func (t *Trainer) imitationPhase(ctx context.Context, w *metricsWriter, items []*item, corpus [][]int) error {
+	sft := t.Cfg.SFT
 	var order []*item
 	epoch := 0
 	var mixRand *rand.Rand
-	if cfg.SFT.RecallMix > 0 {
+	if sft.RecallMix > 0 {
 		if t.Recall == nil {
 			return errors.New("warm start: sft.recall_mix needs the suite's fact language (Trainer.Recall)")
 		}
-		mixRand = rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -4)), 0))
+		mixRand = t.sftRand(-4)
 	}
 	next := func() []*item {
-		for len(order) < cfg.SFT.BatchSize {
+		for len(order) < sft.BatchSize {
 			p := append([]*item(nil), items...)
-			r := rand.New(rand.NewPCG(uint64(splitmix.Chain(cfg.Seed, purposeSFT, -1, int64(epoch))), 0))
+			r := t.sftRand(-1, int64(epoch))
 			r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
 			order = append(order, p...)
 			epoch++
 		}
-		batch := order[:min(cfg.SFT.BatchSize, len(items))]
+		batch := order[:min(sft.BatchSize, len(items))]
 		order = order[len(batch):]
 		if mixRand != nil {
-			// Recall sequences over whole windows keep the lookup trained
-			// while the policy imitates the demonstrations.
-			batch = append(slices.Clone(batch), t.recallItems(corpus, RecallDraw{N: cfg.SFT.RecallMix, Length: recallLen, Extra: cfg.SFT.RecallExtra, Reach: 1, Unknown: cfg.SFT.RecallUnknown}, mixRand)...)
+			batch = append(slices.Clone(batch), t.recallItems(corpus, sft.recallDraw(sft.RecallMix, 1), mixRand)...)
 		}
 		return batch
 	}
-	return t.sftPhase(ctx, w, "sft", "warm start (SFT)", cfg.SFT.Steps, next)
+	return t.sftPhase(ctx, w, "sft", "warm start (SFT)", sft.Steps, next)
 }
 
 // sftPhase runs steps optimiser steps of the weighted negative
