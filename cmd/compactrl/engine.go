@@ -69,6 +69,29 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 	if err := s.flags.validate(); err != nil {
 		return nil, nil, err
 	}
+	eps, err := s.endpoints()
+	if err != nil {
+		return nil, nil, err
+	}
+	enc, err := s.encoding(ctx, eps)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: enc.vocab}, nil, eps...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--engine: %w", err)
+	}
+	if enc.format != nil {
+		a, err := agent.NewWithFormat(cfg, enc.tok, enc.format, wrapSampler(pool, wrap))
+		return a, enc.remote, err
+	}
+	a, err := agent.New(cfg, enc.tok, enc.tmpl, wrapSampler(pool, wrap))
+	return a, enc.remote, err
+}
+
+// endpoints parses --engine's comma-separated URLs as endpoints of
+// --engine-kind (with --model and --engine-concurrency).
+func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 	var eps []remote.Endpoint
 	for _, u := range strings.Split(s.urls, ",") {
 		u = strings.TrimSpace(u)
@@ -81,65 +104,65 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 		}
 		ep, err := remote.ParseEndpoint(spec)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--engine: %w", err)
+			return nil, fmt.Errorf("--engine: %w", err)
 		}
 		ep.MaxConcurrent = s.maxConc
 		eps = append(eps, ep)
 	}
 	if len(eps) == 0 {
-		return nil, nil, fmt.Errorf("--engine %q: no URL", s.urls)
+		return nil, fmt.Errorf("--engine %q: no URL", s.urls)
 	}
-	var tmpl agent.Template
-	haveTmpl := false
-	if s.tok.template != "" {
+	return eps, nil
+}
+
+// engineEncoding is how the agent turns text into the engine's token ids
+// and lays out its turns.
+type engineEncoding struct {
+	tok    agent.Tokenizer
+	tmpl   agent.Template // --template's six ids
+	format agent.Format   // a real model's chat format (formatFor); nil with --template
+	vocab  int            // ids at or past it are engine faults (0: unchecked)
+	remote *remote.Tokenizer
+}
+
+// encoding is --tokenizer (with --template, or the chat format formatFor
+// picks), else the engines' own /tokenize with --template.
+func (s engineSpec) encoding(ctx context.Context, eps []remote.Endpoint) (engineEncoding, error) {
+	enc := engineEncoding{vocab: s.flags.vocab}
+	haveTmpl := s.tok.template != ""
+	if haveTmpl {
 		var err error
-		if tmpl, err = parseTemplate(s.tok.template); err != nil {
-			return nil, nil, err
+		if enc.tmpl, err = parseTemplate(s.tok.template); err != nil {
+			return enc, err
 		}
-		haveTmpl = true
 	}
 	if err := s.tok.check(); err != nil {
-		return nil, nil, err
+		return enc, err
 	}
-	var format agent.Format // a real model's chat template, chosen by formatFor
-	vocab := s.flags.vocab
-	var tok agent.Tokenizer
-	var rt *remote.Tokenizer
-	if s.tok.path != "" {
-		t, err := tokenizer.Load(s.tok.path)
+	if s.tok.path == "" {
+		if !haveTmpl {
+			return enc, errors.New("--template system,user,assistant,observation,summary,end (token ids of the engine's vocabulary) is required without --tokenizer")
+		}
+		rt, err := remote.DialTokenizer(nil, eps...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--tokenizer: %w", err)
-		}
-		tok = t
-		if vocab == 0 {
-			vocab = t.VocabSize()
-		}
-		if !haveTmpl {
-			if format, err = formatFor(t, s.tok.path, s.tok.chat); err != nil {
-				return nil, nil, err
-			}
-		}
-	} else {
-		if !haveTmpl {
-			return nil, nil, errors.New("--template system,user,assistant,observation,summary,end (token ids of the engine's vocabulary) is required without --tokenizer")
-		}
-		var err error
-		if rt, err = remote.DialTokenizer(nil, eps...); err != nil {
-			return nil, nil, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
+			return enc, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
 		}
 		rt.Bind(ctx)
 		rt.Timeout = min(rt.Timeout, s.flags.timeout)
 		rt.Attempts = max(s.flags.retries, len(eps))
-		tok = rt
+		enc.tok, enc.remote = rt, rt
+		return enc, nil
 	}
-	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: vocab}, nil, eps...)
+	t, err := tokenizer.Load(s.tok.path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--engine: %w", err)
+		return enc, fmt.Errorf("--tokenizer: %w", err)
 	}
-	if format != nil {
-		a, err := agent.NewWithFormat(cfg, tok, format, wrapSampler(pool, wrap))
-		return a, rt, err
+	enc.tok = t
+	if enc.vocab == 0 {
+		enc.vocab = t.VocabSize()
 	}
-	a, err := agent.New(cfg, tok, tmpl, wrapSampler(pool, wrap))
-	return a, rt, err
+	if !haveTmpl {
+		enc.format, err = formatFor(t, s.tok.path, s.tok.chat)
+	}
+	return enc, err
 }
