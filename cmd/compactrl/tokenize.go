@@ -47,33 +47,12 @@ func runTokenize(_ context.Context, e env, args []string) error {
 	}
 	var ids []int
 	if *chatPath == "" {
-		b, err := io.ReadAll(e.stdin)
-		if err != nil {
-			return fmt.Errorf("read stdin: %w", err)
-		}
-		if *plain {
-			ids = tok.Encode(string(b))
-		} else {
-			ids = tok.EncodeWithSpecials(string(b))
-		}
+		ids, err = encodeStdin(e, tok, *plain)
 	} else {
-		b, err := os.ReadFile(*chatPath)
-		if err != nil {
-			return fmt.Errorf("--chat: %w", err)
-		}
-		var msgs []agent.Message
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&msgs); err != nil {
-			return fmt.Errorf("--chat %s: want a JSON list of {\"role\", \"content\"}: %w", *chatPath, err)
-		}
-		f, err := chatFormat(tok, *tokPath, *chatTmpl)
-		if err != nil {
-			return err
-		}
-		if ids, err = f.Render(msgs, !*noGen); err != nil {
-			return fmt.Errorf("--chat %s: %w", *chatPath, err)
-		}
+		ids, err = renderChat(tok, *tokPath, *chatPath, *chatTmpl, !*noGen)
+	}
+	if err != nil {
+		return err
 	}
 	if ids == nil {
 		ids = []int{}
@@ -84,4 +63,41 @@ func runTokenize(_ context.Context, e env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "%s\n", out)
 	return err
+}
+
+// encodeStdin encodes stdin as Hugging Face tokenizers do by default
+// (special-token strings become their ids), or all as text when plain.
+func encodeStdin(e env, tok *tokenizer.Tokenizer, plain bool) ([]int, error) {
+	b, err := io.ReadAll(e.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("read stdin: %w", err)
+	}
+	if plain {
+		return tok.Encode(string(b)), nil
+	}
+	return tok.EncodeWithSpecials(string(b)), nil
+}
+
+// renderChat renders the messages of the JSON file path with the chat
+// template (chatFormat), followed by the generation prompt when gen.
+func renderChat(tok *tokenizer.Tokenizer, tokPath, path, tmpl string, gen bool) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--chat: %w", err)
+	}
+	var msgs []agent.Message
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&msgs); err != nil {
+		return nil, fmt.Errorf("--chat %s: want a JSON list of {\"role\", \"content\"}: %w", path, err)
+	}
+	f, err := chatFormat(tok, tokPath, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := f.Render(msgs, gen)
+	if err != nil {
+		return nil, fmt.Errorf("--chat %s: %w", path, err)
+	}
+	return ids, nil
 }
