@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,17 +50,11 @@ func readEpisodes(t *testing.T, s string) []episode.Episode {
 	}
 }
 
+// wantVec checks got against want to 1e-12 at every position.
 func wantVec(t *testing.T, name string, got, want []float64) {
 	t.Helper()
-	if len(got) != len(want) {
+	if !slices.EqualFunc(got, want, func(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }) {
 		t.Errorf("%s: got %v, want %v", name, got, want)
-		return
-	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-12 {
-			t.Errorf("%s: got %v, want %v", name, got, want)
-			return
-		}
 	}
 }
 
