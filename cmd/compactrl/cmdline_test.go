@@ -56,7 +56,7 @@ func TestStrayArgumentsAreErrors(t *testing.T) {
 		{"show", "a.jsonl", "stray"},
 		{"eval", "checkpoint", "a", "stray"},
 		{"train", "--config", "x.yaml", "stray"}, // not KEY=VALUE
-		{"help", "eval", "stray"},
+		{"help", "eval", "checkpoint", "stray"},
 	} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			_, stderr, code := runCmd(t, args...)
@@ -64,6 +64,18 @@ func TestStrayArgumentsAreErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit 2 naming the stray argument", code, stderr)
 			}
 		})
+	}
+}
+
+func TestHelpCommand(t *testing.T) {
+	for _, args := range [][]string{{"help", "train"}, {"help", "eval", "checkpoint"}, {"help", "model", "init"}} {
+		stdout, stderr, code := runCmd(t, args...)
+		if code != 0 || !strings.Contains(stdout, "usage: compactrl "+strings.Join(args[1:], " ")) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+	if _, stderr, code := runCmd(t, "help", "nope"); code != 2 || !strings.Contains(stderr, `unknown command "nope"`) {
+		t.Errorf("help nope: exit %d, %s", code, stderr)
 	}
 }
 

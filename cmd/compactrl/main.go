@@ -64,13 +64,13 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\n`compactrl COMMAND -h` (or `compactrl help COMMAND`) describes a command's flags.\n\nExamples:\n  compactrl demo\n  compactrl help eval")
 }
 
-// runHelp is `compactrl help [COMMAND]`: the command list, or one
-// command's usage.
+// runHelp is `compactrl help [COMMAND [SUBCOMMAND]]`: the command list,
+// or one command's usage.
 func runHelp(ctx context.Context, e env, args []string) error {
-	c := newCmdLine("help", "help [COMMAND]")
-	c.about = "Lists the commands, or prints COMMAND's flags and examples (as COMMAND -h does)."
-	c.examples = []string{"compactrl help", "compactrl help train"}
-	c.maxArgs = 1
+	c := newCmdLine("help", "help [COMMAND [SUBCOMMAND]]")
+	c.about = "Lists the commands, or prints a command's flags and examples (as COMMAND [SUBCOMMAND] -h does)."
+	c.examples = []string{"compactrl help", "compactrl help train", "compactrl help eval checkpoint"}
+	c.maxArgs = 2
 	pos, err := c.parse(e, args)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func runHelp(ctx context.Context, e env, args []string) error {
 	if !ok {
 		return c.usageErr("unknown command %q", pos[0])
 	}
-	return cmd.run(ctx, e, []string{"-h"})
+	return cmd.run(ctx, e, append(pos[1:], "-h"))
 }
 
 func main() {
