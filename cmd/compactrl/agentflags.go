@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/shelltask"
 )
 
 // bindAgentFlags binds the agent loop's settings (eval, serve, rollout) to
@@ -35,7 +36,7 @@ func engineAgentConfig(temperature float64) agent.Config {
 	c.Window, c.Reserve = 32768, 8192
 	c.MaxActionTokens, c.MaxSummaryTokens = 1024, 2048
 	c.Temperature = temperature
-	c.SystemPrompt = evalSystemPrompt
+	c.SystemPrompt = shelltask.SystemPrompt()
 	return c
 }
 

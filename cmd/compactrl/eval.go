@@ -26,10 +26,6 @@ import (
 	"github.com/compactrl/compactrl/stats"
 )
 
-// evalSystemPrompt is the system prompt s of task evaluation.
-const evalSystemPrompt = "You are an autonomous agent working in a Linux shell to complete a task. " +
-	"Think briefly, then act: one command block per reply. Check your work before you submit."
-
 // runEval is `compactrl eval`: pass@1 of a policy on real tasks (Harbor /
 // Terminal-Bench task directories or a SWE-bench JSONL) played through the
 // agent loop with compaction against HTTP engines, or by the scripted

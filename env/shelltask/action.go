@@ -27,7 +27,13 @@ var (
 	formatHintFile string
 	//go:embed prompts/tools.json
 	toolsFile string
+	//go:embed prompts/system.txt
+	systemFile string
 )
+
+// SystemPrompt is the system prompt s of an agent on shell tasks: eval and
+// serve start from it (prompts/system.txt; --system-prompt replaces it).
+func SystemPrompt() string { return strings.TrimSuffix(systemFile, "\n") }
 
 // FormatHint states the action format ParseAction accepts; the shell-task
 // environments append it to every task shown to the policy unless their

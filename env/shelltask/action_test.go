@@ -55,6 +55,11 @@ func TestPromptsAreTheOldLiterals(t *testing.T) {
 		"When the task is done, reply with <submit/> (alone, or after a final command block)."
 	const oldToolsJSON = `[{"type":"function","function":{"name":"bash","description":"Run a command in the persistent bash shell (working directory /app, no network).","parameters":{"type":"object","properties":{"command":{"type":"string","description":"The shell command to run."}},"required":["command"]}}},` +
 		`{"type":"function","function":{"name":"submit","description":"Declare the task complete; the verifier runs next.","parameters":{"type":"object","properties":{}}}}]`
+	const oldSystem = "You are an autonomous agent working in a Linux shell to complete a task. " +
+		"Think briefly, then act: one command block per reply. Check your work before you submit."
+	if SystemPrompt() != oldSystem {
+		t.Errorf("system.txt differs from eval's old system prompt:\n%q\n%q", SystemPrompt(), oldSystem)
+	}
 	if FormatHint() != oldFormatHint {
 		t.Errorf("format_hint.txt differs from the old FormatHint:\n%q\n%q", FormatHint(), oldFormatHint)
 	}
