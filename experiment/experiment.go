@@ -112,23 +112,9 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 	}
 	for _, seed := range x.Seeds {
 		for i, a := range x.Arms {
-			cfg := x.Base
-			cfg.Seed = seed
-			cfg.Run.Dir = filepath.Join(x.Dir, a.Name, fmt.Sprintf("seed-%d", seed))
-			a.Apply(&cfg)
-			cfg, err := recipe.FromBase(x.BaseDir, cfg)
+			cfg, r, err := x.runArm(ctx, a, seed)
 			if err != nil {
-				return res, fmt.Errorf("arm %s: %w", a.Name, err)
-			}
-			if err := cfg.Validate(); err != nil {
-				return res, fmt.Errorf("arm %s: %w", a.Name, err)
-			}
-			if x.Progress != nil {
-				fmt.Fprintf(x.Progress, "== arm %s, seed %d → %s\n", a.Name, seed, cfg.Run.Dir)
-			}
-			r, err := x.RunOne(ctx, cfg)
-			if err != nil {
-				return res, fmt.Errorf("arm %s seed %d: %w", a.Name, seed, err)
+				return res, err
 			}
 			res[i].Seeds = append(res[i].Seeds, seed)
 			res[i].Evals = append(res[i].Evals, r.After)
@@ -141,20 +127,53 @@ func (x *Experiment) Run(ctx context.Context) ([]ArmResult, error) {
 		}
 	}
 	for _, p := range x.ExpertP {
-		cfg, err := recipe.FromBase(x.BaseDir, x.Base)
+		row, err := x.expertRow(ctx, p)
 		if err != nil {
 			return res, err
 		}
-		ev, err := recipe.EvaluateExpert(ctx, cfg, p, x.Progress)
-		if err != nil {
-			return res, fmt.Errorf("expert p=%g: %w", p, err)
-		}
-		res = append(res, ArmResult{
-			Arm:   Arm{Name: fmt.Sprintf("expert-p%g", p), Label: fmt.Sprintf("scripted expert, p = %g (reference)", p)},
-			Seeds: []int64{x.Base.Seed}, Evals: []train.EvalResult{ev},
-		})
+		res = append(res, row)
 	}
 	return res, nil
+}
+
+// runArm runs arm a with seed from the base policy, into Dir/ARM/seed-S.
+func (x *Experiment) runArm(ctx context.Context, a Arm, seed int64) (recipe.Config, train.Result, error) {
+	cfg := x.Base
+	cfg.Seed = seed
+	cfg.Run.Dir = filepath.Join(x.Dir, a.Name, fmt.Sprintf("seed-%d", seed))
+	a.Apply(&cfg)
+	cfg, err := recipe.FromBase(x.BaseDir, cfg)
+	if err != nil {
+		return cfg, train.Result{}, fmt.Errorf("arm %s: %w", a.Name, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, train.Result{}, fmt.Errorf("arm %s: %w", a.Name, err)
+	}
+	if x.Progress != nil {
+		fmt.Fprintf(x.Progress, "== arm %s, seed %d → %s\n", a.Name, seed, cfg.Run.Dir)
+	}
+	r, err := x.RunOne(ctx, cfg)
+	if err != nil {
+		return cfg, r, fmt.Errorf("arm %s seed %d: %w", a.Name, seed, err)
+	}
+	return cfg, r, nil
+}
+
+// expertRow is the reference row of the scripted expert keeping each fact
+// with probability p, evaluated once on the base's suite.
+func (x *Experiment) expertRow(ctx context.Context, p float64) (ArmResult, error) {
+	cfg, err := recipe.FromBase(x.BaseDir, x.Base)
+	if err != nil {
+		return ArmResult{}, err
+	}
+	ev, err := recipe.EvaluateExpert(ctx, cfg, p, x.Progress)
+	if err != nil {
+		return ArmResult{}, fmt.Errorf("expert p=%g: %w", p, err)
+	}
+	return ArmResult{
+		Arm:   Arm{Name: fmt.Sprintf("expert-p%g", p), Label: fmt.Sprintf("scripted expert, p = %g (reference)", p)},
+		Seeds: []int64{x.Base.Seed}, Evals: []train.EvalResult{ev},
+	}, nil
 }
 
 // Pooled is an arm's pooled pass@1 with its 95% Wilson interval.

@@ -46,42 +46,11 @@ type EvalOptions struct {
 // tokenizer and evaluates it on the held-out seeds, with compaction and in
 // a single window.
 func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.EvalResult, Config, error) {
-	var cfg Config
-	var tok *tokenizer.Tokenizer
-	var tmpl agent.Template
-	var policyDir string
-	if IsBase(dir) {
-		var err error
-		if cfg, err = LoadBase(dir); err != nil {
-			return train.EvalResult{}, cfg, err
-		}
-		if tok, tmpl, err = LoadTokenizer(cfg.Model); err != nil {
-			return train.EvalResult{}, cfg, err
-		}
-		policyDir = dir
-	} else {
-		ckpt, err := train.ResolveCheckpoint(dir)
-		if err != nil {
-			return train.EvalResult{}, Config{}, err
-		}
-		if cfg, err = LoadConfig(filepath.Join(ckpt, "config.yaml")); err != nil {
-			return train.EvalResult{}, cfg, err
-		}
-		if tok, tmpl, err = checkpointTokenizer(ckpt, cfg); err != nil {
-			return train.EvalResult{}, cfg, err
-		}
-		policyDir = filepath.Join(ckpt, "policy")
+	cfg, tok, tmpl, policyDir, err := loadCheckpoint(dir)
+	if err != nil {
+		return train.EvalResult{}, cfg, err
 	}
-	cfg.Suite.TestSeedStart += o.SeedOffset
-	if o.Episodes > 0 {
-		cfg.Run.EvalEpisodes = o.Episodes
-	}
-	if o.Workers > 0 {
-		cfg.Run.Workers = o.Workers
-	}
-	if o.SetTemp {
-		cfg.Agent.EvalTemperature = o.Temperature
-	}
+	o.apply(&cfg)
 	suite, err := NewSuite(cfg, tok, tmpl)
 	if err != nil {
 		return train.EvalResult{}, cfg, err
@@ -98,6 +67,42 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 	tr := &train.Trainer{Cfg: cfg.Train(), Policy: pol, Collector: suite, Progress: o.Progress}
 	ev, err := tr.Evaluate(ctx, "eval "+filepath.Base(policyDir))
 	return ev, cfg, err
+}
+
+// loadCheckpoint reads what evaluating dir needs: a base policy directory's
+// recipe and tokenizer, or a run's (or checkpoint's) config and tokenizer,
+// and the directory of the policy's weights.
+func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, tmpl agent.Template, policyDir string, err error) {
+	if IsBase(dir) {
+		if cfg, err = LoadBase(dir); err != nil {
+			return cfg, nil, tmpl, "", err
+		}
+		tok, tmpl, err = LoadTokenizer(cfg.Model)
+		return cfg, tok, tmpl, dir, err
+	}
+	ckpt, err := train.ResolveCheckpoint(dir)
+	if err != nil {
+		return cfg, nil, tmpl, "", err
+	}
+	if cfg, err = LoadConfig(filepath.Join(ckpt, "config.yaml")); err != nil {
+		return cfg, nil, tmpl, "", err
+	}
+	tok, tmpl, err = checkpointTokenizer(ckpt, cfg)
+	return cfg, tok, tmpl, filepath.Join(ckpt, "policy"), err
+}
+
+// apply sets the options' overrides in cfg.
+func (o EvalOptions) apply(cfg *Config) {
+	cfg.Suite.TestSeedStart += o.SeedOffset
+	if o.Episodes > 0 {
+		cfg.Run.EvalEpisodes = o.Episodes
+	}
+	if o.Workers > 0 {
+		cfg.Run.Workers = o.Workers
+	}
+	if o.SetTemp {
+		cfg.Agent.EvalTemperature = o.Temperature
+	}
 }
 
 // EvaluateExpert evaluates the suite's scripted expert (summaries keep each

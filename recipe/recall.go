@@ -97,7 +97,7 @@ func (f *FactTokens) facts(seq []int) []fact {
 	return slices.DeleteFunc(out, func(ft fact) bool { return len(vals[ft.key]) > 1 })
 }
 
-// recallBatch is a batch of recall pretraining: n sequences c ⊕ q. c is a
+// RecallBatch is a batch of recall pretraining: n sequences c ⊕ q. c is a
 // random window of a demonstration segment (reach·length tokens: a
 // curriculum from dense short contexts, where the lookup is learnt fast, to
 // the whole window) with 1 … extra synthetic record lines
@@ -120,113 +120,142 @@ func (ft *FactTokens) RecallBatch(segs [][]int, d train.RecallDraw, r *rand.Rand
 	if len(segs) == 0 {
 		return nil
 	}
-	n, length, extra, reach, unknown := d.N, d.Length, d.Extra, d.Reach, d.Unknown
-	batch := make([]train.Example, 0, n)
-	for len(batch) < n {
-		seg := segs[r.IntN(len(segs))]
-		if wl := max(8, int(reach*float64(length))); wl < len(seg) {
-			lo := r.IntN(len(seg) - wl + 1)
-			seg = seg[lo : lo+wl]
-		}
-		present := map[int]bool{}
-		for _, f := range ft.facts(seg) {
-			present[f.key] = true
-		}
-		var nls []int
-		for i, id := range seg {
-			if id == ft.Newline[0] {
-				nls = append(nls, i+1)
-			}
-		}
-		if len(nls) == 0 {
-			nls = []int{0}
-		}
-		ctx := slices.Clone(seg)
-		// Splice at positions from the last to the first so that earlier
-		// positions stay valid.
-		var at []int
-		for range 1 + r.IntN(max(1, extra)) {
-			at = append(at, nls[r.IntN(len(nls))])
-		}
-		slices.Sort(at)
-		for j := len(at) - 1; j >= 0; j-- {
-			k := r.IntN(len(ft.Keys))
-			if present[k] {
-				continue
-			}
-			present[k] = true
-			line := slices.Concat(ft.Record, ft.Keys[k], ft.Values[r.IntN(len(ft.Values))], ft.Newline)
-			ctx = slices.Insert(ctx, at[j], line...)
-		}
-		// Leave room for the query (key and value tokens of every fact).
-		facts := ft.facts(ctx)
-		qlen := len(ft.Found)
-		for _, f := range facts {
-			qlen += len(ft.Keys[f.key]) + len(ft.Values[f.value])
-		}
-		if over := len(ctx) + qlen - length; over > 0 {
-			ctx = ctx[min(over, len(ctx)):]
-			facts = ft.facts(ctx)
-		}
+	batch := make([]train.Example, 0, d.N)
+	for len(batch) < d.N {
+		ctx := ft.splice(window(segs, d, r), d.Extra, r)
+		ctx, facts := ft.fit(ctx, d.Length)
 		if len(facts) == 0 {
 			continue
 		}
-		// Keys with no record in the context are queried too, answered
-		// "?" as a summary does: a lookup that always copies some value
-		// (for a key it has not seen, the value of one it has) makes the
-		// policy answer before it has read the vault.
-		shown := map[int]bool{}
-		for i := 0; i < len(ctx); i++ {
-			if f, n, ok := ft.at(ctx, i); ok {
-				shown[f.key] = true
-				i += n - 1
-			}
-		}
-		var absent []int
-		for k := range ft.Keys {
-			if !shown[k] {
-				absent = append(absent, k)
-			}
-		}
-		if !unknown {
-			absent = nil
-		}
-		r.Shuffle(len(absent), func(i, j int) { absent[i], absent[j] = absent[j], absent[i] })
-		queries := slices.Clone(facts)
-		room := length - len(ctx) - len(ft.Found)
-		for _, f := range facts {
-			room -= len(ft.Keys[f.key]) + len(ft.Values[f.value])
-		}
-		var ask []int
-		if len(absent) > 0 {
-			ask = absent[:min(len(absent), r.IntN(len(facts)+1))]
-		}
-		for _, k := range ask {
-			if room -= len(ft.Keys[k]) + len(ft.Unknown); room < 0 {
-				break
-			}
-			queries = append(queries, fact{key: k, value: -1})
-		}
-		if len(ask) == 0 {
-			queries = facts // the draws of a batch without unknown keys, as before they existed
-		}
+		queries := ft.queries(ctx, facts, d.Length, d.Unknown, r)
 		r.Shuffle(len(queries), func(i, j int) { queries[i], queries[j] = queries[j], queries[i] })
-		prompt := slices.Concat(ctx, ft.Found, ft.Keys[queries[0].key])
-		ex := train.Example{Sequence: train.Sequence{Prompt: prompt}}
-		for j, f := range queries {
-			if j > 0 {
-				ex.Response = append(ex.Response, ft.Keys[f.key]...)
-			}
-			value := ft.Unknown
-			if f.value >= 0 {
-				value = ft.Values[f.value]
-			}
-			for _, id := range value {
-				ex.Targets = append(ex.Targets, len(ex.Response))
-				ex.Response = append(ex.Response, id)
-			}
-		}
-		batch = append(batch, ex)
+		batch = append(batch, ft.example(ctx, queries))
 	}
 	return batch
+}
+
+// window is a random window of reach·length tokens (at least 8) of a
+// random corpus sequence, the whole sequence if shorter.
+func window(segs [][]int, d train.RecallDraw, r *rand.Rand) []int {
+	seg := segs[r.IntN(len(segs))]
+	if wl := max(8, int(d.Reach*float64(d.Length))); wl < len(seg) {
+		lo := r.IntN(len(seg) - wl + 1)
+		seg = seg[lo : lo+wl]
+	}
+	return seg
+}
+
+// splice returns a copy of seg with 1 … extra synthetic record lines
+// inserted after random newlines, each of a random key seg does not show
+// (a draw of a key already present inserts nothing) with a random value.
+func (ft *FactTokens) splice(seg []int, extra int, r *rand.Rand) []int {
+	present := map[int]bool{}
+	for _, f := range ft.facts(seg) {
+		present[f.key] = true
+	}
+	var nls []int
+	for i, id := range seg {
+		if id == ft.Newline[0] {
+			nls = append(nls, i+1)
+		}
+	}
+	if len(nls) == 0 {
+		nls = []int{0}
+	}
+	ctx := slices.Clone(seg)
+	// Splice at positions from the last to the first so that earlier
+	// positions stay valid.
+	var at []int
+	for range 1 + r.IntN(max(1, extra)) {
+		at = append(at, nls[r.IntN(len(nls))])
+	}
+	slices.Sort(at)
+	for j := len(at) - 1; j >= 0; j-- {
+		k := r.IntN(len(ft.Keys))
+		if present[k] {
+			continue
+		}
+		present[k] = true
+		line := slices.Concat(ft.Record, ft.Keys[k], ft.Values[r.IntN(len(ft.Values))], ft.Newline)
+		ctx = slices.Insert(ctx, at[j], line...)
+	}
+	return ctx
+}
+
+// fit cuts the start of ctx so that it and the query of its facts (key and
+// value tokens of every one) fit length tokens; it returns the context and
+// its facts.
+func (ft *FactTokens) fit(ctx []int, length int) ([]int, []fact) {
+	facts := ft.facts(ctx)
+	qlen := len(ft.Found)
+	for _, f := range facts {
+		qlen += len(ft.Keys[f.key]) + len(ft.Values[f.value])
+	}
+	if over := len(ctx) + qlen - length; over > 0 {
+		ctx = ctx[min(over, len(ctx)):]
+		facts = ft.facts(ctx)
+	}
+	return ctx, facts
+}
+
+// queries are the facts of ctx and, with unknown, up to len(facts) random
+// keys ctx never shows, answered "?" as a summary does (as many as fit
+// length): a lookup that always copies some value (for a key it has not
+// seen, the value of one it has) makes the policy answer before it has
+// read the vault.
+func (ft *FactTokens) queries(ctx []int, facts []fact, length int, unknown bool, r *rand.Rand) []fact {
+	shown := map[int]bool{}
+	for i := 0; i < len(ctx); i++ {
+		if f, n, ok := ft.at(ctx, i); ok {
+			shown[f.key] = true
+			i += n - 1
+		}
+	}
+	var absent []int
+	for k := range ft.Keys {
+		if unknown && !shown[k] {
+			absent = append(absent, k)
+		}
+	}
+	r.Shuffle(len(absent), func(i, j int) { absent[i], absent[j] = absent[j], absent[i] })
+	room := length - len(ctx) - len(ft.Found)
+	for _, f := range facts {
+		room -= len(ft.Keys[f.key]) + len(ft.Values[f.value])
+	}
+	if len(absent) == 0 {
+		return facts
+	}
+	ask := absent[:min(len(absent), r.IntN(len(facts)+1))]
+	if len(ask) == 0 {
+		return facts // the draws of a batch without unknown keys, as before they existed
+	}
+	queries := slices.Clone(facts)
+	for _, k := range ask {
+		if room -= len(ft.Keys[k]) + len(ft.Unknown); room < 0 {
+			break
+		}
+		queries = append(queries, fact{key: k, value: -1})
+	}
+	return queries
+}
+
+// example is the recall sequence ctx ⊕ found k₁ v₁ k₂ v₂ … of queries, the
+// prompt ending at the first key, the values (or "?") its targets.
+func (ft *FactTokens) example(ctx []int, queries []fact) train.Example {
+	prompt := slices.Concat(ctx, ft.Found, ft.Keys[queries[0].key])
+	ex := train.Example{Sequence: train.Sequence{Prompt: prompt}}
+	for j, f := range queries {
+		if j > 0 {
+			ex.Response = append(ex.Response, ft.Keys[f.key]...)
+		}
+		value := ft.Unknown
+		if f.value >= 0 {
+			value = ft.Values[f.value]
+		}
+		for _, id := range value {
+			ex.Targets = append(ex.Targets, len(ex.Response))
+			ex.Response = append(ex.Response, id)
+		}
+	}
+	return ex
 }

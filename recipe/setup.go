@@ -81,36 +81,36 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Run.Dir, 0o755); err != nil {
-		pol.Close()
-		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
-	}
-	if err := tok.Save(filepath.Join(cfg.Run.Dir, TokenizerFile)); err != nil {
-		pol.Close()
-		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
-	}
-	var recall train.RecallSource
-	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix > 0 {
-		vc := VaultConfig(cfg.Suite)
-		if cfg.SFT.RecallKeys > 0 {
-			vc.Keys = cfg.SFT.RecallKeys
-		}
-		if recall, err = NewFactTokens(tok, vc); err != nil {
-			pol.Close()
-			return nil, fmt.Errorf("sft.recall_steps: %w", err)
-		}
-	}
-	y, err := cfg.YAML()
-	if err != nil {
+	s := &Setup{Cfg: cfg, Tok: tok, Tmpl: tmpl, Suite: suite, Policy: pol}
+	if s.Trainer, err = s.newTrainer(opts, progress, log); err != nil {
 		pol.Close()
 		return nil, err
 	}
+	return s, nil
+}
+
+// newTrainer saves the tokenizer into the run directory and returns the
+// trainer of the setup: its suite as Collector and ExpertCollector, the
+// suite's fact language as RecallSource when the warm start uses one, the
+// critic initialised from the policy with opts.
+func (s *Setup) newTrainer(opts builtin.Options, progress, log io.Writer) (*train.Trainer, error) {
+	cfg := s.Cfg
+	if err := os.MkdirAll(cfg.Run.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
+	}
+	if err := s.Tok.Save(filepath.Join(cfg.Run.Dir, TokenizerFile)); err != nil {
+		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
+	}
+	y, err := cfg.YAML()
+	if err != nil {
+		return nil, err
+	}
 	tr := &train.Trainer{
-		Cfg: cfg.Train(), Policy: pol, Collector: suite, Expert: suite, Recall: recall, ConfigYAML: y,
+		Cfg: cfg.Train(), Policy: s.Policy, Collector: s.Suite, Expert: s.Suite, ConfigYAML: y,
 		Progress: progress, Log: log,
 		Transcribe: func(ep *episode.Episode) string {
 			var b strings.Builder
-			transcript.Write(&b, ep, tok, tmpl, false)
+			transcript.Write(&b, ep, s.Tok, s.Tmpl, false)
 			return b.String()
 		},
 		NewCritic: func(ctx context.Context, p train.Policy) (train.Model, error) {
@@ -121,8 +121,17 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 			return builtin.NewCritic(b.M, opts), nil
 		},
 	}
+	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix > 0 {
+		vc := VaultConfig(cfg.Suite)
+		if cfg.SFT.RecallKeys > 0 {
+			vc.Keys = cfg.SFT.RecallKeys
+		}
+		if tr.Recall, err = NewFactTokens(s.Tok, vc); err != nil {
+			return nil, fmt.Errorf("sft.recall_steps: %w", err)
+		}
+	}
 	if cfg.Model.Init != "" {
 		tr.BaseCurve = filepath.Join(cfg.Model.Init, BaseCurveFile)
 	}
-	return &Setup{Cfg: cfg, Tok: tok, Tmpl: tmpl, Suite: suite, Policy: pol, Trainer: tr}, nil
+	return tr, nil
 }

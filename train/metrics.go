@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Metrics is one line of RUN_DIR/metrics.jsonl: one RL iteration. Means are
@@ -69,6 +70,15 @@ func fp(v float64) *float64 {
 		return nil
 	}
 	return &v
+}
+
+// setRollouts records the training rollouts' means s, collected in tRoll.
+func (m *Metrics) setRollouts(s epSummary, tRoll time.Duration) {
+	m.Episodes, m.Reward, m.Pass, m.Compactions, m.Turns = s.n, s.reward, s.pass, s.compactions, s.turns
+	m.SummaryTokens, m.SummaryQual, m.InfraErrors = s.summaryTokens, s.summaryQuality, s.infra
+	m.Overlong = float64(s.overlong) / float64(max(1, s.n))
+	m.TimeRolloutS = tRoll.Seconds()
+	m.RolloutTokensPerS = float64(s.sampledTokens) / math.Max(tRoll.Seconds(), 1e-9)
 }
 
 func (m *Metrics) setEval(ev EvalResult) {

@@ -176,31 +176,14 @@ func (t *Trainer) valueStep(ctx context.Context, mb []*item, clip float64) (valu
 // values, advantages, (critic warm-up before the run's first policy
 // update), PPO epochs over mini-batches with value updates, publish.
 func (t *Trainer) iteration(ctx context.Context, it int, m *Metrics, res *Result) error {
-	cfg := t.Cfg
-	tasks, samples := t.trainSeeds(it)
 	t0 := t.now()
-	bar := progress.New(t.Progress, fmt.Sprintf("iter %d rollouts", it), len(tasks))
-	eps, err := t.Collector.Collect(ctx, Rollouts{
-		Sampler: t.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples,
-		Temperature: cfg.Agent.Temperature, NoCompaction: cfg.Agent.NoCompaction, Progress: bar.Set,
-	})
-	bar.Done()
+	eps, err := t.rollouts(ctx, it)
 	if err != nil {
-		return fmt.Errorf("iteration %d rollouts: %w", it, err)
-	}
-	if len(eps) != len(tasks) {
-		return fmt.Errorf("iteration %d rollouts: %d episodes for %d tasks", it, len(eps), len(tasks))
-	}
-	for j := range eps {
-		eps[j].Group = fmt.Sprintf("%d/%d", it, j/cfg.RL.GroupSize)
+		return err
 	}
 	tRoll := t.now().Sub(t0)
 	s := summarize(eps)
-	m.Episodes, m.Reward, m.Pass, m.Compactions, m.Turns = s.n, s.reward, s.pass, s.compactions, s.turns
-	m.SummaryTokens, m.SummaryQual, m.InfraErrors = s.summaryTokens, s.summaryQuality, s.infra
-	m.Overlong = float64(s.overlong) / float64(max(1, s.n))
-	m.TimeRolloutS = tRoll.Seconds()
-	m.RolloutTokensPerS = float64(s.sampledTokens) / math.Max(tRoll.Seconds(), 1e-9)
+	m.setRollouts(s, tRoll)
 	res.TimeRollout += tRoll
 	res.RolloutTokens += s.sampledTokens
 
@@ -218,6 +201,29 @@ func (t *Trainer) iteration(ctx context.Context, it int, m *Metrics, res *Result
 	res.TimeTrain += tTrain
 	res.TrainTokens += tokens
 	return nil
+}
+
+// rollouts are iteration it's training episodes, sampled from the current
+// policy, in seed order, each grouped with the other rollouts of its task.
+func (t *Trainer) rollouts(ctx context.Context, it int) ([]episode.Episode, error) {
+	cfg := t.Cfg
+	tasks, samples := t.trainSeeds(it)
+	bar := progress.New(t.Progress, fmt.Sprintf("iter %d rollouts", it), len(tasks))
+	eps, err := t.Collector.Collect(ctx, Rollouts{
+		Sampler: t.Policy.Sampler(), Seeds: tasks, SampleSeeds: samples,
+		Temperature: cfg.Agent.Temperature, NoCompaction: cfg.Agent.NoCompaction, Progress: bar.Set,
+	})
+	bar.Done()
+	if err != nil {
+		return nil, fmt.Errorf("iteration %d rollouts: %w", it, err)
+	}
+	if len(eps) != len(tasks) {
+		return nil, fmt.Errorf("iteration %d rollouts: %d episodes for %d tasks", it, len(eps), len(tasks))
+	}
+	for j := range eps {
+		eps[j].Group = fmt.Sprintf("%d/%d", it, j/cfg.RL.GroupSize)
+	}
+	return eps, nil
 }
 
 // Update is the optimisation of RL iteration it on rollouts already

@@ -232,50 +232,21 @@ func (t *Trainer) imitationPhase(ctx context.Context, w *metricsWriter, items []
 }
 
 // sftPhase runs steps optimiser steps of the weighted negative
-// log-likelihood (token-mean over each batch next returns, fixed before
-// micro-batching), learning rate SFT.LR with a linear warm-up over the
-// first tenth of the steps, one SFTRecord per step.
+// log-likelihood (sftStep) on the batches next returns, learning rate
+// SFT.LR with a linear warm-up over the first tenth of the steps, one
+// SFTRecord per step.
 func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title string, steps int, next func() []*item) error {
 	bar := progress.New(t.Progress, title, steps)
 	defer bar.Done()
 	warm := max(1, steps/10)
 	for step := 0; step < steps; step++ {
-		batch := next()
-		n, err := weigh(batch, rl.TokenMean)
-		if err != nil {
-			return err
-		}
-		var loss, recallNLL float64
-		recallToks := 0
-		if _, err := t.forEachMicro(ctx, t.Policy, batch, true, func(it *item, out Output) ([]float64, error) {
-			if len(out.Logprobs) != len(it.seq.Response) {
-				return nil, fmt.Errorf("policy returned %d log-probs for %d response tokens", len(out.Logprobs), len(it.seq.Response))
-			}
-			d := make([]float64, len(it.seq.Response))
-			for _, tk := range it.toks {
-				loss -= tk.Weight * out.Logprobs[tk.Pos]
-				d[tk.Pos] = -tk.Weight
-				if it.recall {
-					recallNLL -= out.Logprobs[tk.Pos]
-					recallToks++
-				}
-			}
-			return d, nil
-		}); err != nil {
-			return fmt.Errorf("%s step %d: %w", title, step, err)
-		}
-		rate := lr(t.Cfg.SFT.LR, warm, step)
-		gn, err := t.Policy.Step(ctx, rate)
+		rec, err := t.sftStep(ctx, next(), lr(t.Cfg.SFT.LR, warm, step))
 		if err != nil {
 			return fmt.Errorf("%s step %d: %w", title, step, err)
 		}
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return fmt.Errorf("%s step %d: loss %v", title, step, loss)
-		}
-		rec := SFTRecord{Phase: phase, Step: step, Loss: loss, Tokens: n, GradNorm: gn, LR: rate}
-		if recallToks > 0 && phase == "sft" {
-			v := recallNLL / float64(recallToks)
-			rec.RecallLoss = &v
+		rec.Phase, rec.Step = phase, step
+		if phase != "sft" {
+			rec.RecallLoss = nil // only mixed-in recall sequences have a loss of their own
 		}
 		if err := w.Write(rec); err != nil {
 			return err
@@ -283,6 +254,52 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 		bar.Set(step+1, steps)
 	}
 	return nil
+}
+
+// sftStep is one optimiser step at learning rate rate of
+//
+//	L = −Σ_{t∈M} w_t log π_θ(t),  w_t = 1/|M| (token-mean over the batch)
+//
+// with the weights fixed over the whole batch before micro-batching. Its
+// record has the loss, |M|, the gradient norm, the rate, and the mean
+// −log π over the recall sequences' targets if the batch has any.
+func (t *Trainer) sftStep(ctx context.Context, batch []*item, rate float64) (SFTRecord, error) {
+	n, err := weigh(batch, rl.TokenMean)
+	if err != nil {
+		return SFTRecord{}, err
+	}
+	var loss, recallNLL float64
+	recallToks := 0
+	if _, err := t.forEachMicro(ctx, t.Policy, batch, true, func(it *item, out Output) ([]float64, error) {
+		if len(out.Logprobs) != len(it.seq.Response) {
+			return nil, fmt.Errorf("policy returned %d log-probs for %d response tokens", len(out.Logprobs), len(it.seq.Response))
+		}
+		d := make([]float64, len(it.seq.Response))
+		for _, tk := range it.toks {
+			loss -= tk.Weight * out.Logprobs[tk.Pos]
+			d[tk.Pos] = -tk.Weight
+			if it.recall {
+				recallNLL -= out.Logprobs[tk.Pos]
+				recallToks++
+			}
+		}
+		return d, nil
+	}); err != nil {
+		return SFTRecord{}, err
+	}
+	gn, err := t.Policy.Step(ctx, rate)
+	if err != nil {
+		return SFTRecord{}, err
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return SFTRecord{}, fmt.Errorf("loss %v", loss)
+	}
+	rec := SFTRecord{Loss: loss, Tokens: n, GradNorm: gn, LR: rate}
+	if recallToks > 0 {
+		v := recallNLL / float64(recallToks)
+		rec.RecallLoss = &v
+	}
+	return rec, nil
 }
 
 // recallItems are the Recall source's sequences of draw d as items, the
