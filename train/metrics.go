@@ -236,22 +236,14 @@ func (t *Trainer) recordedBefore() EvalResult {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var m struct {
-			Iteration int      `json:"iteration"`
-			C         *float64 `json:"eval_pass1_compact"`
-			S         *float64 `json:"eval_pass1_single"`
-			Q         *float64 `json:"eval_summary_quality"`
-			K         *float64 `json:"eval_compactions"`
-			P         *float64 `json:"eval_pass_compacted"`
-			R         *float64 `json:"eval_reward"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) != nil || m.Iteration != 0 || m.C == nil {
+		var m Metrics
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.Iteration != 0 || m.EvalPass1Compact == nil {
 			continue
 		}
 		for _, f := range []struct {
 			dst *float64
 			src *float64
-		}{{&ev.Pass1Compact, m.C}, {&ev.Pass1Single, m.S}, {&ev.SummaryQuality, m.Q}, {&ev.Compactions, m.K}, {&ev.PassCompacted, m.P}, {&ev.Reward, m.R}} {
+		}{{&ev.Pass1Compact, m.EvalPass1Compact}, {&ev.Pass1Single, m.EvalPass1Single}, {&ev.SummaryQuality, m.EvalSummaryQuality}, {&ev.Compactions, m.EvalCompactions}, {&ev.PassCompacted, m.EvalPassCompacted}, {&ev.Reward, m.EvalReward}} {
 			if f.src != nil {
 				*f.dst = *f.src
 			}

@@ -70,6 +70,16 @@ func weigh(mb []*item, agg rl.Aggregation) (int, error) {
 	return len(flat), nil
 }
 
+// responseGrad places g, the loss gradient of each of the item's optimised
+// tokens, at their positions in the response (0 elsewhere): dL/d(output).
+func (it *item) responseGrad(g []float64) []float64 {
+	d := make([]float64, len(it.seq.Response))
+	for k, tk := range it.toks {
+		d[tk.Pos] = g[k]
+	}
+	return d
+}
+
 type policyStats struct {
 	ppo      rl.PPOStats
 	loss     float64
@@ -108,11 +118,7 @@ func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, erro
 		}
 		st.loss += loss
 		st.ppo.Add(ps)
-		d := make([]float64, len(it.seq.Response))
-		for k, tk := range it.toks {
-			d[tk.Pos] = g[k]
-		}
-		return d, nil
+		return it.responseGrad(g), nil
 	})
 	st.tokens = n
 	if err != nil {
@@ -155,11 +161,7 @@ func (t *Trainer) valueStep(ctx context.Context, mb []*item, clip float64) (valu
 			return nil, err
 		}
 		st.loss += loss
-		d := make([]float64, len(it.seq.Response))
-		for k, tk := range it.toks {
-			d[tk.Pos] = g[k]
-		}
-		return d, nil
+		return it.responseGrad(g), nil
 	})
 	st.tokens = n
 	if err != nil {
