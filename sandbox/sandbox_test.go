@@ -200,15 +200,18 @@ func TestCannotWriteOutside(t *testing.T) {
 }
 
 // processesOf counts live host processes whose command line contains tag.
-func processesOf(tag string) int {
+func processesOf(tag string) int { return countProcs("cmdline", tag) }
+
+// countProcs counts live host processes whose /proc/PID/file contains sub.
+func countProcs(file, sub string) int {
 	ents, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), tag) {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), file))
+		if err == nil && strings.Contains(string(b), sub) {
 			n++
 		}
 	}
@@ -309,19 +312,7 @@ func countUID(u int) int {
 	if os.Geteuid() != 0 {
 		return 0
 	}
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	want := fmt.Sprintf("Uid:\t%d\t", u)
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		if err == nil && strings.Contains(string(b), want) {
-			n++
-		}
-	}
-	return n
+	return countProcs("status", fmt.Sprintf("Uid:\t%d\t", u))
 }
 
 func TestMemoryHogContained(t *testing.T) {

@@ -56,20 +56,7 @@ func runExpert(t *testing.T, vc Config, p float64, noCompaction bool, n int) sta
 	}
 	s := stats{status: map[episode.Status]int{}}
 	for i := range n {
-		env, err := New(vc, TestSeeds().Start+int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ep, err := a.Run(context.Background(), env, int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ep.Status == episode.StatusInfraError {
-			t.Fatalf("seed %d: infra_error: %s", i, ep.Meta[agent.MetaError])
-		}
-		if err := ep.Validate(); err != nil {
-			t.Fatalf("seed %d: %v", i, err)
-		}
+		ep := playValid(t, a, vc, TestSeeds().Start+int64(i), int64(i))
 		s.n++
 		s.status[ep.Status]++
 		if ep.Reward == 1 {
@@ -83,6 +70,27 @@ func runExpert(t *testing.T, vc Config, p float64, noCompaction bool, n int) sta
 		}
 	}
 	return s
+}
+
+// playValid plays task seed task with agent seed seed and fails the test
+// unless the episode is valid and no infrastructure error.
+func playValid(t *testing.T, a *agent.Agent, vc Config, task, seed int64) episode.Episode {
+	t.Helper()
+	env, err := New(vc, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := a.Run(context.Background(), env, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.Status == episode.StatusInfraError {
+		t.Fatalf("task %d: infra_error: %s", task, ep.Meta[agent.MetaError])
+	}
+	if err := ep.Validate(); err != nil {
+		t.Fatalf("task %d: %v", task, err)
+	}
+	return ep
 }
 
 func TestExpertNeedsMemory(t *testing.T) {
@@ -372,20 +380,7 @@ func TestSegmentsFitWindowVault(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		env, err := New(vc, TrainSeeds().Start+int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ep, err := a.Run(context.Background(), env, int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ep.Status == episode.StatusInfraError {
-			t.Fatalf("episode %d: %s", i, ep.Meta[agent.MetaError])
-		}
-		if err := ep.Validate(); err != nil {
-			t.Fatal(err)
-		}
+		ep := playValid(t, a, vc, TrainSeeds().Start+int64(i), int64(i))
 		statuses[ep.Status]++
 		if ep.Metrics[agent.MetricTruncatedObs] > 0 {
 			truncated++

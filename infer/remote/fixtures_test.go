@@ -69,16 +69,20 @@ func checkCompletion(t *testing.T, c infer.Completion, ids []int, lps []float64,
 	}
 }
 
+// recordedCase is one recorded engine response: its fixture file, the
+// request's max tokens, and the completion it must decode to.
+type recordedCase struct {
+	file   string
+	max    int
+	ids    []int
+	lps    []float64
+	reason string
+}
+
 var qwenPrompt = []int{785, 6722, 315, 9625, 374}
 
 func TestVLLMRecorded(t *testing.T) {
-	for _, tc := range []struct {
-		file   string
-		max    int
-		ids    []int
-		lps    []float64
-		reason string
-	}{
+	for _, tc := range []recordedCase{
 		{"vllm_completion_stop.json", 16, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
 		{"vllm_completion_length.json", 2, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
@@ -139,13 +143,7 @@ func TestVLLMMalformed(t *testing.T) {
 }
 
 func TestSGLangRecorded(t *testing.T) {
-	for _, tc := range []struct {
-		file   string
-		max    int
-		ids    []int
-		lps    []float64
-		reason string
-	}{
+	for _, tc := range []recordedCase{
 		{"sglang_generate_stop.json", 16, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
 		{"sglang_generate_length.json", 2, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
