@@ -3,7 +3,7 @@
 // runs anywhere without a pretraining phase. vault-base/ is a base policy
 // directory written by `compactrl pretrain` (its README.md is the model
 // card: command, commit, wall time, held-out metrics); WriteVaultBase
-// copies it out for recipe.FromBase and `compactrl eval --checkpoint`.
+// copies it out for recipe.FromBase and `compactrl eval checkpoint`.
 package models
 
 import (

@@ -250,6 +250,6 @@ func ModelCard(recipe Config, info BaseInfo) string {
 	fmt.Fprintf(&b, "| pass@1 single window | %s |\n", ci(ev.Pass1Single))
 	fmt.Fprintf(&b, "| summary quality | %s |\n", train.FormatMetric(ev.SummaryQuality, "%.3f"))
 	fmt.Fprintf(&b, "| compactions / episode | %.2f |\n", ev.Compactions)
-	fmt.Fprintf(&b, "\nReproduce the evaluation: `compactrl eval --checkpoint DIR --episodes %d`.\n", n)
+	fmt.Fprintf(&b, "\nReproduce the evaluation: `compactrl eval checkpoint DIR --episodes %d`.\n", n)
 	return b.String()
 }

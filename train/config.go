@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/internal/override"
 	"github.com/compactrl/compactrl/rl"
 )
 
@@ -243,13 +244,6 @@ func mappingValue(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// yamlName is a struct field's YAML key, and whether its fields are
-// inlined into the enclosing mapping.
-func yamlName(f reflect.StructField) (name string, inline bool) {
-	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	return name, strings.Contains(","+opts+",", ",inline,")
-}
-
 // checkIntegers reports an integer field whose YAML value is not an
 // integer literal (yaml.v3 would truncate 512.5 to 512 without a word).
 func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
@@ -260,7 +254,7 @@ func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
 		key, val := n.Content[i].Value, n.Content[i+1]
 		for j := 0; j < t.NumField(); j++ {
 			f := t.Field(j)
-			if name, inline := yamlName(f); inline {
+			if name, inline := override.YAMLKey(f); inline {
 				// The inlined struct's keys are this mapping's.
 				if err := checkIntegers(&yaml.Node{Kind: yaml.MappingNode, Content: n.Content[i : i+2]}, f.Type, path); err != nil {
 					return err
@@ -292,7 +286,7 @@ func CheckFinite(v any) error { return checkFinite(reflect.ValueOf(v), "") }
 func checkFinite(v reflect.Value, path string) error {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		name, inline := yamlName(t.Field(i))
+		name, inline := override.YAMLKey(t.Field(i))
 		field := strings.TrimPrefix(path+"."+name, ".")
 		if inline {
 			field = path

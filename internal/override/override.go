@@ -179,9 +179,10 @@ func Check(schema any, kv []string) error {
 	return nil
 }
 
-// yamlName is a struct field's YAML key ("" for a skipped field) and
-// whether it is inlined.
-func yamlName(f reflect.StructField) (string, bool) {
+// YAMLKey is a struct field's YAML key as gopkg.in/yaml.v3 reads it (the
+// tag's name, else the lower-cased field name; "" for a skipped field) and
+// whether the field's own fields are inlined into the enclosing mapping.
+func YAMLKey(f reflect.StructField) (string, bool) {
 	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 	if name == "-" || (!f.IsExported() && !f.Anonymous) {
 		return "", false
@@ -199,7 +200,7 @@ func yamlName(f reflect.StructField) (string, bool) {
 func field(t reflect.Type, k string) (reflect.Type, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, inline := yamlName(f)
+		name, inline := YAMLKey(f)
 		if inline {
 			if ft, ok := field(f.Type, k); ok {
 				return ft, true
@@ -218,7 +219,7 @@ func keys(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, inline := yamlName(f)
+		name, inline := YAMLKey(f)
 		switch {
 		case inline:
 			out = append(out, keys(f.Type)...)
