@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -163,6 +164,57 @@ func BenchmarkPeak(b *testing.B) {
 		}
 		b.ReportMetric(g, "GFLOP/s")
 	})
+}
+
+// BenchmarkScalarPeak measures what portable Go code can reach on one core, in GFLOP per
+// CPU-second: peakGo (9 independent float32 multiply-add chains, written as rowGo's loop is; Go
+// on amd64 does not fuse them unless GOAMD64=v3) and fma64Peak (the same with math.FMA in
+// float64, an FMA instruction behind a run-time CPU check on amd64 below GOAMD64=v3, fused
+// natively on arm64, ppc64, s390x and riscv64).
+func BenchmarkScalarPeak(b *testing.B) {
+	const iters = 1 << 16
+	for _, f := range []struct {
+		name string
+		run  func(int) float64
+	}{{"muladd32", peakGo}, {"fma64", fma64Peak}} {
+		b.Run(f.name, func(b *testing.B) {
+			var flops float64
+			cpu0 := cputime.Process()
+			for b.Loop() {
+				flops += f.run(iters)
+			}
+			if cpu := cputime.Process() - cpu0; cpu > 0 {
+				b.ReportMetric(flops/cpu.Seconds()/1e9, "GFLOP/cpu-s")
+			}
+		})
+	}
+}
+
+// fma64Peak runs iters rounds of 9 independent math.FMA chains and returns the flops done.
+func fma64Peak(iters int) float64 {
+	if iters <= 0 {
+		return 0
+	}
+	var s0, s1, s2, s3, s4, s5, s6, s7, s8 float64
+	x0, x1, x2 := float64(iters&1), float64(iters&2), float64(iters&4)
+	y0, y1, y2 := 0.5, 0.25, 0.125
+	for i := iters; ; {
+		s0 = math.FMA(x0, y0, s0)
+		s1 = math.FMA(x0, y1, s1)
+		s2 = math.FMA(x0, y2, s2)
+		s3 = math.FMA(x1, y0, s3)
+		s4 = math.FMA(x1, y1, s4)
+		s5 = math.FMA(x1, y2, s5)
+		s6 = math.FMA(x2, y0, s6)
+		s7 = math.FMA(x2, y1, s7)
+		s8 = math.FMA(x2, y2, s8)
+		i--
+		if i == 0 {
+			break
+		}
+	}
+	runtime.KeepAlive(s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7 + s8)
+	return float64(iters) * 9 * 2
 }
 
 func BenchmarkVector(b *testing.B) {

@@ -10,8 +10,9 @@
 // transposed 16×16 in registers on AVX-512); op(A) is read in place through a row and a column
 // stride, so either layout costs nothing. A register-blocked micro-kernel accumulates one mr×nr
 // tile of C over kc (AVX-512: 6×64, 24 zmm accumulators, B rows loaded once per k and A broadcast;
-// AVX2+FMA: 6×16 on ymm) and adds alpha times it to C; column edges use masked loads and stores,
-// row edges have kernels for every mr. With few rows (m ≤ 12) and B not transposed, B is read in
+// AVX2+FMA: 6×16 on ymm; portable Go: 1×8 in scalar registers, see Measured performance) and adds
+// alpha times it to C; column edges use masked loads and stores, row edges have kernels for every
+// mr. With few rows (m ≤ 12) and B not transposed, B is read in
 // place instead of packed. A·Bᵀ with few rows (m ≤ 8, or m ≤ 40 once k ≥ 128) skips packing
 // altogether: a dot-product kernel computes 4×4 tiles of C as 16 dot products along k and reduces
 // them in registers.
@@ -33,8 +34,9 @@
 // take the micro-kernel (packing B for A·Bᵀ with few rows, where Gemm would not), and
 // GemmPacked multiplies by an op(B) packed once by PackB, the decoder's weights. The micro-kernel
 // gives an element the same operations in every tile: one FMA per k into its own accumulator,
-// then C = C + alpha·acc fused, kc blocks in order; a column edge is masked (AVX-512) or run on
-// a scratch copy of C (AVX2), never a different sum. Gemm, GemmRows and GemmPacked agree bit for
+// then C = C + alpha·acc fused (portable Go: a multiply and an add each, fused only where Go
+// fuses them), kc blocks in order; a column edge is masked (AVX-512) or run on a scratch copy of
+// C (AVX2, portable Go), never a different sum. Gemm, GemmRows and GemmPacked agree bit for
 // bit wherever Gemm takes the micro-kernel. With B packed beforehand, few-row products are
 // faster than Gemm's (BenchmarkGemmRows against BenchmarkGemm, avx512, 1 thread, measured
 // together: x·Wᵀ with W 1024×256 at m = 1, 4, 32: 44, 163, 180 GFLOP/cpu-s, against 28, 105,
@@ -99,27 +101,59 @@
 //	1×1024×256                      56     24     31    2.0    6.6     8×
 //	1×1024×256 (x·Wᵀ)               50     22     24    6.5   10.4     5×
 //
-// (1 thread; %peak against 231 GFLOP/s; neon: correctness only, under qemu, speed unmeasured
-// here.) The three amd64 paths again side by side in one run (2026-12-03, BenchmarkGemm,
-// threads=1, GFLOP/cpu-s, load average 6–7 from other jobs on the two vCPUs), COMPACTRL_KERNEL
-// unset and each path forced by the benchmark:
+// (1 thread; %peak against 231 GFLOP/s; go is the portable path's former 4×4 kernel.) The three
+// amd64 paths again side by side in one run (2026-12-03, AMD EPYC, Zen 5 class, AVX-512, 2 vCPUs;
+// BenchmarkGemm, threads=1, GFLOP/cpu-s, medians of 3 runs, each path forced by the benchmark;
+// four other agents were compiling and testing on the same two vCPUs, load average 4–6). "go
+// before" is the 4×4 kernel that the 1×8 one replaced, from a test binary built just before the
+// change and run minutes earlier on the same machine:
 //
-//	shape m×n×k (op)              avx512  avx2   go
-//	256³                           174     92    5.6
-//	1024³                          165     75    6.0
-//	2048×688×256 (x·Wᵀ)            161     88    6.1
-//	688×256×2048 (dW = dyᵀ·x)      154     76    6.0
-//	32×1024×256 (x·Wᵀ, decode)     156     25    5.3
-//	1×1024×256                      28     10    2.1
+//	shape m×n×k (op)              avx512  avx2   go    go before  go/before
+//	64³                            132     68    7.9     5.7       1.4×
+//	256³                           176     90    9.0     6.1       1.5×
+//	1024³                          169     87    8.9     5.9       1.5×
+//	4096×256×256                   177     92    9.2     5.0       1.8×
+//	4096×256×256 (x·Wᵀ)            177     93    8.8     5.4       1.6×
+//	2048×688×256 (x·Wᵀ)            173     82    9.6     6.3       1.5×
+//	688×256×2048 (dW = dyᵀ·x)      170     76    8.9     5.9       1.5×
+//	2048×256×688 (dx = dy·W)       183     90    8.9     6.0       1.5×
+//	64×512×64 (Q·Kᵀ, one head)     156     47    7.9     5.5       1.4×
+//	64×64×512 (P·V, one head)      161     80    8.8     5.6       1.6×
+//	32×1024×256                    130     52    7.8     5.4       1.4×
+//	32×1024×256 (x·Wᵀ, decode)     143     30    7.2     5.2       1.4×
+//	64×1024×256 (x·Wᵀ)             155     48    8.4     4.9       1.7×
+//	4×1024×256 (x·Wᵀ)              124     27    5.8     5.1       1.1×
+//	1×1024×256                      22     10    5.9     1.2       4.8×
+//	1×1024×256 (x·Wᵀ)               33     22    5.8     5.3       1.1×
+//	arm64 (neon): correctness only, tested under qemu-aarch64-static; speed unmeasured here
 //
-// The portable micro-kernel was not made faster: register-blocked variants tried (4×4 and 3×4
-// on row slices, 2×4, 2×6 and 1×8 with B from memory, 4×2 on packed A, 2×4 accumulating in
-// float64 with math.FMA) ran at 3.3–6.3 GFLOP/cpu-s against the 4×4 kernel's 5.6–6.4 on cached
-// operands; the compiler's output (go build -gcflags=-S) spills values to the stack even for the
-// 2×4 tile, because it schedules a tile's multiplies before its adds and amd64 has 15 allocatable
-// XMM registers. In both tables the m = 1 rows are matrix-vector products: they stream the 1 MiB
-// of B once and are bound by the cache bandwidth, not by the FMAs. At 2 threads the
-// avx512 path kept, per core, 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention
+// The portable path is 1.4–1.8× faster on the model's shapes, not the 3× once hoped for, and 3×
+// is out of reach of scalar code on this CPU: BenchmarkScalarPeak (GOMAXPROCS=1, medians of 3)
+// measures 13.5 GFLOP/cpu-s for nine independent float32 chains acc = acc + a·b (two multiplies
+// and two adds a cycle; Go does not fuse them on amd64 below GOAMD64=v3) and 5.2 for the same
+// with math.FMA in float64 (a run-time CPU check on every call at the default GOAMD64=v1; 12.7
+// with GOAMD64=v3, still no faster than multiply and add), while 3× the former 5.0–6.3 is
+// 15–19. The 1×8 kernel alone, on cached operands (BenchmarkMicroKernel), runs at 9.5–10
+// GFLOP/cpu-s (70–75% of that ceiling; the 4×4 kernel 5.8–6.0); the products keep 7.2–9.6, the
+// rest going to packing B and to the column strips' calls. Portable Go has no SIMD, and the loop
+// is bound by its instruction count: 32 instructions, 10 of them loads, for 16 flops. The
+// former tile lost to the compiler, not to the machine: Go's scheduler places every value that
+// has a use in its own block first, so a loop body computed all its products before the first
+// add, which needs a register per product on top of the accumulators, and amd64 has 15 for
+// floats; every tile tried before (4×4 and 3×4 on row slices, 2×4, 2×6 and 1×8 with B from
+// memory, 4×2 on packed A, 2×4 in float64 with math.FMA: 3.3–6.4 GFLOP/cpu-s) spilled. rowGo's
+// loop is one block (test at the bottom, loads through unsafe pointers bounded by checks before
+// it), where the sums feed φ-functions of the same block and the scheduler keeps the source
+// order, and it subtracts the negated product, which is the same float32 value bit for bit but
+// cannot be commuted, so each sum stays in one register (go build -gcflags=-S: no stack access
+// in the loop). Its values equal the 4×4 kernel's bit for bit (same operations per element, in
+// the same order). Gemm's A·Bᵀ with m ≤ 4 still takes one dot product per element (dotGo),
+// bound by its two loads per multiply-add; the m = 1 product without a transpose gained most,
+// having run the 4×4 kernel's generic edge loop. MeasurePeakGFLOPS on the go path now runs
+// peakGo's nine chains: the former loop's eight identical chains were merged into one by the
+// compiler, and it reported 28 GFLOP/s. In both tables the m = 1 rows are matrix-vector
+// products: they stream the 1 MiB of B once and are bound by the cache bandwidth, not by the
+// FMAs. At 2 threads the avx512 path kept, per core, 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention
 // ones and 84–108 on the decode shapes with m ≥ 4 (gonum 9–16); the throughput is twice that
 // when both cores are free: 252–303 GFLOP/s were observed for 1024³, 4096×256×256 and
 // 2048×688×256 in a quieter moment (DESIGN.md's anchor: gonum 15–22, a 4×32 AVX-512 kernel

@@ -631,3 +631,51 @@ func TestVectorPositionInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestRowGo checks the portable kernel's row on operands cut to exactly the elements it may read
+// (it reads them through unsafe pointers): its values against a float64 sum, and a panic for
+// every operand one element too short.
+func TestRowGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 36))
+	cases := []struct{ kc, as, bs int }{
+		{1, 1, goNR},
+		{7, 1, goNR},
+		{256, 1, goNR},
+		{33, 5, goNR + 3},
+		{40, 1, 1024},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("kc=%d as=%d bs=%d", tc.kc, tc.as, tc.bs), func(t *testing.T) {
+			na, nb := (tc.kc-1)*tc.as+1, (tc.kc-1)*tc.bs+goNR
+			a, b, c := randSlice(r, na), randSlice(r, nb), randSlice(r, goNR)
+			want := make([]float64, goNR)
+			for j := range want {
+				var s float64
+				for p := range tc.kc {
+					s += float64(a[p*tc.as]) * float64(b[p*tc.bs+j])
+				}
+				want[j] = float64(c[j]) - 0.5*s
+			}
+			rowGo(tc.kc, a, tc.as, b, tc.bs, c, -0.5)
+			for j, w := range want {
+				if d := math.Abs(float64(c[j]) - w); d > 1e-5*float64(tc.kc)*(1+math.Abs(w)) {
+					t.Errorf("c[%d] = %v, want %v", j, c[j], w)
+				}
+			}
+			for name, f := range map[string]func(){
+				"a": func() { rowGo(tc.kc, a[:na-1], tc.as, b, tc.bs, c, 1) },
+				"b": func() { rowGo(tc.kc, a, tc.as, b[:nb-1], tc.bs, c, 1) },
+				"c": func() { rowGo(tc.kc, a, tc.as, b, tc.bs, c[:goNR-1], 1) },
+			} {
+				func() {
+					defer func() {
+						if recover() == nil {
+							t.Errorf("%s one element short: no panic", name)
+						}
+					}()
+					f()
+				}()
+			}
+		})
+	}
+}

@@ -3,83 +3,90 @@ package kernel
 import (
 	"math"
 	"runtime"
+	"unsafe"
 )
 
-// generic is the pure-Go code path, used where no SIMD path applies.
-var generic = &impl{name: "go", mr: 4, nr: 4, micro: microGo, directB: true, directBUnit: 1, dotT: dotTVia(dotGo), useDotT: useDotTFew, packAT: packATGo, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
+// generic is the pure-Go code path, used where no SIMD path applies: 1×goNR tiles (see rowGo).
+var generic = &impl{name: "go", mr: 1, nr: goNR, micro: microGo, directB: true, directBUnit: goNR, dotT: dotTVia(dotGo), useDotT: useDotTFew, packAT: packATGo, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
 
-// microGo is the pure-Go micro-kernel: C[0:mr, 0:nr] += alpha·Σ_p a[i·ars+p·aps]·b[p·bs+j].
+// goNR is the width of the portable tile: 8 accumulators, one multiplier of A and one product in
+// flight fit the 16 XMM registers of amd64 (the narrowest target) with room to spare.
+const goNR = 8
+
+// microGo is the pure-Go micro-kernel: C[i, 0:nr] += alpha·Σ_p A(i,p)·b[p·bs+j] for i < mr, one
+// row at a time (rowGo). A tile narrower than goNR runs whole on a scratch copy of its part of C,
+// copied back after: its strip of B is a packed, zero-padded one (B is read in place only when n
+// is a multiple of goNR), and every element gets the operations of a whole tile.
 func microGo(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
-	if mr == 4 && nr == 4 {
-		micro4x4(kc, a, ars, aps, b, bs, c, ldc, alpha)
-		return
-	}
-	var acc [4][4]float32
-	for p := range kc {
-		bp := b[p*bs : p*bs+nr]
-		for i := range mr {
-			av := a[i*ars+p*aps]
-			for j, bv := range bp {
-				acc[i][j] += av * bv
-			}
-		}
-	}
 	for i := range mr {
-		row := c[i*ldc : i*ldc+nr]
-		for j := range row {
-			row[j] += alpha * acc[i][j]
+		ai, ci := a[i*ars:], c[i*ldc:]
+		if nr == goNR {
+			rowGo(kc, ai, aps, b, bs, ci, alpha)
+			continue
 		}
+		var t [goNR]float32
+		copy(t[:nr], ci[:nr])
+		rowGo(kc, ai, aps, b, bs, t[:], alpha)
+		copy(ci[:nr], t[:nr])
 	}
 }
 
-func micro4x4(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
-	var c00, c01, c02, c03, c10, c11, c12, c13 float32
-	var c20, c21, c22, c23, c30, c31, c32, c33 float32
-	for p := range kc {
-		bp := b[p*bs : p*bs+4 : p*bs+4]
-		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
-		o := p * aps
-		a0 := a[o]
-		c00 += a0 * b0
-		c01 += a0 * b1
-		c02 += a0 * b2
-		c03 += a0 * b3
-		a1 := a[o+ars]
-		c10 += a1 * b0
-		c11 += a1 * b1
-		c12 += a1 * b2
-		c13 += a1 * b3
-		a2 := a[o+2*ars]
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
-		a3 := a[o+3*ars]
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
+// rowGo computes c[j] += alpha·acc_j for j < 8, acc_j = Σ_p a[p·as]·b[p·bs+j], each acc_j summed
+// from +0 in the order p = 0 … kc−1 (one float32 multiply and one add per step), the same for
+// every element whatever tile it is in.
+//
+// Each step is written acc_j −= (−a)·b_j: x − y is x + (−y) exactly in IEEE arithmetic (signed
+// zeros included) and −a·b is −(a·b), so the value is acc_j + a·b_j, bit for bit; but a
+// subtraction cannot swap its operands, so the register allocator keeps every acc_j in one
+// register instead of moving the sums around the loop. The loop is a single block (its test at the
+// bottom, no bounds checks inside, hence the unsafe loads, bounded by the checks before it), so
+// that the sums feed φ-functions of their own block: Go's scheduler then keeps the source order
+// (multiply, subtract, multiply, …) instead of computing all eight products before the first add,
+// which would need 16 live registers and spill. On amd64 the loop is 32 instructions a step (10
+// loads) with no stack access (go build -gcflags=-S); where Go fuses x·y+z (arm64, ppc64, s390x,
+// riscv64, and amd64 with GOAMD64=v3 for additions only) every element is fused alike, since every
+// tile and edge runs this one loop.
+func rowGo(kc int, a []float32, as int, b []float32, bs int, c []float32, alpha float32) {
+	if kc <= 0 {
+		return
 	}
-	r := c[0:4:4]
-	r[0] += alpha * c00
-	r[1] += alpha * c01
-	r[2] += alpha * c02
-	r[3] += alpha * c03
-	r = c[ldc : ldc+4 : ldc+4]
-	r[0] += alpha * c10
-	r[1] += alpha * c11
-	r[2] += alpha * c12
-	r[3] += alpha * c13
-	r = c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r[0] += alpha * c20
-	r[1] += alpha * c21
-	r[2] += alpha * c22
-	r[3] += alpha * c23
-	r = c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	r[0] += alpha * c30
-	r[1] += alpha * c31
-	r[2] += alpha * c32
-	r[3] += alpha * c33
+	if as < 0 || bs < 0 {
+		panic("kernel: negative stride")
+	}
+	// Every offset read below is p·as ≤ (kc−1)·as into a and p·bs+j ≤ (kc−1)·bs+7 into b.
+	_ = a[(kc-1)*as]
+	_ = b[(kc-1)*bs+goNR-1]
+	c = c[:len(c):len(c)][:goNR] // c[:goNR] alone would only need the capacity
+	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
+	astep, bstep := uintptr(as)*4, uintptr(bs)*4
+	var ao, bo uintptr
+	var c0, c1, c2, c3, c4, c5, c6, c7 float32
+	for p := kc; ; {
+		na := -*(*float32)(unsafe.Add(pa, ao))
+		bp := (*[goNR]float32)(unsafe.Add(pb, bo))
+		c0 -= na * bp[0]
+		c1 -= na * bp[1]
+		c2 -= na * bp[2]
+		c3 -= na * bp[3]
+		c4 -= na * bp[4]
+		c5 -= na * bp[5]
+		c6 -= na * bp[6]
+		c7 -= na * bp[7]
+		p--
+		if p == 0 {
+			break
+		}
+		ao += astep
+		bo += bstep
+	}
+	c[0] += alpha * c0
+	c[1] += alpha * c1
+	c[2] += alpha * c2
+	c[3] += alpha * c3
+	c[4] += alpha * c4
+	c[5] += alpha * c5
+	c[6] += alpha * c6
+	c[7] += alpha * c7
 }
 
 func dotGo(x, y []float32) float32 {
@@ -111,22 +118,34 @@ func scaleGo(alpha float32, x []float32) {
 	}
 }
 
-// peakGo runs iters rounds of 8 independent scalar multiply-adds and returns the flops done.
+// peakGo runs iters rounds of 9 independent scalar multiply-adds (3 multipliers by 3, as rowGo
+// writes them: a single-block loop, subtracting negated products) and returns the flops done. Its
+// operands never change, but the compiler has no loop-invariant code motion, so each round
+// multiplies and adds 9 times; 9 chains cover the latency of two add pipes.
 func peakGo(iters int) float64 {
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	x, y := float32(iters&1), float32(0.5)
-	for range iters {
-		s0 += x * y
-		s1 += x * y
-		s2 += x * y
-		s3 += x * y
-		s4 += x * y
-		s5 += x * y
-		s6 += x * y
-		s7 += x * y
+	if iters <= 0 {
+		return 0
 	}
-	runtime.KeepAlive(s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7)
-	return float64(iters) * 8 * 2
+	var s0, s1, s2, s3, s4, s5, s6, s7, s8 float32
+	x0, x1, x2 := float32(iters&1), float32(iters&2), float32(iters&4)
+	y0, y1, y2 := float32(0.5), float32(0.25), float32(0.125)
+	for i := iters; ; {
+		s0 -= x0 * y0
+		s1 -= x0 * y1
+		s2 -= x0 * y2
+		s3 -= x1 * y0
+		s4 -= x1 * y1
+		s5 -= x1 * y2
+		s6 -= x2 * y0
+		s7 -= x2 * y1
+		s8 -= x2 * y2
+		i--
+		if i == 0 {
+			break
+		}
+	}
+	runtime.KeepAlive(s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7 + s8)
+	return float64(iters) * 9 * 2
 }
 
 // expf is e^x in float32: x = n·ln2 + r, |r| ≤ ln2/2 (Cody–Waite split of ln2), e^r by its
