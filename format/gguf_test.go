@@ -2,6 +2,7 @@ package format
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,9 +44,11 @@ func TestGGUFName(t *testing.T) {
 		"lm_head.weight":                                 "output.weight",
 		"model.norm.weight":                              "output_norm.weight",
 	} {
-		if got, ok := GGUFName(hf); !ok || got != want {
-			t.Errorf("GGUFName(%q) = %q, %v; want %q", hf, got, ok, want)
-		}
+		t.Run(hf, func(t *testing.T) {
+			if got, ok := GGUFName(hf); !ok || got != want {
+				t.Errorf("GGUFName(%q) = %q, %v; want %q", hf, got, ok, want)
+			}
+		})
 	}
 	if _, ok := GGUFName("score.weight"); ok {
 		t.Error("score.weight has no GGUF name")
@@ -99,88 +102,90 @@ func testTokenizer(t testing.TB) *tokenizer.Tokenizer {
 
 func TestGGUFRoundTrip(t *testing.T) {
 	for _, tied := range []bool{false, true} {
-		cfg, ts := testCheckpoint(tied)
-		tok := testTokenizer(t)
-		withExtras := append(ts[:len(ts):len(ts)], Tensor{Name: "model.layers.0.self_attn.rotary_emb.inv_freq", Shape: []int{2}, Data: []float32{1, 0.01}})
-		if tied {
-			withExtras = append(withExtras, Tensor{Name: "lm_head.weight", Shape: []int{300, 16}, Data: make([]float32, 300*16)})
-		}
-		path := filepath.Join(t.TempDir(), "m.gguf")
-		if err := WriteGGUF(path, cfg, withExtras, tok); err != nil {
-			t.Fatal(err)
-		}
-		meta, gts, err := ReadGGUF(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantMeta := map[string]any{
-			"general.architecture":                   "llama",
-			"general.alignment":                      uint32(32),
-			"llama.context_length":                   uint32(64),
-			"llama.embedding_length":                 uint32(16),
-			"llama.block_count":                      uint32(2),
-			"llama.feed_forward_length":              uint32(24),
-			"llama.attention.head_count":             uint32(4),
-			"llama.attention.head_count_kv":          uint32(2),
-			"llama.rope.dimension_count":             uint32(4),
-			"llama.rope.freq_base":                   float32(10000),
-			"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
-			"llama.vocab_size":                       uint32(300),
-			"tokenizer.ggml.model":                   "gpt2",
-			"tokenizer.ggml.pre":                     "gpt-2",
-			"tokenizer.ggml.eos_token_id":            uint32(0),
-			"tokenizer.ggml.add_bos_token":           false,
-		}
-		for k, v := range wantMeta {
-			if !reflect.DeepEqual(meta[k], v) {
-				t.Errorf("%s = %#v, want %#v", k, meta[k], v)
+		t.Run(fmt.Sprintf("tied=%v", tied), func(t *testing.T) {
+			cfg, ts := testCheckpoint(tied)
+			tok := testTokenizer(t)
+			withExtras := append(ts[:len(ts):len(ts)], Tensor{Name: "model.layers.0.self_attn.rotary_emb.inv_freq", Shape: []int{2}, Data: []float32{1, 0.01}})
+			if tied {
+				withExtras = append(withExtras, Tensor{Name: "lm_head.weight", Shape: []int{300, 16}, Data: make([]float32, 300*16)})
 			}
-		}
-		toks := meta["tokenizer.ggml.tokens"].([]string)
-		types := meta["tokenizer.ggml.token_type"].([]int32)
-		if len(toks) != 300 || len(types) != 300 || toks[1] != "<|im_start|>" || types[1] != 3 || types[2] != 1 || toks[2+' '] != "Ġ" || toks[299] != "[PAD299]" || types[299] != 5 {
-			t.Errorf("tokens %d types %d: %q %v %q", len(toks), len(types), toks[:3], types[:3], toks[299])
-		}
-		if merges := meta["tokenizer.ggml.merges"].([]string); len(merges) != len(tok.Merges()) || merges[0] != tok.Merges()[0][0]+" "+tok.Merges()[0][1] {
-			t.Errorf("merges %v", merges[:1])
-		}
-		byName := map[string]Tensor{}
-		for _, g := range gts {
-			byName[g.Name] = g
-		}
-		wantCount := len(ts)
-		if _, has := byName["output.weight"]; has == tied {
-			t.Errorf("tied=%v but output.weight present=%v", tied, has)
-		}
-		if len(gts) != wantCount {
-			t.Errorf("%d GGUF tensors, want %d", len(gts), wantCount)
-		}
-		for _, hf := range ts {
-			name, _ := GGUFName(hf.Name)
-			g := byName[name]
-			if !reflect.DeepEqual(g.Shape, hf.Shape) {
-				t.Errorf("%s: shape %v, want %v", name, g.Shape, hf.Shape)
-				continue
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := WriteGGUF(path, cfg, withExtras, tok); err != nil {
+				t.Fatal(err)
 			}
-			want := hf.Data
-			switch {
-			case strings.HasSuffix(hf.Name, "q_proj.weight"):
-				want, _ = PermuteQK(hf.Data, 16, 16, 4)
-			case strings.HasSuffix(hf.Name, "k_proj.weight"):
-				want, _ = PermuteQK(hf.Data, 8, 16, 2)
+			meta, gts, err := ReadGGUF(path)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(g.Data, want) {
-				t.Errorf("%s: data differs", name)
+			wantMeta := map[string]any{
+				"general.architecture":                   "llama",
+				"general.alignment":                      uint32(32),
+				"llama.context_length":                   uint32(64),
+				"llama.embedding_length":                 uint32(16),
+				"llama.block_count":                      uint32(2),
+				"llama.feed_forward_length":              uint32(24),
+				"llama.attention.head_count":             uint32(4),
+				"llama.attention.head_count_kv":          uint32(2),
+				"llama.rope.dimension_count":             uint32(4),
+				"llama.rope.freq_base":                   float32(10000),
+				"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
+				"llama.vocab_size":                       uint32(300),
+				"tokenizer.ggml.model":                   "gpt2",
+				"tokenizer.ggml.pre":                     "gpt-2",
+				"tokenizer.ggml.eos_token_id":            uint32(0),
+				"tokenizer.ggml.add_bos_token":           false,
 			}
-		}
-		if gts[0].Name != "token_embd.weight" || gts[1].Name != "blk.0.attn_norm.weight" {
-			t.Errorf("tensor order starts %s, %s", gts[0].Name, gts[1].Name)
-		}
-		b, _ := os.ReadFile(path)
-		f, _ := ParseGGUFHeader(b)
-		if f.Version != 3 || f.DataOffset%32 != 0 {
-			t.Errorf("version %d, data offset %d", f.Version, f.DataOffset)
-		}
+			for k, v := range wantMeta {
+				if !reflect.DeepEqual(meta[k], v) {
+					t.Errorf("%s = %#v, want %#v", k, meta[k], v)
+				}
+			}
+			toks := meta["tokenizer.ggml.tokens"].([]string)
+			types := meta["tokenizer.ggml.token_type"].([]int32)
+			if len(toks) != 300 || len(types) != 300 || toks[1] != "<|im_start|>" || types[1] != 3 || types[2] != 1 || toks[2+' '] != "Ġ" || toks[299] != "[PAD299]" || types[299] != 5 {
+				t.Errorf("tokens %d types %d: %q %v %q", len(toks), len(types), toks[:3], types[:3], toks[299])
+			}
+			if merges := meta["tokenizer.ggml.merges"].([]string); len(merges) != len(tok.Merges()) || merges[0] != tok.Merges()[0][0]+" "+tok.Merges()[0][1] {
+				t.Errorf("merges %v", merges[:1])
+			}
+			byName := map[string]Tensor{}
+			for _, g := range gts {
+				byName[g.Name] = g
+			}
+			wantCount := len(ts)
+			if _, has := byName["output.weight"]; has == tied {
+				t.Errorf("tied=%v but output.weight present=%v", tied, has)
+			}
+			if len(gts) != wantCount {
+				t.Errorf("%d GGUF tensors, want %d", len(gts), wantCount)
+			}
+			for _, hf := range ts {
+				name, _ := GGUFName(hf.Name)
+				g := byName[name]
+				if !reflect.DeepEqual(g.Shape, hf.Shape) {
+					t.Errorf("%s: shape %v, want %v", name, g.Shape, hf.Shape)
+					continue
+				}
+				want := hf.Data
+				switch {
+				case strings.HasSuffix(hf.Name, "q_proj.weight"):
+					want, _ = PermuteQK(hf.Data, 16, 16, 4)
+				case strings.HasSuffix(hf.Name, "k_proj.weight"):
+					want, _ = PermuteQK(hf.Data, 8, 16, 2)
+				}
+				if !reflect.DeepEqual(g.Data, want) {
+					t.Errorf("%s: data differs", name)
+				}
+			}
+			if gts[0].Name != "token_embd.weight" || gts[1].Name != "blk.0.attn_norm.weight" {
+				t.Errorf("tensor order starts %s, %s", gts[0].Name, gts[1].Name)
+			}
+			b, _ := os.ReadFile(path)
+			f, _ := ParseGGUFHeader(b)
+			if f.Version != 3 || f.DataOffset%32 != 0 {
+				t.Errorf("version %d, data offset %d", f.Version, f.DataOffset)
+			}
+		})
 	}
 }
 
@@ -198,16 +203,18 @@ func TestWriteGGUFRejects(t *testing.T) {
 		"model_type":     func(cfg *LlamaConfig, ts *[]Tensor) { cfg.ModelType = "gpt2" },
 	}
 	for want, mut := range cases {
-		cfg, ts := testCheckpoint(false)
-		mut(&cfg, &ts)
-		path := filepath.Join(dir, "bad.gguf")
-		err := WriteGGUF(path, cfg, ts, tok)
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
-			t.Errorf("%s: err = %v", want, err)
-		}
-		if _, statErr := os.Stat(path); statErr == nil {
-			t.Errorf("%s: file left behind", want)
-		}
+		t.Run(want, func(t *testing.T) {
+			cfg, ts := testCheckpoint(false)
+			mut(&cfg, &ts)
+			path := filepath.Join(dir, "bad.gguf")
+			err := WriteGGUF(path, cfg, ts, tok)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s: err = %v", want, err)
+			}
+			if _, statErr := os.Stat(path); statErr == nil {
+				t.Errorf("%s: file left behind", want)
+			}
+		})
 	}
 }
 
@@ -220,11 +227,13 @@ func TestParseGGUFCorrupt(t *testing.T) {
 	good, _ := os.ReadFile(path)
 	f, _ := ParseGGUFHeader(good)
 	for _, cut := range []int{3, 10, 30, 200, int(f.DataOffset) - 5, len(good) - 1} {
-		p := filepath.Join(t.TempDir(), "cut.gguf")
-		os.WriteFile(p, good[:cut], 0o644)
-		if _, _, err := ReadGGUF(p); err == nil || !strings.Contains(err.Error(), p) {
-			t.Errorf("truncated at %d: err = %v", cut, err)
-		}
+		t.Run(fmt.Sprintf("cut=%d", cut), func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "cut.gguf")
+			os.WriteFile(p, good[:cut], 0o644)
+			if _, _, err := ReadGGUF(p); err == nil || !strings.Contains(err.Error(), p) {
+				t.Errorf("truncated at %d: err = %v", cut, err)
+			}
+		})
 	}
 	bad := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint32(bad[4:], 7)

@@ -83,14 +83,16 @@ func TestWriteSafetensorsRejects(t *testing.T) {
 		"invalid tensor name": {{Name: "", Shape: []int{1}, Data: []float32{1}}},
 	}
 	for want, ts := range cases {
-		path := filepath.Join(dir, "bad.safetensors")
-		err := WriteSafetensors(path, ts, nil)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v", want, err)
-		}
-		if _, statErr := os.Stat(path); statErr == nil {
-			t.Errorf("%s: a file was left behind", want)
-		}
+		t.Run(want, func(t *testing.T) {
+			path := filepath.Join(dir, "bad.safetensors")
+			err := WriteSafetensors(path, ts, nil)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: err = %v", want, err)
+			}
+			if _, statErr := os.Stat(path); statErr == nil {
+				t.Errorf("%s: a file was left behind", want)
+			}
+		})
 	}
 }
 
@@ -166,18 +168,19 @@ func TestReadSafetensorsCorrupt(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, c := range cases {
-		path := filepath.Join(dir, c.name)
-		if err := os.WriteFile(path, c.file, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, _, err := ReadSafetensors(path)
-		if err == nil {
-			t.Errorf("%s: no error", c.name)
-			continue
-		}
-		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
-			t.Errorf("%s: error %q lacks %q or the file name", c.name, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name)
+			if err := os.WriteFile(path, c.file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := ReadSafetensors(path)
+			if err == nil {
+				t.Fatalf("%s: no error", c.name)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Errorf("%s: error %q lacks %q or the file name", c.name, err, c.want)
+			}
+		})
 	}
 	if _, _, err := ReadSafetensors(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing file: no error")

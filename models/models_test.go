@@ -36,13 +36,15 @@ func TestVaultBaseAgreesWithItsModelCard(t *testing.T) {
 		name       string
 		card, here float64
 	}{{"pass@1 with compaction", info.Eval.Pass1Compact, ev.Pass1Compact}, {"pass@1 single window", info.Eval.Pass1Single, ev.Pass1Single}} {
-		// Two binomial proportions: |p̂₁ − p̂₂| within 3.5 standard errors
-		// of their difference (a false alarm about once in 2000 runs).
-		p := (x.card*float64(info.Eval.Episodes) + x.here*float64(n)) / float64(info.Eval.Episodes+n)
-		se := math.Sqrt(max(p*(1-p), 1e-4) * (1/float64(info.Eval.Episodes) + 1/float64(n)))
-		if d := math.Abs(x.card - x.here); d > 3.5*se {
-			t.Errorf("%s: %.3f on %d fresh episodes, model card %.3f on %d: difference %.3f > 3.5 s.e. (%.3f)", x.name, x.here, n, x.card, info.Eval.Episodes, d, 3.5*se)
-		}
+		t.Run(x.name, func(t *testing.T) {
+			// Two binomial proportions: |p̂₁ − p̂₂| within 3.5 standard errors
+			// of their difference (a false alarm about once in 2000 runs).
+			p := (x.card*float64(info.Eval.Episodes) + x.here*float64(n)) / float64(info.Eval.Episodes+n)
+			se := math.Sqrt(max(p*(1-p), 1e-4) * (1/float64(info.Eval.Episodes) + 1/float64(n)))
+			if d := math.Abs(x.card - x.here); d > 3.5*se {
+				t.Errorf("%s: %.3f on %d fresh episodes, model card %.3f on %d: difference %.3f > 3.5 s.e. (%.3f)", x.name, x.here, n, x.card, info.Eval.Episodes, d, 3.5*se)
+			}
+		})
 	}
 	if info.Eval.Pass1Compact < 0.05 {
 		t.Errorf("the shipped base passes %.3f of held-out episodes: not a pretrained base", info.Eval.Pass1Compact)

@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -16,9 +17,11 @@ func TestScheduleValues(t *testing.T) {
 		{60, 1e-4 + 0.9e-3*0.5}, // halfway: cos(π/2) = 0
 		{110, 1e-4}, {500, 1e-4},
 	} {
-		if got := s.LR(c.step); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("LR(%d) = %g, want %g", c.step, got, c.want)
-		}
+		t.Run(fmt.Sprintf("step=%d", c.step), func(t *testing.T) {
+			if got := s.LR(c.step); math.Abs(got-c.want) > 1e-12 {
+				t.Errorf("LR(%d) = %g, want %g", c.step, got, c.want)
+			}
+		})
 	}
 	if got := (Schedule{Peak: 2, Warmup: 0}).LR(7); got != 2 {
 		t.Errorf("constant schedule: %g", got)

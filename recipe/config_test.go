@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"bytes"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,10 +52,12 @@ func TestValidateNamesField(t *testing.T) {
 		"sft: {recall_keys: 33}":                           "sft.recall_keys",
 		"sft: {recall_len: -1}":                            "sft.recall_len",
 	} {
-		_, err := ParseConfig(strings.NewReader(yml))
-		if err == nil || !strings.Contains(err.Error(), field) {
-			t.Errorf("%s: err = %v, want one naming %s", yml, err, field)
-		}
+		t.Run(field, func(t *testing.T) {
+			_, err := ParseConfig(strings.NewReader(yml))
+			if err == nil || !strings.Contains(err.Error(), field) {
+				t.Errorf("%s: err = %v, want one naming %s", yml, err, field)
+			}
+		})
 	}
 }
 
@@ -80,13 +83,15 @@ func TestConfigFilesMatchTheirFunctions(t *testing.T) {
 		file string
 		want Config
 	}{{"../configs/demo.yaml", DemoConfig()}, {"../configs/pretrain.yaml", PretrainConfig()}} {
-		c, err := LoadConfig(x.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(c, x.want) {
-			t.Errorf("%s differs from its function:\n got %+v\nwant %+v", x.file, c, x.want)
-		}
+		t.Run(filepath.Base(x.file), func(t *testing.T) {
+			c, err := LoadConfig(x.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c, x.want) {
+				t.Errorf("%s differs from its function:\n got %+v\nwant %+v", x.file, c, x.want)
+			}
+		})
 	}
 }
 
@@ -100,9 +105,11 @@ func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
 		{"agent:\n  temperature: .nan\n", "agent.temperature: NaN"},
 		{"agent:\n  temperature: 0.7\n", "agent.temperature: 0.7 must be 1 for RL"},
 	} {
-		if _, err := ParseConfig(strings.NewReader(x.yaml)); err == nil || !strings.Contains(err.Error(), x.want) {
-			t.Errorf("%q: err = %v, want %q", x.yaml, err, x.want)
-		}
+		t.Run(strings.SplitN(x.want, ":", 2)[0], func(t *testing.T) {
+			if _, err := ParseConfig(strings.NewReader(x.yaml)); err == nil || !strings.Contains(err.Error(), x.want) {
+				t.Errorf("%q: err = %v, want %q", x.yaml, err, x.want)
+			}
+		})
 	}
 	// A sampling temperature other than 1 is fine for evaluation alone.
 	if _, err := ParseConfig(strings.NewReader("agent:\n  temperature: 0.7\nrun:\n  iterations: 0\n")); err != nil {

@@ -137,14 +137,20 @@ func TestServeBadRequest400NamesField(t *testing.T) {
 		{good + `{}`, ""},
 	}
 	for _, c := range cases {
-		resp, out, err := post(context.Background(), hs.URL, c.body)
-		if err != nil {
-			t.Fatal(err)
+		name := c.field // repeated names get Go's #01, #02 suffixes
+		if name == "" {
+			name = "malformed-json"
 		}
-		var eb ErrorBody
-		if resp.StatusCode != 400 || json.Unmarshal(out, &eb) != nil || eb.Field != c.field || eb.Error == "" {
-			t.Errorf("body %s: %d %s, want 400 naming %q", c.body, resp.StatusCode, out, c.field)
-		}
+		t.Run(name, func(t *testing.T) {
+			resp, out, err := post(context.Background(), hs.URL, c.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var eb ErrorBody
+			if resp.StatusCode != 400 || json.Unmarshal(out, &eb) != nil || eb.Field != c.field || eb.Error == "" {
+				t.Errorf("body %s: %d %s, want 400 naming %q", c.body, resp.StatusCode, out, c.field)
+			}
+		})
 	}
 }
 

@@ -23,18 +23,20 @@ func TestLoadConfig(t *testing.T) {
 		"bad json":    {`{`, Config{}, "config"},
 	}
 	for name, c := range cases {
-		p := filepath.Join(dir, name+".json")
-		os.WriteFile(p, []byte(c.json), 0o644)
-		got, err := LoadConfig(p)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), p) {
-				t.Errorf("%s: err %v", name, err)
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(dir, name+".json")
+			os.WriteFile(p, []byte(c.json), 0o644)
+			got, err := LoadConfig(p)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), p) {
+					t.Errorf("%s: err %v", name, err)
+				}
+				return
 			}
-			continue
-		}
-		if err != nil || got != c.want {
-			t.Errorf("%s: %+v, %v", name, got, err)
-		}
+			if err != nil || got != c.want {
+				t.Errorf("%s: %+v, %v", name, got, err)
+			}
+		})
 	}
 	sub := filepath.Join(dir, "model")
 	os.Mkdir(sub, 0o755)

@@ -37,21 +37,23 @@ func TestHandSplittersMatchRegexp2(t *testing.T) {
 		p    preTokenizer
 		pat  string
 	}{{"gpt2", preGPT2, patGPT2}, {"llama3", preLlama3, patLlama3}, {"qwen2", preQwen2, patQwen2}, {"o200k", preO200k, patO200k}} {
-		bad := 0
-		for i := 0; i < 1500; i++ {
-			var sb strings.Builder
-			for k := 1 + r.IntN(25); k > 0; k-- {
-				sb.WriteString(alphabet[r.IntN(len(alphabet))])
+		t.Run(c.name, func(t *testing.T) {
+			bad := 0
+			for i := 0; i < 1500; i++ {
+				var sb strings.Builder
+				for k := 1 + r.IntN(25); k > 0; k-- {
+					sb.WriteString(alphabet[r.IntN(len(alphabet))])
+				}
+				s := sb.String()
+				got, want := words(c.p, s), regexWords(t, c.pat, s)
+				if !reflect.DeepEqual(got, want) && bad < 5 {
+					bad++
+					g, _ := json.Marshal(got)
+					w, _ := json.Marshal(want)
+					t.Errorf("%s %q:\n got %s\nwant %s", c.name, s, g, w)
+				}
 			}
-			s := sb.String()
-			got, want := words(c.p, s), regexWords(t, c.pat, s)
-			if !reflect.DeepEqual(got, want) && bad < 5 {
-				bad++
-				g, _ := json.Marshal(got)
-				w, _ := json.Marshal(want)
-				t.Errorf("%s %q:\n got %s\nwant %s", c.name, s, g, w)
-			}
-		}
+		})
 	}
 }
 
@@ -69,15 +71,17 @@ func TestJSRegexAndPipelineErrors(t *testing.T) {
 		"behavior":    `{"type":"Split","pattern":{"String":" "},"behavior":"Sideways"}`,
 		"after bytes": `{"type":"Sequence","pretokenizers":[{"type":"ByteLevel"},{"type":"Digits"}]}`,
 	} {
-		var err error
-		if name == "normalizer" || name == "replace" {
-			_, err = parseNormalizer(json.RawMessage(js))
-		} else {
-			_, _, err = parsePreSteps(json.RawMessage(js))
-		}
-		if err == nil {
-			t.Errorf("%s: accepted %s", name, js)
-		}
+		t.Run(name, func(t *testing.T) {
+			var err error
+			if name == "normalizer" || name == "replace" {
+				_, err = parseNormalizer(json.RawMessage(js))
+			} else {
+				_, _, err = parsePreSteps(json.RawMessage(js))
+			}
+			if err == nil {
+				t.Errorf("%s: accepted %s", name, js)
+			}
+		})
 	}
 }
 
@@ -90,15 +94,17 @@ func TestSplitBehaviors(t *testing.T) {
 		"MergedWithNext":     {"a", "-", "-b", "-c"},
 		"Contiguous":         {"a", "--", "b", "-", "c"},
 	} {
-		b, err := parseBehavior(beh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		splitStep{literal("-"), b, false}.split(s, true, func(p string) { got = append(got, p) })
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: got %q want %q", beh, got, want)
-		}
+		t.Run(beh, func(t *testing.T) {
+			b, err := parseBehavior(beh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			splitStep{literal("-"), b, false}.split(s, true, func(p string) { got = append(got, p) })
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: got %q want %q", beh, got, want)
+			}
+		})
 	}
 	var got []string
 	metaspaceStep{replacement: "▁", prepend: "first", split_: true}.split("hello big world", true, func(p string) { got = append(got, p) })

@@ -45,22 +45,25 @@ func words(p preTokenizer, s string) []string {
 
 func TestPreTokenizerVectors(t *testing.T) {
 	cases := []struct {
+		name string
 		p    preTokenizer
 		in   string
 		want []string
 	}{
-		{preGPT2, "Hello world's  test\n\nfoo 123 !!", []string{"Hello", " world", "'s", " ", " test", "\n", "\n", "foo", " 123", " !!"}},
-		{preGPT2, "I'LL go   \t", []string{"I", "'", "LL", " go", "   \t"}},
-		{preGPT2, "x\t\ty", []string{"x", "\t", "\t", "y"}},
-		{preGPT2, "ça coûte 3€ !", []string{"ça", " coûte", " 3", "€", " !"}},
-		{preLlama3, "Hello world's  test\n\nfoo 12345 !!\n", []string{"Hello", " world", "'s", " ", " test", "\n\n", "foo", " ", "123", "45", " !!\n"}},
-		{preLlama3, "I'LL (go)\r\n  x", []string{"I", "'LL", " (", "go", ")\r\n", " ", " x"}},
-		{preQwen2, "ab 12", []string{"ab", " ", "1", "2"}},
+		{"gpt2-contractions-digits", preGPT2, "Hello world's  test\n\nfoo 123 !!", []string{"Hello", " world", "'s", " ", " test", "\n", "\n", "foo", " 123", " !!"}},
+		{"gpt2-uppercase-contraction", preGPT2, "I'LL go   \t", []string{"I", "'", "LL", " go", "   \t"}},
+		{"gpt2-tabs", preGPT2, "x\t\ty", []string{"x", "\t", "\t", "y"}},
+		{"gpt2-accents-symbols", preGPT2, "ça coûte 3€ !", []string{"ça", " coûte", " 3", "€", " !"}},
+		{"llama3-contractions-digit-groups", preLlama3, "Hello world's  test\n\nfoo 12345 !!\n", []string{"Hello", " world", "'s", " ", " test", "\n\n", "foo", " ", "123", "45", " !!\n"}},
+		{"llama3-crlf-punctuation", preLlama3, "I'LL (go)\r\n  x", []string{"I", "'LL", " (", "go", ")\r\n", " ", " x"}},
+		{"qwen2-single-digits", preQwen2, "ab 12", []string{"ab", " ", "1", "2"}},
 	}
 	for _, c := range cases {
-		if got := words(c.p, c.in); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%d %q:\n got %q\nwant %q", c.p, c.in, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if got := words(c.p, c.in); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("%d %q:\n got %q\nwant %q", c.p, c.in, got, c.want)
+			}
+		})
 	}
 }
 
@@ -104,13 +107,15 @@ print(json.dumps({k: [regex.findall(p, s) for s in texts] for k, p in pats.items
 		t.Fatal(err)
 	}
 	for name, p := range map[string]preTokenizer{"gpt2": preGPT2, "llama3": preLlama3, "qwen2": preQwen2} {
-		bad := 0
-		for i, s := range texts {
-			if got := words(p, s); !reflect.DeepEqual(got, want[name][i]) && bad < 5 {
-				bad++
-				t.Errorf("%s %q:\n got %q\nwant %q", name, s, got, want[name][i])
+		t.Run(name, func(t *testing.T) {
+			bad := 0
+			for i, s := range texts {
+				if got := words(p, s); !reflect.DeepEqual(got, want[name][i]) && bad < 5 {
+					bad++
+					t.Errorf("%s %q:\n got %q\nwant %q", name, s, got, want[name][i])
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -358,11 +363,13 @@ func TestLoadHFStyles(t *testing.T) {
 		"json":       `{"model":`,
 	}
 	for name, js := range bad {
-		p := filepath.Join(t.TempDir(), name+".json")
-		os.WriteFile(p, []byte(js), 0o644)
-		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) {
-			t.Errorf("%s: err = %v", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), name+".json")
+			os.WriteFile(p, []byte(js), 0o644)
+			if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p) {
+				t.Errorf("%s: err = %v", name, err)
+			}
+		})
 	}
 }
 

@@ -46,11 +46,13 @@ func TestReadReward(t *testing.T) {
 		{"reward.json", `[1]`, 0, false},
 		{"reward.json", ``, 0, false},
 	} {
-		write(c.file, c.body)
-		got, _, err := ReadReward(dir)
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("%s %q: reward %v err %v; want %v ok=%v", c.file, c.body, got, err, c.want, c.ok)
-		}
+		t.Run(c.file+":"+c.body, func(t *testing.T) {
+			write(c.file, c.body)
+			got, _, err := ReadReward(dir)
+			if (err == nil) != c.ok || got != c.want {
+				t.Errorf("%s %q: reward %v err %v; want %v ok=%v", c.file, c.body, got, err, c.want, c.ok)
+			}
+		})
 	}
 	// A symlink is never followed (the host would read what the sandbox points at).
 	write("", "")
@@ -148,12 +150,14 @@ custom_thing = 1
 		"bad storage":    {"instruction.md": "x", "task.toml": "[environment]\nstorage = \"big\"\n", "tests/test.sh": ""},
 		"unknown table":  {"instruction.md": "x", "task.toml": "[verifer]\ntimeout_sec = 5\n", "tests/test.sh": ""},
 	} {
-		_, err := Load(writeTask(t, files))
-		if err == nil {
-			t.Errorf("%s: loaded", name)
-		} else if name != "no instruction" && name != "no task.toml" && name != "no test.sh" && !strings.Contains(err.Error(), "task.toml") {
-			t.Errorf("%s: error %q does not name task.toml", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(writeTask(t, files))
+			if err == nil {
+				t.Errorf("%s: loaded", name)
+			} else if name != "no instruction" && name != "no task.toml" && name != "no test.sh" && !strings.Contains(err.Error(), "task.toml") {
+				t.Errorf("%s: error %q does not name task.toml", name, err)
+			}
+		})
 	}
 }
 
@@ -277,27 +281,30 @@ func TestNetworkOptIn(t *testing.T) {
 	}()
 	probe := fmt.Sprintf("```bash\necho hi > /dev/tcp/127.0.0.1/%d && echo CONNECTED\n```", ln.Addr().(*net.TCPAddr).Port)
 	for _, c := range []struct {
+		name    string
 		toml    string
 		network bool
 		want    bool
 	}{
-		{"", false, false}, // default: no network
-		{"", true, true},   // opted in, task allows (Harbor's default)
-		{"[environment]\nallow_internet = false\n", true, false}, // the task forbids it
+		{"default-no-network", "", false, false},
+		{"opted-in-task-allows", "", true, true}, // Harbor's default
+		{"opted-in-task-forbids", "[environment]\nallow_internet = false\n", true, false},
 	} {
-		task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": c.toml, "tests/test.sh": "echo 0 > /logs/verifier/reward.txt"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := New(task, Options{Network: c.network})
-		if _, err := e.Reset(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		st, err := e.Step(context.Background(), probe)
-		e.Close()
-		if err != nil || strings.Contains(st.Observation, "CONNECTED") != c.want {
-			t.Errorf("toml %q network %v: observation %q (%v), want connected=%v", c.toml, c.network, st.Observation, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": c.toml, "tests/test.sh": "echo 0 > /logs/verifier/reward.txt"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := New(task, Options{Network: c.network})
+			if _, err := e.Reset(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st, err := e.Step(context.Background(), probe)
+			e.Close()
+			if err != nil || strings.Contains(st.Observation, "CONNECTED") != c.want {
+				t.Errorf("toml %q network %v: observation %q (%v), want connected=%v", c.toml, c.network, st.Observation, err, c.want)
+			}
+		})
 	}
 }
 

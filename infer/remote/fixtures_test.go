@@ -86,23 +86,25 @@ func TestVLLMRecorded(t *testing.T) {
 		{"vllm_completion_stop.json", 16, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
 		{"vllm_completion_length.json", 2, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
-		srv := replay(t, "/v1/completions", readFixture(t, tc.file), func(got map[string]any) {
-			wantField(t, got, "prompt", qwenPrompt)
-			wantField(t, got, "model", "Qwen/Qwen3-0.6B")
-			wantField(t, got, "max_tokens", tc.max)
-			wantField(t, got, "stop_token_ids", []int{151645})
-			wantField(t, got, "logprobs", 0)
-			wantField(t, got, "return_tokens_as_token_ids", true)
-			wantField(t, got, "return_token_ids", true)
-			wantField(t, got, "seed", 77)
-			wantField(t, got, "top_p", 1)
+		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
+			srv := replay(t, "/v1/completions", readFixture(t, tc.file), func(got map[string]any) {
+				wantField(t, got, "prompt", qwenPrompt)
+				wantField(t, got, "model", "Qwen/Qwen3-0.6B")
+				wantField(t, got, "max_tokens", tc.max)
+				wantField(t, got, "stop_token_ids", []int{151645})
+				wantField(t, got, "logprobs", 0)
+				wantField(t, got, "return_tokens_as_token_ids", true)
+				wantField(t, got, "return_token_ids", true)
+				wantField(t, got, "seed", 77)
+				wantField(t, got, "top_p", 1)
+			})
+			v := NewVLLM(srv.URL, "Qwen/Qwen3-0.6B", nil)
+			c, err := v.Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: tc.max, Temperature: 1, Stop: []int{151645}, Seed: 77})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.file, err)
+			}
+			checkCompletion(t, c, tc.ids, tc.lps, tc.reason)
 		})
-		v := NewVLLM(srv.URL, "Qwen/Qwen3-0.6B", nil)
-		c, err := v.Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: tc.max, Temperature: 1, Stop: []int{151645}, Seed: 77})
-		if err != nil {
-			t.Fatalf("%s: %v", tc.file, err)
-		}
-		checkCompletion(t, c, tc.ids, tc.lps, tc.reason)
 	}
 }
 
@@ -123,15 +125,17 @@ func TestVLLMMalformed(t *testing.T) {
 		"empty completion": `{"choices":[{"index":0,"text":"","logprobs":{"tokens":[],"token_logprobs":[]},"finish_reason":"length","token_ids":[]}]}`,
 		"not json":         `<html>bad gateway</html>`,
 	} {
-		srv := replay(t, "/v1/completions", []byte(body), nil)
-		max := 16
-		if name == "over max tokens" {
-			max = 2
-		}
-		c, err := NewVLLM(srv.URL, "m", nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: max, Temperature: 1})
-		if !errors.Is(err, ErrProtocol) {
-			t.Errorf("%s: got %v, %v; want ErrProtocol", name, c, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			srv := replay(t, "/v1/completions", []byte(body), nil)
+			max := 16
+			if name == "over max tokens" {
+				max = 2
+			}
+			c, err := NewVLLM(srv.URL, "m", nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: max, Temperature: 1})
+			if !errors.Is(err, ErrProtocol) {
+				t.Errorf("%s: got %v, %v; want ErrProtocol", name, c, err)
+			}
+		})
 	}
 	// token_ids is optional (older servers): the "token_id:N" tokens suffice.
 	srv := replay(t, "/v1/completions", []byte(strings.Replace(base, `"token_ids":[12095,13,151645],`, ``, 1)), nil)
@@ -147,19 +151,21 @@ func TestSGLangRecorded(t *testing.T) {
 		{"sglang_generate_stop.json", 16, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
 		{"sglang_generate_length.json", 2, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
-		srv := replay(t, "/generate", readFixture(t, tc.file), func(got map[string]any) {
-			wantField(t, got, "input_ids", qwenPrompt)
-			wantField(t, got, "return_logprob", true)
-			wantField(t, got, "sampling_params", map[string]any{
-				"max_new_tokens": tc.max, "temperature": 0.5, "top_p": 0.9,
-				"stop_token_ids": []int{151645}, "sampling_seed": 5,
+		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
+			srv := replay(t, "/generate", readFixture(t, tc.file), func(got map[string]any) {
+				wantField(t, got, "input_ids", qwenPrompt)
+				wantField(t, got, "return_logprob", true)
+				wantField(t, got, "sampling_params", map[string]any{
+					"max_new_tokens": tc.max, "temperature": 0.5, "top_p": 0.9,
+					"stop_token_ids": []int{151645}, "sampling_seed": 5,
+				})
 			})
+			c, err := NewSGLang(srv.URL, nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: tc.max, Temperature: 0.5, TopP: 0.9, Stop: []int{151645}, Seed: 5})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.file, err)
+			}
+			checkCompletion(t, c, tc.ids, tc.lps, tc.reason)
 		})
-		c, err := NewSGLang(srv.URL, nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: tc.max, Temperature: 0.5, TopP: 0.9, Stop: []int{151645}, Seed: 5})
-		if err != nil {
-			t.Fatalf("%s: %v", tc.file, err)
-		}
-		checkCompletion(t, c, tc.ids, tc.lps, tc.reason)
 	}
 }
 
@@ -177,11 +183,13 @@ func TestSGLangMalformed(t *testing.T) {
 		"nan logprob":  strings.Replace(base, `-1.203125,13`, `"NaN",13`, 1),
 		"no tokens":    `{"text":"","meta_info":{"finish_reason":{"type":"length","length":0},"output_token_logprobs":[]}}`,
 	} {
-		srv := replay(t, "/generate", []byte(body), nil)
-		c, err := NewSGLang(srv.URL, nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: 16, Temperature: 1})
-		if !errors.Is(err, ErrProtocol) {
-			t.Errorf("%s: got %v, %v; want ErrProtocol", name, c, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			srv := replay(t, "/generate", []byte(body), nil)
+			c, err := NewSGLang(srv.URL, nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: 16, Temperature: 1})
+			if !errors.Is(err, ErrProtocol) {
+				t.Errorf("%s: got %v, %v; want ErrProtocol", name, c, err)
+			}
+		})
 	}
 }
 
@@ -196,41 +204,43 @@ func TestLlamaCppRecorded(t *testing.T) {
 		{"llamacpp_stream_t07_p09", infer.Request{Prompt: []int{1, 2, 3, 4, 5}, MaxTokens: 6, Temperature: 0.7, TopP: 0.9, Seed: 42}, true},
 		{"llamacpp_stream_greedy", infer.Request{Prompt: []int{1, 2, 3, 4, 5}, MaxTokens: 6, Temperature: 0, TopP: 0.9, Seed: 42}, false},
 	} {
-		stream := readFixture(t, tc.name+".sse")
-		var wantReq map[string]any
-		if err := json.Unmarshal(readFixture(t, tc.name+".request.json"), &wantReq); err != nil {
-			t.Fatal(err)
-		}
-		srv := replay(t, "/v1/completions", stream, func(got map[string]any) {
-			for k, v := range wantReq {
-				wantField(t, got, k, v)
+		t.Run(tc.name, func(t *testing.T) {
+			stream := readFixture(t, tc.name+".sse")
+			var wantReq map[string]any
+			if err := json.Unmarshal(readFixture(t, tc.name+".request.json"), &wantReq); err != nil {
+				t.Fatal(err)
 			}
-			if len(got) != len(wantReq) {
-				t.Errorf("request has %d fields, recorded %d", len(got), len(wantReq))
+			srv := replay(t, "/v1/completions", stream, func(got map[string]any) {
+				for k, v := range wantReq {
+					wantField(t, got, k, v)
+				}
+				if len(got) != len(wantReq) {
+					t.Errorf("request has %d fields, recorded %d", len(got), len(wantReq))
+				}
+			})
+			c, err := NewLlamaCpp(srv.URL, nil).Sample(context.Background(), tc.req)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
 			}
-		})
-		c, err := NewLlamaCpp(srv.URL, nil).Sample(context.Background(), tc.req)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		ids, lps := parseRecordedStream(t, stream, tc.post)
-		checkCompletion(t, c, ids, lps, infer.FinishLength)
+			ids, lps := parseRecordedStream(t, stream, tc.post)
+			checkCompletion(t, c, ids, lps, infer.FinishLength)
 
-		// Stopping at the third token's id cuts the replayed stream there.
-		req := tc.req
-		req.Stop = []int{ids[2]}
-		c, err = NewLlamaCpp(srv.URL, nil).Sample(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 3
-		for i, id := range ids[:3] {
-			if id == ids[2] {
-				n = i + 1
-				break
+			// Stopping at the third token's id cuts the replayed stream there.
+			req := tc.req
+			req.Stop = []int{ids[2]}
+			c, err = NewLlamaCpp(srv.URL, nil).Sample(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		checkCompletion(t, c, ids[:n], lps[:n], infer.FinishStop)
+			n := 3
+			for i, id := range ids[:3] {
+				if id == ids[2] {
+					n = i + 1
+					break
+				}
+			}
+			checkCompletion(t, c, ids[:n], lps[:n], infer.FinishStop)
+		})
 	}
 }
 

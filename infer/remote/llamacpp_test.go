@@ -112,31 +112,33 @@ func TestLlamaCppLogprobsAreSamplingDistribution(t *testing.T) {
 	eng := NewLlamaCpp(url, nil)
 	ctx := context.Background()
 	for _, tc := range []struct{ temp, topP float64 }{{1, 1}, {0.6, 1}, {1, 0.5}, {0.8, 0.3}} {
-		req := infer.Request{Prompt: []int{1, 2, 3, 4, 5, 6}, MaxTokens: 12, Temperature: tc.temp, TopP: tc.topP, Seed: 11}
-		c, err := eng.Sample(ctx, req)
-		if err != nil {
-			t.Fatalf("T=%v p=%v: %v", tc.temp, tc.topP, err)
-		}
-		if len(c.Tokens) != req.MaxTokens || c.FinishReason != infer.FinishLength {
-			t.Fatalf("T=%v p=%v: %d tokens, finish %q", tc.temp, tc.topP, len(c.Tokens), c.FinishReason)
-		}
-		raw, _ := rawDistribution(t, url, req, testVocab)
-		if len(raw) != len(c.Tokens) {
-			t.Fatalf("raw run has %d tokens, client %d", len(raw), len(c.Tokens))
-		}
-		for i, st := range raw {
-			if st.ID != c.Tokens[i] {
-				t.Fatalf("T=%v p=%v: same seed, token %d: client %d, raw run %d", tc.temp, tc.topP, i, c.Tokens[i], st.ID)
+		t.Run(fmt.Sprintf("T=%v,p=%v", tc.temp, tc.topP), func(t *testing.T) {
+			req := infer.Request{Prompt: []int{1, 2, 3, 4, 5, 6}, MaxTokens: 12, Temperature: tc.temp, TopP: tc.topP, Seed: 11}
+			c, err := eng.Sample(ctx, req)
+			if err != nil {
+				t.Fatalf("T=%v p=%v: %v", tc.temp, tc.topP, err)
 			}
-			want, in := samplingLogprob(st.Dist, st.ID, tc.temp, tc.topP)
-			if !in {
-				t.Errorf("T=%v p=%v: token %d (id %d) sampled outside the nucleus", tc.temp, tc.topP, i, st.ID)
+			if len(c.Tokens) != req.MaxTokens || c.FinishReason != infer.FinishLength {
+				t.Fatalf("T=%v p=%v: %d tokens, finish %q", tc.temp, tc.topP, len(c.Tokens), c.FinishReason)
 			}
-			if math.Abs(c.Logprobs[i]-want) > 2e-4 {
-				t.Errorf("T=%v p=%v: token %d (id %d): client log-prob %.6f, log q from the server's distribution %.6f",
-					tc.temp, tc.topP, i, st.ID, c.Logprobs[i], want)
+			raw, _ := rawDistribution(t, url, req, testVocab)
+			if len(raw) != len(c.Tokens) {
+				t.Fatalf("raw run has %d tokens, client %d", len(raw), len(c.Tokens))
 			}
-		}
+			for i, st := range raw {
+				if st.ID != c.Tokens[i] {
+					t.Fatalf("T=%v p=%v: same seed, token %d: client %d, raw run %d", tc.temp, tc.topP, i, c.Tokens[i], st.ID)
+				}
+				want, in := samplingLogprob(st.Dist, st.ID, tc.temp, tc.topP)
+				if !in {
+					t.Errorf("T=%v p=%v: token %d (id %d) sampled outside the nucleus", tc.temp, tc.topP, i, st.ID)
+				}
+				if math.Abs(c.Logprobs[i]-want) > 2e-4 {
+					t.Errorf("T=%v p=%v: token %d (id %d): client log-prob %.6f, log q from the server's distribution %.6f",
+						tc.temp, tc.topP, i, st.ID, c.Logprobs[i], want)
+				}
+			}
+		})
 	}
 }
 
