@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -44,9 +45,11 @@ func TestMedian(t *testing.T) {
 		in   []float64
 		want float64
 	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(c.in); got != c.want {
-			t.Errorf("median(%v) = %g, want %g", c.in, got, c.want)
-		}
+		t.Run(fmt.Sprintf("%d-values", len(c.in)), func(t *testing.T) {
+			if got := median(c.in); got != c.want {
+				t.Errorf("median(%v) = %g, want %g", c.in, got, c.want)
+			}
+		})
 	}
 	if !math.IsNaN(median(nil)) {
 		t.Error("median of nothing is a number")

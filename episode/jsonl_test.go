@@ -185,18 +185,19 @@ func TestReaderErrors(t *testing.T) {
 	}
 	good := `{"id":"a","task":"t","reward":1,"status":"ok","segments":[` + okSeg + `]}`
 	for _, c := range cases {
-		got, errs := readAll(t, good+"\n"+c.line+"\n"+good+"\n")
-		if len(got) != 2 {
-			t.Errorf("%s: %d valid episodes read, want 2 (valid lines must never be dropped)", c.line, len(got))
-		}
-		if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want) {
-			t.Errorf("%s:\n got errors %v\nwant one containing %q", c.line, errs, c.want)
-			continue
-		}
-		var le *LineError
-		if !errors.As(errs[0], &le) || le.Line != 2 {
-			t.Errorf("%s: error %v is not a *LineError for line 2", c.line, errs[0])
-		}
+		t.Run(strings.TrimPrefix(c.want, "line 2: "), func(t *testing.T) {
+			got, errs := readAll(t, good+"\n"+c.line+"\n"+good+"\n")
+			if len(got) != 2 {
+				t.Errorf("%s: %d valid episodes read, want 2 (valid lines must never be dropped)", c.line, len(got))
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.want) {
+				t.Fatalf("%s:\n got errors %v\nwant one containing %q", c.line, errs, c.want)
+			}
+			var le *LineError
+			if !errors.As(errs[0], &le) || le.Line != 2 {
+				t.Errorf("%s: error %v is not a *LineError for line 2", c.line, errs[0])
+			}
+		})
 	}
 }
 

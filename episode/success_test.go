@@ -1,6 +1,9 @@
 package episode
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestSuccessOneDefinition(t *testing.T) {
 	cases := []struct {
@@ -14,15 +17,19 @@ func TestSuccessOneDefinition(t *testing.T) {
 		{0, false},
 	}
 	for _, c := range cases {
-		if got := Success(c.reward); got != c.want {
-			t.Errorf("Success(%v) = %v, want %v", c.reward, got, c.want)
-		}
+		t.Run(fmt.Sprintf("reward=%v", c.reward), func(t *testing.T) {
+			if got := Success(c.reward); got != c.want {
+				t.Errorf("Success(%v) = %v, want %v", c.reward, got, c.want)
+			}
+		})
 	}
 	for _, st := range []Status{StatusOverlong, StatusFormatError, StatusInfraError} {
-		e := Episode{Status: st, Reward: 1}
-		if e.Succeeded() {
-			t.Errorf("status %s with reward 1 counted as a success", st)
-		}
+		t.Run(string(st), func(t *testing.T) {
+			e := Episode{Status: st, Reward: 1}
+			if e.Succeeded() {
+				t.Errorf("status %s with reward 1 counted as a success", st)
+			}
+		})
 	}
 	if e := (Episode{Status: StatusOK, Reward: 1}); !e.Succeeded() {
 		t.Error("ok with reward 1 not a success")

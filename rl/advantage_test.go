@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -135,40 +136,43 @@ func TestHandGRPO(t *testing.T) {
 			{Kind: episode.KindExec, Trainable: true, ResponseIDs: []int{1, 2}, LossMask: []int{0, 1}}}}
 	}
 	for _, c := range []struct {
+		name    string
 		est     Estimator
 		a, a1   float64
 		byTask  bool
 		groupOf string
 	}{
-		{GRPO, 0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6), false, "g"},
-		{DrGRPO, 0.5, -0.5, false, "g"},
-		{GRPO, 0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6), true, ""},
+		{"grpo", GRPO, 0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6), false, "g"},
+		{"dr-grpo", DrGRPO, 0.5, -0.5, false, "g"},
+		{"grpo-by-task", GRPO, 0.5 / (0.5 + 1e-6), -0.5 / (0.5 + 1e-6), true, ""},
 	} {
-		eps := []episode.Episode{handEpisode(), other("b", 0, episode.StatusOK), other("c", 0.5, episode.StatusFormatError),
-			other("d", 100, episode.StatusInfraError), other("e", 3, episode.StatusOK)}
-		eps[4].Group, eps[4].Task = "alone", "other-task"
-		if c.byTask {
-			for i := range eps {
-				eps[i].Group = ""
+		t.Run(c.name, func(t *testing.T) {
+			eps := []episode.Episode{handEpisode(), other("b", 0, episode.StatusOK), other("c", 0.5, episode.StatusFormatError),
+				other("d", 100, episode.StatusInfraError), other("e", 3, episode.StatusOK)}
+			eps[4].Group, eps[4].Task = "alone", "other-task"
+			if c.byTask {
+				for i := range eps {
+					eps[i].Group = ""
+				}
 			}
-		}
-		cfg := DefaultAdvantageConfig()
-		cfg.Estimator, cfg.GroupByTask = c.est, c.byTask
-		if err := ComputeAdvantages(eps, cfg); err != nil {
-			t.Fatal(err)
-		}
-		name := string(c.est)
-		s := eps[0].Segments
-		checkVec(t, name+" adv[0]", s[0].Advantages, []float64{c.a, 0, c.a, c.a})
-		checkVec(t, name+" ret[0]", s[0].Returns, []float64{1, 0, 1, 1})
-		checkVec(t, name+" adv[1]", s[1].Advantages, zeros2)
-		checkVec(t, name+" ret[1]", s[1].Returns, zeros2)
-		checkVec(t, name+" adv[2]", s[2].Advantages, []float64{c.a, c.a, 0})
-		checkVec(t, name+" b", eps[1].Segments[0].Advantages, []float64{0, c.a1})
-		checkVec(t, name+" c", eps[2].Segments[0].Advantages, []float64{0, 0})
-		checkVec(t, name+" masked d", eps[3].Segments[0].Advantages, []float64{0, 0})
-		checkVec(t, name+" masked d ret", eps[3].Segments[0].Returns, []float64{0, 0})
-		checkVec(t, name+" singleton e", eps[4].Segments[0].Advantages, []float64{0, 0})
+			cfg := DefaultAdvantageConfig()
+			cfg.Estimator, cfg.GroupByTask = c.est, c.byTask
+			if err := ComputeAdvantages(eps, cfg); err != nil {
+				t.Fatal(err)
+			}
+			name := string(c.est)
+			s := eps[0].Segments
+			checkVec(t, name+" adv[0]", s[0].Advantages, []float64{c.a, 0, c.a, c.a})
+			checkVec(t, name+" ret[0]", s[0].Returns, []float64{1, 0, 1, 1})
+			checkVec(t, name+" adv[1]", s[1].Advantages, zeros2)
+			checkVec(t, name+" ret[1]", s[1].Returns, zeros2)
+			checkVec(t, name+" adv[2]", s[2].Advantages, []float64{c.a, c.a, 0})
+			checkVec(t, name+" b", eps[1].Segments[0].Advantages, []float64{0, c.a1})
+			checkVec(t, name+" c", eps[2].Segments[0].Advantages, []float64{0, 0})
+			checkVec(t, name+" masked d", eps[3].Segments[0].Advantages, []float64{0, 0})
+			checkVec(t, name+" masked d ret", eps[3].Segments[0].Returns, []float64{0, 0})
+			checkVec(t, name+" singleton e", eps[4].Segments[0].Advantages, []float64{0, 0})
+		})
 	}
 }
 
@@ -232,58 +236,62 @@ func TestMaskedEpisodes(t *testing.T) {
 		{episode.StatusOverlong, false, false},
 		{episode.StatusFormatError, true, false},
 	} {
-		for _, name := range EstimatorNames() {
-			est := Estimator(name)
-			ep := handEpisode()
-			ep.Status = c.status
-			if est == GRPO || est == DrGRPO {
-				ep.Reward = 5 // against two ok episodes of reward 0 and 1
+		t.Run(fmt.Sprintf("%s,mask_overlong=%v", c.status, c.maskOverlong), func(t *testing.T) {
+			for _, name := range EstimatorNames() {
+				t.Run(name, func(t *testing.T) {
+					est := Estimator(name)
+					ep := handEpisode()
+					ep.Status = c.status
+					if est == GRPO || est == DrGRPO {
+						ep.Reward = 5 // against two ok episodes of reward 0 and 1
+					}
+					eps := []episode.Episode{ep, handEpisode(), handEpisode()}
+					eps[1].Reward = 0
+					cfg := fixedCfg(est)
+					cfg.MaskOverlong = c.maskOverlong
+					if err := ComputeAdvantages(eps, cfg); err != nil {
+						t.Fatal(err)
+					}
+					nonzero := false
+					for _, s := range eps[0].Segments {
+						for i := range s.Advantages {
+							nonzero = nonzero || s.Advantages[i] != 0 || s.Returns[i] != 0
+						}
+					}
+					if nonzero == c.masked {
+						t.Errorf("%s, %s, mask overlong %v: nonzero advantages %v, want masked %v", est, c.status, c.maskOverlong, nonzero, c.masked)
+					}
+					toks, err := StepTokens(eps, StepConfig{Agg: TokenMean, MaskOverlong: c.maskOverlong, Critic: true})
+					if err == nil {
+						t.Fatalf("StepTokens without logprobs: no error")
+					}
+					for i := range eps {
+						for s := range eps[i].Segments {
+							eps[i].Segments[s].Logprobs = make([]float64, len(eps[i].Segments[s].ResponseIDs))
+						}
+					}
+					toks, err = StepTokens(eps, StepConfig{Agg: TokenMean, MaskOverlong: c.maskOverlong, Critic: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := 10
+					if !c.masked {
+						want = 15
+					}
+					if len(toks) != want {
+						t.Errorf("%s: %d step tokens, want %d", c.status, len(toks), want)
+					}
+					for _, tk := range toks {
+						if c.masked && tk.Ep == 0 {
+							t.Errorf("masked episode token in step: %+v", tk)
+						}
+						if tk.Weight != 1/float64(want) {
+							t.Errorf("token-mean weight %v, want 1/%d", tk.Weight, want)
+						}
+					}
+				})
 			}
-			eps := []episode.Episode{ep, handEpisode(), handEpisode()}
-			eps[1].Reward = 0
-			cfg := fixedCfg(est)
-			cfg.MaskOverlong = c.maskOverlong
-			if err := ComputeAdvantages(eps, cfg); err != nil {
-				t.Fatal(err)
-			}
-			nonzero := false
-			for _, s := range eps[0].Segments {
-				for i := range s.Advantages {
-					nonzero = nonzero || s.Advantages[i] != 0 || s.Returns[i] != 0
-				}
-			}
-			if nonzero == c.masked {
-				t.Errorf("%s, %s, mask overlong %v: nonzero advantages %v, want masked %v", est, c.status, c.maskOverlong, nonzero, c.masked)
-			}
-			toks, err := StepTokens(eps, StepConfig{Agg: TokenMean, MaskOverlong: c.maskOverlong, Critic: true})
-			if err == nil {
-				t.Fatalf("StepTokens without logprobs: no error")
-			}
-			for i := range eps {
-				for s := range eps[i].Segments {
-					eps[i].Segments[s].Logprobs = make([]float64, len(eps[i].Segments[s].ResponseIDs))
-				}
-			}
-			toks, err = StepTokens(eps, StepConfig{Agg: TokenMean, MaskOverlong: c.maskOverlong, Critic: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := 10
-			if !c.masked {
-				want = 15
-			}
-			if len(toks) != want {
-				t.Errorf("%s: %d step tokens, want %d", c.status, len(toks), want)
-			}
-			for _, tk := range toks {
-				if c.masked && tk.Ep == 0 {
-					t.Errorf("masked episode token in step: %+v", tk)
-				}
-				if tk.Weight != 1/float64(want) {
-					t.Errorf("token-mean weight %v, want 1/%d", tk.Weight, want)
-				}
-			}
-		}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -168,14 +169,16 @@ func TestAssignWeightsModes(t *testing.T) {
 		{SeqMeanTokenSum, []float64{1. / 3, 1. / 3, 1. / 3, 1. / 3, 1. / 3, 1. / 3}},
 		{EpisodeMeanTokenMean, []float64{1. / 8, 1. / 8, 1. / 8, 1. / 8, 1. / 4, 1. / 4}},
 	} {
-		if err := AssignWeights(toks, c.agg); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float64, len(toks))
-		for i := range toks {
-			got[i] = toks[i].Weight
-		}
-		checkVec(t, string(c.agg), got, c.want)
+		t.Run(string(c.agg), func(t *testing.T) {
+			if err := AssignWeights(toks, c.agg); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float64, len(toks))
+			for i := range toks {
+				got[i] = toks[i].Weight
+			}
+			checkVec(t, string(c.agg), got, c.want)
+		})
 	}
 	if AssignWeights(toks, "mean") == nil {
 		t.Error("unknown aggregation accepted")
@@ -233,14 +236,16 @@ func TestPPOLossValuesAndFiniteDifference(t *testing.T) {
 		{1.2, 1e-300, -1.2e-300}, // tiny advantage
 	}
 	for _, c := range cases {
-		toks := []Token{{OldLogp: -2, Adv: c.a, Weight: 1}}
-		loss, _, _, err := PPOLoss(toks, []float64{-2 + math.Log(c.rho)}, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(loss-c.want) > 1e-12 {
-			t.Errorf("ρ=%v Â=%v: ℓ = %v, want %v", c.rho, c.a, loss, c.want)
-		}
+		t.Run(fmt.Sprintf("rho=%v,adv=%v", c.rho, c.a), func(t *testing.T) {
+			toks := []Token{{OldLogp: -2, Adv: c.a, Weight: 1}}
+			loss, _, _, err := PPOLoss(toks, []float64{-2 + math.Log(c.rho)}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(loss-c.want) > 1e-12 {
+				t.Errorf("ρ=%v Â=%v: ℓ = %v, want %v", c.rho, c.a, loss, c.want)
+			}
+		})
 	}
 
 	rng := rand.New(rand.NewPCG(13, 14))
@@ -321,14 +326,16 @@ func TestValueLoss(t *testing.T) {
 		{1.2, 0.5 * 0.25, 0},             // V overshoots G... clipped 0.5: |0.5−1| = 0.5 > 0.2 → clipped wins, grad 0
 	}
 	for _, c := range cases {
-		toks := []Token{{Return: 1, OldValue: 0, Weight: 1}}
-		loss, g, _, err := ValueLoss(toks, []float64{c.v}, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(loss-c.want) > 1e-12 || math.Abs(g[0]-c.grad) > 1e-12 {
-			t.Errorf("V=%v: loss %v grad %v, want %v %v", c.v, loss, g[0], c.want, c.grad)
-		}
+		t.Run(fmt.Sprintf("V=%v", c.v), func(t *testing.T) {
+			toks := []Token{{Return: 1, OldValue: 0, Weight: 1}}
+			loss, g, _, err := ValueLoss(toks, []float64{c.v}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(loss-c.want) > 1e-12 || math.Abs(g[0]-c.grad) > 1e-12 {
+				t.Errorf("V=%v: loss %v grad %v, want %v %v", c.v, loss, g[0], c.want, c.grad)
+			}
+		})
 	}
 	rng := rand.New(rand.NewPCG(15, 16))
 	_, toks := randomStep(t, rng, TokenMean)
@@ -337,28 +344,30 @@ func TestValueLoss(t *testing.T) {
 		v[i] = toks[i].OldValue + rng.NormFloat64()
 	}
 	for _, clip := range []float64{0, 0.5} {
-		_, g, st, err := ValueLoss(toks, v, ValueConfig{Clip: clip})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if clip == 0 && st.Clipped != 0 || clip > 0 && st.Clipped == 0 {
-			t.Errorf("clip %v: %d clipped", clip, st.Clipped)
-		}
-		const h = 1e-6
-		for i := range toks {
-			d := v[i] - toks[i].OldValue
-			if math.Abs(math.Abs(d)-clip) < 1e-4 {
-				continue
+		t.Run(fmt.Sprintf("finite-difference,clip=%v", clip), func(t *testing.T) {
+			_, g, st, err := ValueLoss(toks, v, ValueConfig{Clip: clip})
+			if err != nil {
+				t.Fatal(err)
 			}
-			vp, vm := append([]float64(nil), v...), append([]float64(nil), v...)
-			vp[i] += h
-			vm[i] -= h
-			Lp, _, _, _ := ValueLoss(toks, vp, ValueConfig{Clip: clip})
-			Lm, _, _, _ := ValueLoss(toks, vm, ValueConfig{Clip: clip})
-			if fd := (Lp - Lm) / (2 * h); math.Abs(fd-g[i]) > 1e-6*(1+math.Abs(g[i])) {
-				t.Errorf("clip %v token %d: analytic %v, finite difference %v", clip, i, g[i], fd)
+			if clip == 0 && st.Clipped != 0 || clip > 0 && st.Clipped == 0 {
+				t.Errorf("clip %v: %d clipped", clip, st.Clipped)
 			}
-		}
+			const h = 1e-6
+			for i := range toks {
+				d := v[i] - toks[i].OldValue
+				if math.Abs(math.Abs(d)-clip) < 1e-4 {
+					continue
+				}
+				vp, vm := append([]float64(nil), v...), append([]float64(nil), v...)
+				vp[i] += h
+				vm[i] -= h
+				Lp, _, _, _ := ValueLoss(toks, vp, ValueConfig{Clip: clip})
+				Lm, _, _, _ := ValueLoss(toks, vm, ValueConfig{Clip: clip})
+				if fd := (Lp - Lm) / (2 * h); math.Abs(fd-g[i]) > 1e-6*(1+math.Abs(g[i])) {
+					t.Errorf("clip %v token %d: analytic %v, finite difference %v", clip, i, g[i], fd)
+				}
+			}
+		})
 	}
 	if _, _, _, err := ValueLoss(toks, v[:1], cfg); err == nil {
 		t.Error("length mismatch accepted")
