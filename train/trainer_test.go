@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -116,32 +117,34 @@ func TestTrainingRaisesReward(t *testing.T) {
 // weights are fixed over the whole optimiser step.
 func TestMicroBatchSizeDoesNotChangeUpdate(t *testing.T) {
 	for _, mode := range []string{"token-mean", "seq-mean-token-mean"} {
-		var weights [][]float64
-		var metrics [][]map[string]any
-		for _, mb := range []int{1, 3, 1000} {
-			cfg := testConfig(t)
-			cfg.Run.Iterations = 2
-			cfg.Run.EvalEvery = 0
-			cfg.Run.EvalEpisodes = 0
-			cfg.RL.LossAggMode = mode
-			cfg.RL.MicroBatch = mb
-			tr := newTestTrainer(cfg, newMemoryTask())
-			if _, err := tr.Run(context.Background()); err != nil {
-				t.Fatal(err)
+		t.Run(mode, func(t *testing.T) {
+			var weights [][]float64
+			var metrics [][]map[string]any
+			for _, mb := range []int{1, 3, 1000} {
+				cfg := testConfig(t)
+				cfg.Run.Iterations = 2
+				cfg.Run.EvalEvery = 0
+				cfg.Run.EvalEpisodes = 0
+				cfg.RL.LossAggMode = mode
+				cfg.RL.MicroBatch = mb
+				tr := newTestTrainer(cfg, newMemoryTask())
+				if _, err := tr.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				weights = append(weights, tr.Policy.(*bigram).W)
+				metrics = append(metrics, stripTiming(readMetrics(t, cfg.Run.Dir)))
 			}
-			weights = append(weights, tr.Policy.(*bigram).W)
-			metrics = append(metrics, stripTiming(readMetrics(t, cfg.Run.Dir)))
-		}
-		for i := 1; i < len(weights); i++ {
-			for k := range weights[0] {
-				if d := math.Abs(weights[i][k] - weights[0][k]); d > 1e-12 {
-					t.Fatalf("%s: micro-batch size changed weight %d by %g", mode, k, d)
+			for i := 1; i < len(weights); i++ {
+				for k := range weights[0] {
+					if d := math.Abs(weights[i][k] - weights[0][k]); d > 1e-12 {
+						t.Fatalf("%s: micro-batch size changed weight %d by %g", mode, k, d)
+					}
+				}
+				if !reflect.DeepEqual(metrics[i], metrics[0]) {
+					t.Errorf("%s: micro-batch size changed the metrics:\n%v\n%v", mode, metrics[i], metrics[0])
 				}
 			}
-			if !reflect.DeepEqual(metrics[i], metrics[0]) {
-				t.Errorf("%s: micro-batch size changed the metrics:\n%v\n%v", mode, metrics[i], metrics[0])
-			}
-		}
+		})
 	}
 }
 
@@ -163,42 +166,44 @@ func TestResumeAfterKillReproducesRun(t *testing.T) {
 	want := stripTiming(readMetrics(t, cfg.Run.Dir))
 
 	for _, every := range []int{1, 2} {
-		cfg2 := cfg
-		cfg2.Run.Dir = t.TempDir()
-		cfg2.Run.CheckpointEvery = every
-		env := newMemoryTask()
-		// Collect calls: eval 0 (2 calls), iter 0, iter 1, eval 2 (2), iter 2, iter 3 → kill in iteration 3's rollouts.
-		env.beforeCollect = func(call int) error {
-			if call == 8 {
-				return errKilled
+		t.Run(fmt.Sprintf("checkpoint_every=%d", every), func(t *testing.T) {
+			cfg2 := cfg
+			cfg2.Run.Dir = t.TempDir()
+			cfg2.Run.CheckpointEvery = every
+			env := newMemoryTask()
+			// Collect calls: eval 0 (2 calls), iter 0, iter 1, eval 2 (2), iter 2, iter 3 → kill in iteration 3's rollouts.
+			env.beforeCollect = func(call int) error {
+				if call == 8 {
+					return errKilled
+				}
+				return nil
 			}
-			return nil
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := newTestTrainer(cfg2, env).Run(ctx); !errors.Is(err, errKilled) {
-			t.Fatalf("interrupted run: err = %v", err)
-		}
-		cancel()
-		got := readMetrics(t, cfg2.Run.Dir)
-		if len(got) != 3 {
-			t.Fatalf("checkpoint_every %d: %d records before the kill, want 3", every, len(got))
-		}
-		tr := newTestTrainer(cfg2, newMemoryTask())
-		tr.Resume = true
-		res, err := tr.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Before != fullRes.Before || res.After != fullRes.After {
-			t.Errorf("checkpoint_every %d: resumed before/after %+v %+v, want %+v %+v", every, res.Before, res.After, fullRes.Before, fullRes.After)
-		}
-		got = stripTiming(readMetrics(t, cfg2.Run.Dir))
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("checkpoint_every %d: resumed metrics differ:\n got %v\nwant %v", every, got, want)
-		}
-		if !reflect.DeepEqual(tr.Policy.(*bigram).W, full.Policy.(*bigram).W) {
-			t.Errorf("checkpoint_every %d: resumed weights differ", every)
-		}
+			ctx, cancel := context.WithCancel(context.Background())
+			if _, err := newTestTrainer(cfg2, env).Run(ctx); !errors.Is(err, errKilled) {
+				t.Fatalf("interrupted run: err = %v", err)
+			}
+			cancel()
+			got := readMetrics(t, cfg2.Run.Dir)
+			if len(got) != 3 {
+				t.Fatalf("checkpoint_every %d: %d records before the kill, want 3", every, len(got))
+			}
+			tr := newTestTrainer(cfg2, newMemoryTask())
+			tr.Resume = true
+			res, err := tr.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Before != fullRes.Before || res.After != fullRes.After {
+				t.Errorf("checkpoint_every %d: resumed before/after %+v %+v, want %+v %+v", every, res.Before, res.After, fullRes.Before, fullRes.After)
+			}
+			got = stripTiming(readMetrics(t, cfg2.Run.Dir))
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("checkpoint_every %d: resumed metrics differ:\n got %v\nwant %v", every, got, want)
+			}
+			if !reflect.DeepEqual(tr.Policy.(*bigram).W, full.Policy.(*bigram).W) {
+				t.Errorf("checkpoint_every %d: resumed weights differ", every)
+			}
+		})
 	}
 }
 

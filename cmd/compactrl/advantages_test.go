@@ -110,14 +110,16 @@ func TestAdvantagesCLIOtherGAE(t *testing.T) {
 		{"independent", []float64{0.25, 1.5, 0}, []float64{1.25, 2, 0}},
 		{"concat", []float64{-0.0625, 0.875, 0}, []float64{0.9375, 1.375, 0}},
 	} {
-		out, stderr, code := runCLI(t, advInput, "--estimator", c.est, "--gamma", "1", "--lambda", "0.5")
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", c.est, code, stderr)
-		}
-		s := readEpisodes(t, out)[0].Segments
-		wantVec(t, c.est+" adv[0]", s[0].Advantages, c.adv0)
-		wantVec(t, c.est+" ret[0]", s[0].Returns, c.ret)
-		wantVec(t, c.est+" adv[2]", s[2].Advantages, []float64{0, 0.75, 0.5})
+		t.Run(c.est, func(t *testing.T) {
+			out, stderr, code := runCLI(t, advInput, "--estimator", c.est, "--gamma", "1", "--lambda", "0.5")
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", c.est, code, stderr)
+			}
+			s := readEpisodes(t, out)[0].Segments
+			wantVec(t, c.est+" adv[0]", s[0].Advantages, c.adv0)
+			wantVec(t, c.est+" ret[0]", s[0].Returns, c.ret)
+			wantVec(t, c.est+" adv[2]", s[2].Advantages, []float64{0, 0.75, 0.5})
+		})
 	}
 }
 
@@ -186,16 +188,18 @@ func TestAdvantagesCLIErrors(t *testing.T) {
 		{"args", advInput, []string{"x.jsonl"}, "unexpected arguments"},
 		{"flag", advInput, []string{"--nope"}, "flag provided but not defined"},
 	} {
-		out, stderr, code := runCLI(t, c.stdin, c.args...)
-		if code == 0 {
-			t.Errorf("%s: exit 0", c.name)
-		}
-		if !strings.Contains(stderr, c.want) {
-			t.Errorf("%s: stderr %q, want it to contain %q", c.name, stderr, c.want)
-		}
-		if c.name == "bad JSON" && len(readEpisodes(t, out)) != 1 {
-			t.Errorf("bad JSON: the episode before the bad line was not written: %q", out)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			out, stderr, code := runCLI(t, c.stdin, c.args...)
+			if code == 0 {
+				t.Errorf("%s: exit 0", c.name)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Errorf("%s: stderr %q, want it to contain %q", c.name, stderr, c.want)
+			}
+			if c.name == "bad JSON" && len(readEpisodes(t, out)) != 1 {
+				t.Errorf("bad JSON: the episode before the bad line was not written: %q", out)
+			}
+		})
 	}
 }
 

@@ -61,33 +61,35 @@ func TestEvalScriptedHarbor(t *testing.T) {
 		policy string
 		pass   float64
 	}{{"oracle", 1}, {"empty", 0}} {
-		out := filepath.Join(t.TempDir(), "run")
-		stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--policy", c.policy, "--attempts", "2", "--out", out)
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", c.policy, code, stderr)
-		}
-		r := readResults(t, out)
-		if r.Episodes != 4 || r.Scored != 4 || r.Pass1 == nil || *r.Pass1 != c.pass || len(r.Tasks) != 2 || len(r.Pass1CI) != 2 {
-			t.Fatalf("%s: results %+v", c.policy, r)
-		}
-		if r.Pass1CI[0] > c.pass || r.Pass1CI[1] < c.pass || r.Pass1CI[1]-r.Pass1CI[0] < 0.3 {
-			t.Fatalf("%s: Wilson interval %v for 4 episodes at %v", c.policy, r.Pass1CI, c.pass)
-		}
-		if len(r.Skipped) != 1 || r.Skipped[0].Task != "needs-image" || !strings.Contains(stdout, "skipped needs-image") {
-			t.Fatalf("%s: skipped %+v, stdout %s", c.policy, r.Skipped, stdout)
-		}
-		for _, tr := range r.Tasks {
-			if tr.Attempts != 2 || tr.Pass1 == nil || *tr.Pass1 != c.pass {
-				t.Fatalf("%s: task %+v", c.policy, tr)
+		t.Run(c.policy, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--policy", c.policy, "--attempts", "2", "--out", out)
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", c.policy, code, stderr)
 			}
-		}
-		if !strings.Contains(stdout, "count-lines") || !strings.Contains(stdout, fmt.Sprintf("pass@1 %.3f", c.pass)) {
-			t.Fatalf("%s: table:\n%s", c.policy, stdout)
-		}
-		eps := readFileEpisodes(t, filepath.Join(out, "episodes.jsonl"))
-		if len(eps) != 4 || eps[0].Meta["policy"] != c.policy {
-			t.Fatalf("%s: %d episodes %+v", c.policy, len(eps), eps)
-		}
+			r := readResults(t, out)
+			if r.Episodes != 4 || r.Scored != 4 || r.Pass1 == nil || *r.Pass1 != c.pass || len(r.Tasks) != 2 || len(r.Pass1CI) != 2 {
+				t.Fatalf("%s: results %+v", c.policy, r)
+			}
+			if r.Pass1CI[0] > c.pass || r.Pass1CI[1] < c.pass || r.Pass1CI[1]-r.Pass1CI[0] < 0.3 {
+				t.Fatalf("%s: Wilson interval %v for 4 episodes at %v", c.policy, r.Pass1CI, c.pass)
+			}
+			if len(r.Skipped) != 1 || r.Skipped[0].Task != "needs-image" || !strings.Contains(stdout, "skipped needs-image") {
+				t.Fatalf("%s: skipped %+v, stdout %s", c.policy, r.Skipped, stdout)
+			}
+			for _, tr := range r.Tasks {
+				if tr.Attempts != 2 || tr.Pass1 == nil || *tr.Pass1 != c.pass {
+					t.Fatalf("%s: task %+v", c.policy, tr)
+				}
+			}
+			if !strings.Contains(stdout, "count-lines") || !strings.Contains(stdout, fmt.Sprintf("pass@1 %.3f", c.pass)) {
+				t.Fatalf("%s: table:\n%s", c.policy, stdout)
+			}
+			eps := readFileEpisodes(t, filepath.Join(out, "episodes.jsonl"))
+			if len(eps) != 4 || eps[0].Meta["policy"] != c.policy {
+				t.Fatalf("%s: %d episodes %+v", c.policy, len(eps), eps)
+			}
+		})
 	}
 }
 
@@ -144,23 +146,26 @@ func TestEvalFlagErrors(t *testing.T) {
 	tasks := copyShipped(t, "count-lines")
 	out := t.TempDir()
 	for _, c := range []struct {
+		name string
 		args []string
 		want string
 	}{
-		{[]string{"--policy", "oracle", "--out", out}, "--tasks"},
-		{[]string{"--tasks", tasks, "--policy", "oracle"}, "--out"},
-		{[]string{"--tasks", tasks, "--policy", "magic", "--out", out}, "--policy"},
-		{[]string{"--tasks", tasks, "--out", out}, "--engine"},
-		{[]string{"--tasks", tasks, "--out", out, "--engine", "http://127.0.0.1:9"}, "--template"},
-		{[]string{"--tasks", tasks, "--out", out, "--engine", "http://127.0.0.1:9", "--template", "1,2,3"}, "6 ids"},
-		{[]string{"--tasks", tasks, "--out", out, "--engine", "ftp://x", "--template", "1,2,3,4,5,6"}, "http"},
-		{[]string{"--tasks", filepath.Join(out, "nope"), "--policy", "oracle", "--out", out}, "--tasks"},
-		{[]string{"--tasks", tasks, "--policy", "oracle", "--out", out, "--attempts", "0"}, "--attempts"},
+		{"no-tasks", []string{"--policy", "oracle", "--out", out}, "--tasks"},
+		{"no-out", []string{"--tasks", tasks, "--policy", "oracle"}, "--out"},
+		{"unknown-policy", []string{"--tasks", tasks, "--policy", "magic", "--out", out}, "--policy"},
+		{"no-policy-or-engine", []string{"--tasks", tasks, "--out", out}, "--engine"},
+		{"engine-without-template", []string{"--tasks", tasks, "--out", out, "--engine", "http://127.0.0.1:9"}, "--template"},
+		{"short-template", []string{"--tasks", tasks, "--out", out, "--engine", "http://127.0.0.1:9", "--template", "1,2,3"}, "6 ids"},
+		{"engine-not-http", []string{"--tasks", tasks, "--out", out, "--engine", "ftp://x", "--template", "1,2,3,4,5,6"}, "http"},
+		{"tasks-dir-missing", []string{"--tasks", filepath.Join(out, "nope"), "--policy", "oracle", "--out", out}, "--tasks"},
+		{"zero-attempts", []string{"--tasks", tasks, "--policy", "oracle", "--out", out, "--attempts", "0"}, "--attempts"},
 	} {
-		_, stderr, code := runCmd(t, append([]string{"eval"}, c.args...)...)
-		if code == 0 || !strings.Contains(stderr, c.want) {
-			t.Errorf("eval %v: exit %d, stderr %q (want mention of %s)", c.args, code, stderr, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			_, stderr, code := runCmd(t, append([]string{"eval"}, c.args...)...)
+			if code == 0 || !strings.Contains(stderr, c.want) {
+				t.Errorf("eval %v: exit %d, stderr %q (want mention of %s)", c.args, code, stderr, c.want)
+			}
+		})
 	}
 }
 

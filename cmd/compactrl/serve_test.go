@@ -445,9 +445,11 @@ func TestServeChatTemplateAndEngineFlags(t *testing.T) {
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-timeout", "0s"}, "--engine-timeout"},
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-retries", "0"}, "--engine-retries"},
 	} {
-		_, stderr, code := runCmd(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, x.args...)...)
-		if code == 0 || !strings.Contains(stderr, x.want) {
-			t.Errorf("serve %v: exit %d, %s; want an error naming %s", x.args, code, stderr, x.want)
-		}
+		t.Run(x.want, func(t *testing.T) {
+			_, stderr, code := runCmd(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, x.args...)...)
+			if code == 0 || !strings.Contains(stderr, x.want) {
+				t.Errorf("serve %v: exit %d, %s; want an error naming %s", x.args, code, stderr, x.want)
+			}
+		})
 	}
 }

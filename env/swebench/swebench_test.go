@@ -168,12 +168,14 @@ func TestLoadInstances(t *testing.T) {
 		"not json":  `{"instance_id":`,
 		"empty":     "\n",
 	} {
-		write(t, p, body)
-		if _, err := LoadInstances(p); err == nil {
-			t.Errorf("%s: loaded", name)
-		} else if name != "empty" && !strings.Contains(err.Error(), "i.jsonl:") {
-			t.Errorf("%s: error lacks file:line: %v", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			write(t, p, body)
+			if _, err := LoadInstances(p); err == nil {
+				t.Errorf("%s: loaded", name)
+			} else if name != "empty" && !strings.Contains(err.Error(), "i.jsonl:") {
+				t.Errorf("%s: error lacks file:line: %v", name, err)
+			}
+		})
 	}
 }
 
@@ -183,18 +185,21 @@ func TestRepoDir(t *testing.T) {
 		os.MkdirAll(filepath.Join(repos, d), 0o755)
 	}
 	for _, c := range []struct {
+		name string
 		in   Instance
 		want string
 	}{
-		{Instance{Repo: "o/n"}, "o__n"},
-		{Instance{Repo: "x/other"}, "other"},
-		{Instance{Repo: "own/nm"}, "own/nm"},
-		{Instance{Repo: "o/n", RepoPath: "other"}, "other"},
+		{"owner__name", Instance{Repo: "o/n"}, "o__n"},
+		{"name-only", Instance{Repo: "x/other"}, "other"},
+		{"owner-dir-name-dir", Instance{Repo: "own/nm"}, "own/nm"},
+		{"repo_path-wins", Instance{Repo: "o/n", RepoPath: "other"}, "other"},
 	} {
-		got, err := RepoDir(&c.in, repos)
-		if err != nil || got != filepath.Join(repos, c.want) {
-			t.Errorf("%+v: %q %v, want %s", c.in, got, err, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			got, err := RepoDir(&c.in, repos)
+			if err != nil || got != filepath.Join(repos, c.want) {
+				t.Errorf("%+v: %q %v, want %s", c.in, got, err, c.want)
+			}
+		})
 	}
 	if _, err := RepoDir(&Instance{InstanceID: "i", Repo: "no/where"}, repos); err == nil || !strings.Contains(err.Error(), "no__where") {
 		t.Errorf("missing repo: %v", err)
@@ -206,24 +211,27 @@ func TestTestCommand(t *testing.T) {
 	write(t, filepath.Join(goRoot, "go.mod"), "module m\n")
 	pyRoot := t.TempDir()
 	for _, c := range []struct {
+		name     string
 		root, id string
 		inst     Instance
 		pytest   bool
 		cmd      string
 		must     string
 	}{
-		{goRoot, "TestX", Instance{}, false, "go test -count=1 -v -run '^TestX$' './...' 2>&1", "--- PASS: TestX "},
-		{goRoot, "./pkg:TestX/sub.case", Instance{}, false, `go test -count=1 -v -run '^TestX$/^sub\.case$' './pkg' 2>&1`, "--- PASS: TestX/sub.case "},
-		{pyRoot, "tests/test_a.py::C::test_m", Instance{}, false, "python3 -m unittest -v 'tests.test_a.C.test_m' 2>&1", ""},
-		{pyRoot, "tests/test_a.py::C::test_m", Instance{}, true, "python3 -m pytest -q -p no:cacheprovider 'tests/test_a.py::C::test_m' 2>&1", ""},
-		{pyRoot, "tests.test_a.C.test_m", Instance{}, false, "python3 -m unittest -v 'tests.test_a.C.test_m' 2>&1", ""},
-		{pyRoot, "it's", Instance{TestCmd: "./run {test} --fast"}, false, `./run 'it'\''s' --fast`, ""},
-		{goRoot, "T", Instance{TestCmd: "make test"}, false, "make test 'T'", ""},
+		{"go-test", goRoot, "TestX", Instance{}, false, "go test -count=1 -v -run '^TestX$' './...' 2>&1", "--- PASS: TestX "},
+		{"go-subtest-in-package", goRoot, "./pkg:TestX/sub.case", Instance{}, false, `go test -count=1 -v -run '^TestX$/^sub\.case$' './pkg' 2>&1`, "--- PASS: TestX/sub.case "},
+		{"unittest-from-pytest-id", pyRoot, "tests/test_a.py::C::test_m", Instance{}, false, "python3 -m unittest -v 'tests.test_a.C.test_m' 2>&1", ""},
+		{"pytest", pyRoot, "tests/test_a.py::C::test_m", Instance{}, true, "python3 -m pytest -q -p no:cacheprovider 'tests/test_a.py::C::test_m' 2>&1", ""},
+		{"unittest-dotted-id", pyRoot, "tests.test_a.C.test_m", Instance{}, false, "python3 -m unittest -v 'tests.test_a.C.test_m' 2>&1", ""},
+		{"test_cmd-placeholder-quoted", pyRoot, "it's", Instance{TestCmd: "./run {test} --fast"}, false, `./run 'it'\''s' --fast`, ""},
+		{"test_cmd-id-appended", goRoot, "T", Instance{TestCmd: "make test"}, false, "make test 'T'", ""},
 	} {
-		got, err := TestCommand(&c.inst, c.root, c.id, c.pytest)
-		if err != nil || got.Cmd != c.cmd || got.MustContain != c.must {
-			t.Errorf("%s: %+v %v; want %q must %q", c.id, got, err, c.cmd, c.must)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			got, err := TestCommand(&c.inst, c.root, c.id, c.pytest)
+			if err != nil || got.Cmd != c.cmd || got.MustContain != c.must {
+				t.Errorf("%s: %+v %v; want %q must %q", c.id, got, err, c.cmd, c.must)
+			}
+		})
 	}
 }
 

@@ -22,9 +22,11 @@ func TestFinalize(t *testing.T) {
 		{0, 0},                      // 0 is a fixed point: every step maps 0 to 0
 		{Gamma, 0xe220a8397b1dcdaf}, // the first output for seed 0
 	} {
-		if got := Finalize(tc.in); got != tc.want {
-			t.Errorf("Finalize(%#x) = %#x, want %#x", tc.in, got, tc.want)
-		}
+		t.Run(fmt.Sprintf("%#x", tc.in), func(t *testing.T) {
+			if got := Finalize(tc.in); got != tc.want {
+				t.Errorf("Finalize(%#x) = %#x, want %#x", tc.in, got, tc.want)
+			}
+		})
 	}
 }
 
