@@ -15,7 +15,8 @@
 // mr. With few rows (m ≤ 12) and B not transposed, B is read in
 // place instead of packed. A·Bᵀ with few rows (m ≤ 8, or m ≤ 40 once k ≥ 128) skips packing
 // altogether: a dot-product kernel computes 4×4 tiles of C as 16 dot products along k and reduces
-// them in registers.
+// them in registers (AVX2 and portable Go: m ≤ 4; portable Go's tiles sum every element as its
+// micro-kernel does).
 //
 // Products of at least 2²³ flops run on up to runtime.GOMAXPROCS(0) goroutines, each owning whole
 // tiles of C (columns, or rows when that balances better): no reduction is split, so the result
@@ -25,22 +26,21 @@
 // # Batch-invariant products
 //
 // The dot-product kernel and the micro-kernel sum an element of C in different orders (16-lane
-// partial sums reduced by a tree, against one FMA chain per element and kc block), and Gemm
-// picks between them by m: a row of A·Bᵀ can change in its last bits with the number of rows
-// multiplied alongside it. The decoder of package model must not let that happen (a sequence's
-// log-probabilities would depend on which others share its batch), so the package also has
-// products whose every element of C is a fixed function of its row of op(A), its column of
-// op(B), k, alpha, beta and its old value, whatever m and n: GemmRows and GemmRowsSerial always
-// take the micro-kernel (packing B for A·Bᵀ with few rows, where Gemm would not), and
-// GemmPacked multiplies by an op(B) packed once by PackB, the decoder's weights. The micro-kernel
-// gives an element the same operations in every tile: one FMA per k into its own accumulator,
-// then C = C + alpha·acc fused (portable Go: a multiply and an add each, fused only where Go
-// fuses them), kc blocks in order; a column edge is masked (AVX-512) or run on a scratch copy of
-// C (AVX2, portable Go), never a different sum. Gemm, GemmRows and GemmPacked agree bit for
-// bit wherever Gemm takes the micro-kernel. With B packed beforehand, few-row products are
-// faster than Gemm's (BenchmarkGemmRows against BenchmarkGemm, avx512, 1 thread, measured
-// together: x·Wᵀ with W 1024×256 at m = 1, 4, 32: 44, 163, 180 GFLOP/cpu-s, against 28, 105,
-// 125).
+// partial sums reduced by a tree, against one FMA chain per element and kc block; not on the
+// portable path, whose two sum alike), and Gemm picks between them by m: a row of A·Bᵀ can change
+// in its last bits with the number of rows multiplied alongside it. The decoder of package model
+// must not let that happen (a sequence's log-probabilities would depend on which others share its
+// batch), so the package also has products whose every element of C is a fixed function of its row
+// of op(A), its column of op(B), k, alpha, beta and its old value, whatever m and n: GemmRows and
+// GemmRowsSerial always take the micro-kernel (packing B for A·Bᵀ with few rows, where Gemm would
+// not), and GemmPacked multiplies by an op(B) packed once by PackB, the decoder's weights. The
+// micro-kernel gives an element the same operations in every tile: one FMA per k into its own
+// accumulator, then C = C + alpha·acc fused (portable Go: a multiply and an add each, fused only
+// where Go fuses them), kc blocks in order; a column edge is masked (AVX-512) or run on a scratch
+// copy of C (AVX2, portable Go), never a different sum. Gemm, GemmRows and GemmPacked agree bit for
+// bit wherever Gemm takes the micro-kernel. With B packed beforehand, few-row products are faster
+// than Gemm's (BenchmarkGemmRows against BenchmarkGemm, avx512, 1 thread, measured together: x·Wᵀ
+// with W 1024×256 at m = 1, 4, 32: 44, 163, 180 GFLOP/cpu-s, against 28, 105, 125).
 //
 // The code path is chosen once at start-up from the CPU (golang.org/x/sys/cpu, which checks that
 // the OS saves the vector state): on amd64 "avx512" (AVX-512 F and VL), else "avx2" (AVX2 and
@@ -104,63 +104,67 @@
 // (1 thread; %peak against 231 GFLOP/s; go is the portable path's former 4×4 kernel.) The three
 // amd64 paths again side by side in one run (2026-12-03, AMD EPYC, Zen 5 class, AVX-512, 2 vCPUs;
 // BenchmarkGemm, threads=1, GFLOP/cpu-s, medians of 3 runs, each path forced by the benchmark;
-// four other agents were compiling and testing on the same two vCPUs, load average 4–6). "go
-// before" is the 4×4 kernel that the 1×8 one replaced, from a test binary built just before the
-// change and run minutes earlier on the same machine:
+// four other agents were compiling and testing on the same two vCPUs, load average 3.6–4.3).
+// "before → after" compares the portable path's former kernels (4×4 tile, dot products of four
+// chains) with the new ones in runs of two test binaries interleaved three times (load average
+// 4.6–5.0), medians:
 //
-//	shape m×n×k (op)              avx512  avx2   go    go before  go/before
-//	64³                            132     68    7.9     5.7       1.4×
-//	256³                           176     90    9.0     6.1       1.5×
-//	1024³                          169     87    8.9     5.9       1.5×
-//	4096×256×256                   177     92    9.2     5.0       1.8×
-//	4096×256×256 (x·Wᵀ)            177     93    8.8     5.4       1.6×
-//	2048×688×256 (x·Wᵀ)            173     82    9.6     6.3       1.5×
-//	688×256×2048 (dW = dyᵀ·x)      170     76    8.9     5.9       1.5×
-//	2048×256×688 (dx = dy·W)       183     90    8.9     6.0       1.5×
-//	64×512×64 (Q·Kᵀ, one head)     156     47    7.9     5.5       1.4×
-//	64×64×512 (P·V, one head)      161     80    8.8     5.6       1.6×
-//	32×1024×256                    130     52    7.8     5.4       1.4×
-//	32×1024×256 (x·Wᵀ, decode)     143     30    7.2     5.2       1.4×
-//	64×1024×256 (x·Wᵀ)             155     48    8.4     4.9       1.7×
-//	4×1024×256 (x·Wᵀ)              124     27    5.8     5.1       1.1×
-//	1×1024×256                      22     10    5.9     1.2       4.8×
-//	1×1024×256 (x·Wᵀ)               33     22    5.8     5.3       1.1×
+//	shape m×n×k (op)              avx512  avx2   go    go before → after
+//	64³                            145     80    9.0     5.5 →  8.9   1.6×
+//	256³                           176     98    9.5     6.1 →  9.8   1.6×
+//	1024³                          173    101    9.9     6.1 →  9.7   1.6×
+//	4096×256×256                   177    101    9.8     6.1 → 10.0   1.6×
+//	4096×256×256 (x·Wᵀ)            182     99    9.7     6.0 → 10.1   1.7×
+//	2048×688×256 (x·Wᵀ)            169     94    9.7     6.1 →  9.9   1.6×
+//	688×256×2048 (dW = dyᵀ·x)      174     85    9.4     5.9 →  8.9   1.5×
+//	2048×256×688 (dx = dy·W)       199     94    9.8     6.1 →  9.8   1.6×
+//	64×512×64 (Q·Kᵀ, one head)     171     49    8.7     5.5 →  8.6   1.6×
+//	64×64×512 (P·V, one head)      171     84    9.7     5.6 →  9.5   1.7×
+//	32×1024×256                    127     64    9.2     5.6 →  9.1   1.6×
+//	32×1024×256 (x·Wᵀ, decode)     164     33    8.3     5.5 →  8.3   1.5×
+//	64×1024×256 (x·Wᵀ)             174     51    9.1     5.7 →  8.8   1.5×
+//	4×1024×256 (x·Wᵀ)              139     29    7.9     6.0 →  7.6   1.3×
+//	1×1024×256                      28     12    6.5     2.2 →  5.8   2.6×
+//	1×1024×256 (x·Wᵀ)               39     25    7.6     6.1 →  7.1   1.2×
 //	arm64 (neon): correctness only, tested under qemu-aarch64-static; speed unmeasured here
 //
-// The portable path is 1.4–1.8× faster on the model's shapes, not the 3× once hoped for, and 3×
-// is out of reach of scalar code on this CPU: BenchmarkScalarPeak (GOMAXPROCS=1, medians of 3)
-// measures 13.5 GFLOP/cpu-s for nine independent float32 chains acc = acc + a·b (two multiplies
-// and two adds a cycle; Go does not fuse them on amd64 below GOAMD64=v3) and 5.2 for the same
-// with math.FMA in float64 (a run-time CPU check on every call at the default GOAMD64=v1; 12.7
-// with GOAMD64=v3, still no faster than multiply and add), while 3× the former 5.0–6.3 is
-// 15–19. The 1×8 kernel alone, on cached operands (BenchmarkMicroKernel), runs at 9.5–10
-// GFLOP/cpu-s (70–75% of that ceiling; the 4×4 kernel 5.8–6.0); the products keep 7.2–9.6, the
-// rest going to packing B and to the column strips' calls. Portable Go has no SIMD, and the loop
-// is bound by its instruction count: 32 instructions, 10 of them loads, for 16 flops. The
-// former tile lost to the compiler, not to the machine: Go's scheduler places every value that
-// has a use in its own block first, so a loop body computed all its products before the first
-// add, which needs a register per product on top of the accumulators, and amd64 has 15 for
-// floats; every tile tried before (4×4 and 3×4 on row slices, 2×4, 2×6 and 1×8 with B from
-// memory, 4×2 on packed A, 2×4 in float64 with math.FMA: 3.3–6.4 GFLOP/cpu-s) spilled. rowGo's
-// loop is one block (test at the bottom, loads through unsafe pointers bounded by checks before
-// it), where the sums feed φ-functions of the same block and the scheduler keeps the source
-// order, and it subtracts the negated product, which is the same float32 value bit for bit but
-// cannot be commuted, so each sum stays in one register (go build -gcflags=-S: no stack access
-// in the loop). Its values equal the 4×4 kernel's bit for bit (same operations per element, in
-// the same order). Gemm's A·Bᵀ with m ≤ 4 still takes one dot product per element (dotGo),
-// bound by its two loads per multiply-add; the m = 1 product without a transpose gained most,
-// having run the 4×4 kernel's generic edge loop. MeasurePeakGFLOPS on the go path now runs
-// peakGo's nine chains: the former loop's eight identical chains were merged into one by the
-// compiler, and it reported 28 GFLOP/s. In both tables the m = 1 rows are matrix-vector
-// products: they stream the 1 MiB of B once and are bound by the cache bandwidth, not by the
-// FMAs. At 2 threads the avx512 path kept, per core, 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention
-// ones and 84–108 on the decode shapes with m ≥ 4 (gonum 9–16); the throughput is twice that
-// when both cores are free: 252–303 GFLOP/s were observed for 1024³, 4096×256×256 and
-// 2048×688×256 in a quieter moment (DESIGN.md's anchor: gonum 15–22, a 4×32 AVX-512 kernel
-// 76–83). The 6×64 micro-kernel alone, on cached operands (BenchmarkMicroKernel), runs at
-// 181–186 GFLOP/cpu-s (78–81% of peak); the rest goes to packing B and to moving C between the
-// caches. With operands streaming from memory as in a training step (BenchmarkGemmCold, the
-// "bench" model's 4104-token products) it keeps 118–132 GFLOP/cpu-s on 1 thread and 116–135 per
-// core on 2. ExpShift takes 0.18 ns and Sigmoid 0.67 ns an element on AVX-512 (the portable Go
-// loops 6.6 and 13 ns).
+// The portable path is 1.5–1.7× faster on the model's training, attention and batched-decode shapes
+// (1.2–1.3× for x·Wᵀ with 1 and 4 rows, 2.6× for the other matrix-vector product), not the 3× once
+// asked for, and 3× is out of reach of scalar code on this CPU: BenchmarkScalarPeak (GOMAXPROCS=1,
+// medians of 3) measures 13.5 GFLOP/cpu-s for nine independent float32 chains acc = acc + a·b (two
+// multiplies and two adds a cycle; Go does not fuse them on amd64 below GOAMD64=v3) and 5.2 for the
+// same with math.FMA in float64 (a run-time CPU check on every call at the default GOAMD64=v1; 12.7
+// with GOAMD64=v3, still no faster than multiply and add), while 3× the former 5.5–6.1 is 16–18.
+// Portable Go has no SIMD. The 1×8 kernel alone, on cached operands (BenchmarkMicroKernel), runs at
+// 9.5–10 GFLOP/cpu-s (70–75% of that ceiling; the 4×4 kernel 5.8–6.0), bound by its instruction
+// count (32 instructions, 10 of them loads, for 16 flops); the products keep 8.3–10, the rest going
+// to packing B and to a call per row and strip. The former tile lost to the compiler, not to the
+// machine: Go's scheduler places first every value that has a use in its own block, so a loop body
+// computed all its products before the first add, which needs a register per product on top of the
+// accumulators, and amd64 has 15 for floats; every tile tried before (4×4 and 3×4 on row slices,
+// 2×4, 2×6 and 1×8 with B from memory, 4×2 on packed A, 2×4 in float64 with math.FMA: 3.3–6.4
+// GFLOP/cpu-s) spilled. rowGo's loop is one block (test at the bottom, loads through unsafe
+// pointers bounded by checks before it), where the sums feed φ-functions of the same block and the
+// scheduler keeps the source order, and it subtracts the negated product, the same float32 value
+// bit for bit but an operation that cannot be commuted, so each sum stays in its register (go build
+// -gcflags=-S: no stack access in the loop). Its values equal the 4×4 kernel's bit for bit (the
+// same operations per element in the same order). Gemm's A·Bᵀ with m ≤ 4 runs dotTGo (a row of A
+// against four rows of B in place, rowGo's loop form, 6 loads for 8 flops) instead of four-chain
+// dot products, bound by two loads per multiply-add; it sums as the micro-kernel does, so on this
+// path Gemm equals GemmRows bit for bit for every shape. The m = 1 product without a transpose
+// gained most: it ran the 4×4 kernel's generic edge loop. MeasurePeakGFLOPS on the go path now runs
+// peakGo's nine chains; the former loop's eight identical chains were merged into one by the
+// compiler, and it reported 28 GFLOP/s.
+//
+// In both tables the m = 1 rows are matrix-vector products: they stream the 1 MiB of B once and are
+// bound by the cache bandwidth, not by the FMAs. At 2 threads the avx512 path kept, per core,
+// 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention ones and 84–108 on the decode
+// shapes with m ≥ 4 (gonum 9–16); the throughput is twice that when both cores are free: 252–303
+// GFLOP/s were observed for 1024³, 4096×256×256 and 2048×688×256 in a quieter moment (DESIGN.md's
+// anchor: gonum 15–22, a 4×32 AVX-512 kernel 76–83). The 6×64 micro-kernel alone, on cached
+// operands (BenchmarkMicroKernel), runs at 181–186 GFLOP/cpu-s (78–81% of peak); the rest goes to
+// packing B and to moving C between the caches. With operands streaming from memory as in a
+// training step (BenchmarkGemmCold, the "bench" model's 4104-token products) it keeps 118–132
+// GFLOP/cpu-s on 1 thread and 116–135 per core on 2. ExpShift takes 0.18 ns and Sigmoid 0.67 ns an
+// element on AVX-512 (the portable Go loops 6.6 and 13 ns).
 package kernel

@@ -679,3 +679,32 @@ func TestRowGo(t *testing.T) {
 		})
 	}
 }
+
+// TestGemmGoDotPathBatchInvariant checks that on the portable path Gemm's dot-product tiles (A·Bᵀ
+// with few rows) sum every element as its micro-kernel does: Gemm equals GemmRows bit for bit,
+// over one and several k blocks and at every column edge.
+func TestGemmGoDotPathBatchInvariant(t *testing.T) {
+	r := rand.New(rand.NewPCG(37, 38))
+	for _, tc := range []struct {
+		transA      bool
+		m, n, k     int
+		alpha, beta float32
+	}{
+		{false, 1, 37, 64, 1, 0},
+		{false, 4, 29, blockK + 70, -0.5, 1},
+		{true, 3, 9, 2*blockK + 1, 2, 0.5},
+	} {
+		t.Run(fmt.Sprintf("tA=%v %d×%d×%d", tc.transA, tc.m, tc.n, tc.k), func(t *testing.T) {
+			if !generic.useDotT(tc.m, tc.k) {
+				t.Fatalf("the go path does not take its dot tiles for m=%d", tc.m)
+			}
+			a, b := randSlice(r, tc.m*tc.k), randSlice(r, tc.n*tc.k)
+			c0 := randSlice(r, tc.m*tc.n)
+			lda := ld(tc.transA, tc.m, tc.k)
+			dot, rows := append([]float32(nil), c0...), append([]float32(nil), c0...)
+			gemmN(generic, 1, tc.transA, true, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, tc.k, tc.beta, dot, tc.n)
+			newGemm(generic, tc.transA, true, tc.m, tc.n, tc.k, tc.alpha, a, lda, b, tc.k, tc.beta, rows, tc.n).rowsInvariant().exec(1)
+			sameBlock(t, "Gemm against GemmRows", dot, rows, tc.m, tc.n, tc.n)
+		})
+	}
+}

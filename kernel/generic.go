@@ -7,7 +7,7 @@ import (
 )
 
 // generic is the pure-Go code path, used where no SIMD path applies: 1×goNR tiles (see rowGo).
-var generic = &impl{name: "go", mr: 1, nr: goNR, micro: microGo, directB: true, directBUnit: goNR, dotT: dotTVia(dotGo), useDotT: useDotTFew, packAT: packATGo, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
+var generic = &impl{name: "go", mr: 1, nr: goNR, micro: microGo, directB: true, directBUnit: goNR, dotT: dotTGo, useDotT: useDotTFew, packAT: packATGo, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotGo, axpy: axpyGo, scale: scaleGo, peak: peakGo}
 
 // goNR is the width of the portable tile: 8 accumulators, one multiplier of A and one product in
 // flight fit the 16 XMM registers of amd64 (the narrowest target) with room to spare.
@@ -87,6 +87,63 @@ func rowGo(kc int, a []float32, as int, b []float32, bs int, c []float32, alpha 
 	c[5] += alpha * c5
 	c[6] += alpha * c6
 	c[7] += alpha * c7
+}
+
+// dotTGo is the go path's tile of A·Bᵀ for few rows of A (see impl.dotT), with no packing:
+// c[i·ldc+j] += alpha·Σ_p a[i·lda+p]·b[j·ldb+p] for i < mr, j < nb ≤ 4, each element summed as
+// rowGo sums it (one chain from +0 per block of blockK values of p, C updated after each
+// block), so that Gemm's few-row products equal GemmRows's bit for bit on this path.
+func dotTGo(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int) {
+	for pc := 0; pc < k; pc += blockK {
+		kc := min(blockK, k-pc)
+		for i := range mr {
+			dotRowGo(kc, a[i*lda+pc:], b[pc:], ldb, nb, c[i*ldc:], alpha)
+		}
+	}
+}
+
+// dotRowGo computes c[j] += alpha·acc_j for j < nb ≤ 4, acc_j = Σ_p a[p]·b[j·ldb+p] summed as in
+// rowGo (same loop form, same operations per element). A tile narrower than 4 computes its last
+// column again in the missing ones and drops them, so every element runs the same loop.
+func dotRowGo(kc int, a, b []float32, ldb, nb int, c []float32, alpha float32) {
+	if kc <= 0 || nb <= 0 {
+		return
+	}
+	if nb > 4 || ldb < 0 {
+		panic("kernel: dotRowGo: bad tile")
+	}
+	// Every offset read below is p ≤ kc−1 into a and j·ldb+p ≤ (nb−1)·ldb+kc−1 into b.
+	_ = a[kc-1]
+	_ = b[(nb-1)*ldb+kc-1]
+	_ = c[nb-1]
+	pa := unsafe.Pointer(unsafe.SliceData(a))
+	pb0 := unsafe.Pointer(unsafe.SliceData(b))
+	row := func(j int) unsafe.Pointer { return unsafe.Add(pb0, min(j, nb-1)*ldb*4) }
+	pb1, pb2, pb3 := row(1), row(2), row(3)
+	var c0, c1, c2, c3 float32
+	var o uintptr
+	for p := kc; ; {
+		na := -*(*float32)(unsafe.Add(pa, o))
+		c0 -= na * *(*float32)(unsafe.Add(pb0, o))
+		c1 -= na * *(*float32)(unsafe.Add(pb1, o))
+		c2 -= na * *(*float32)(unsafe.Add(pb2, o))
+		c3 -= na * *(*float32)(unsafe.Add(pb3, o))
+		p--
+		if p == 0 {
+			break
+		}
+		o += 4
+	}
+	c[0] += alpha * c0
+	if nb > 1 {
+		c[1] += alpha * c1
+	}
+	if nb > 2 {
+		c[2] += alpha * c2
+	}
+	if nb > 3 {
+		c[3] += alpha * c3
+	}
 }
 
 func dotGo(x, y []float32) float32 {
