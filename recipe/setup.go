@@ -95,11 +95,8 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 // critic initialised from the policy with opts.
 func (s *Setup) newTrainer(opts builtin.Options, progress, log io.Writer) (*train.Trainer, error) {
 	cfg := s.Cfg
-	if err := os.MkdirAll(cfg.Run.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
-	}
-	if err := s.Tok.Save(filepath.Join(cfg.Run.Dir, TokenizerFile)); err != nil {
-		return nil, fmt.Errorf("run dir %s: %w", cfg.Run.Dir, err)
+	if err := s.saveTokenizer(); err != nil {
+		return nil, err
 	}
 	y, err := cfg.YAML()
 	if err != nil {
@@ -121,17 +118,42 @@ func (s *Setup) newTrainer(opts builtin.Options, progress, log io.Writer) (*trai
 			return builtin.NewCritic(b.M, opts), nil
 		},
 	}
-	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix > 0 {
-		vc := VaultConfig(cfg.Suite)
-		if cfg.SFT.RecallKeys > 0 {
-			vc.Keys = cfg.SFT.RecallKeys
-		}
-		if tr.Recall, err = NewFactTokens(s.Tok, vc); err != nil {
-			return nil, fmt.Errorf("sft.recall_steps: %w", err)
-		}
+	if tr.Recall, err = s.recall(); err != nil {
+		return nil, err
 	}
 	if cfg.Model.Init != "" {
 		tr.BaseCurve = filepath.Join(cfg.Model.Init, BaseCurveFile)
 	}
 	return tr, nil
+}
+
+// saveTokenizer writes the tokenizer to RUN_DIR/TokenizerFile, making the
+// run directory.
+func (s *Setup) saveTokenizer() error {
+	dir := s.Cfg.Run.Dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	if err := s.Tok.Save(filepath.Join(dir, TokenizerFile)); err != nil {
+		return fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// recall is the suite's fact language (sft.recall_keys keys, if set) when
+// the warm start has recall steps or mixes recall in; nil otherwise.
+func (s *Setup) recall() (train.RecallSource, error) {
+	cfg := s.Cfg
+	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix <= 0 {
+		return nil, nil
+	}
+	vc := VaultConfig(cfg.Suite)
+	if cfg.SFT.RecallKeys > 0 {
+		vc.Keys = cfg.SFT.RecallKeys
+	}
+	f, err := NewFactTokens(s.Tok, vc)
+	if err != nil {
+		return nil, fmt.Errorf("sft.recall_steps: %w", err)
+	}
+	return f, nil
 }

@@ -108,6 +108,21 @@ func Run(ctx context.Context, cfg Config, jobs []Job, r Runner, envs EnvFactory,
 	defer cancel()
 
 	start := time.Now()
+	done := startPool(ctx, cfg, jobs, r, envs)
+	st, werr := drain(done, sink, progress, cancel, start, len(jobs))
+	if werr != nil {
+		return st, werr
+	}
+	if err := ctx.Err(); err != nil {
+		return st, fmt.Errorf("rollout interrupted after %d of %d episodes: %w", st.Episodes, len(jobs), err)
+	}
+	return st, nil
+}
+
+// startPool starts the feeder of jobs and the workers that play them; the
+// returned channel carries each finished episode and is closed once every
+// worker has stopped. Cancelling ctx stops the feeder.
+func startPool(ctx context.Context, cfg Config, jobs []Job, r Runner, envs EnvFactory) <-chan episode.Episode {
 	todo := make(chan Job)
 	done := make(chan episode.Episode)
 	var wg sync.WaitGroup
@@ -136,8 +151,14 @@ func Run(ctx context.Context, cfg Config, jobs []Job, r Runner, envs EnvFactory,
 		wg.Wait()
 		close(done)
 	}()
+	return done
+}
 
-	st := Stats{Total: len(jobs), Statuses: map[episode.Status]int{}}
+// drain writes each episode from done to sink, reporting the statistics to
+// progress after each write, until done is closed. After a failed write it
+// cancels the pool and discards the rest; the error is that write's.
+func drain(done <-chan episode.Episode, sink Sink, progress func(Stats), cancel context.CancelFunc, start time.Time, total int) (Stats, error) {
+	st := Stats{Total: total, Statuses: map[episode.Status]int{}}
 	var werr error
 	for ep := range done {
 		if werr != nil {
@@ -155,13 +176,7 @@ func Run(ctx context.Context, cfg Config, jobs []Job, r Runner, envs EnvFactory,
 		}
 	}
 	st.Elapsed = time.Since(start)
-	if werr != nil {
-		return st, werr
-	}
-	if err := ctx.Err(); err != nil {
-		return st, fmt.Errorf("rollout interrupted after %d of %d episodes: %w", st.Episodes, len(jobs), err)
-	}
-	return st, nil
+	return st, werr
 }
 
 // Collect plays jobs as Run does (panic recovery, the episode deadline,
@@ -219,36 +234,14 @@ func play(ctx context.Context, cfg Config, j Job, r Runner, envs EnvFactory) (ep
 			ok = true
 		}
 		if ok {
-			ep.ID, ep.Group = j.ID, j.Group
-			if ep.Meta == nil {
-				ep.Meta = map[string]string{}
-			}
-			for k, v := range cfg.Meta {
-				if _, set := ep.Meta[k]; !set {
-					ep.Meta[k] = v
-				}
-			}
-			ep.Meta["seed"] = fmt.Sprint(j.Seed)
-			if err := ep.Validate(); err != nil {
-				ep = failed(j, fmt.Errorf("invalid episode: %w", err))
-				ep.ID, ep.Group = j.ID, j.Group
-			}
+			ep = label(cfg, j, ep)
 		}
 	}()
 	env, err := envs(j.Seed)
 	if err != nil {
 		return failed(j, fmt.Errorf("environment for seed %d: %w", j.Seed, err)), true
 	}
-	var before uint64
-	if cfg.Taint != nil {
-		before, _ = cfg.Taint.Failures()
-	}
-	ep, err = r.Run(ectx, env, j.Seed)
-	if cfg.Taint != nil && err == nil {
-		if after, last := cfg.Taint.Failures(); after != before && ep.Status != episode.StatusInfraError {
-			err = fmt.Errorf("a swallowed failure during this episode (%d in all): %w", after-before, last)
-		}
-	}
+	ep, err = runWatched(ectx, cfg.Taint, r, env, j.Seed)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ep, false
@@ -261,6 +254,43 @@ func play(ctx context.Context, cfg Config, j Job, r Runner, envs EnvFactory) (ep
 		ep.Meta[agent.MetaError] = err.Error()
 	}
 	return ep, true
+}
+
+// runWatched plays one episode; a failure that taint (if not nil) counted
+// meanwhile is the episode's error, unless it is already infra_error.
+func runWatched(ctx context.Context, taint FailureCounter, r Runner, env agent.Environment, seed int64) (episode.Episode, error) {
+	var before uint64
+	if taint != nil {
+		before, _ = taint.Failures()
+	}
+	ep, err := r.Run(ctx, env, seed)
+	if taint != nil && err == nil {
+		if after, last := taint.Failures(); after != before && ep.Status != episode.StatusInfraError {
+			err = fmt.Errorf("a swallowed failure during this episode (%d in all): %w", after-before, last)
+		}
+	}
+	return ep, err
+}
+
+// label gives a finished episode its job's ID, group and seed and the
+// pool's Meta (keys the episode set win); an episode that fails validation
+// becomes infra_error.
+func label(cfg Config, j Job, ep episode.Episode) episode.Episode {
+	ep.ID, ep.Group = j.ID, j.Group
+	if ep.Meta == nil {
+		ep.Meta = map[string]string{}
+	}
+	for k, v := range cfg.Meta {
+		if _, set := ep.Meta[k]; !set {
+			ep.Meta[k] = v
+		}
+	}
+	ep.Meta["seed"] = fmt.Sprint(j.Seed)
+	if err := ep.Validate(); err != nil {
+		ep = failed(j, fmt.Errorf("invalid episode: %w", err))
+		ep.ID, ep.Group = j.ID, j.Group
+	}
+	return ep
 }
 
 func failed(j Job, err error) episode.Episode {

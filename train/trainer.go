@@ -449,21 +449,11 @@ func nanMean(sum float64, n int) float64 {
 // excluded from reward and pass@1 (never scored 0) but counted.
 func summarize(eps []episode.Episode) epSummary {
 	var s epSummary
-	var nScored, nQ, nSum, nComp, passComp int
-	var sumR, sumPass, sumC, sumT, sumQ, sumLen float64
+	var sums epSums
 	for i := range eps {
 		e := &eps[i]
 		s.n++
-		for j := range e.Segments {
-			seg := &e.Segments[j]
-			for _, m := range seg.LossMask {
-				s.sampledTokens += m
-			}
-			if seg.Kind == episode.KindSummary {
-				sumLen += float64(summaryLen(seg.LossMask))
-				nSum++
-			}
-		}
+		s.sampledTokens += sums.addSegments(e)
 		if e.Status == episode.StatusInfraError {
 			s.infra++
 			continue
@@ -471,33 +461,60 @@ func summarize(eps []episode.Episode) epSummary {
 		if e.Status == episode.StatusOverlong {
 			s.overlong++
 		}
-		nScored++
-		sumR += e.Reward
-		p := 0.0
-		if e.Succeeded() { // the project's one definition of success
-			p = 1
+		sums.addScored(e)
+	}
+	n := sums.scored
+	s.reward, s.pass = nanMean(sums.reward, n), nanMean(sums.pass, n)
+	s.compactions, s.turns = nanMean(sums.compactions, n), nanMean(sums.turns, n)
+	s.summaryQuality = nanMean(sums.quality, sums.withQuality)
+	s.summaryTokens = nanMean(sums.summaryLen, sums.summaries)
+	s.passCompacted = nanMean(float64(sums.passCompacted), sums.compacted)
+	return s
+}
+
+// epSums are the sums and counts that summarize's means divide.
+type epSums struct {
+	scored, withQuality, summaries, compacted, passCompacted int
+	reward, pass, compactions, turns, quality, summaryLen    float64
+}
+
+// addSegments adds the summaries of episode e (every episode, scored or
+// not) and returns its sampled tokens (loss mask 1).
+func (s *epSums) addSegments(e *episode.Episode) (sampled int) {
+	for j := range e.Segments {
+		seg := &e.Segments[j]
+		for _, m := range seg.LossMask {
+			sampled += m
 		}
-		sumPass += p
-		c := e.Metrics["compactions"]
-		sumC += c
-		if c > 0 {
-			nComp++
-			passComp += int(p)
-		}
-		sumT += e.Metrics["turns"]
-		if q, ok := e.Metrics["summary_quality"]; ok {
-			sumQ += q
-			nQ++
+		if seg.Kind == episode.KindSummary {
+			s.summaryLen += float64(summaryLen(seg.LossMask))
+			s.summaries++
 		}
 	}
-	s.reward = nanMean(sumR, nScored)
-	s.pass = nanMean(sumPass, nScored)
-	s.compactions = nanMean(sumC, nScored)
-	s.turns = nanMean(sumT, nScored)
-	s.summaryQuality = nanMean(sumQ, nQ)
-	s.summaryTokens = nanMean(sumLen, nSum)
-	s.passCompacted = nanMean(float64(passComp), nComp)
-	return s
+	return sampled
+}
+
+// addScored adds a scored episode's reward, success, compactions, turns
+// and summary quality.
+func (s *epSums) addScored(e *episode.Episode) {
+	s.scored++
+	s.reward += e.Reward
+	p := 0.0
+	if e.Succeeded() { // the project's one definition of success
+		p = 1
+	}
+	s.pass += p
+	c := e.Metrics["compactions"]
+	s.compactions += c
+	if c > 0 {
+		s.compacted++
+		s.passCompacted += int(p)
+	}
+	s.turns += e.Metrics["turns"]
+	if q, ok := e.Metrics["summary_quality"]; ok {
+		s.quality += q
+		s.withQuality++
+	}
 }
 
 // summaryLen is the length of the last run of mask-1 tokens: the summary,

@@ -560,54 +560,80 @@ func summarize(vs []verdict, tasks []evalTask, attempts int, skipped []skippedTa
 		byTask[t.name] = &taskResult{Task: t.name, Statuses: map[string]int{}}
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].ID < vs[j].ID })
-	var rewardSum, compSum float64
-	compSucc := 0
+	var sums scoredSums
 	for _, v := range vs {
-		res.Episodes++
-		res.Statuses[v.Status]++
 		tr := byTask[v.Task]
 		if tr == nil {
 			tr = &taskResult{Task: v.Task, Statuses: map[string]int{}}
 			byTask[v.Task] = tr
 		}
-		tr.Attempts++
-		tr.Statuses[v.Status]++
-		tr.Episodes = append(tr.Episodes, v)
-		if v.Status == string(episode.StatusInfraError) {
-			res.InfraError++
-			continue
-		}
-		res.Scored++
-		tr.Scored++
-		rewardSum += v.Reward
-		compSum += v.Compactions
-		tr.Compactions += v.Compactions
+		sums.count(&res, tr, v)
+	}
+	sums.rates(&res)
+	res.Tasks = taskRates(byTask)
+	return res
+}
+
+// scoredSums are the sums over scored episodes that the overall means
+// divide.
+type scoredSums struct {
+	reward, compactions float64
+	compactedSuccesses  int
+}
+
+// count adds verdict v to the overall counts and to its task's; an
+// infra_error episode is counted but not scored.
+func (s *scoredSums) count(res *results, tr *taskResult, v verdict) {
+	res.Episodes++
+	res.Statuses[v.Status]++
+	tr.Attempts++
+	tr.Statuses[v.Status]++
+	tr.Episodes = append(tr.Episodes, v)
+	if v.Status == string(episode.StatusInfraError) {
+		res.InfraError++
+		return
+	}
+	res.Scored++
+	tr.Scored++
+	s.reward += v.Reward
+	s.compactions += v.Compactions
+	tr.Compactions += v.Compactions
+	if v.Success {
+		res.Successes++
+		tr.Successes++
+	}
+	if v.Compactions > 0 {
+		res.Compacted++
 		if v.Success {
-			res.Successes++
-			tr.Successes++
-		}
-		if v.Compactions > 0 {
-			res.Compacted++
-			if v.Success {
-				compSucc++
-			}
+			s.compactedSuccesses++
 		}
 	}
+}
+
+// rates sets pass@1 and its 95% Wilson interval, the mean reward and
+// compactions over the scored episodes, and pass@1 among the compacted ones.
+func (s *scoredSums) rates(res *results) {
 	if res.Scored > 0 {
 		res.Pass1 = ptr(float64(res.Successes) / float64(res.Scored))
 		lo, hi := stats.Wilson(res.Successes, res.Scored)
 		res.Pass1CI = []float64{lo, hi}
-		res.MeanReward = ptr(rewardSum / float64(res.Scored))
-		res.MeanCompactions = compSum / float64(res.Scored)
+		res.MeanReward = ptr(s.reward / float64(res.Scored))
+		res.MeanCompactions = s.compactions / float64(res.Scored)
 	}
 	if res.Compacted > 0 {
-		res.Pass1Compacted = ptr(float64(compSucc) / float64(res.Compacted))
+		res.Pass1Compacted = ptr(float64(s.compactedSuccesses) / float64(res.Compacted))
 	}
+}
+
+// taskRates turns each task's counts into its pass@1 and means over its
+// scored episodes, in the order of the task names.
+func taskRates(byTask map[string]*taskResult) []taskResult {
 	names := make([]string, 0, len(byTask))
 	for n := range byTask {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var out []taskResult
 	for _, n := range names {
 		tr := byTask[n]
 		if tr.Scored > 0 {
@@ -621,9 +647,9 @@ func summarize(vs []verdict, tasks []evalTask, attempts int, skipped []skippedTa
 			tr.MeanReward = ptr(sum / float64(tr.Scored))
 			tr.Compactions /= float64(tr.Scored)
 		}
-		res.Tasks = append(res.Tasks, *tr)
+		out = append(out, *tr)
 	}
-	return res
+	return out
 }
 
 func writeJSON(path string, v any) error {

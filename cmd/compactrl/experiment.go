@@ -23,112 +23,175 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	fs.about = "Runs the base policy, RL without compaction, CompactionRL and its ablations on the vault suite,\nevery arm and seed from the same base policy (seeds vary only RL).\n" + overridesHelp
 	fs.examples = []string{"compactrl experiment --seeds 5 --dir runs/experiment",
 		"compactrl experiment --arms base,compactionrl --seeds 2 run.episodes=8"}
-	cfgPath := fs.String("config", "", "RL YAML config (default: the demo's)")
-	baseFlag := fs.String("base", "", "base policy directory every arm starts from (default: the shipped models/vault-base)")
-	dir := fs.String("dir", "runs/experiment", "output directory: DIR/ARM/seed-S per run, DIR/results.md, DIR/report.html")
-	seeds := fs.Int("seeds", 3, "seeds per arm (1…N)")
-	armList := fs.String("arms", "", "comma-separated arms (default all: "+armNames()+")")
-	iters := fs.Int("iterations", 0, "RL iterations per arm (0: the config's)")
-	evalEvery := fs.Int("eval-every", 0, "held-out evaluation every N RL iterations of an arm (0: only at the end; the base arm is the evaluation before RL)")
-	quiet := fs.Bool("quiet", false, "no progress bars")
+	var f experimentFlags
+	f.bind(fs)
 	overrides, err := parseOverrides(fs, e, args)
 	if err != nil {
 		return err
 	}
-	base, err := loadConfig(*cfgPath, recipe.DemoConfig(), overrides)
+	base, err := f.config(overrides)
 	if err != nil {
 		return err
 	}
-	if *iters > 0 {
-		base.Run.Iterations = *iters
+	arms, err := f.selectArms()
+	if err != nil {
+		return err
 	}
-	if *evalEvery < 0 {
-		return fmt.Errorf("--eval-every %d must not be negative", *evalEvery)
+	baseDir, expertP, err := f.basePolicy()
+	if err != nil {
+		return err
 	}
-	base.Run.EvalEvery = *evalEvery
-	if *seeds < 1 {
-		return fmt.Errorf("--seeds %d must be at least 1", *seeds)
+	out := &resultsFile{dir: f.dir, baseDir: baseDir, start: time.Now(),
+		cmdline: strings.TrimSpace("compactrl experiment " + strings.Join(args, " "))}
+	results, err := f.experiment(e, base, baseDir, arms, expertP, out).Run(ctx)
+	if err != nil {
+		return err
 	}
+	md, err := out.write(results, true)
+	if err != nil {
+		return err
+	}
+	htmlPath, err := writeExperimentReport(f.dir, out.cmdline, results)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, md)
+	fmt.Fprintf(e.stdout, "results: %s\nreport: %s\n", filepath.Join(f.dir, "results.md"), htmlPath)
+	return nil
+}
+
+// experimentFlags are the experiment command's flags.
+type experimentFlags struct {
+	configPath, base, dir, arms  string
+	seeds, iterations, evalEvery int
+	quiet                        bool
+}
+
+func (f *experimentFlags) bind(fs *cmdLine) {
+	fs.StringVar(&f.configPath, "config", "", "RL YAML config (default: the demo's)")
+	fs.StringVar(&f.base, "base", "", "base policy directory every arm starts from (default: the shipped models/vault-base)")
+	fs.StringVar(&f.dir, "dir", "runs/experiment", "output directory: DIR/ARM/seed-S per run, DIR/results.md, DIR/report.html")
+	fs.IntVar(&f.seeds, "seeds", 3, "seeds per arm (1…N)")
+	fs.StringVar(&f.arms, "arms", "", "comma-separated arms (default all: "+armNames()+")")
+	fs.IntVar(&f.iterations, "iterations", 0, "RL iterations per arm (0: the config's)")
+	fs.IntVar(&f.evalEvery, "eval-every", 0, "held-out evaluation every N RL iterations of an arm (0: only at the end; the base arm is the evaluation before RL)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bars")
+}
+
+// config is the RL config every arm starts from: --config (or the demo's)
+// with the overrides, --iterations and --eval-every applied.
+func (f *experimentFlags) config(overrides []string) (recipe.Config, error) {
+	base, err := loadConfig(f.configPath, recipe.DemoConfig(), overrides)
+	if err != nil {
+		return recipe.Config{}, err
+	}
+	if f.iterations > 0 {
+		base.Run.Iterations = f.iterations
+	}
+	if f.evalEvery < 0 {
+		return recipe.Config{}, fmt.Errorf("--eval-every %d must not be negative", f.evalEvery)
+	}
+	base.Run.EvalEvery = f.evalEvery
+	if f.seeds < 1 {
+		return recipe.Config{}, fmt.Errorf("--seeds %d must be at least 1", f.seeds)
+	}
+	return base, nil
+}
+
+// selectArms is --arms (default: every arm).
+func (f *experimentFlags) selectArms() ([]experiment.Arm, error) {
 	var names []string
-	if *armList != "" {
-		names = strings.Split(*armList, ",")
+	if f.arms != "" {
+		names = strings.Split(f.arms, ",")
 	}
-	arms, err := experiment.SelectArms(names)
-	if err != nil {
-		return err
-	}
-	baseDir := *baseFlag
+	return experiment.SelectArms(names)
+}
+
+// basePolicy is the directory of --base, or else of the shipped base policy
+// written afresh to DIR/base-policy, and the summary keep probability of
+// its scripted expert.
+func (f *experimentFlags) basePolicy() (dir string, expertP float64, err error) {
+	baseDir := f.base
 	if baseDir == "" {
-		baseDir = filepath.Join(*dir, "base-policy")
+		baseDir = filepath.Join(f.dir, "base-policy")
 		if err := os.RemoveAll(baseDir); err != nil {
-			return fmt.Errorf("experiment dir %s: %w", *dir, err)
+			return "", 0, fmt.Errorf("experiment dir %s: %w", f.dir, err)
 		}
 		if err := models.WriteVaultBase(baseDir); err != nil {
-			return err
+			return "", 0, err
 		}
 	}
 	baseRecipe, err := recipe.LoadBase(baseDir)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
-	cmdline := strings.TrimSpace("compactrl experiment " + strings.Join(args, " "))
-	start := time.Now()
-	writeTable := func(results []experiment.ArmResult, final bool) (string, error) {
-		state := "complete"
-		if !final {
-			state = "in progress: the rows so far"
-		}
-		md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
-			experiment.Markdown(experiment.Table(results)), cmdline, time.Since(start).Round(time.Second), state, kernel.Path(), baseDir)
-		if err := os.MkdirAll(*dir, 0o755); err != nil {
-			return "", fmt.Errorf("experiment dir %s: %w", *dir, err)
-		}
-		if err := os.WriteFile(filepath.Join(*dir, "results.md"), []byte(md), 0o644); err != nil {
-			return "", fmt.Errorf("experiment results: %w", err)
-		}
-		return md, nil
-	}
-	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: *dir, Progress: e.stderr, ExpertP: []float64{baseRecipe.SFT.ExpertP, 1},
+	return baseDir, baseRecipe.SFT.ExpertP, nil
+}
+
+// experiment runs every arm for seeds 1…--seeds, each run in a fresh
+// DIR/ARM/seed-S, rewriting the results table after each.
+func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, arms []experiment.Arm, expertP float64, out *resultsFile) *experiment.Experiment {
+	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: f.dir, Progress: e.stderr, ExpertP: []float64{expertP, 1},
 		RunOne: func(ctx context.Context, cfg recipe.Config) (train.Result, error) {
 			// The experiment owns DIR/ARM/seed-S: a rerun replaces it.
 			if err := os.RemoveAll(cfg.Run.Dir); err != nil {
 				return train.Result{}, fmt.Errorf("experiment run %s: %w", cfg.Run.Dir, err)
 			}
-			return trainRun(ctx, e, cfg, false, *quiet)
+			return trainRun(ctx, e, cfg, false, f.quiet)
 		},
-		Done: func(results []experiment.ArmResult) error { _, err := writeTable(results, false); return err }}
-	for s := 1; s <= *seeds; s++ {
+		Done: func(results []experiment.ArmResult) error { _, err := out.write(results, false); return err }}
+	for s := 1; s <= f.seeds; s++ {
 		x.Seeds = append(x.Seeds, int64(s))
 	}
-	results, err := x.Run(ctx)
-	if err != nil {
-		return err
+	return x
+}
+
+// resultsFile is DIR/results.md: the results table and the command that
+// made it.
+type resultsFile struct {
+	dir, cmdline, baseDir string
+	start                 time.Time
+}
+
+// write writes the table of the results so far (final: of every run) and
+// returns its Markdown.
+func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string, error) {
+	state := "complete"
+	if !final {
+		state = "in progress: the rows so far"
 	}
-	md, err := writeTable(results, true)
-	if err != nil {
-		return err
+	md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
+		experiment.Markdown(experiment.Table(results)), r.cmdline, time.Since(r.start).Round(time.Second), state, kernel.Path(), r.baseDir)
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return "", fmt.Errorf("experiment dir %s: %w", r.dir, err)
 	}
-	table := experiment.Table(results)
-	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{table},
+	if err := os.WriteFile(filepath.Join(r.dir, "results.md"), []byte(md), 0o644); err != nil {
+		return "", fmt.Errorf("experiment results: %w", err)
+	}
+	return md, nil
+}
+
+// writeExperimentReport writes DIR/report.html: the results table and one
+// learning curve per arm and seed; it returns the file's path.
+func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) (string, error) {
+	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results)},
 		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
 	for _, r := range results {
 		for i, d := range r.Runs {
 			run, err := report.Load(d)
 			if err != nil {
-				return err
+				return "", err
 			}
 			run.Name = fmt.Sprintf("%s s%d", r.Arm.Name, r.Seeds[i])
 			run.Config = ""
 			page.Runs = append(page.Runs, run)
 		}
 	}
-	htmlPath := filepath.Join(*dir, "report.html")
+	htmlPath := filepath.Join(dir, "report.html")
 	if err := report.WriteFile(htmlPath, page); err != nil {
-		return err
+		return "", err
 	}
-	fmt.Fprintln(e.stdout, md)
-	fmt.Fprintf(e.stdout, "results: %s\nreport: %s\n", filepath.Join(*dir, "results.md"), htmlPath)
-	return nil
+	return htmlPath, nil
 }
 
 func armNames() string {
