@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -42,10 +41,11 @@ func checkMeasure(t *testing.T, what string, m Measure, n int) {
 
 func TestMedian(t *testing.T) {
 	for _, c := range []struct {
+		name string
 		in   []float64
 		want float64
-	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		t.Run(fmt.Sprintf("%d-values", len(c.in)), func(t *testing.T) {
+	}{{"one", []float64{3}, 3}, {"odd", []float64{5, 1, 3}, 3}, {"even", []float64{4, 1, 3, 2}, 2.5}} {
+		t.Run(c.name, func(t *testing.T) {
 			if got := median(c.in); got != c.want {
 				t.Errorf("median(%v) = %g, want %g", c.in, got, c.want)
 			}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -165,8 +164,12 @@ func TestResumeAfterKillReproducesRun(t *testing.T) {
 	}
 	want := stripTiming(readMetrics(t, cfg.Run.Dir))
 
-	for _, every := range []int{1, 2} {
-		t.Run(fmt.Sprintf("checkpoint_every=%d", every), func(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		every int
+	}{{"checkpoint_every=1", 1}, {"checkpoint_every=2", 2}} {
+		every := c.every
+		t.Run(c.name, func(t *testing.T) {
 			cfg2 := cfg
 			cfg2.Run.Dir = t.TempDir()
 			cfg2.Run.CheckpointEvery = every
