@@ -210,12 +210,14 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		"no python": func(o *Options) { o.SkipTorch, o.Python = false, "" },
 		"no llama":  func(o *Options) { o.SkipLlama, o.LlamaDir = false, "" },
 	} {
-		o := tinyOptions()
-		o.SkipTorch, o.SkipLlama = true, true
-		mod(&o)
-		if _, err := Run(context.Background(), o, nil); err == nil {
-			t.Errorf("%s: bad options accepted", name)
-		}
+		t.Run(name, func(t *testing.T) {
+			o := tinyOptions()
+			o.SkipTorch, o.SkipLlama = true, true
+			mod(&o)
+			if _, err := Run(context.Background(), o, nil); err == nil {
+				t.Errorf("%s: bad options accepted", name)
+			}
+		})
 	}
 }
 

@@ -433,9 +433,11 @@ func TestContainerArgs(t *testing.T) {
 
 func TestShellQuote(t *testing.T) {
 	for in, want := range map[string]string{"": "''", "a b": "'a b'", "it's": `'it'\''s'`} {
-		if got := ShellQuote(in); got != want {
-			t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
-		}
+		t.Run(strconv.Quote(in), func(t *testing.T) {
+			if got := ShellQuote(in); got != want {
+				t.Errorf("ShellQuote(%q) = %s, want %s", in, got, want)
+			}
+		})
 	}
 }
 

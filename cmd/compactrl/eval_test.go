@@ -130,15 +130,17 @@ func TestEvalScriptedSWEBench(t *testing.T) {
 	jsonl := filepath.Join(dir, "instances.jsonl")
 	os.WriteFile(jsonl, append(line, '\n'), 0o644)
 	for policy, want := range map[string]float64{"oracle": 1, "empty": 0} {
-		out := filepath.Join(t.TempDir(), "run")
-		_, stderr, code := runCmd(t, "eval", "--tasks", jsonl, "--repos", filepath.Join(dir, "repos"), "--policy", policy, "--out", out)
-		if code != 0 {
-			t.Fatalf("%s: exit %d: %s", policy, code, stderr)
-		}
-		r := readResults(t, out)
-		if r.Scored != 1 || r.Pass1 == nil || *r.Pass1 != want || r.Tasks[0].Task != "acme__mini-1" {
-			t.Fatalf("%s: results %+v", policy, r)
-		}
+		t.Run(policy, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			_, stderr, code := runCmd(t, "eval", "--tasks", jsonl, "--repos", filepath.Join(dir, "repos"), "--policy", policy, "--out", out)
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", policy, code, stderr)
+			}
+			r := readResults(t, out)
+			if r.Scored != 1 || r.Pass1 == nil || *r.Pass1 != want || r.Tasks[0].Task != "acme__mini-1" {
+				t.Fatalf("%s: results %+v", policy, r)
+			}
+		})
 	}
 }
 

@@ -341,13 +341,15 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 			"rollout_id":  func(m map[string]any) { m["rollout_id"] = "seven" },
 			"agent":       func(m map[string]any) { m["agent"] = map[string]any{"reserve": 8} },
 		} {
-			body := request(1, 4)
-			mut(body)
-			code, out, err := postRollout(context.Background(), p.url, body)
-			var eb serve.ErrorBody
-			if err != nil || code != 400 || json.Unmarshal(out, &eb) != nil || eb.Field != field {
-				t.Errorf("%s: %d %s %v", field, code, out, err)
-			}
+			t.Run(field, func(t *testing.T) {
+				body := request(1, 4)
+				mut(body)
+				code, out, err := postRollout(context.Background(), p.url, body)
+				var eb serve.ErrorBody
+				if err != nil || code != 400 || json.Unmarshal(out, &eb) != nil || eb.Field != field {
+					t.Errorf("%s: %d %s %v", field, code, out, err)
+				}
+			})
 		}
 	})
 
