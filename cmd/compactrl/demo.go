@@ -43,18 +43,8 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	defer stop()
 	start, cpu0 := time.Now(), cputime.Process()
 	baseDir := filepath.Join(*dir, "base")
-	var pretrainS float64
-	if *scratch {
-		pc := recipe.PretrainConfig()
-		fmt.Fprintf(e.stdout, "compactrl demo --from-scratch: pretraining the base policy (%d copy, %d recall, %d SFT steps) into %s\n",
-			pc.SFT.CopySteps, pc.SFT.RecallSteps, pc.SFT.Steps, baseDir)
-		pc.Run.Dir = filepath.Join(baseDir, "run")
-		if _, info, err := pretrain(ctx, e, pc, baseDir, "compactrl demo --from-scratch", *quiet); err != nil {
-			return err
-		} else {
-			pretrainS = info.WallS
-		}
-	} else if err := models.WriteVaultBase(baseDir); err != nil {
+	pretrainS, err := demoBase(ctx, e, baseDir, *scratch, *quiet)
+	if err != nil {
 		return err
 	}
 	cfg.Run.Dir, cfg.Run.Iterations, cfg.Seed = *dir, *iters, *seed
@@ -73,11 +63,33 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	printResult(e, res)
-	wall, cpu := time.Since(start), cputime.Process()-cpu0
+	printDemoTime(e, time.Since(start), cputime.Process()-cpu0, pretrainS)
+	return nil
+}
+
+// printDemoTime writes the demo's wall and CPU time, the cores busy on
+// average (CPU / wall), and the pretraining's share of the wall time.
+func printDemoTime(e env, wall, cpu time.Duration, pretrainS float64) {
 	if pretrainS > 0 {
 		fmt.Fprintf(e.stdout, "pretraining took %.0f s of it\n", pretrainS)
 	}
 	fmt.Fprintf(e.stdout, "demo finished in %s wall, %s CPU (%.2f cores busy on average, GOMAXPROCS %d)\n",
 		wall.Round(time.Second), cpu.Round(time.Second), cpu.Seconds()/wall.Seconds(), runtime.GOMAXPROCS(0))
-	return nil
+}
+
+// demoBase writes the base policy to baseDir: the shipped one, or (scratch)
+// one pretrained on configs/pretrain.yaml, whose wall seconds it returns.
+func demoBase(ctx context.Context, e env, baseDir string, scratch, quiet bool) (pretrainS float64, err error) {
+	if !scratch {
+		return 0, models.WriteVaultBase(baseDir)
+	}
+	pc := recipe.PretrainConfig()
+	fmt.Fprintf(e.stdout, "compactrl demo --from-scratch: pretraining the base policy (%d copy, %d recall, %d SFT steps) into %s\n",
+		pc.SFT.CopySteps, pc.SFT.RecallSteps, pc.SFT.Steps, baseDir)
+	pc.Run.Dir = filepath.Join(baseDir, "run")
+	_, info, err := pretrain(ctx, e, pc, baseDir, "compactrl demo --from-scratch", quiet)
+	if err != nil {
+		return 0, err
+	}
+	return info.WallS, nil
 }

@@ -139,62 +139,75 @@ func openPolicy(spec, tokPath string, workers, window int) (*policy, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "scripted":
-		p, seed := 1.0, int64(0)
-		if arg != "" {
-			for _, kv := range strings.Split(arg, ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				var err error
-				switch {
-				case !ok:
-					err = fmt.Errorf("%q: want name=value", kv)
-				case k == "p":
-					p, err = strconv.ParseFloat(v, 64)
-				case k == "seed":
-					seed, err = strconv.ParseInt(v, 10, 64)
-				default:
-					err = fmt.Errorf("unknown option %q (p, seed)", k)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("--policy %s: %w", spec, err)
-				}
-			}
-		}
-		pol, err := loadTokenizer(tokPath, "")
-		if err != nil {
-			return nil, err
-		}
-		ex, err := vault.NewExpert(pol.tok, pol.tmpl, p, seed)
-		if err != nil {
-			return nil, fmt.Errorf("--policy %s: %w", spec, err)
-		}
-		pol.sampler = ex
-		return pol, nil
+		return scriptedPolicy(spec, arg, tokPath)
 	case "checkpoint":
-		if arg == "" {
-			return nil, errors.New("--policy checkpoint:DIR needs a directory")
-		}
-		m, err := model.Load(arg)
-		if err != nil {
-			return nil, fmt.Errorf("--policy: %w", err)
-		}
-		pol, err := loadTokenizer(tokPath, arg)
-		if err != nil {
-			return nil, err
-		}
-		if v := pol.vocab; v > m.Cfg.Vocab {
-			return nil, fmt.Errorf("--policy %s: tokenizer %s has %d ids, the model only %d", spec, pol.tokName, v, m.Cfg.Vocab)
-		}
-		if m.Cfg.MaxSeq < window {
-			return nil, fmt.Errorf("--policy %s: model accepts %d tokens, below --context %d", spec, m.Cfg.MaxSeq, window)
-		}
-		s, err := local.New(m, local.Options{MaxBatch: max(workers, 1)})
-		if err != nil {
-			return nil, fmt.Errorf("--policy %s: %w", spec, err)
-		}
-		pol.sampler, pol.close = s, s.Close
-		return pol, nil
+		return checkpointPolicy(spec, arg, tokPath, workers, window)
 	}
 	return nil, fmt.Errorf("--policy %q: want scripted[:p=P] or checkpoint:DIR", spec)
+}
+
+// scriptedPolicy is the vault suite's scripted expert; arg is its options
+// "p=P,seed=S" (defaults p = 1, seed 0).
+func scriptedPolicy(spec, arg, tokPath string) (*policy, error) {
+	p, seed := 1.0, int64(0)
+	if arg != "" {
+		for _, kv := range strings.Split(arg, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			var err error
+			switch {
+			case !ok:
+				err = fmt.Errorf("%q: want name=value", kv)
+			case k == "p":
+				p, err = strconv.ParseFloat(v, 64)
+			case k == "seed":
+				seed, err = strconv.ParseInt(v, 10, 64)
+			default:
+				err = fmt.Errorf("unknown option %q (p, seed)", k)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("--policy %s: %w", spec, err)
+			}
+		}
+	}
+	pol, err := loadTokenizer(tokPath, "")
+	if err != nil {
+		return nil, err
+	}
+	ex, err := vault.NewExpert(pol.tok, pol.tmpl, p, seed)
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", spec, err)
+	}
+	pol.sampler = ex
+	return pol, nil
+}
+
+// checkpointPolicy samples the built-in model saved in dir, batching up to
+// workers sequences; its tokenizer must fit the model's vocabulary and the
+// model the context window.
+func checkpointPolicy(spec, dir, tokPath string, workers, window int) (*policy, error) {
+	if dir == "" {
+		return nil, errors.New("--policy checkpoint:DIR needs a directory")
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	pol, err := loadTokenizer(tokPath, dir)
+	if err != nil {
+		return nil, err
+	}
+	if v := pol.vocab; v > m.Cfg.Vocab {
+		return nil, fmt.Errorf("--policy %s: tokenizer %s has %d ids, the model only %d", spec, pol.tokName, v, m.Cfg.Vocab)
+	}
+	if m.Cfg.MaxSeq < window {
+		return nil, fmt.Errorf("--policy %s: model accepts %d tokens, below --context %d", spec, m.Cfg.MaxSeq, window)
+	}
+	s, err := local.New(m, local.Options{MaxBatch: max(workers, 1)})
+	if err != nil {
+		return nil, fmt.Errorf("--policy %s: %w", spec, err)
+	}
+	pol.sampler, pol.close = s, s.Close
+	return pol, nil
 }
 
 // loadTokenizer returns --tokenizer, else DIR/tokenizer.json or its
