@@ -472,9 +472,9 @@ func TestReadRegular(t *testing.T) {
 	}
 }
 
-// BenchmarkStart measures starting a bubblewrap session and running one
-// command in it (what an episode's Reset and a verifier cost).
-func BenchmarkStart(b *testing.B) {
+// benchWorkdir skips b without a usable bubblewrap, else returns a
+// workspace removed when b ends.
+func benchWorkdir(b *testing.B) string {
 	if (Bubblewrap{}).Available() != nil {
 		b.Skip("bubblewrap not usable")
 	}
@@ -482,7 +482,14 @@ func BenchmarkStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// BenchmarkStart measures starting a bubblewrap session and running one
+// command in it (what an episode's Reset and a verifier cost).
+func BenchmarkStart(b *testing.B) {
+	dir := benchWorkdir(b)
 	for b.Loop() {
 		s, err := Bubblewrap{}.Start(context.Background(), Spec{Workdir: dir})
 		if err != nil {
@@ -497,14 +504,7 @@ func BenchmarkStart(b *testing.B) {
 
 // BenchmarkExec measures one command's round trip in a running session.
 func BenchmarkExec(b *testing.B) {
-	if (Bubblewrap{}).Available() != nil {
-		b.Skip("bubblewrap not usable")
-	}
-	dir, err := MkdirTemp("", "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := benchWorkdir(b)
 	s, err := Bubblewrap{}.Start(context.Background(), Spec{Workdir: dir})
 	if err != nil {
 		b.Fatal(err)
