@@ -129,32 +129,22 @@ func (r *ggufReader) u8() uint8 {
 	return v
 }
 
-func (r *ggufReader) u16() uint16 {
-	if !r.need(2) {
+// fixed reads a little-endian value of n bytes with get (0 once the
+// reader has failed or would run past the end).
+func fixed[T uint16 | uint32 | uint64](r *ggufReader, n uint64, get func([]byte) T) T {
+	if !r.need(n) {
 		return 0
 	}
-	v := binary.LittleEndian.Uint16(r.b[r.off:])
-	r.off += 2
+	v := get(r.b[r.off:])
+	r.off += n
 	return v
 }
 
-func (r *ggufReader) u32() uint32 {
-	if !r.need(4) {
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(r.b[r.off:])
-	r.off += 4
-	return v
-}
+func (r *ggufReader) u16() uint16 { return fixed(r, 2, binary.LittleEndian.Uint16) }
 
-func (r *ggufReader) u64() uint64 {
-	if !r.need(8) {
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b[r.off:])
-	r.off += 8
-	return v
-}
+func (r *ggufReader) u32() uint32 { return fixed(r, 4, binary.LittleEndian.Uint32) }
+
+func (r *ggufReader) u64() uint64 { return fixed(r, 8, binary.LittleEndian.Uint64) }
 
 func (r *ggufReader) str() string {
 	n := r.u64()

@@ -263,6 +263,42 @@ const (
 	jsCaseContractns = `(?:'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))`
 )
 
+// jsClass is the JS meaning of the shorthand class \c for c in s, d, w (their
+// negations \S, \D and \W are the upper-case letters).
+func jsClass(c byte) (ranges string, ok bool) {
+	switch c {
+	case 's':
+		return jsSpace, true
+	case 'd':
+		return "0-9", true
+	case 'w':
+		return "A-Za-z0-9_", true
+	}
+	return "", false
+}
+
+// writeJSEscape writes the escape \e with its JS meaning: a shorthand class
+// as its ranges (bare inside a character class, bracketed outside, negated
+// for the upper-case letter), anything else unchanged.
+func writeJSEscape(b *strings.Builder, e byte, inClass bool) error {
+	ranges, ok := jsClass(e)
+	negated, nok := jsClass(e + 'a' - 'A')
+	switch {
+	case ok && inClass:
+		b.WriteString(ranges)
+	case ok:
+		b.WriteString("[" + ranges + "]")
+	case e >= 'A' && e <= 'Z' && nok && inClass:
+		return fmt.Errorf(`\%c inside a character class is unsupported`, e)
+	case e >= 'A' && e <= 'Z' && nok:
+		b.WriteString("[^" + negated + "]")
+	default:
+		b.WriteByte('\\')
+		b.WriteByte(e)
+	}
+	return nil
+}
+
 // jsRegex rewrites a tokenizer.json regex so that regexp2 runs it with the
 // meaning the JS reference gives it (a JS RegExp with the u flag): \s and \S
 // are ECMAScript's, \d is [0-9], \w is [A-Za-z0-9_].
@@ -276,43 +312,8 @@ func jsRegex(pat string) (string, error) {
 		case c == '\\' && i+1 < len(pat):
 			e := pat[i+1]
 			i++
-			switch e {
-			case 's':
-				if inClass {
-					b.WriteString(jsSpace)
-				} else {
-					b.WriteString("[" + jsSpace + "]")
-				}
-			case 'S':
-				if inClass {
-					return "", errors.New(`\S inside a character class is unsupported`)
-				}
-				b.WriteString("[^" + jsSpace + "]")
-			case 'd':
-				if inClass {
-					b.WriteString("0-9")
-				} else {
-					b.WriteString("[0-9]")
-				}
-			case 'D':
-				if inClass {
-					return "", errors.New(`\D inside a character class is unsupported`)
-				}
-				b.WriteString("[^0-9]")
-			case 'w':
-				if inClass {
-					b.WriteString("A-Za-z0-9_")
-				} else {
-					b.WriteString("[A-Za-z0-9_]")
-				}
-			case 'W':
-				if inClass {
-					return "", errors.New(`\W inside a character class is unsupported`)
-				}
-				b.WriteString("[^A-Za-z0-9_]")
-			default:
-				b.WriteByte('\\')
-				b.WriteByte(e)
+			if err := writeJSEscape(&b, e, inClass); err != nil {
+				return "", err
 			}
 		case c == '[' && !inClass:
 			inClass = true
