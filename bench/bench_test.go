@@ -15,6 +15,7 @@ import (
 	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // tinyOptions is a shape that runs each measurement in well under a second.
@@ -245,11 +246,10 @@ func TestTorch(t *testing.T) {
 	}
 }
 
-func TestLlama(t *testing.T) {
-	dir := testenv.MustHaveLlama(t)
-	if _, err := os.Stat(filepath.Join(dir, "root/usr/bin/llama-server")); err != nil {
-		testenv.Unavailable(t, "no llama-server under %s", dir)
-	}
+// llamaInputs is what Llama compares on: tinyOptions' model, the GGUF's
+// tokenizer and three prompts of four ordinary tokens.
+func llamaInputs(t *testing.T) (*model.Model, *tokenizer.Tokenizer, [][]int) {
+	t.Helper()
 	o := tinyOptions()
 	m, err := model.New(o.config(), 1, false)
 	if err != nil {
@@ -259,7 +259,15 @@ func TestLlama(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompts := Prompts(3, 4, func(r *rand.Rand) int { return 1 + r.IntN(tok.VocabSize()-1) })
+	return m, tok, Prompts(3, 4, func(r *rand.Rand) int { return 1 + r.IntN(tok.VocabSize()-1) })
+}
+
+func TestLlama(t *testing.T) {
+	dir := testenv.MustHaveLlama(t)
+	if _, err := os.Stat(filepath.Join(dir, "root/usr/bin/llama-server")); err != nil {
+		testenv.Unavailable(t, "no llama-server under %s", dir)
+	}
+	m, tok, prompts := llamaInputs(t)
 	keep := filepath.Join(t.TempDir(), "m.gguf")
 	r, err := Llama(context.Background(), dir, keep, m, tok, prompts, 6, 1, 1, nil)
 	if err != nil {
@@ -272,6 +280,17 @@ func TestLlama(t *testing.T) {
 	}
 	if st, err := os.Stat(keep); err != nil || st.Size() < int64(4*m.NumParams()) {
 		t.Fatalf("kept GGUF: %v", err)
+	}
+}
+
+// TestLlamaMissingInstallNamesSkipFlag: where the llama.cpp installation
+// cannot start (not installed, or a system it was not built for), the
+// error names the flag that skips the comparison.
+func TestLlamaMissingInstallNamesSkipFlag(t *testing.T) {
+	m, tok, prompts := llamaInputs(t)
+	_, err := Llama(context.Background(), t.TempDir(), "", m, tok, prompts, 4, 1, 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "--skip-llama") {
+		t.Fatalf("Llama with no installation = %v; want an error naming --skip-llama", err)
 	}
 }
 

@@ -156,11 +156,12 @@ type llamaServer struct {
 func startLlama(ctx context.Context, dir, gguf string, port int, args []string) (*llamaServer, error) {
 	full := append([]string{filepath.Join(dir, "root/usr/bin/llama-server"), "-m", gguf,
 		"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--no-webui"}, args...)
-	cmd := exec.Command(filepath.Join(dir, "run"), full...)
+	run := filepath.Join(dir, "run")
+	cmd := exec.Command(run, full...)
 	s := &llamaServer{cmd: cmd, url: "http://127.0.0.1:" + strconv.Itoa(port), log: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench llama.cpp: start %s: %w", full[0], err)
+		return nil, fmt.Errorf("bench llama.cpp: start %s %s: %w (the comparison runs the Linux llama.cpp that .ci/install-llama-server.sh installs; --skip-llama skips it)", run, full[0], err)
 	}
 	go func() {
 		_ = cmd.Wait()

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -108,8 +107,8 @@ func (b Bubblewrap) Available() error {
 type bwrapLauncher struct {
 	path string
 	args []string
-	cred *syscall.Credential
-	cg   *cgroup // nil without cgroups
+	user *sandboxUser // nil: bwrap runs as the caller
+	cg   *cgroup      // nil without cgroups
 
 	afterStart func() // closes the child's ends of pipes once it runs
 
@@ -118,8 +117,12 @@ type bwrapLauncher struct {
 	nsInit chan int
 }
 
+// sandboxUser is the unprivileged identity bwrap runs as when the caller
+// is root (platform_unix.go turns it into a process credential).
+type sandboxUser struct{ uid, gid int }
+
 func (b Bubblewrap) newLauncher(spec Spec) (*bwrapLauncher, error) {
-	var cred *syscall.Credential
+	var user *sandboxUser
 	if os.Geteuid() == 0 {
 		uid, gid := b.UID, b.GID
 		if uid == 0 {
@@ -128,7 +131,7 @@ func (b Bubblewrap) newLauncher(spec Spec) (*bwrapLauncher, error) {
 		if gid == 0 {
 			gid = 65534
 		}
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		user = &sandboxUser{uid: uid, gid: gid}
 		if err := chownTree(spec.Workdir, uid, gid); err != nil {
 			return nil, err
 		}
@@ -144,21 +147,21 @@ func (b Bubblewrap) newLauncher(spec Spec) (*bwrapLauncher, error) {
 		if _, err := os.Stat(m.Host); err != nil {
 			return nil, fmt.Errorf("sandbox: mount %s: %w", m.Target, err)
 		}
-		if cred != nil {
-			if err := searchable(m.Host, int(cred.Uid)); err != nil {
+		if user != nil {
+			if err := searchable(m.Host, user.uid); err != nil {
 				return nil, fmt.Errorf("sandbox: mount %s: %w", m.Target, err)
 			}
 		}
 	}
 	uid := -1
-	if cred != nil {
-		uid = int(cred.Uid)
+	if user != nil {
+		uid = user.uid
 	}
 	cg, err := b.Confine.newCgroup(spec.Limits.withDefaults(), uid)
 	if err != nil {
 		return nil, err
 	}
-	return &bwrapLauncher{path: b.path(), args: bwrapArgs(spec, b.ROBinds, hostRootLinks()), cred: cred, cg: cg}, nil
+	return &bwrapLauncher{path: b.path(), args: bwrapArgs(spec, b.ROBinds, hostRootLinks()), user: user, cg: cg}, nil
 }
 
 // hostRootLinks maps each of /bin, /lib, /lib64, /sbin, /lib32, /libx32 to
@@ -251,7 +254,7 @@ const infoFD = 3
 func (l *bwrapLauncher) command() (*exec.Cmd, error) {
 	args := append([]string{"--info-fd", strconv.Itoa(infoFD)}, l.args...)
 	path := l.path
-	attr := bwrapProcAttr(l.cred) // Setpgid, Pdeathsig SIGKILL (bwrap_linux.go)
+	attr := bwrapProcAttr(l.user) // Setpgid, Pdeathsig SIGKILL (platform_linux.go)
 	var cgFD *os.File
 	switch {
 	case l.cg != nil && l.cg.version == 1:
@@ -318,7 +321,7 @@ func (l *bwrapLauncher) kill(cmd *exec.Cmd) error {
 	if cmd.Process == nil {
 		return nil
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	killPID(-cmd.Process.Pid)
 	cmd.Process.Kill()
 	if l.cg != nil {
 		return l.cg.killAll(10 * time.Second)
@@ -376,8 +379,8 @@ func searchable(p string, uid int) error {
 		if err != nil {
 			return err
 		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if fi.Mode().Perm()&0o001 == 0 && !(ok && int(st.Uid) == uid) {
+		owner, ok := fileUID(fi)
+		if fi.Mode().Perm()&0o001 == 0 && !(ok && owner == uid) {
 			return fmt.Errorf("%s (mode %v) is not searchable by the sandbox uid %d: create workspaces with sandbox.MkdirTemp or chmod o+x", d, fi.Mode().Perm(), uid)
 		}
 		if d == "/" {

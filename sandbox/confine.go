@@ -324,7 +324,7 @@ func (g *cgroup) killAll(wait time.Duration) error {
 			return nil
 		}
 		for _, p := range ps {
-			syscall.Kill(p, syscall.SIGKILL)
+			killPID(p)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("sandbox: %d processes still alive in cgroup %s after SIGKILL for %v: %v", len(ps), g.dirs[0], wait, ps)

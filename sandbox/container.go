@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os/exec"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -36,7 +36,7 @@ func (c Container) engine() string {
 
 // Start implements Runner.
 func (c Container) Start(ctx context.Context, spec Spec) (Session, error) {
-	if err := spec.validate(); err != nil {
+	if err := cmp.Or(spec.validate(), sandboxSupported()); err != nil {
 		return nil, err
 	}
 	args, err := c.runArgs(spec)
@@ -116,7 +116,7 @@ func (l *containerLauncher) execArgs() []string {
 
 func (l *containerLauncher) command() (*exec.Cmd, error) {
 	cmd := exec.Command(l.engine, l.execArgs()...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupProcAttr()
 	return cmd, nil
 }
 
@@ -125,7 +125,7 @@ func (l *containerLauncher) started() {}
 // kill restarts the container, which kills every process in it.
 func (l *containerLauncher) kill(cmd *exec.Cmd) error {
 	if cmd.Process != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killPID(-cmd.Process.Pid)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

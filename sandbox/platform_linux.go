@@ -8,8 +8,8 @@ func bwrapSupported() error { return nil }
 
 // bwrapProcAttr is bwrap's process attributes: its own process group, and
 // SIGKILL when this process dies (so a crashed evaluator leaves no sandbox).
-func bwrapProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+func bwrapProcAttr(u *sandboxUser) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: u.credential()}
 }
 
 // useCgroupFD makes the child start inside the cgroup open as fd (clone3

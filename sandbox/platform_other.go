@@ -1,23 +1,19 @@
-//go:build !linux
+//go:build unix && !linux
 
 package sandbox
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"syscall"
 )
 
-// errNoBwrap is what Bubblewrap says off Linux.
-var errNoBwrap = fmt.Errorf("sandbox: bubblewrap needs Linux (namespaces, cgroups); this is %s/%s: run shell tasks with --runner docker or --runner podman (sandbox.Container), or on a Linux machine; the vault suite, train, rollout and bench need no sandbox", runtime.GOOS, runtime.GOARCH)
-
-func bwrapSupported() error { return errNoBwrap }
+func bwrapSupported() error { return noBwrapError(runtime.GOOS, runtime.GOARCH) }
 
 // bwrapProcAttr: bwrap never starts off Linux (bwrapSupported); a process
 // group is all that is portable.
-func bwrapProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+func bwrapProcAttr(u *sandboxUser) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Credential: u.credential()}
 }
 
 func useCgroupFD(attr *syscall.SysProcAttr, fd int) {}

@@ -26,6 +26,9 @@ type RunDir struct {
 // NewRunDir reaps the dead runs under parent (created 0711 if missing) and
 // makes a new run directory there. reaped lists what was removed.
 func NewRunDir(parent string) (rd *RunDir, reaped []string, err error) {
+	if err := sandboxSupported(); err != nil {
+		return nil, nil, err
+	}
 	if err := os.MkdirAll(parent, 0o711); err != nil {
 		return nil, nil, fmt.Errorf("run directory %s: %w", parent, err)
 	}
@@ -39,7 +42,7 @@ func NewRunDir(parent string) (rd *RunDir, reaped []string, err error) {
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err = lockExclusive(f)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -77,7 +80,7 @@ func ReapRunDirs(parent string) ([]string, error) {
 			}
 			// Killed between creating the directory and its lock.
 		} else {
-			busy := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
+			busy := lockExclusive(f) != nil
 			if busy {
 				f.Close()
 				continue // a live run

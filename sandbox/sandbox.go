@@ -15,15 +15,15 @@
 //
 // Two Runners share the Session protocol: Bubblewrap (bwrap, the default,
 // works without a container engine) and Container (docker / podman CLI, for
-// tasks that need an image).
+// tasks that need an image). Bubblewrap needs Linux and Container a Unix
+// system; elsewhere Start returns an error saying what to use instead
+// (platform.go).
 package sandbox
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
 	"time"
 )
 
@@ -173,7 +173,7 @@ func baseEnv(extra map[string]string) map[string]string {
 // path is a regular file (not a symlink planted to make the host read
 // something else, not a FIFO that would block) of at most max bytes.
 func ReadRegular(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openNoFollow(path)
 	if err != nil {
 		return nil, err
 	}

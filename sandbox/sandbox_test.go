@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -457,8 +456,8 @@ func TestReadRegular(t *testing.T) {
 		t.Fatal("symlink followed")
 	}
 	fifo := filepath.Join(dir, "p")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
+	if !mkfifo(t, fifo) {
+		return // no FIFOs on this system
 	}
 	done := make(chan error, 1)
 	go func() { _, err := ReadRegular(fifo, 100); done <- err }()

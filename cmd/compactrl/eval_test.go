@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -198,13 +197,11 @@ func startEvalLlama(t *testing.T) string {
 	cmd := exec.Command(run, server, "-m", filepath.Join(tmp, "llama-dense.gguf"), "--host", "127.0.0.1", "--port", fmt.Sprint(port),
 		"-t", "2", "--no-webui", "-np", "2", "-c", "512")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartGroup(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
+		testenv.KillGroup(cmd)
 		logf.Close()
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,14 +83,12 @@ func startLlamaServer() (stop func(), err error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartGroup(cmd); err != nil {
 		cleanup()
 		return nil, fmt.Errorf("start llama-server: %w", err)
 	}
 	stop = func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		testenv.KillGroup(cmd)
 		logf.Close()
 		cleanup()
 	}
