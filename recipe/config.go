@@ -17,7 +17,11 @@ import (
 // method and the run itself. The agent, sft, rl and run sections are the
 // trainer's (package train); model is the built-in engine's. It is read
 // from YAML strictly (an unknown field is an error naming it); fields left
-// out keep DefaultConfig's values.
+// out keep DefaultConfig's values. The sft section's recall_* knobs shape
+// recall pretraining's sequences, which FactTokens makes from the suite's
+// fact language; sft.recall_goal makes each one a summary's goal and found
+// lines (the goal's keys in task order, each its value in the context or
+// "?"), off in the shipped recipes.
 type Config struct {
 	Seed  int64               `yaml:"seed"`
 	Model builtin.ModelConfig `yaml:"model"`
@@ -109,11 +113,18 @@ func (c Config) Validate() error {
 	if err := c.Train().Validate(); err != nil {
 		return err
 	}
+	suiteKeys := c.Suite.Keys
+	if suiteKeys == 0 {
+		suiteKeys = vault.KeyWords()
+	}
 	switch {
 	case c.Suite.Name != "vault":
 		return fmt.Errorf("suite.name: %q is not a built-in suite (known: vault)", c.Suite.Name)
 	case c.SFT.RecallKeys > vault.KeyWords():
 		return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", c.SFT.RecallKeys, vault.KeyWords())
+	case c.SFT.RecallGoal && c.SFT.RecallKeys > 0 && c.SFT.RecallKeys < suiteKeys:
+		// A goal asks for the suite's keys: each must be one recall can write.
+		return fmt.Errorf("sft.recall_goal: sft.recall_keys %d must be 0 or at least the suite's %d keys (the goals' keys)", c.SFT.RecallKeys, suiteKeys)
 	}
 	return nil
 }

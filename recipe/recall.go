@@ -17,6 +17,11 @@ import (
 // them with these.
 type FactTokens struct {
 	Newline, Record, Found []int
+	// Goal is " report the values of", the start of a task's or summary
+	// goal's key list, GoalLine "\ngoal:", GoalEnd " files." that ends the
+	// statement, and Answer the action that lists keys and values as a
+	// found line does.
+	Goal, GoalLine, GoalEnd, Answer []int
 	// Unknown is " ?": a summary's value for an asked key it has not seen.
 	Unknown      []int
 	Keys, Values [][]int // " k" and " v", as in "record k v"
@@ -27,7 +32,8 @@ type FactTokens struct {
 // are token for token what the environment would show.
 func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
 	keys, values := vault.FactWords(cfg)
-	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:"), Unknown: tok.Encode(" ?")}
+	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:"), Unknown: tok.Encode(" ?"),
+		Goal: tok.Encode(" report the values of"), GoalLine: tok.Encode("\ngoal:"), GoalEnd: tok.Encode(" files."), Answer: tok.Encode("answer")}
 	for _, k := range keys {
 		f.Keys = append(f.Keys, tok.Encode(" "+k))
 	}
@@ -43,6 +49,15 @@ func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
 	found := slices.Concat(f.Found, f.Keys[0], f.Unknown, f.Keys[1], f.Values[0])
 	if want := tok.Encode("\nfound: " + keys[0] + " ? " + keys[1] + " " + values[0]); !slices.Equal(found, want) {
 		return nil, fmt.Errorf("fact tokens: found line pieces %v do not concatenate to its encoding %v", found, want)
+	}
+	// So must a summary's goal line and an answer.
+	goal := slices.Concat(f.GoalLine, f.Goal, f.Keys[0], f.Keys[1], tok.Encode(". the vault has 3"), f.GoalEnd, f.Found, f.Keys[0])
+	if want := tok.Encode("\ngoal: report the values of " + keys[0] + " " + keys[1] + ". the vault has 3 files.\nfound: " + keys[0]); !slices.Equal(goal, want) {
+		return nil, fmt.Errorf("fact tokens: goal line pieces %v do not concatenate to its encoding %v", goal, want)
+	}
+	answer := slices.Concat(f.Answer, f.Keys[0], f.Values[0])
+	if want := tok.Encode("answer " + vault.Fact{Key: keys[0], Value: values[0]}.String()); !slices.Equal(answer, want) {
+		return nil, fmt.Errorf("fact tokens: answer pieces %v do not concatenate to its encoding %v", answer, want)
 	}
 	if len(f.Newline) != 1 {
 		return nil, errors.New("fact tokens: newline must be one token")
@@ -120,6 +135,9 @@ func (ft *FactTokens) RecallBatch(segs [][]int, d train.RecallDraw, r *rand.Rand
 	if len(segs) == 0 {
 		return nil
 	}
+	if d.Goal {
+		return ft.goalBatch(segs, d, r)
+	}
 	batch := make([]train.Example, 0, d.N)
 	for len(batch) < d.N {
 		ctx := ft.splice(window(segs, d, r), d.Extra, r)
@@ -137,7 +155,12 @@ func (ft *FactTokens) RecallBatch(segs [][]int, d train.RecallDraw, r *rand.Rand
 // window is a random window of reach·length tokens (at least 8) of a
 // random corpus sequence, the whole sequence if shorter.
 func window(segs [][]int, d train.RecallDraw, r *rand.Rand) []int {
-	seg := segs[r.IntN(len(segs))]
+	return cut(segs[r.IntN(len(segs))], d, r)
+}
+
+// cut is a random window of reach·length tokens (at least 8) of seg, the
+// whole of seg if shorter.
+func cut(seg []int, d train.RecallDraw, r *rand.Rand) []int {
 	if wl := max(8, int(d.Reach*float64(d.Length))); wl < len(seg) {
 		lo := r.IntN(len(seg) - wl + 1)
 		seg = seg[lo : lo+wl]

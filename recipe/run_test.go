@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -324,54 +325,58 @@ func TestExpertReference(t *testing.T) {
 }
 
 // The warm start runs its copy phase first, then recall, then SFT, each
-// logged.
+// logged, with recall sequences of either kind (sft.recall_goal).
 func TestWarmStartPhases(t *testing.T) {
-	cfg := nanoConfig(t)
-	cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
-	cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
-	cfg.SFT.RecallKeys, cfg.SFT.RecallLen, cfg.Suite.Keys = 32, 48, 4
-	cfg.SFT.RecallMix = 3
-	cfg.Run.Iterations = 0
-	s, err := Build(cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	// Recall's record lines draw from all 32 key words, whatever the
-	// suite's pool.
-	if n := len(s.Trainer.Recall.(*FactTokens).Keys); n != 32 {
-		t.Fatalf("%d recall keys with a suite pool of %d, want 32", n, cfg.Suite.Keys)
-	}
-	if _, err := s.Trainer.Run(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(cfg.Run.Dir, "sft.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var phases []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r train.SFTRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Tokens == 0 || r.Loss <= 0 {
-			t.Errorf("%s step %d: %d tokens, loss %g", r.Phase, r.Step, r.Tokens, r.Loss)
-		}
-		// SFT batches carry recall_mix recall sequences, with their own loss.
-		if (r.Phase == "sft") != (r.RecallLoss != nil) || (r.RecallLoss != nil && *r.RecallLoss <= 0) {
-			t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.RecallLoss)
-		}
-		phases = append(phases, r.Phase)
-	}
-	if want := []string{"copy", "copy", "recall", "recall", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
-		t.Fatalf("phases %v, want %v", phases, want)
-	}
-	// RL starts with a fresh optimiser, not the warm start's moments.
-	if n := s.Policy.OptimizerSteps(); n != 0 {
-		t.Fatalf("policy optimiser at step %d after the warm start, want a fresh one", n)
+	for _, goal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recall_goal=%v", goal), func(t *testing.T) {
+			cfg := nanoConfig(t)
+			cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
+			cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
+			cfg.SFT.RecallKeys, cfg.SFT.RecallLen, cfg.Suite.Keys = 32, 48, 4
+			cfg.SFT.RecallMix, cfg.SFT.RecallGoal = 3, goal
+			cfg.Run.Iterations = 0
+			s, err := Build(cfg, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// Recall's record lines draw from all 32 key words, whatever the
+			// suite's pool.
+			if n := len(s.Trainer.Recall.(*FactTokens).Keys); n != 32 {
+				t.Fatalf("%d recall keys with a suite pool of %d, want 32", n, cfg.Suite.Keys)
+			}
+			if _, err := s.Trainer.Run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(filepath.Join(cfg.Run.Dir, "sft.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var phases []string
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				var r train.SFTRecord
+				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+					t.Fatal(err)
+				}
+				if r.Tokens == 0 || r.Loss <= 0 {
+					t.Errorf("%s step %d: %d tokens, loss %g", r.Phase, r.Step, r.Tokens, r.Loss)
+				}
+				// SFT batches carry recall_mix recall sequences, with their own loss.
+				if (r.Phase == "sft") != (r.RecallLoss != nil) || (r.RecallLoss != nil && *r.RecallLoss <= 0) {
+					t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.RecallLoss)
+				}
+				phases = append(phases, r.Phase)
+			}
+			if want := []string{"copy", "copy", "recall", "recall", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
+				t.Fatalf("phases %v, want %v", phases, want)
+			}
+			// RL starts with a fresh optimiser, not the warm start's moments.
+			if n := s.Policy.OptimizerSteps(); n != 0 {
+				t.Fatalf("policy optimiser at step %d after the warm start, want a fresh one", n)
+			}
+		})
 	}
 }
 

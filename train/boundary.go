@@ -91,11 +91,13 @@ type Example struct {
 // RecallDraw is what a RecallSource is asked for: N sequences of at most
 // Length tokens over windows of Reach (a fraction) of the longest, each with
 // 1 … Extra synthetic facts spliced in; with Unknown, facts absent from the
-// context are queried too.
+// context are queried too; with Goal, the query is the found line of a
+// summary of the window's demonstration: its goal's keys in task order,
+// answered with their values in the context or "?".
 type RecallDraw struct {
 	N, Length, Extra int
 	Reach            float64
-	Unknown          bool
+	Unknown, Goal    bool
 }
 
 // RecallSource makes the sequences of recall pretraining in a suite's fact

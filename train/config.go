@@ -94,6 +94,14 @@ type SFTConfig struct {
 	// context, answered "?" as a summary does (off: every query has a
 	// value in the context).
 	RecallUnknown bool `yaml:"recall_unknown"`
+	// RecallGoal makes every recall sequence a summary's goal and found
+	// lines: the goal of the demonstration the window comes from, then its
+	// keys in task order, each answered with its value where the context
+	// shows one (a record line, real or spliced, or an earlier found line)
+	// and "?" where it does not; the loss on the values and "?" only (off:
+	// the found line queries the context's record facts). It replaces
+	// recall_unknown, which it cannot be combined with.
+	RecallGoal bool `yaml:"recall_goal"`
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -397,6 +405,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
 	case c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix > 0 && c.SFT.CopyLen < 2:
 		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", c.SFT.CopyLen)
+	case c.SFT.RecallGoal && c.SFT.RecallSteps+c.SFT.RecallMix == 0:
+		return errors.New("sft.recall_goal: needs sft.recall_steps or sft.recall_mix > 0")
+	case c.SFT.RecallGoal && c.SFT.RecallUnknown:
+		return errors.New("sft.recall_goal: replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:

@@ -152,7 +152,7 @@ func (c SFTConfig) recallDraw(n int, reach float64) RecallDraw {
 	if c.RecallLen > 0 {
 		length = c.RecallLen
 	}
-	return RecallDraw{N: n, Length: length, Extra: c.RecallExtra, Reach: reach, Unknown: c.RecallUnknown}
+	return RecallDraw{N: n, Length: length, Extra: c.RecallExtra, Reach: reach, Unknown: c.RecallUnknown, Goal: c.RecallGoal}
 }
 
 // copyPhase is CopySteps of induction pretraining (copyBatch); the gap
