@@ -21,7 +21,7 @@ import (
 // (configs/pretrain.yaml).
 func runDemo(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("demo", "demo [flags]")
-	fs.about = "CompactionRL from the shipped base policy on the built-in vault suite (about 3 minutes on 2 cores)."
+	fs.about = "CompactionRL from the shipped base policy on the built-in vault suite (about 2 minutes on 2 cores)."
 	fs.examples = []string{"compactrl demo", "compactrl demo --seed 2 --dir runs/demo-seed2"}
 	cfg := recipe.DemoConfig()
 	dir := fs.String("dir", cfg.Run.Dir, "run directory (replaced)")
