@@ -176,15 +176,7 @@ func (ft *FactTokens) splice(seg []int, extra int, r *rand.Rand) []int {
 	for _, f := range ft.facts(seg) {
 		present[f.key] = true
 	}
-	var nls []int
-	for i, id := range seg {
-		if id == ft.Newline[0] {
-			nls = append(nls, i+1)
-		}
-	}
-	if len(nls) == 0 {
-		nls = []int{0}
-	}
+	nls := ft.lineStarts(seg)
 	ctx := slices.Clone(seg)
 	// Splice at positions from the last to the first so that earlier
 	// positions stay valid.
@@ -281,4 +273,19 @@ func (ft *FactTokens) example(ctx []int, queries []fact) train.Example {
 		}
 	}
 	return ex
+}
+
+// lineStarts lists where a line may be spliced into seg: after each of its
+// newlines, or at 0 when it has none.
+func (ft *FactTokens) lineStarts(seg []int) []int {
+	var at []int
+	for i, id := range seg {
+		if id == ft.Newline[0] {
+			at = append(at, i+1)
+		}
+	}
+	if len(at) == 0 {
+		at = []int{0}
+	}
+	return at
 }

@@ -118,15 +118,7 @@ func (ft *FactTokens) spliceGoal(seg, goal []int, extra int, r *rand.Rand) []int
 		taken[k] = true
 		lines = append(lines, slices.Concat(ft.Record, ft.Keys[k], ft.Values[r.IntN(len(ft.Values))], ft.Newline))
 	}
-	var nls []int
-	for i, id := range seg {
-		if id == ft.Newline[0] {
-			nls = append(nls, i+1)
-		}
-	}
-	if len(nls) == 0 {
-		nls = []int{0}
-	}
+	nls := ft.lineStarts(seg)
 	at := make([]int, len(lines))
 	for j := range at {
 		at[j] = nls[r.IntN(len(nls))]

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -16,14 +15,7 @@ import (
 // each answered with the value the context shows (a record line or an
 // earlier found line) or "?", the targets those answers only.
 func TestRecallGoalAnswersTheGoalsKeysInOrder(t *testing.T) {
-	tok, _, err := vault.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft, err := NewFactTokens(tok, vault.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, ft := defaultFactTokens(t)
 	segs := [][]int{
 		tok.Encode("task: report the values of amber dune. the vault has 3 files.\nfile 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks\n"),
 		tok.Encode("goal: report the values of dune amber. the vault has 2 files.\nfound: dune ? amber 12\nat: file 1\nfile 2 page 3\nnote 9: the lamp idles\nnote 1: the belt stops\n"),
@@ -115,14 +107,7 @@ func TestRecallGoalAnswersTheGoalsKeysInOrder(t *testing.T) {
 // The context's facts include a record on a page's last line and earlier
 // found lines and answers; a key shown with two values has none.
 func TestRecallGoalKnown(t *testing.T) {
-	tok, _, err := vault.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft, err := NewFactTokens(tok, vault.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, ft := defaultFactTokens(t)
 	key := func(w string) int {
 		return slices.IndexFunc(ft.Keys, func(p []int) bool { return slices.Equal(p, tok.Encode(" "+w)) })
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/tokenizer"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -14,14 +15,7 @@ import (
 // value the target) or for a key the context never shows (target "?"), and
 // the targets are the value tokens only.
 func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
-	tok, _, err := vault.DefaultTokenizer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ft, err := NewFactTokens(tok, vault.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, ft := defaultFactTokens(t)
 	segs := [][]int{
 		tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n"),
 		tok.Encode("file 2 page 3\nrecord amber 12\nnote 9: the lamp idles\nrecord amber 13\nnote 1: the belt stops\n"),
@@ -89,6 +83,19 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 
 // Without sft.recall_unknown every query has its value in the context.
 func TestRecallBatchWithoutUnknownKeys(t *testing.T) {
+	tok, ft := defaultFactTokens(t)
+	segs := [][]int{tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n")}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 32, Length: 60, Extra: 3, Reach: 1}, r) {
+		if text := tok.Decode(it.Response); strings.Contains(text, "?") {
+			t.Fatalf("a query answered ? without recall_unknown: %q", text)
+		}
+	}
+}
+
+// defaultFactTokens is the default vault suite's tokenizer and fact tokens.
+func defaultFactTokens(t *testing.T) (*tokenizer.Tokenizer, *FactTokens) {
+	t.Helper()
 	tok, _, err := vault.DefaultTokenizer()
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +104,5 @@ func TestRecallBatchWithoutUnknownKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	segs := [][]int{tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n")}
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 32, Length: 60, Extra: 3, Reach: 1}, r) {
-		if text := tok.Decode(it.Response); strings.Contains(text, "?") {
-			t.Fatalf("a query answered ? without recall_unknown: %q", text)
-		}
-	}
+	return tok, ft
 }
