@@ -209,47 +209,22 @@ func DecodeYAML(b []byte, dst any) (deprecated []string, err error) {
 func renameKeys(root *yaml.Node) ([]string, error) {
 	var notes []string
 	for _, r := range renamed {
-		sec := mappingValue(root, r.section)
-		if sec == nil {
+		j := override.Lookup(root, r.section)
+		if j < 0 {
 			continue
 		}
-		oldKey := mappingKey(sec, r.old)
-		if oldKey == nil {
+		sec := root.Content[j+1]
+		k := override.Lookup(sec, r.old)
+		if k < 0 {
 			continue
 		}
-		if mappingKey(sec, r.new) != nil {
+		if override.Lookup(sec, r.new) >= 0 {
 			return nil, fmt.Errorf("%s.%s and %s.%s are the same setting (%s is its former name): give only %s.%s", r.section, r.old, r.section, r.new, r.old, r.section, r.new)
 		}
-		oldKey.Value = r.new
+		sec.Content[k].Value = r.new
 		notes = append(notes, fmt.Sprintf("config: %s.%s is deprecated, read as %s.%s (rename the key)", r.section, r.old, r.section, r.new))
 	}
 	return notes, nil
-}
-
-// mappingKey is the key node named key of mapping n, or nil.
-func mappingKey(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i]
-		}
-	}
-	return nil
-}
-
-// mappingValue is the value node under key of mapping n, or nil.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // checkIntegers reports an integer field whose YAML value is not an

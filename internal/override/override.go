@@ -101,7 +101,7 @@ func valueNode(s Setting) (*yaml.Node, error) {
 func set(m *yaml.Node, s Setting, v *yaml.Node) error {
 	for i, k := range s.Path {
 		at := strings.Join(s.Path[:i+1], ".")
-		j := lookup(m, k)
+		j := Lookup(m, k)
 		if i == len(s.Path)-1 {
 			if j < 0 {
 				m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, v)
@@ -131,8 +131,12 @@ func set(m *yaml.Node, s Setting, v *yaml.Node) error {
 	return nil
 }
 
-// lookup returns the index of key k in mapping m, -1 if absent.
-func lookup(m *yaml.Node, k string) int {
+// Lookup returns the index in m.Content of the key node k of mapping m
+// (its value follows it), -1 if absent or m is not a mapping.
+func Lookup(m *yaml.Node, k string) int {
+	if m.Kind != yaml.MappingNode {
+		return -1
+	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == k {
 			return i
