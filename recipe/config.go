@@ -39,15 +39,9 @@ type Config struct {
 // knobs (env/vault: the facts that decide the reward are spread over many
 // pages, more than fit in one window).
 type SuiteConfig struct {
-	Name          string `yaml:"name"` // "vault"
-	train.Seeds   `yaml:",inline"`
-	Files         int  `yaml:"files"`       // files in the vault
-	Pages         int  `yaml:"pages"`       // pages per file (±1)
-	Facts         int  `yaml:"facts"`       // keys the task asks for
-	Keys          int  `yaml:"keys"`        // key pool size (0: all 32 key words)
-	Distractors   int  `yaml:"distractors"` // records of other keys
-	NoiseLines    int  `yaml:"noise_lines"` // noise lines per page
-	PartialCredit bool `yaml:"partial_credit"`
+	Name         string `yaml:"name"` // "vault"
+	train.Seeds  `yaml:",inline"`
+	vault.Config `yaml:",inline"` // the suite's difficulty knobs (files, pages, facts, …)
 }
 
 // Train is the trainer's part of the config.
@@ -65,7 +59,7 @@ func DefaultConfig() Config {
 	return Config{
 		Seed:  t.Seed,
 		Model: builtin.ModelConfig{Preset: "tiny"},
-		Suite: SuiteConfig{Name: "vault", Seeds: t.Seeds, Files: 5, Pages: 3, Facts: 4, Distractors: 6, NoiseLines: 5},
+		Suite: SuiteConfig{Name: "vault", Seeds: t.Seeds, Config: vault.DefaultConfig()},
 		Agent: t.Agent, SFT: t.SFT, RL: t.RL, Run: t.Run,
 	}
 }
@@ -141,7 +135,7 @@ func PretrainConfig() Config {
 	c := DefaultConfig()
 	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06}
 	c.Suite = SuiteConfig{Name: "vault", Seeds: train.Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
-		Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}
+		Config: vault.Config{Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}}
 	a := &c.Agent
 	a.Window, a.Reserve, a.KeepLast, a.MaxCompactions, a.MaxTurns = 512, 192, 2, 3, 30
 	a.MaxActionTokens, a.MaxSummaryTokens, a.EvalTemperature = 16, 48, 1

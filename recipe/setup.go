@@ -147,7 +147,7 @@ func (s *Setup) recall() (train.RecallSource, error) {
 	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix <= 0 {
 		return nil, nil
 	}
-	vc := VaultConfig(cfg.Suite)
+	vc := cfg.Suite.Config
 	if cfg.SFT.RecallKeys > 0 {
 		vc.Keys = cfg.SFT.RecallKeys
 	}

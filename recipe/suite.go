@@ -36,15 +36,10 @@ var (
 	_ train.ExpertCollector = (*Suite)(nil)
 )
 
-// VaultConfig maps the run's suite knobs onto the suite's configuration.
-func VaultConfig(c SuiteConfig) vault.Config {
-	return vault.Config{Files: c.Files, Pages: c.Pages, Facts: c.Facts, Keys: c.Keys, Distractors: c.Distractors, NoiseLines: c.NoiseLines, PartialCredit: c.PartialCredit}
-}
-
 // NewSuite builds the suite of a run's config with the vault's default
 // tokenizer and checks the agent's token budget.
 func NewSuite(cfg Config, tok agent.Tokenizer, tmpl agent.Template) (*Suite, error) {
-	s := &Suite{Tok: tok, Tmpl: tmpl, Env: VaultConfig(cfg.Suite), Agent: cfg.Agent.Config, Workers: cfg.Run.Workers, Seed: cfg.Seed,
+	s := &Suite{Tok: tok, Tmpl: tmpl, Env: cfg.Suite.Config, Agent: cfg.Agent.Config, Workers: cfg.Run.Workers, Seed: cfg.Seed,
 		EpisodeTimeout: time.Duration(cfg.Run.EpisodeTimeoutS * float64(time.Second))}
 	// Construct once to surface budget and suite errors before any work.
 	if _, err := agent.New(s.Agent, tok, tmpl, nopSampler{}); err != nil {

@@ -35,13 +35,13 @@ import (
 
 // Config holds the suite's difficulty knobs.
 type Config struct {
-	Files         int  // files in the vault
-	Pages         int  // pages per file: each file has Pages−1 … Pages+1 (at least 1)
-	Facts         int  // keys the task asks for, each on one random page
-	Keys          int  // size of the key pool tasks and distractors draw from (0: all 32 key words)
-	Distractors   int  // records of other keys, scattered like the facts
-	NoiseLines    int  // noise lines per page (the observation length)
-	PartialCredit bool // reward = fraction of keys right instead of all-or-nothing
+	Files         int  `yaml:"files"`          // files in the vault
+	Pages         int  `yaml:"pages"`          // pages per file: each file has Pages−1 … Pages+1 (at least 1)
+	Facts         int  `yaml:"facts"`          // keys the task asks for, each on one random page
+	Keys          int  `yaml:"keys"`           // size of the key pool tasks and distractors draw from (0: all 32 key words)
+	Distractors   int  `yaml:"distractors"`    // records of other keys, scattered like the facts
+	NoiseLines    int  `yaml:"noise_lines"`    // noise lines per page (the observation length)
+	PartialCredit bool `yaml:"partial_credit"` // reward = fraction of keys right instead of all-or-nothing
 }
 
 // DefaultConfig needs 2–4 compactions of the scripted expert at the agent's
