@@ -237,7 +237,7 @@ func matchLlama3(s string, i int, threeDigits bool) int {
 	return spaceMatch(s, i) - i
 }
 
-// patO200k is GPT-OSS's (o200k) pattern, which splitO200k implements:
+// patO200k is GPT-OSS's (o200k) pattern, which matchO200k implements:
 // words are an optional non-letter, non-digit prefix, then upper-case-ish
 // letters followed by lower-case-ish ones (or the reverse emphasis), with
 // an optional contraction; digits in runs of up to three; punctuation runs
@@ -285,15 +285,6 @@ func o200kClass(r rune) int {
 		c = oSpace
 	}
 	return c
-}
-
-// splitO200k calls fn with each match of patO200k in s (they cover s).
-func splitO200k(s string, fn func(word string)) {
-	for i := 0; i < len(s); {
-		n := matchO200k(s, i)
-		fn(s[i : i+n])
-		i += n
-	}
 }
 
 // o200kRun returns the end of the run of runes with class bit b from i.

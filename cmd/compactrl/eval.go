@@ -431,14 +431,6 @@ func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int6
 	return ep, err
 }
 
-// engineAgent builds the agent loop over a pool of HTTP engines with the
-// default engine timeout and retries (buildEngineAgent has them all).
-func engineAgent(cfg agent.Config, urls, kind, model string, maxConc int, tokPath, tmplSpec string, seed int64, wrap ...samplerWrap) (*agent.Agent, error) {
-	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: urls, kind: kind, model: model, maxConc: maxConc,
-		tok: tokenFlags{path: tokPath, template: tmplSpec}, seed: seed, flags: engineFlags{timeout: defaultEngineTimeout, retries: defaultEngineRetries}}, wrap...)
-	return a, err
-}
-
 // parseTemplate reads "system,user,assistant,observation,summary,end" ids.
 func parseTemplate(spec string) (agent.Template, error) {
 	parts := strings.Split(spec, ",")
