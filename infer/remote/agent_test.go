@@ -62,7 +62,7 @@ func episodeOf(req infer.Request) int64 { return int64(req.Prompt[1]) }
 // reported — checked against a fresh raw-distribution request per call.
 func TestAgentLoopCompactsOnLlamaServer(t *testing.T) {
 	url := needLlama(t)
-	tok, err := NewTokenizer(KindLlamaCpp, url, "", nil)
+	tok, err := NewTokenizer(KindLlamaCpp, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

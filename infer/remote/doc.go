@@ -16,23 +16,29 @@
 // the sampled ids come back as ids, with log π_old(token) for each, so the
 // trainer sees exactly what was sampled, never a re-tokenisation of text.
 //
-// What log-probability each engine reports (π_old, DESIGN.md §1):
+// What log-probability each engine records (π_old; docs/design.md,
+// "Recorded log-probabilities"): log q(token), q the distribution the
+// token was actually drawn from. Every engine is sent every sampling
+// parameter that changes q (top-k off, min-p 0, penalties neutral, minimum
+// length 0), so no server default (vLLM and SGLang read the model's
+// generation_config) changes it. CheckSampling refuses, naming the fix,
+// what an engine cannot record that way; the engines refuse it too.
 //
 //   - llama.cpp: with Temperature > 0 the client asks for
 //     post_sampling_probs and returns log p, p the probability of the
-//     chosen token in the distribution actually sampled from: softmax(z/T)
-//     restricted to the top-p nucleus and renormalised (the client disables
-//     top-k, min-p, typical-p, penalties, DRY and XTC and orders the
-//     samplers temperature → top-p, so that is the whole chain). With top_p
-//     = 1 this is log softmax(z/T). With Temperature = 0 (greedy) the
-//     sampling distribution is a point mass, so the client returns the raw
-//     model log-probability log softmax(z) instead. Both are checked
-//     against the server's full distribution in the tests.
-//   - vLLM: whatever the server's --logprobs-mode says; the default
-//     raw_logprobs is log softmax(z) at temperature 1; processed_logprobs
-//     gives the temperature/top-p processed distribution.
-//   - SGLang: log-probs at the sampling temperature by default
-//     (SGLANG_RETURN_ORIGINAL_LOGPROB=1 on the server gives temperature 1).
+//     chosen token in softmax(z/T) restricted to the top-p nucleus and
+//     renormalised (the client disables top-k, min-p, typical-p,
+//     penalties, DRY and XTC and orders the samplers temperature → top-p,
+//     so that is the whole chain). Checked against scoring the sampled
+//     tokens in the tests.
+//   - vLLM: raw log-probs by default (--logprobs-mode raw_logprobs, before
+//     temperature and top-p): accepted only at temperature 1 without a
+//     nucleus. A server started with --logprobs-mode processed_logprobs
+//     (Endpoint.LogprobsMode) reports the processed distribution and may
+//     serve any setting.
+//   - SGLang: log softmax(z/T) before its top-p filter: any temperature,
+//     no nucleus (the server must not set SGLANG_RETURN_ORIGINAL_LOGPROB).
+//   - Greedy (Temperature 0) records log softmax(z) everywhere.
 //
 // Stop ids. vLLM and SGLang take stop_token_ids and keep the stop token in
 // the output ids. llama.cpp's completion API has no stop-token-id option
@@ -43,13 +49,21 @@
 // truncates at the first stop id client-side.
 //
 // Seeds: vLLM takes the int64 seed as is; SGLang gets it as
-// sampling_params.sampling_seed (SGLang.SeedParam); llama.cpp's seed is a
-// uint32, so the seed is folded (s ⊕ s>>32), 0xFFFFFFFF (llama.cpp's
-// "random") mapped to 0xFFFFFFFE. Same seed, prompt and server: same tokens,
-// also with other requests in flight on other slots (tested).
+// sampling_params.sampling_seed, honoured only by a server running
+// --enable-deterministic-inference (SGLang.SeedHonoured asks); llama.cpp's
+// seed is a uint32, so the seed is folded (s ⊕ s>>32), 0xFFFFFFFF
+// (llama.cpp's "random") mapped to 0xFFFFFFFE. Same seed, prompt and
+// llama.cpp server: same tokens, also with other requests in flight on
+// other slots (tested). Endpoint.Seed = SeedNone sends no seed.
 //
-// Text: Tokenizer wraps /tokenize and /detokenize (llama.cpp, vLLM) for
-// prompts built from text; its error-free Encode/Decode fit
+// Errors: an answer that says the request can never succeed (a 4xx other
+// than 408/429; a body naming a context overflow or an unknown field; an
+// SGLang without sampling_seed) matches ErrRejected, is not retried, and
+// says what to change.
+//
+// Text: Tokenizer wraps llama.cpp's /tokenize and /detokenize, with
+// special-token text kept plain (vLLM's /tokenize cannot be told to, so it
+// is refused: use a local tokenizer); its error-free Encode/Decode fit
 // agent.Tokenizer, and Guard makes a sampler fail (ErrUnavailable) once the
 // tokenizer has swallowed an error.
 //

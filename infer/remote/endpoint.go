@@ -23,15 +23,24 @@ type Endpoint struct {
 	URL           string // base URL, e.g. http://10.0.0.5:8000
 	Model         string // vLLM's model name; unused by the others
 	MaxConcurrent int    // in-flight limit in a Pool; ≤ 0: DefaultMaxConcurrent
+	// LogprobsMode is the log-probability mode the vLLM server was started
+	// with (its --logprobs-mode): LogprobsRaw (vLLM's default, also what ""
+	// means) or LogprobsProcessed. It decides which sampling settings the
+	// endpoint may serve (CheckSampling). Unused by the other kinds.
+	LogprobsMode string
+	// Seed is SeedRequest ("" too: every request carries its seed) or
+	// SeedNone (no seed is sent; the engine draws from its own randomness).
+	Seed string
 }
 
-// ParseEndpoint reads "KIND=URL[,model=NAME][,max=N]", for example
-// "vllm=http://10.0.0.5:8000,model=Qwen/Qwen3-8B,max=64".
+// ParseEndpoint reads
+// "KIND=URL[,model=NAME][,max=N][,logprobs=MODE][,seed=request|none]", for
+// example "vllm=http://10.0.0.5:8000,model=Qwen/Qwen3-8B,max=64,logprobs=processed_logprobs".
 func ParseEndpoint(spec string) (Endpoint, error) {
 	parts := strings.Split(spec, ",")
 	kind, u, ok := strings.Cut(parts[0], "=")
 	if !ok {
-		return Endpoint{}, fmt.Errorf("endpoint %q: want KIND=URL[,model=NAME][,max=N]", spec)
+		return Endpoint{}, fmt.Errorf("endpoint %q: want KIND=URL[,model=NAME][,max=N][,logprobs=MODE][,seed=request|none]", spec)
 	}
 	e := Endpoint{Kind: strings.TrimSpace(kind), URL: strings.TrimSpace(u)}
 	switch e.Kind {
@@ -56,6 +65,16 @@ func ParseEndpoint(spec string) (Endpoint, error) {
 				return Endpoint{}, fmt.Errorf("endpoint %q: max=%q is not a positive integer", spec, v)
 			}
 			e.MaxConcurrent = n
+		case k == "logprobs":
+			if err := checkLogprobsMode(v); err != nil {
+				return Endpoint{}, fmt.Errorf("endpoint %q: %w", spec, err)
+			}
+			e.LogprobsMode = v
+		case k == "seed":
+			if err := checkSeedMode(v); err != nil {
+				return Endpoint{}, fmt.Errorf("endpoint %q: %w", spec, err)
+			}
+			e.Seed = v
 		default:
 			return Endpoint{}, fmt.Errorf("endpoint %q: unknown option %q", spec, k)
 		}
@@ -84,13 +103,28 @@ func ParseEndpoints(specs string) ([]Endpoint, error) {
 // Engine returns the single-attempt engine for e. A nil client means a
 // fresh http.Client.
 func (e Endpoint) Engine(client *http.Client) (infer.Sampler, error) {
+	if err := checkLogprobsMode(e.LogprobsMode); err != nil {
+		return nil, fmt.Errorf("endpoint %s: %w", e.URL, err)
+	}
+	if err := checkSeedMode(e.Seed); err != nil {
+		return nil, fmt.Errorf("endpoint %s: %w", e.URL, err)
+	}
+	noSeed := e.Seed == SeedNone
 	switch e.Kind {
 	case KindLlamaCpp:
-		return NewLlamaCpp(e.URL, client), nil
+		l := NewLlamaCpp(e.URL, client)
+		l.NoSeed = noSeed
+		return l, nil
 	case KindVLLM:
-		return NewVLLM(e.URL, e.Model, client), nil
+		v := NewVLLM(e.URL, e.Model, client)
+		v.LogprobsMode, v.NoSeed = e.LogprobsMode, noSeed
+		return v, nil
 	case KindSGLang:
-		return NewSGLang(e.URL, client), nil
+		s := NewSGLang(e.URL, client)
+		if noSeed {
+			s.SeedParam = ""
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("endpoint %s: unknown kind %q", e.URL, e.Kind)
 }

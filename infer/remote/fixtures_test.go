@@ -69,39 +69,58 @@ func checkCompletion(t *testing.T, c infer.Completion, ids []int, lps []float64,
 	}
 }
 
-// recordedCase is one recorded engine response: its fixture file, the
-// request's max tokens, and the completion it must decode to.
+// recordedCase is one recorded engine exchange: its fixture files (the
+// answer NAME.json and the body the client must send, NAME.request.json),
+// the request, the engine's settings, and the completion it must decode to.
 type recordedCase struct {
-	file   string
-	max    int
-	ids    []int
-	lps    []float64
-	reason string
+	name     string
+	req      infer.Request
+	endpoint Endpoint
+	ids      []int
+	lps      []float64
+	reason   string
 }
 
 var qwenPrompt = []int{785, 6722, 315, 9625, 374}
 
+// wantRecordedRequest checks that the body sent is exactly the recorded
+// one: every field present with its value, and no other field.
+func wantRecordedRequest(t *testing.T, got map[string]any, name string) {
+	t.Helper()
+	var want map[string]any
+	if err := json.Unmarshal(readFixture(t, name+".request.json"), &want); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		wantField(t, got, k, v)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("request field %s not in %s.request.json", k, name)
+		}
+	}
+}
+
 func TestVLLMRecorded(t *testing.T) {
 	for _, tc := range []recordedCase{
-		{"vllm_completion_stop.json", 16, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
-		{"vllm_completion_length.json", 2, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
+		{"vllm_completion_stop", infer.Request{Prompt: qwenPrompt, MaxTokens: 16, Temperature: 1, Stop: []int{151645}, Seed: 77},
+			Endpoint{Kind: KindVLLM}, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
+		{"vllm_completion_length", infer.Request{Prompt: qwenPrompt, MaxTokens: 2, Temperature: 0.7, TopP: 0.9, Stop: []int{151645}, Seed: 77},
+			Endpoint{Kind: KindVLLM, LogprobsMode: LogprobsProcessed}, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
-		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
-			srv := replay(t, "/v1/completions", readFixture(t, tc.file), func(got map[string]any) {
-				wantField(t, got, "prompt", qwenPrompt)
-				wantField(t, got, "model", "Qwen/Qwen3-0.6B")
-				wantField(t, got, "max_tokens", tc.max)
-				wantField(t, got, "stop_token_ids", []int{151645})
-				wantField(t, got, "logprobs", 0)
-				wantField(t, got, "return_tokens_as_token_ids", true)
-				wantField(t, got, "return_token_ids", true)
-				wantField(t, got, "seed", 77)
-				wantField(t, got, "top_p", 1)
+		t.Run(tc.name, func(t *testing.T) {
+			srv := replay(t, "/v1/completions", readFixture(t, tc.name+".json"), func(got map[string]any) {
+				wantRecordedRequest(t, got, tc.name)
 			})
-			v := NewVLLM(srv.URL, "Qwen/Qwen3-0.6B", nil)
-			c, err := v.Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: tc.max, Temperature: 1, Stop: []int{151645}, Seed: 77})
+			e := tc.endpoint
+			e.URL, e.Model = srv.URL, "Qwen/Qwen3-0.6B"
+			v, err := e.Engine(nil)
 			if err != nil {
-				t.Fatalf("%s: %v", tc.file, err)
+				t.Fatal(err)
+			}
+			c, err := v.Sample(context.Background(), tc.req)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
 			}
 			checkCompletion(t, c, tc.ids, tc.lps, tc.reason)
 		})
@@ -148,21 +167,24 @@ func TestVLLMMalformed(t *testing.T) {
 
 func TestSGLangRecorded(t *testing.T) {
 	for _, tc := range []recordedCase{
-		{"sglang_generate_stop.json", 16, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
-		{"sglang_generate_length.json", 2, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
+		{"sglang_generate_stop", infer.Request{Prompt: qwenPrompt, MaxTokens: 16, Temperature: 0.5, Stop: []int{151645}, Seed: 5},
+			Endpoint{Kind: KindSGLang}, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
+		{"sglang_generate_length", infer.Request{Prompt: qwenPrompt, MaxTokens: 2, Temperature: 1, TopP: 1, Stop: []int{151645}, Seed: 5},
+			Endpoint{Kind: KindSGLang, Seed: SeedNone}, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
-		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
-			srv := replay(t, "/generate", readFixture(t, tc.file), func(got map[string]any) {
-				wantField(t, got, "input_ids", qwenPrompt)
-				wantField(t, got, "return_logprob", true)
-				wantField(t, got, "sampling_params", map[string]any{
-					"max_new_tokens": tc.max, "temperature": 0.5, "top_p": 0.9,
-					"stop_token_ids": []int{151645}, "sampling_seed": 5,
-				})
+		t.Run(tc.name, func(t *testing.T) {
+			srv := replay(t, "/generate", readFixture(t, tc.name+".json"), func(got map[string]any) {
+				wantRecordedRequest(t, got, tc.name)
 			})
-			c, err := NewSGLang(srv.URL, nil).Sample(context.Background(), infer.Request{Prompt: qwenPrompt, MaxTokens: tc.max, Temperature: 0.5, TopP: 0.9, Stop: []int{151645}, Seed: 5})
+			e := tc.endpoint
+			e.URL = srv.URL
+			s, err := e.Engine(nil)
 			if err != nil {
-				t.Fatalf("%s: %v", tc.file, err)
+				t.Fatal(err)
+			}
+			c, err := s.Sample(context.Background(), tc.req)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
 			}
 			checkCompletion(t, c, tc.ids, tc.lps, tc.reason)
 		})

@@ -45,12 +45,14 @@ func do(client *http.Client, req *http.Request) (*http.Response, error) {
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, &StatusError{
+		se := &StatusError{
 			URL:        req.URL.String(),
 			Code:       resp.StatusCode,
 			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
 			Body:       strings.TrimSpace(string(b)),
 		}
+		se.classify()
+		return nil, se
 	}
 	return resp, nil
 }

@@ -21,6 +21,9 @@ import (
 type LlamaCpp struct {
 	url    string
 	client *http.Client
+	// NoSeed sends llama.cpp's "random" seed (0xFFFFFFFF) instead of the
+	// request's (Endpoint.Seed = SeedNone).
+	NoSeed bool
 }
 
 // NewLlamaCpp returns an engine for the server at baseURL (for example
@@ -92,6 +95,10 @@ func (l *LlamaCpp) Sample(ctx context.Context, req infer.Request) (infer.Complet
 	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
+	seed := llamaSeed(req.Seed)
+	if l.NoSeed {
+		seed = math.MaxUint32
+	}
 	body := llamaRequest{
 		Prompt:            req.Prompt,
 		MaxTokens:         req.MaxTokens,
@@ -100,7 +107,7 @@ func (l *LlamaCpp) Sample(ctx context.Context, req infer.Request) (infer.Complet
 		TypicalP:          1,
 		RepeatPenalty:     1,
 		Samplers:          llamaSamplers,
-		Seed:              llamaSeed(req.Seed),
+		Seed:              seed,
 		Logprobs:          1,
 		PostSamplingProbs: req.Temperature > 0,
 		Stream:            true,

@@ -270,7 +270,7 @@ func TestLlamaCppConcurrentEpisodes(t *testing.T) {
 
 func TestLlamaCppTokenizer(t *testing.T) {
 	url := needLlama(t)
-	tok, err := NewTokenizer(KindLlamaCpp, url, "", nil)
+	tok, err := NewTokenizer(KindLlamaCpp, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -471,7 +471,12 @@ func TestParseEndpoint(t *testing.T) {
 	if err != nil || e != (Endpoint{Kind: KindVLLM, URL: "http://10.0.0.5:8000", Model: "Qwen/Qwen3-8B", MaxConcurrent: 64}) {
 		t.Fatalf("%+v %v", e, err)
 	}
-	for _, bad := range []string{"http://x", "tgi=http://x", "vllm=ftp://x", "vllm=http://x,max=0", "vllm=http://x,foo=1", "sglang=http://x,max"} {
+	e, err = ParseEndpoint("vllm=http://x:1,logprobs=processed_logprobs,seed=none")
+	if err != nil || e != (Endpoint{Kind: KindVLLM, URL: "http://x:1", LogprobsMode: LogprobsProcessed, Seed: SeedNone}) {
+		t.Fatalf("%+v %v", e, err)
+	}
+	for _, bad := range []string{"http://x", "tgi=http://x", "vllm=ftp://x", "vllm=http://x,max=0", "vllm=http://x,foo=1", "sglang=http://x,max",
+		"vllm=http://x,logprobs=processed", "sglang=http://x,seed=0"} {
 		if _, err := ParseEndpoint(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -488,8 +493,8 @@ func TestParseEndpoint(t *testing.T) {
 	}
 }
 
-// tokenizerServer is a vLLM-shaped /tokenize + /detokenize server; while
-// fail is set it answers 503.
+// tokenizerServer is a llama.cpp-shaped /tokenize + /detokenize server;
+// while fail is set it answers 503.
 func tokenizerServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fail != nil && fail.Load() {
@@ -500,18 +505,18 @@ func tokenizerServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
 		json.NewDecoder(r.Body).Decode(&body)
 		switch r.URL.Path {
 		case "/tokenize":
-			if body["model"] != "m" || body["add_special_tokens"] != false {
+			if body["add_special"] != false || body["parse_special"] != false {
 				http.Error(w, "bad request", 400)
 				return
 			}
-			n := len(body["prompt"].(string))
+			n := len(body["content"].(string))
 			ids := make([]int, n)
 			for i := range ids {
 				ids[i] = i + 100
 			}
-			json.NewEncoder(w).Encode(map[string]any{"tokens": ids, "count": n, "max_model_len": 4096})
+			json.NewEncoder(w).Encode(map[string]any{"tokens": ids})
 		case "/detokenize":
-			json.NewEncoder(w).Encode(map[string]any{"prompt": fmt.Sprint(body["tokens"])})
+			json.NewEncoder(w).Encode(map[string]any{"content": fmt.Sprint(body["tokens"])})
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -523,7 +528,7 @@ func tokenizerServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
 func TestTokenizerFailureNotSticky(t *testing.T) {
 	var fail atomic.Bool
 	srv := tokenizerServer(t, &fail)
-	tok, err := NewTokenizer(KindVLLM, srv.URL, "m", nil)
+	tok, err := NewTokenizer(KindLlamaCpp, srv.URL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +556,7 @@ func TestTokenizerFailureNotSticky(t *testing.T) {
 	if n, _ := tok.Failures(); n != 1 {
 		t.Fatalf("Failures = %d after a good call", n)
 	}
-	if _, err := NewTokenizer(KindSGLang, srv.URL, "", nil); err == nil || !strings.Contains(err.Error(), "tokenize") {
+	if _, err := NewTokenizer(KindSGLang, srv.URL, nil); err == nil || !strings.Contains(err.Error(), "tokenize") {
 		t.Fatalf("sglang tokenizer: %v", err)
 	}
 }
@@ -561,7 +566,7 @@ func TestTokenizerFailsOver(t *testing.T) {
 	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hijackClose(w) }))
 	dead.Close()
 	good := tokenizerServer(t, nil)
-	tok, err := DialTokenizer(nil, Endpoint{Kind: KindVLLM, URL: dead.URL, Model: "m"}, Endpoint{Kind: KindVLLM, URL: good.URL, Model: "m"})
+	tok, err := DialTokenizer(nil, Endpoint{Kind: KindLlamaCpp, URL: dead.URL}, Endpoint{Kind: KindLlamaCpp, URL: good.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +580,7 @@ func TestTokenizerFailsOver(t *testing.T) {
 	if s, err := tok.DecodeContext(context.Background(), []int{7}); err != nil || s != "[7]" {
 		t.Fatalf("Decode = %q, %v", s, err)
 	}
-	if _, err := DialTokenizer(nil, Endpoint{Kind: KindVLLM, URL: good.URL}, Endpoint{Kind: KindLlamaCpp, URL: good.URL}); err == nil {
+	if _, err := DialTokenizer(nil, Endpoint{Kind: KindLlamaCpp, URL: good.URL}, Endpoint{Kind: KindVLLM, URL: good.URL}); err == nil {
 		t.Fatal("mixed kinds accepted")
 	}
 }
@@ -585,7 +590,7 @@ func TestTokenizerRetriesHonourCancellation(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
 	srv := tokenizerServer(t, &fail)
-	tok, _ := NewTokenizer(KindVLLM, srv.URL, "m", nil)
+	tok, _ := NewTokenizer(KindLlamaCpp, srv.URL, nil)
 	tok.Attempts, tok.Backoff = 10, time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

@@ -3,17 +3,28 @@ package remote
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/compactrl/compactrl/infer"
 )
 
 // SGLang samples from one SGLang server through its native POST /generate
-// with input_ids and return_logprob. The sampled ids and log-probs come
-// from meta_info.output_token_logprobs = [[logprob, id, text], ...]; when
-// the server also returns output_ids they must agree. One Sample is one
+// with input_ids and return_logprob. Every sampling parameter that changes
+// the distribution is sent (top_k −1, min_p 0, neutral penalties,
+// min_new_tokens 0), so the model's generation_config cannot change what
+// is sampled. The sampled ids and log-probs come from
+// meta_info.output_token_logprobs = [[logprob, id, text], ...]; current
+// SGLang also returns output_ids, which must agree. One Sample is one
 // attempt.
+//
+// The seed goes as sampling_params.sampling_seed, which SGLang honours only
+// when the server runs with --enable-deterministic-inference (SeedHonoured
+// asks it); a version without that field fails every such request with a
+// bare HTTP 500, which Sample reports as a permanent error naming
+// --engine-seed none.
 type SGLang struct {
 	url    string
 	client *http.Client
@@ -53,10 +64,19 @@ func (s *SGLang) Sample(ctx context.Context, req infer.Request) (infer.Completio
 	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
+	if err := CheckSampling(Endpoint{Kind: KindSGLang, URL: s.url}, req.Temperature, req.TopP); err != nil {
+		return infer.Completion{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
 	sp := map[string]any{
-		"max_new_tokens": req.MaxTokens,
-		"temperature":    req.Temperature,
-		"top_p":          topP(req),
+		"max_new_tokens":     req.MaxTokens,
+		"min_new_tokens":     neutralMinTokens,
+		"temperature":        req.Temperature,
+		"top_p":              topP(req),
+		"top_k":              neutralTopK,
+		"min_p":              neutralMinP,
+		"repetition_penalty": neutralRepetitionPenalty,
+		"presence_penalty":   neutralPresencePenalty,
+		"frequency_penalty":  neutralFrequencyPenalty,
 	}
 	if len(req.Stop) > 0 {
 		sp["stop_token_ids"] = req.Stop
@@ -68,6 +88,14 @@ func (s *SGLang) Sample(ctx context.Context, req infer.Request) (infer.Completio
 	url := s.url + "/generate"
 	var out sglangResponse
 	if err := postJSON(ctx, s.client, url, body, &out); err != nil {
+		var se *StatusError
+		if s.SeedParam != "" && errors.As(err, &se) && se.Code == http.StatusInternalServerError && se.Body == "Internal Server Error" {
+			// FastAPI's answer to an exception the handler did not catch:
+			// SamplingParams(**sampling_params) raising TypeError on a field
+			// the version does not have. It fails the same way every time.
+			se.Permanent = true
+			se.Hint = fmt.Sprintf("an SGLang without sampling_params.%s fails every request that carries it this way: pass --engine-seed none (endpoint option seed=none)", s.SeedParam)
+		}
 		return infer.Completion{}, err
 	}
 	if out.MetaInfo == nil {
@@ -117,4 +145,32 @@ func sglangFinish(raw json.RawMessage) (string, error) {
 		return s, nil
 	}
 	return "", fmt.Errorf("finish_reason %s", raw)
+}
+
+// SeedHonoured asks the server (GET /get_server_info, which lists its
+// server arguments) whether it runs with --enable-deterministic-inference,
+// without which SGLang ignores sampling_seed. known is false when the
+// server does not report the argument at all: a version that predates it
+// and the sampling_seed field.
+func (s *SGLang) SeedHonoured(ctx context.Context) (honoured, known bool, err error) {
+	url := s.url + "/get_server_info"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, false, fmt.Errorf("build request for %s: %w", url, err)
+	}
+	resp, err := do(s.client, req)
+	if err != nil {
+		return false, false, err
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Deterministic *bool `json:"enable_deterministic_inference"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&info); err != nil {
+		return false, false, fmt.Errorf("%w: decode answer of %s: %v", ErrProtocol, url, err)
+	}
+	if info.Deterministic == nil {
+		return false, false, nil
+	}
+	return *info.Deterministic, true, nil
 }

@@ -9,11 +9,16 @@ import (
 	"time"
 )
 
-// Tokenizer turns text into the server's token ids and back through its
-// /tokenize and /detokenize endpoints (llama.cpp and vLLM have both), so
-// that prompts are built with exactly the vocabulary the engine samples
-// from. Special tokens are not parsed from text and none are added: the
-// agent loop places template tokens by id.
+// Tokenizer turns text into the server's token ids and back through
+// llama.cpp's /tokenize and /detokenize endpoints, so that prompts are
+// built with exactly the vocabulary the engine samples from. Special
+// tokens are not parsed from text (parse_special: false) and none are
+// added: the agent loop places template tokens by id, and the literal text
+// "<|im_end|>" in an observation stays plain text that cannot forge a turn
+// boundary. vLLM's /tokenize runs the Hugging Face encoder, which always
+// turns special-token text into control ids and has no option against it,
+// and SGLang has no such endpoint here: with those engines the tokenizer
+// is local (--tokenizer).
 //
 // A Tokenizer may span several endpoints serving the same model (DialTokenizer):
 // a call that fails on one is retried on the next, round the list, Attempts
@@ -31,7 +36,6 @@ import (
 type Tokenizer struct {
 	kind   string
 	urls   []string
-	model  string
 	client *http.Client
 
 	// Attempts and Backoff govern retries of every call, across endpoints
@@ -52,25 +56,28 @@ type Tokenizer struct {
 
 const maxCacheIDs = 1 << 22
 
-// NewTokenizer returns a tokenizer for the server of kind (KindLlamaCpp or
-// KindVLLM) at baseURL; model is vLLM's model name. A nil client means a
-// fresh http.Client.
-func NewTokenizer(kind, baseURL, model string, client *http.Client) (*Tokenizer, error) {
-	return DialTokenizer(client, Endpoint{Kind: kind, URL: baseURL, Model: model})
+// NewTokenizer returns a tokenizer for the server of kind (KindLlamaCpp;
+// see the type doc for why not the others) at baseURL. A nil client means
+// a fresh http.Client.
+func NewTokenizer(kind, baseURL string, client *http.Client) (*Tokenizer, error) {
+	return DialTokenizer(client, Endpoint{Kind: kind, URL: baseURL})
 }
 
-// DialTokenizer returns a tokenizer over endpoints (all of one kind with a
-// /tokenize endpoint: KindLlamaCpp or KindVLLM, serving the same model),
-// failing over from one to the next.
+// DialTokenizer returns a tokenizer over endpoints (all KindLlamaCpp,
+// serving the same model), failing over from one to the next.
 func DialTokenizer(client *http.Client, endpoints ...Endpoint) (*Tokenizer, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("remote tokenizer: no endpoints")
 	}
 	kind := endpoints[0].Kind
-	if kind != KindLlamaCpp && kind != KindVLLM {
-		return nil, fmt.Errorf("remote tokenizer: kind %q has no /tokenize endpoint here (want %s or %s)", kind, KindLlamaCpp, KindVLLM)
+	switch kind {
+	case KindLlamaCpp:
+	case KindVLLM:
+		return nil, errors.New("remote tokenizer: vLLM's /tokenize turns special-token text in observations (\"<|im_end|>\") into control ids and cannot be told not to; tokenize locally with the model's tokenizer.json")
+	default:
+		return nil, fmt.Errorf("remote tokenizer: kind %q has no /tokenize endpoint here (want %s)", kind, KindLlamaCpp)
 	}
-	t := &Tokenizer{kind: kind, model: endpoints[0].Model, client: httpClient(client),
+	t := &Tokenizer{kind: kind, client: httpClient(client),
 		Attempts: 4, Backoff: 100 * time.Millisecond, Timeout: 30 * time.Second,
 		base: context.Background(), encCache: map[string][]int{}}
 	for _, e := range endpoints {
@@ -171,21 +178,6 @@ func (t *Tokenizer) encodeOnce(ctx context.Context, base, text string) ([]int, e
 			return nil, fmt.Errorf("%w: %s: no tokens field", ErrProtocol, url)
 		}
 		ids = *out.Tokens
-	case KindVLLM:
-		var out struct {
-			Tokens *[]int `json:"tokens"`
-		}
-		body := map[string]any{"prompt": text, "add_special_tokens": false}
-		if t.model != "" {
-			body["model"] = t.model
-		}
-		if err := postJSON(ctx, t.client, url, body, &out); err != nil {
-			return nil, err
-		}
-		if out.Tokens == nil {
-			return nil, fmt.Errorf("%w: %s: no tokens field", ErrProtocol, url)
-		}
-		ids = *out.Tokens
 	}
 	for i, id := range ids {
 		if id < 0 {
@@ -223,22 +215,8 @@ func (t *Tokenizer) decodeOnce(ctx context.Context, base string, ids []int) (str
 			return "", fmt.Errorf("%w: %s: no content field", ErrProtocol, url)
 		}
 		return *out.Content, nil
-	default:
-		var out struct {
-			Prompt *string `json:"prompt"`
-		}
-		body := map[string]any{"tokens": ids}
-		if t.model != "" {
-			body["model"] = t.model
-		}
-		if err := postJSON(ctx, t.client, url, body, &out); err != nil {
-			return "", err
-		}
-		if out.Prompt == nil {
-			return "", fmt.Errorf("%w: %s: no prompt field", ErrProtocol, url)
-		}
-		return *out.Prompt, nil
 	}
+	return "", fmt.Errorf("remote tokenizer: kind %q has no /detokenize", t.kind)
 }
 
 // Encode is EncodeContext with the Bind context and no error: see the

@@ -12,14 +12,22 @@ import (
 
 // VLLM samples from one vLLM OpenAI-compatible server through
 // /v1/completions with a token-id prompt, stop_token_ids,
-// return_token_ids and return_tokens_as_token_ids. The sampled ids come
-// from choices[].token_ids and, independently, from the legacy
-// logprobs.tokens ("token_id:N"); the two must agree. One Sample is one
-// attempt.
+// return_token_ids and return_tokens_as_token_ids. Every sampling
+// parameter that changes the distribution is sent (top_k −1, min_p 0,
+// neutral penalties, min_tokens 0), so the model's generation_config
+// cannot change what is sampled. The sampled ids come from
+// choices[].token_ids and, independently, from the legacy logprobs.tokens
+// ("token_id:N"); the two must agree. One Sample is one attempt.
 type VLLM struct {
 	url    string
 	model  string
 	client *http.Client
+	// LogprobsMode is the server's --logprobs-mode ("" = LogprobsRaw,
+	// vLLM's default); with raw log-probs Sample refuses requests whose
+	// sampling distribution they are not (CheckSampling).
+	LogprobsMode string
+	// NoSeed sends no seed (Endpoint.Seed = SeedNone).
+	NoSeed bool
 }
 
 // NewVLLM returns an engine for the server at baseURL serving model (the
@@ -38,7 +46,13 @@ type vllmRequest struct {
 	MaxTokens              int     `json:"max_tokens"`
 	Temperature            float64 `json:"temperature"`
 	TopP                   float64 `json:"top_p"`
-	Seed                   int64   `json:"seed"`
+	TopK                   int     `json:"top_k"`
+	MinP                   float64 `json:"min_p"`
+	RepetitionPenalty      float64 `json:"repetition_penalty"`
+	PresencePenalty        float64 `json:"presence_penalty"`
+	FrequencyPenalty       float64 `json:"frequency_penalty"`
+	MinTokens              int     `json:"min_tokens"`
+	Seed                   *int64  `json:"seed,omitempty"`
 	StopTokenIDs           []int   `json:"stop_token_ids,omitempty"`
 	Logprobs               int     `json:"logprobs"`
 	ReturnTokensAsTokenIDs bool    `json:"return_tokens_as_token_ids"`
@@ -66,17 +80,28 @@ func (v *VLLM) Sample(ctx context.Context, req infer.Request) (infer.Completion,
 	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
+	if err := CheckSampling(Endpoint{Kind: KindVLLM, URL: v.url, LogprobsMode: v.LogprobsMode}, req.Temperature, req.TopP); err != nil {
+		return infer.Completion{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
 	body := vllmRequest{
 		Model:                  v.model,
 		Prompt:                 req.Prompt,
 		MaxTokens:              req.MaxTokens,
 		Temperature:            req.Temperature,
 		TopP:                   topP(req),
-		Seed:                   req.Seed,
+		TopK:                   neutralTopK,
+		MinP:                   neutralMinP,
+		RepetitionPenalty:      neutralRepetitionPenalty,
+		PresencePenalty:        neutralPresencePenalty,
+		FrequencyPenalty:       neutralFrequencyPenalty,
+		MinTokens:              neutralMinTokens,
 		StopTokenIDs:           req.Stop,
 		Logprobs:               0, // the sampled token's own log-prob only
 		ReturnTokensAsTokenIDs: true,
 		ReturnTokenIDs:         true,
+	}
+	if !v.NoSeed {
+		body.Seed = &req.Seed
 	}
 	url := v.url + "/v1/completions"
 	var out vllmResponse
