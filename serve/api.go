@@ -27,6 +27,14 @@ type Engine struct {
 	URL   string `json:"url"`
 	Kind  string `json:"kind"`
 	Model string `json:"model,omitempty"`
+	// LogprobsMode is the --logprobs-mode a vLLM engine runs with
+	// ("raw_logprobs", "processed_logprobs"); absent: the server's
+	// --engine-logprobs-mode. With raw log-probs only temperature 1, top_p
+	// 1 is served (docs/design.md, "Recorded log-probabilities").
+	LogprobsMode string `json:"logprobs_mode,omitempty"`
+	// SeedMode is "request" (every engine call carries its seed) or "none";
+	// absent: the server's --engine-seed.
+	SeedMode string `json:"seed_mode,omitempty"`
 }
 
 // Sampling holds the request's sampling parameters; absent fields take the
@@ -177,6 +185,16 @@ func (r *Request) Validate() error {
 		return fieldErr("engine.kind", "required: sglang, vllm or llamacpp")
 	default:
 		return fieldErr("engine.kind", "%q: want sglang, vllm or llamacpp", r.Engine.Kind)
+	}
+	switch r.Engine.LogprobsMode {
+	case "", "raw_logprobs", "processed_logprobs":
+	default:
+		return fieldErr("engine.logprobs_mode", "%q: want raw_logprobs or processed_logprobs", r.Engine.LogprobsMode)
+	}
+	switch r.Engine.SeedMode {
+	case "", "request", "none":
+	default:
+		return fieldErr("engine.seed_mode", "%q: want request or none", r.Engine.SeedMode)
 	}
 	s := r.Sampling
 	if s.Temperature != nil && !(*s.Temperature >= 0 && !math.IsInf(*s.Temperature, 0)) {

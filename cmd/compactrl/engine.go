@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -21,6 +23,11 @@ type engineFlags struct {
 	timeout time.Duration
 	retries int
 	vocab   int
+	// logprobs is vLLM's --logprobs-mode as the servers were started;
+	// seed is whether requests carry their seed (remote.SeedRequest,
+	// remote.SeedNone).
+	logprobs string
+	seed     string
 }
 
 // Defaults of --engine-timeout and --engine-retries: a hung engine costs an
@@ -34,6 +41,10 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "engine-timeout", defaultEngineTimeout, "deadline of one engine request attempt")
 	fs.IntVar(&f.retries, "engine-retries", defaultEngineRetries, "attempts per engine request, across endpoints, before the episode is infra_error")
 	fs.IntVar(&f.vocab, "engine-vocab", 0, "the model's vocabulary size: ids outside it are engine faults (0: from --tokenizer, else unchecked)")
+	fs.StringVar(&f.logprobs, "engine-logprobs-mode", remote.LogprobsRaw, "the --logprobs-mode the vLLM servers run with: "+remote.LogprobsRaw+
+		" (vLLM's default; only temperature 1, top_p 1) or "+remote.LogprobsProcessed+" (any sampling setting)")
+	fs.StringVar(&f.seed, "engine-seed", remote.SeedRequest, "engine seeds: "+remote.SeedRequest+" (each request carries its seed, derived from the episode's) or "+
+		remote.SeedNone+" (none sent; for an SGLang without sampling_seed)")
 }
 
 func (f engineFlags) validate() error {
@@ -46,6 +57,16 @@ func (f engineFlags) validate() error {
 	if f.vocab < 0 {
 		return fmt.Errorf("--engine-vocab %d must be ≥ 0", f.vocab)
 	}
+	switch f.logprobs {
+	case "", remote.LogprobsRaw, remote.LogprobsProcessed:
+	default:
+		return fmt.Errorf("--engine-logprobs-mode %q: want %s or %s", f.logprobs, remote.LogprobsRaw, remote.LogprobsProcessed)
+	}
+	switch f.seed {
+	case "", remote.SeedRequest, remote.SeedNone:
+	default:
+		return fmt.Errorf("--engine-seed %q: want %s or %s", f.seed, remote.SeedRequest, remote.SeedNone)
+	}
 	return nil
 }
 
@@ -56,7 +77,12 @@ type engineSpec struct {
 	tok               tokenFlags
 	seed              int64
 	flags             engineFlags
+	warn              io.Writer // where start-up warnings go (nil: os.Stderr)
 }
+
+// errSampling marks a sampling configuration an engine cannot record
+// log-probabilities for (serve answers it naming the sampling field).
+var errSampling = errors.New("sampling")
 
 // buildEngineAgent builds the agent loop over a pool of HTTP engines. The
 // remote tokenizer (nil with --tokenizer) spans every endpoint, with the
@@ -71,6 +97,14 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 	}
 	eps, err := s.endpoints()
 	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range eps {
+		if err := remote.CheckSampling(e, cfg.Temperature, cfg.TopP); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", errSampling, err)
+		}
+	}
+	if err := s.checkSeeds(ctx, eps); err != nil {
 		return nil, nil, err
 	}
 	enc, err := s.encoding(ctx, eps)
@@ -107,12 +141,40 @@ func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 			return nil, fmt.Errorf("--engine: %w", err)
 		}
 		ep.MaxConcurrent = s.maxConc
+		ep.LogprobsMode, ep.Seed = s.flags.logprobs, s.flags.seed
 		eps = append(eps, ep)
 	}
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("--engine %q: no URL", s.urls)
 	}
 	return eps, nil
+}
+
+// checkSeeds asks every SGLang endpoint that is sent seeds whether it
+// honours them: one that predates sampling_seed would fail every request,
+// so it is refused; one without --enable-deterministic-inference ignores
+// the seed, which is said once (its episodes are not reproducible from
+// their seeds). An endpoint that cannot be asked is only warned about.
+func (s engineSpec) checkSeeds(ctx context.Context, eps []remote.Endpoint) error {
+	w := s.warn
+	if w == nil {
+		w = os.Stderr
+	}
+	for _, e := range eps {
+		if e.Kind != remote.KindSGLang || e.Seed == remote.SeedNone {
+			continue
+		}
+		honoured, known, err := remote.NewSGLang(e.URL, nil).SeedHonoured(ctx)
+		switch {
+		case err != nil:
+			fmt.Fprintf(w, "warning: sglang %s: cannot tell whether it honours seeds (%v); episodes may not be reproducible from their seeds\n", e.URL, err)
+		case !known:
+			return fmt.Errorf("--engine %s: this SGLang reports no enable_deterministic_inference, so it predates sampling_seed and would fail every request: pass --engine-seed %s", e.URL, remote.SeedNone)
+		case !honoured:
+			fmt.Fprintf(w, "warning: sglang %s runs without --enable-deterministic-inference: it ignores sampling_seed, so episodes are not reproducible from their seeds\n", e.URL)
+		}
+	}
+	return nil
 }
 
 // engineEncoding is how the agent turns text into the engine's token ids

@@ -194,11 +194,21 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 	if a, ok := f.agents[key]; ok {
 		return a, "", nil
 	}
+	flags := f.flags
+	if e.LogprobsMode != "" {
+		flags.logprobs = e.LogprobsMode
+	}
+	if e.SeedMode != "" {
+		flags.seed = e.SeedMode
+	}
 	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
-		tok: f.tok, seed: f.seed, flags: f.flags}, f.metrics.WrapSampler)
+		tok: f.tok, seed: f.seed, flags: flags}, f.metrics.WrapSampler)
 	if err != nil {
 		field := "engine"
-		if strings.HasPrefix(err.Error(), "agent config") {
+		switch {
+		case errors.Is(err, errSampling):
+			field = "sampling"
+		case strings.HasPrefix(err.Error(), "agent config"):
 			field = "agent"
 		}
 		return nil, field, err

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/serve"
 )
@@ -446,11 +448,46 @@ func TestServeChatTemplateAndEngineFlags(t *testing.T) {
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--chat-template", "qwen3"}, "--chat-template needs --tokenizer"},
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-timeout", "0s"}, "--engine-timeout"},
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-retries", "0"}, "--engine-retries"},
+		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-seed", "7"}, "--engine-seed"},
+		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-logprobs-mode", "processed"}, "--engine-logprobs-mode"},
 	} {
 		t.Run(x.want, func(t *testing.T) {
 			_, stderr, code := runCmd(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, x.args...)...)
 			if code == 0 || !strings.Contains(stderr, x.want) {
 				t.Errorf("serve %v: exit %d, %s; want an error naming %s", x.args, code, stderr, x.want)
+			}
+		})
+	}
+}
+
+// serve applies the engines' log-probability rule and the SGLang seed check
+// per request: what cannot be recorded as the sampling distribution's
+// log-probs is a 400 naming the sampling field and the engine flag.
+func TestServeRefusesOffPolicyEngines(t *testing.T) {
+	sglang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"version":"0.4.6"}`)) // predates enable_deterministic_inference
+	}))
+	defer sglang.Close()
+	for _, tc := range []struct {
+		name       string
+		e          serve.Engine
+		temp, topP float64
+		field      string
+		want       string
+	}{
+		{"vllm raw at T=0.7", serve.Engine{URL: "http://127.0.0.1:9", Kind: "vllm"}, 0.7, 1, "sampling", "--logprobs-mode processed_logprobs"},
+		{"vllm processed at T=0.7", serve.Engine{URL: "http://127.0.0.1:9", Kind: "vllm", LogprobsMode: "processed_logprobs"}, 0.7, 1, "engine", "<|im_end|>"},
+		{"sglang top_p", serve.Engine{URL: sglang.URL, Kind: "sglang"}, 1, 0.9, "sampling", "top_p 1"},
+		{"sglang without sampling_seed", serve.Engine{URL: sglang.URL, Kind: "sglang"}, 1, 1, "engine", "--engine-seed none"},
+		{"sglang seed none", serve.Engine{URL: sglang.URL, Kind: "sglang", SeedMode: "none"}, 1, 1, "engine", "no /tokenize"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &serveFactory{tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: engineFlags{timeout: time.Second, retries: 1}, agents: map[serveKey]*agent.Agent{}}
+			cfg := agent.DefaultConfig()
+			cfg.Temperature, cfg.TopP = tc.temp, tc.topP
+			_, field, err := f.Runner(context.Background(), tc.e, cfg)
+			if err == nil || field != tc.field || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Runner: field %q, %v; want field %q and an error naming %q", field, err, tc.field, tc.want)
 			}
 		})
 	}
