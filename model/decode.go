@@ -44,11 +44,12 @@ type decSeq struct {
 // Sequences may join between Steps and leave when they finish, so a caller
 // can run continuous batching on top. Not safe for concurrent use.
 //
-// Log-probabilities returned are those of the model's own distribution
-// (softmax of the logits at temperature 1, before top-p truncation), the
-// π_θ that Scorer.Forward computes for PPO; they equal the sampling
-// distribution's when Temperature is 1 and TopP is 0 or 1. Temperature 0
-// samples greedily (the first maximal logit).
+// Log-probabilities returned are those of the distribution each token was
+// drawn from (docs/design.md, "Recorded log-probabilities"): softmax(z/T)
+// restricted to the top-p nucleus and renormalised. At Temperature 1 and
+// TopP 0 or 1 that is the model's own distribution, computed exactly as
+// Scorer.Forward computes π_θ for PPO. Temperature 0 samples greedily (the
+// first maximal logit) and returns log softmax(z).
 //
 // Batch invariance: a sequence's tokens and log-probabilities depend only
 // on the model and its request (prompt, sampling settings, Seed), to the
@@ -603,7 +604,9 @@ func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float3
 		total += p
 	}
 	tok := best // if rounding leaves u ≥ 0 after the walk
-	if topP > 0 && topP < 1 {
+	mass := total // of the distribution the token is drawn from
+	nucleus := topP > 0 && topP < 1
+	if nucleus {
 		for i := range order {
 			order[i] = int32(i)
 		}
@@ -625,6 +628,7 @@ func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float3
 				break
 			}
 		}
+		mass = kept
 		u := rng.Float64() * kept
 		tok = int(order[k-1])
 		for _, i := range order[:k] {
@@ -644,5 +648,8 @@ func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float3
 			}
 		}
 	}
-	return tok, float64(z[tok] - lse)
+	if temp == 1 && !nucleus {
+		return tok, float64(z[tok] - lse)
+	}
+	return tok, (float64(z[tok])-mx)/temp - math.Log(mass)
 }

@@ -358,3 +358,46 @@ func BenchmarkLlamaCppNonStreamed(b *testing.B) {
 	}
 	b.ReportMetric(float64(toks)/b.Elapsed().Seconds(), "tokens/s")
 }
+
+// scoreNext asks the server for the raw log-probs log softmax(z) of every
+// vocabulary token after prefix: one greedy step with the whole vocabulary
+// as top list, which scores the position without sampling from it.
+func scoreNext(t *testing.T, url string, prefix []int) map[int]float64 {
+	t.Helper()
+	steps, _ := rawDistribution(t, url, infer.Request{Prompt: prefix, MaxTokens: 1, Temperature: 0}, testVocab)
+	if len(steps) != 1 {
+		t.Fatalf("scoring %d tokens: %d positions", len(prefix), len(steps))
+	}
+	return steps[0].Dist
+}
+
+// The recorded log-probabilities are π_old: each sampled token's recorded
+// log-prob equals log q(token) recomputed by scoring prompt ⊕ the tokens
+// before it with the same weights, q the distribution it was drawn from
+// (softmax(z/T) on the top-p nucleus, renormalised).
+func TestLlamaCppRecordedLogprobsMatchRescoring(t *testing.T) {
+	url := needLlama(t)
+	eng := NewLlamaCpp(url, nil)
+	prompt := []int{3, 14, 15, 92, 65}
+	for _, tc := range []struct{ temp, topP float64 }{{1, 1}, {0.7, 1}, {1, 0.9}, {0.7, 0.9}} {
+		t.Run(fmt.Sprintf("T=%v,top_p=%v", tc.temp, tc.topP), func(t *testing.T) {
+			c, err := eng.Sample(context.Background(), infer.Request{Prompt: prompt, MaxTokens: 12, Temperature: tc.temp, TopP: tc.topP, Seed: 21})
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxDiff := 0.0
+			for i, id := range c.Tokens {
+				prefix := append(append([]int(nil), prompt...), c.Tokens[:i]...)
+				want, in := samplingLogprob(scoreNext(t, url, prefix), id, tc.temp, tc.topP)
+				if !in {
+					t.Errorf("token %d (id %d) is outside the nucleus", i, id)
+				}
+				maxDiff = math.Max(maxDiff, math.Abs(c.Logprobs[i]-want))
+			}
+			t.Logf("T=%v top_p=%v: %d tokens, max |recorded − rescored| = %.3g", tc.temp, tc.topP, len(c.Tokens), maxDiff)
+			if maxDiff > 2e-4 {
+				t.Errorf("recorded log-probs differ from rescoring by %.3g", maxDiff)
+			}
+		})
+	}
+}
