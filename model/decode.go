@@ -603,7 +603,7 @@ func sampleToken(z []float32, temp, topP float64, rng *rand.Rand, probs []float3
 		probs[i] = float32(p)
 		total += p
 	}
-	tok := best // if rounding leaves u ≥ 0 after the walk
+	tok := best   // if rounding leaves u ≥ 0 after the walk
 	mass := total // of the distribution the token is drawn from
 	nucleus := topP > 0 && topP < 1
 	if nucleus {
