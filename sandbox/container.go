@@ -4,83 +4,245 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Container runs sessions in a container through a docker-compatible CLI
-// (docker or podman): `ENGINE run -d --network none ... IMAGE sleep infinity`
-// once, then one long-lived `ENGINE exec -i ID bash` as the persistent shell.
-// A command that times out restarts the container (`ENGINE restart -t 0`),
-// which kills every process in it; /app is a bind mount and survives.
-// Close removes the container.
+// Container runs task environments in containers through a
+// docker-compatible CLI (docker or podman), the way Harbor runs them: one
+// long-lived container per episode (a Box) from the task's image, started
+// as `sh -c "sleep infinity"`; the agent's persistent shell and the
+// verifier are `ENGINE exec` processes inside it, so files, services and
+// processes the agent leaves are what the verifier sees.
 //
-// Limits map to --memory, --pids-limit, --cpus, --ulimit fsize and a
-// --tmpfs /tmp size. The engine is not available on the machines this was
-// built on: only the command lines are tested.
+// Host quirks are set, not assumed: podman gets the runc runtime when runc
+// is installed (crun refuses hybrid cgroup layouts), and every container
+// gets nofile/nproc ulimits within this process's own hard limits (podman's
+// default nofile of 1048576 fails where the hard limit is lower).
+//
+// Start (the Runner interface) keeps the older shape for callers that only
+// need a shell in an image: a Box from Spec.Image with Spec.Workdir bound at
+// /app.
 type Container struct {
 	Engine       string // CLI name or path; default "docker"
+	Runtime      string // OCI runtime (--runtime); "" picks runc for podman when it is installed
 	DefaultImage string // used when Spec.Image is empty
 	ExtraArgs    []string
 }
 
-func (c Container) engine() string {
-	if c.Engine != "" {
-		return c.Engine
+func (c Container) engine() string { return cmp.Or(c.Engine, "docker") }
+
+// Name is the engine's CLI name ("podman", "docker").
+func (c Container) Name() string { return filepath.Base(c.engine()) }
+
+func (c Container) runtimeArgs() []string {
+	if c.Runtime != "" {
+		return []string{"--runtime", c.Runtime}
 	}
-	return "docker"
+	if c.Name() == "podman" {
+		if p, err := exec.LookPath("runc"); err == nil {
+			return []string{"--runtime", p}
+		}
+	}
+	return nil
 }
 
-// Start implements Runner.
-func (c Container) Start(ctx context.Context, spec Spec) (Session, error) {
-	if err := cmp.Or(spec.validate(), sandboxSupported()); err != nil {
-		return nil, err
+// Available reports whether the engine answers.
+func (c Container) Available(ctx context.Context) error {
+	if err := sandboxSupported(); err != nil {
+		return err
 	}
-	args, err := c.runArgs(spec)
-	if err != nil {
-		return nil, err
+	if _, err := c.run(ctx, nil, "version", "--format", "{{.Client.Version}}"); err != nil {
+		return fmt.Errorf("container engine %s: %w", c.engine(), err)
 	}
+	return nil
+}
+
+// run runs the engine CLI and returns its stdout; a failure carries stderr.
+func (c Container) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, c.engine(), args...)
+	cmd.Stdin = stdin
 	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %s run: %w: %s", c.engine(), err, strings.TrimSpace(stderr.String()))
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("%s %s: %w", c.Name(), args[0], ctx.Err())
+		}
+		return out, fmt.Errorf("%s %s: %w: %s", c.Name(), args[0], err, tailString(strings.TrimSpace(stderr.String()), 4000))
 	}
-	id := strings.TrimSpace(string(out))
-	if id == "" {
-		return nil, fmt.Errorf("sandbox: %s run printed no container id", c.engine())
-	}
-	return newShellSession(&containerLauncher{engine: c.engine(), id: id}, spec.Limits)
+	return out, nil
 }
 
-// runArgs builds `ENGINE run` arguments for spec (pure, for tests).
-func (c Container) runArgs(spec Spec) ([]string, error) {
-	image := spec.Image
-	if image == "" {
-		image = c.DefaultImage
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	if image == "" {
-		return nil, fmt.Errorf("sandbox: container runner needs an image (Spec.Image or Container.DefaultImage)")
+	return "..." + s[len(s)-n:]
+}
+
+// ErrBuildTimeout marks an image build that outlived its timeout.
+var ErrBuildTimeout = errors.New("image build timed out")
+
+// BuildImage builds contextDir (its Dockerfile) as repo:HASH, where HASH
+// covers every file of the context (names, modes, contents, symlink
+// targets): an unchanged context is built once and then found by tag
+// (cached reports that). The build may take at most timeout (≤ 0: none).
+func (c Container) BuildImage(ctx context.Context, contextDir, repo string, timeout time.Duration) (ref string, cached bool, err error) {
+	h, err := HashTree(contextDir)
+	if err != nil {
+		return "", false, fmt.Errorf("build %s: %w", contextDir, err)
+	}
+	ref = repo + ":" + h[:16]
+	if _, err := c.run(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
+		return ref, true, nil
+	}
+	bctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	args := []string{"build", "-t", ref, "-f", filepath.Join(contextDir, "Dockerfile")}
+	if c.Name() == "podman" {
+		args = append(args, c.runtimeArgs()...)
+		args = append(args, c.ulimitArgs()...)
+	}
+	args = append(args, contextDir)
+	if _, err := c.run(bctx, nil, args...); err != nil {
+		if bctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return "", false, fmt.Errorf("build %s: %w after %v", contextDir, ErrBuildTimeout, timeout)
+		}
+		return "", false, fmt.Errorf("build %s: %w", contextDir, err)
+	}
+	return ref, false, nil
+}
+
+// HashTree is a SHA-256 over every entry of dir, in path order.
+func HashTree(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%o\x00", filepath.ToSlash(rel), info.Mode())
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			io.WriteString(h, t)
+		case info.Mode().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+		h.Write([]byte{0})
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ImageConfig is what an image says about how to run it.
+type ImageConfig struct {
+	User       string
+	Env        []string
+	WorkingDir string
+}
+
+// InspectImage reads ref's configuration.
+func (c Container) InspectImage(ctx context.Context, ref string) (ImageConfig, error) {
+	out, err := c.run(ctx, nil, "image", "inspect", "--format", "{{json .Config}}", ref)
+	if err != nil {
+		return ImageConfig{}, err
+	}
+	var cfg ImageConfig
+	if err := json.Unmarshal(bytes.TrimSpace(out), &cfg); err != nil {
+		return ImageConfig{}, fmt.Errorf("inspect %s: %w", ref, err)
+	}
+	return cfg, nil
+}
+
+// BoxSpec describes one episode's container.
+type BoxSpec struct {
+	Image   string
+	Env     map[string]string // added to the image's ENV
+	Workdir string            // "" keeps the image's WORKDIR
+	Mounts  []Mount
+	Limits  Limits
+	Network bool // the engine's default network; otherwise none
+	// NoTmpfs keeps the image's /tmp (Harbor's containers have no tmpfs);
+	// otherwise /tmp is a tmpfs of Limits.TmpBytes.
+	NoTmpfs bool
+	// StorageBytes limits the container's writable layer (--storage-opt
+	// size; engines refuse it on storage drivers without quotas); 0: none.
+	StorageBytes int64
+}
+
+// ulimitArgs are nofile/nproc limits within this process's hard limits.
+func (c Container) ulimitArgs() []string {
+	nofile, nproc := hostHardLimits()
+	return []string{"--ulimit", fmt.Sprintf("nofile=%d:%d", nofile, nofile), "--ulimit", fmt.Sprintf("nproc=%d:%d", nproc, nproc)}
+}
+
+// createArgs builds `ENGINE run` arguments (pure, for tests).
+func (c Container) createArgs(spec BoxSpec) ([]string, error) {
+	if spec.Image == "" {
+		return nil, errors.New("sandbox: container runner needs an image")
 	}
 	lim := spec.Limits.withDefaults()
 	network := "none"
 	if spec.Network {
 		network = "bridge"
 	}
-	a := []string{"run", "-d", "--init", "--network", network,
-		"--memory", fmt.Sprint(lim.MemoryBytes),
+	a := []string{"run", "-d", "--network", network}
+	a = append(a, c.runtimeArgs()...)
+	a = append(a, c.ulimitArgs()...)
+	a = append(a,
+		"--memory", fmt.Sprint(lim.SessionMemoryBytes),
 		"--pids-limit", fmt.Sprint(lim.Processes),
 		"--ulimit", fmt.Sprintf("fsize=%d:%d", lim.FileSizeBytes, lim.FileSizeBytes),
-		"--tmpfs", fmt.Sprintf("/tmp:rw,size=%d", lim.TmpBytes),
-		"-v", spec.Workdir + ":" + AppDir,
-		"-w", AppDir,
+	)
+	if !spec.NoTmpfs {
+		a = append(a, "--tmpfs", fmt.Sprintf("/tmp:rw,size=%d", lim.TmpBytes))
 	}
 	if lim.CPUs > 0 {
 		a = append(a, "--cpus", fmt.Sprint(lim.CPUs))
+	}
+	if spec.StorageBytes > 0 {
+		a = append(a, "--storage-opt", fmt.Sprintf("size=%dm", (spec.StorageBytes+(1<<20)-1)>>20))
+	}
+	if spec.Workdir != "" {
+		a = append(a, "-w", spec.Workdir)
 	}
 	for _, m := range spec.Mounts {
 		v := m.Host + ":" + m.Target
@@ -89,57 +251,367 @@ func (c Container) runArgs(spec Spec) ([]string, error) {
 		}
 		a = append(a, "-v", v)
 	}
-	env := baseEnv(spec.Env)
-	delete(env, "PATH") // the image knows its own PATH
+	a = append(a, envArgs(spec.Env)...)
+	a = append(a, c.ExtraArgs...)
+	a = append(a, spec.Image, "sh", "-c", "sleep infinity")
+	return a, nil
+}
+
+func envArgs(env map[string]string) []string {
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var a []string
 	for _, k := range keys {
 		a = append(a, "-e", k+"="+env[k])
 	}
-	a = append(a, c.ExtraArgs...)
-	a = append(a, image, "sleep", "infinity")
-	return a, nil
+	return a
 }
 
-type containerLauncher struct {
-	engine string
-	id     string
+// Box is one running container.
+type Box struct {
+	c       Container
+	id      string
+	initPID int // host pid of the container's init; 0 where the host cannot see it
+	mu      sync.Mutex
+	removed bool
 }
 
-// execArgs are the arguments of the persistent shell's `ENGINE exec`.
-func (l *containerLauncher) execArgs() []string {
-	return []string{"exec", "-i", "-w", AppDir, l.id, "bash", "--noprofile", "--norc"}
+// Create starts a container for spec.
+func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
+	if err := sandboxSupported(); err != nil {
+		return nil, err
+	}
+	args, err := c.createArgs(spec)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.run(ctx, nil, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	id := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
+		id = id[i+1:]
+	}
+	if id == "" {
+		return nil, fmt.Errorf("sandbox: %s run printed no container id", c.Name())
+	}
+	b := &Box{c: c, id: id}
+	if out, err := c.run(ctx, nil, "inspect", "--format", "{{.State.Pid}}", id); err == nil {
+		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &b.initPID)
+	}
+	return b, nil
 }
 
-func (l *containerLauncher) command() (*exec.Cmd, error) {
-	cmd := exec.Command(l.engine, l.execArgs()...)
+// ID is the container's id.
+func (b *Box) ID() string { return b.id }
+
+// ExecSpec is one process started in a Box.
+type ExecSpec struct {
+	User    string // "" : the image's USER
+	Workdir string // "" : the container's working directory
+	Env     map[string]string
+	Cmd     []string
+}
+
+func (b *Box) execArgs(s ExecSpec, interactive bool) []string {
+	a := []string{"exec"}
+	if interactive {
+		a = append(a, "-i")
+	}
+	if s.User != "" {
+		a = append(a, "-u", s.User)
+	}
+	if s.Workdir != "" {
+		a = append(a, "-w", s.Workdir)
+	}
+	a = append(a, envArgs(s.Env)...)
+	a = append(a, b.id)
+	return append(a, s.Cmd...)
+}
+
+// Run runs one command to completion and returns its combined output and
+// exit status. err is an engine failure (or ctx), not the command's.
+func (b *Box) Run(ctx context.Context, s ExecSpec) (out string, code int, err error) {
+	cmd := exec.CommandContext(ctx, b.c.engine(), b.execArgs(s, false)...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return buf.String(), 0, nil
+	case ctx.Err() != nil:
+		return buf.String(), -1, ctx.Err()
+	case errors.As(err, &ee):
+		return buf.String(), ee.ExitCode(), nil
+	}
+	return buf.String(), -1, fmt.Errorf("%s exec: %w", b.c.Name(), err)
+}
+
+// CopyIn copies the contents of the host directory src into target (made
+// if missing) inside the container, owned by the container's root.
+func (b *Box) CopyIn(ctx context.Context, src, target string) error {
+	if _, code, err := b.Run(ctx, ExecSpec{User: "0", Cmd: []string{"mkdir", "-p", target}}); err != nil || code != 0 {
+		return fmt.Errorf("copy into %s: mkdir -p %s failed (exit %d): %v", b.id[:12], target, code, err)
+	}
+	if _, err := b.c.run(ctx, nil, "cp", src+"/.", b.id+":"+target); err != nil {
+		return fmt.Errorf("copy %s into %s:%s: %w", src, b.id[:12], target, err)
+	}
+	return nil
+}
+
+// Remove kills every process of the container and removes it.
+func (b *Box) Remove() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.removed {
+		return nil
+	}
+	b.removed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.c.run(ctx, nil, "rm", "-f", "-t", "0", b.id); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	return nil
+}
+
+// Shell starts a persistent shell (`ENGINE exec -i … bash`) in the box with
+// the Session protocol. Closing it ends the shell (its input closes) and
+// leaves running whatever its commands started in the background, as a
+// Harbor agent's exec'd commands leave theirs. A command's timeout kills
+// every process of the shell's session (background jobs of that shell
+// too; processes detached with setsid survive) and restarts the shell.
+func (b *Box) Shell(ctx context.Context, s ExecSpec, limits Limits) (Session, error) {
+	s.Cmd = []string{"bash", "--noprofile", "--norc"}
+	return newShellSession(&boxLauncher{box: b, args: b.execArgs(s, true)}, limits)
+}
+
+type boxLauncher struct {
+	box    *Box
+	args   []string
+	before map[int]bool // exec leaders alive before this shell started
+	leader int          // host pid of this shell (its session id); 0 unknown
+}
+
+func (l *boxLauncher) command() (*exec.Cmd, error) {
+	l.before = l.box.execLeaders()
+	l.leader = 0
+	cmd := exec.Command(l.box.c.engine(), l.args...)
 	cmd.SysProcAttr = groupProcAttr()
 	return cmd, nil
 }
 
-func (l *containerLauncher) started() {}
+func (l *boxLauncher) started() {}
 
-// kill restarts the container, which kills every process in it.
-func (l *containerLauncher) kill(cmd *exec.Cmd) error {
+// kill stops the shell: every process of its session in the container
+// (found from the host), then the exec client.
+func (l *boxLauncher) kill(cmd *exec.Cmd) error {
+	if l.leader == 0 {
+		l.leader = l.box.newLeader(l.before)
+	}
+	var err error
+	if l.leader > 0 {
+		err = l.box.killSession(l.leader)
+	} else if l.box.initPID == 0 {
+		// The host cannot see the container's processes (a VM-backed
+		// engine): restarting the container is the only way to kill them.
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err = l.box.c.run(ctx, nil, "restart", "-t", "0", l.box.id)
+		cancel()
+	}
 	if cmd.Process != nil {
 		killPID(-cmd.Process.Pid)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, l.engine, "restart", "-t", "0", l.id).CombinedOutput(); err != nil {
-		return fmt.Errorf("sandbox: %s restart %s: %w: %s", l.engine, l.id, err, out)
-	}
-	return nil
+	return err
 }
 
-func (l *containerLauncher) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, l.engine, "rm", "-f", l.id).CombinedOutput(); err != nil {
-		return fmt.Errorf("sandbox: %s rm -f %s: %w: %s", l.engine, l.id, err, out)
+func (l *boxLauncher) close() error { return nil }
+
+// release marks boxLauncher's Close as ending the shell only.
+func (l *boxLauncher) release() {}
+
+// Start implements Runner: a Box from spec.Image (or DefaultImage) with
+// spec.Workdir bound at /app and the sandbox's base environment, and one
+// persistent shell in /app. Closing the session removes the container.
+func (c Container) Start(ctx context.Context, spec Spec) (Session, error) {
+	if err := cmp.Or(spec.validate(), sandboxSupported()); err != nil {
+		return nil, err
 	}
-	return nil
+	bs, err := c.boxSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	box, err := c.Create(ctx, bs)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := box.Shell(ctx, ExecSpec{Workdir: AppDir}, spec.Limits)
+	if err != nil {
+		box.Remove()
+		return nil, err
+	}
+	return &boxSession{Session: sess, box: box}, nil
+}
+
+// boxSpec is Start's container (pure, for tests).
+func (c Container) boxSpec(spec Spec) (BoxSpec, error) {
+	image := cmp.Or(spec.Image, c.DefaultImage)
+	if image == "" {
+		return BoxSpec{}, fmt.Errorf("sandbox: container runner needs an image (Spec.Image or Container.DefaultImage)")
+	}
+	env := baseEnv(spec.Env)
+	delete(env, "PATH") // the image knows its own PATH
+	return BoxSpec{
+		Image: image, Env: env, Workdir: AppDir, Limits: spec.Limits, Network: spec.Network,
+		Mounts: append([]Mount{{Host: spec.Workdir, Target: AppDir, Writable: true}}, spec.Mounts...),
+	}, nil
+}
+
+// boxSession is a shell whose Close also removes its container.
+type boxSession struct {
+	Session
+	box *Box
+}
+
+func (s *boxSession) Close() error { return errors.Join(s.Session.Close(), s.box.Remove()) }
+
+// GuardedResult is the outcome of Box.RunGuarded.
+type GuardedResult struct {
+	ExitCode int  // the command's exit status (128+N: killed by signal N); -1 on timeout
+	TimedOut bool // killed at the timeout
+	Duration time.Duration
+	// Leftovers counts the processes of the command's session still alive
+	// when it exited (then killed).
+	Leftovers int
+	// Holders are processes that still had a file of the channel open or
+	// mapped after the command's session was gone.
+	Holders []string
+	// Violations are opens of the channel by processes outside the
+	// command's session while it ran, or by anyone after it exited.
+	Violations []ChannelOpen
+	// Traced reports a process of the command's session that was being
+	// ptraced when it opened the channel (refused).
+	Traced bool
+	// Guarded reports that a GuardedDir guarded the run.
+	Guarded bool
+}
+
+// RunGuarded runs s.Cmd in the box as a fresh exec process W (its own
+// session, as runc and crun start exec processes) and opens the guarded
+// directories bound into the box to W's session only: W is held on a pipe
+// until the host has found it among the box's processes and admitted its
+// session, then runs; when it exits (or at timeout) they are sealed, what is
+// left of W's session is killed and the channel's holders are listed.
+// With no guards, or where the host cannot see the box's processes, the
+// command runs unguarded (Guarded false).
+func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration, guards ...*GuardedDir) (GuardedResult, error) {
+	s.Cmd = append([]string{"bash", "-c", `read -r _ || exit 97; exec "$@"`, "compactrl-verifier"}, s.Cmd...)
+	before := b.execLeaders()
+	cmd := exec.Command(b.c.engine(), b.execArgs(s, true)...)
+	cmd.SysProcAttr = groupProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return GuardedResult{}, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	begin := time.Now()
+	if err := cmd.Start(); err != nil {
+		return GuardedResult{}, fmt.Errorf("%s exec: %w", b.c.Name(), err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	res := GuardedResult{}
+	var traced atomic.Bool
+	leader := 0
+	if len(guards) > 0 && b.initPID != 0 {
+		leader = b.newLeader(before)
+		if leader == 0 {
+			killPID(-cmd.Process.Pid)
+			<-waited
+			return res, fmt.Errorf("sandbox: the verifier's exec process did not appear in container %s: %s", b.id, tailString(out.String(), 2000))
+		}
+		if _, sid, ok := procStat(leader); !ok || sid != leader {
+			b.killSession(sid)
+			killPID(-cmd.Process.Pid)
+			<-waited
+			return res, fmt.Errorf("sandbox: %s started the exec process %d in session %d, not its own: the guarded dir cannot tell the verifier's processes from others", b.c.Name(), leader, sid)
+		}
+		admit := func(pid int) bool {
+			_, sid, ok := procStat(pid)
+			if !ok || sid != leader {
+				return false
+			}
+			if threadsTraced(pid) {
+				traced.Store(true)
+				return false
+			}
+			return true
+		}
+		for _, g := range guards {
+			g.Admit(admit)
+		}
+		res.Guarded = true
+	}
+	io.WriteString(stdin, "go\n")
+	stdin.Close()
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	var werr error
+	select {
+	case werr = <-waited:
+		res.ExitCode = exitCode(werr)
+	case <-timer:
+		res.TimedOut, res.ExitCode = true, -1
+	case <-ctx.Done():
+		res.ExitCode = -1
+	}
+	res.Duration = time.Since(begin)
+	for _, g := range guards {
+		g.Seal()
+	}
+	res.Traced = traced.Load()
+	if leader > 0 {
+		res.Leftovers = len(sessionMembers(leader))
+		if err := b.killSession(leader); err != nil {
+			return res, err
+		}
+	}
+	if res.ExitCode == -1 {
+		killPID(-cmd.Process.Pid)
+		<-waited
+	}
+	for _, g := range guards {
+		res.Holders = append(res.Holders, g.Holders()...)
+		res.Violations = append(res.Violations, g.Violations()...)
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if res.ExitCode == -1 && !res.TimedOut {
+		return res, fmt.Errorf("%s exec: %v: %s", b.c.Name(), werr, tailString(out.String(), 2000))
+	}
+	return res, nil
+}
+
+// exitCode is a finished command's exit status (-1 if it did not run).
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }

@@ -397,11 +397,11 @@ func TestBwrapArgs(t *testing.T) {
 }
 
 func TestContainerArgs(t *testing.T) {
-	c := Container{Engine: "podman"}
-	if _, err := c.runArgs(Spec{Workdir: "/w"}); err == nil {
+	c := Container{Engine: "podman", Runtime: "runc"}
+	if _, err := c.boxSpec(Spec{Workdir: "/w"}); err == nil {
 		t.Fatal("no image accepted")
 	}
-	a, err := c.runArgs(Spec{
+	bs, err := c.boxSpec(Spec{
 		Workdir: "/w/app", Image: "debian:12",
 		Mounts: []Mount{{Host: "/w/tests", Target: "/tests"}},
 		Env:    map[string]string{"A": "1"},
@@ -410,12 +410,19 @@ func TestContainerArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a, err := c.createArgs(bs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := strings.Join(a, " ")
+	nofile, nproc := hostHardLimits()
 	for _, want := range []string{
-		"run -d --init --network none --memory 1073741824 --pids-limit 100",
-		"-v /w/app:/app -w /app --cpus 2 -v /w/tests:/tests:ro",
+		"run -d --network none --runtime runc",
+		fmt.Sprintf("--ulimit nofile=%d:%d --ulimit nproc=%d:%d", nofile, nofile, nproc, nproc),
+		"--memory 1073741824 --pids-limit 100",
+		"--cpus 2 -w /app -v /w/app:/app -v /w/tests:/tests:ro",
 		"-e A=1 ",
-		" debian:12 sleep infinity",
+		" debian:12 sh -c sleep infinity",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("run args lack %q:\n%s", want, got)
@@ -424,8 +431,8 @@ func TestContainerArgs(t *testing.T) {
 	if strings.Contains(got, "PATH=") {
 		t.Error("container run overrides the image's PATH")
 	}
-	l := containerLauncher{engine: "podman", id: "abc"}
-	if got := strings.Join(l.execArgs(), " "); got != "exec -i -w /app abc bash --noprofile --norc" {
+	b := &Box{c: c, id: "abc"}
+	if got := strings.Join(b.execArgs(ExecSpec{Workdir: "/app", User: "agent", Env: map[string]string{"X": "y"}, Cmd: []string{"bash"}}, true), " "); got != "exec -i -u agent -w /app -e X=y abc bash" {
 		t.Errorf("exec args: %s", got)
 	}
 }

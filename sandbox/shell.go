@@ -265,8 +265,24 @@ func (s *shellSession) Close() error {
 		return nil
 	}
 	s.closed = true
+	if _, ok := s.l.(releaser); ok && s.proc != nil {
+		// End the shell by closing its input, as a finished `exec` would
+		// end; what its commands detached or left in the background runs on.
+		s.stdin.Close()
+		select {
+		case <-s.waited:
+			s.proc = nil
+		case <-time.After(5 * time.Second):
+		}
+	}
 	s.stop()
 	return errors.Join(append(s.leaks, s.l.close())...)
+}
+
+// releaser marks a launcher whose Close ends the shell without killing
+// what it left behind (a container's shell: the container outlives it).
+type releaser interface {
+	release()
 }
 
 // ShellQuote returns s as one single-quoted POSIX shell word.

@@ -308,17 +308,19 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tasks: %w", err)
 	}
-	_, container := s.runner.(sandbox.Container)
+	c, container := s.runner.(sandbox.Container)
 	var tasks []evalTask
 	var skipped []skippedTask
 	for _, t := range hts {
-		if need, why := t.NeedsContainer(); need {
-			switch {
-			case !container:
-				skipped = append(skipped, skippedTask{t.Name, "needs its container (" + why + "); use --runner docker|podman"})
-				continue
-			case t.Config.Environment.DockerImage == "" && s.image == "":
-				skipped = append(skipped, skippedTask{t.Name, "building environment/Dockerfile is not supported; set [environment] docker_image"})
+		if need, why := t.NeedsContainer(); need && !container {
+			skipped = append(skipped, skippedTask{t.Name, "needs its container image (" + why + "); run it with --runner podman (or docker)"})
+			continue
+		}
+		if container {
+			// Build (or find) the image once, before any episode: a task
+			// whose environment cannot be built is skipped, not scored.
+			if _, _, err := harbor.ImageRef(context.Background(), t, c, s.image); err != nil {
+				skipped = append(skipped, skippedTask{t.Name, err.Error()})
 				continue
 			}
 		}
@@ -365,6 +367,11 @@ type sweOracleEnv struct {
 	inst swebench.Instance
 }
 
+// oracle is an environment that can play its task's own solution.
+type oracle interface {
+	Oracle(ctx context.Context) (agent.Step, error)
+}
+
 // scriptedRunner plays the oracle (the task's own solution) or the empty
 // policy (submit at once) without any engine: Reset, one reply, done.
 // Its episodes have no segments (no tokens were sampled).
@@ -378,14 +385,19 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 		return ep, nil
 	}
 	ep.Task = task
-	reply := shelltask.SubmitReply
-	if s.oracle {
-		reply = harbor.OracleReply
-		if sw, ok := env.(*sweOracleEnv); ok {
-			reply = swebench.OracleReply(&sw.inst)
+	var st agent.Step
+	switch o, isOracle := env.(oracle); {
+	case s.oracle && isOracle:
+		st, err = o.Oracle(ctx)
+	case s.oracle:
+		sw, _ := env.(*sweOracleEnv)
+		if sw == nil {
+			return ep, fmt.Errorf("the oracle policy cannot play %T", env)
 		}
+		st, err = env.Step(ctx, swebench.OracleReply(&sw.inst))
+	default:
+		st, err = env.Step(ctx, shelltask.SubmitReply)
 	}
-	st, err := env.Step(ctx, reply)
 	if err == nil && !st.Done {
 		st, err = env.Step(ctx, shelltask.SubmitReply)
 	}

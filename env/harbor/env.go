@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ type Options struct {
 	// false). Off by default. Terminal-Bench verifiers that install their
 	// test tools at run time need it.
 	Network bool
+	// RequireGuard refuses to run a container episode whose verdict cannot
+	// be guarded (sandbox.GuardAvailable: Linux, root). Off: such an
+	// episode runs with the metric verifier_guarded 0.
+	RequireGuard bool
 }
 
 // Env is one Harbor task as an agent.Environment. It is not safe for
@@ -64,6 +69,9 @@ type Env struct {
 	rewards map[string]float64
 	verOut  string
 	note    string // why the reward is 0 although the verifier ran (see RewardNote)
+
+	boxEp          *boxEpisode        // the episode's container (container runners only)
+	pendingMetrics map[string]float64 // measured before the agent's shell started
 }
 
 var (
@@ -117,7 +125,18 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	if err := e.Close(); err != nil {
 		return "", fmt.Errorf("task %s: previous episode: %w", e.task.Name, err)
 	}
-	if _, isContainer := e.opts.Runner.(sandbox.Container); !isContainer {
+	e.reward, e.rewards, e.verOut, e.note = 0, nil, "", ""
+	e.pendingMetrics = map[string]float64{}
+	if c, isContainer := e.opts.Runner.(sandbox.Container); isContainer {
+		if err := e.resetBox(ctx, c); err != nil {
+			return "", err
+		}
+		for k, v := range e.pendingMetrics {
+			e.sh.SetMetric(k, v)
+		}
+		return e.taskText(), nil
+	}
+	{
 		if need, why := e.task.NeedsContainer(); need {
 			return "", fmt.Errorf("task %s: %w (%s); run it with a container runner", e.task.Name, ErrNeedsContainer, why)
 		}
@@ -151,12 +170,16 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e.reward, e.rewards, e.verOut, e.note = 0, nil, "", ""
+	return e.taskText(), nil
+}
+
+// taskText is the instruction with the format hint (unless disabled).
+func (e *Env) taskText() string {
 	task := e.task.Instruction
 	if !e.opts.NoFormatHint {
 		task += "\n\n" + cmp.Or(e.opts.FormatHint, shelltask.FormatHint())
 	}
-	return task, nil
+	return task
 }
 
 // Step implements agent.Environment: shelltask.Shell.Step, with the
@@ -168,7 +191,20 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 // finish runs the verifier once the agent phase has ended (the agent's
 // sandbox closed: nothing of the agent runs beside the verifier).
 func (e *Env) finish(ctx context.Context, _ shelltask.Action, obs string) (agent.Step, error) {
-	reward, err := e.verify(ctx)
+	verify := e.verify
+	if e.boxEp != nil {
+		verify = e.verifyBox
+	}
+	reward, err := verify(ctx)
+	if e.boxEp != nil {
+		for _, n := range e.boxEp.notes {
+			obs += "\n[" + n + "]"
+		}
+		if cerr := e.boxEp.close(); err == nil && cerr != nil {
+			err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
+		}
+		e.boxEp = nil
+	}
 	if cerr := e.sh.Cleanup(); err == nil && cerr != nil {
 		err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
 	}
@@ -270,26 +306,39 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	n, out := stragglers(r.Output)
 	r.Output = out
 	e.verOut = shelltask.FormatResult(r, e.verifierTimeout())
-	reward, all, rerr := ReadReward(logs)
-	ranAgentCode := e.sh.Metric("commands") > 0
 	switch {
 	case r.TimedOut:
-		// The agent's work can make the tests hang: that is a failure of
-		// the attempt, not of the infrastructure.
 		e.sh.SetMetric("verifier_timeout", 1)
-		return e.zero("the verifier timed out after %v", e.verifierTimeout()), nil
+		return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", e.task.Name, ErrVerifier, e.verifierTimeout())
 	case n < 0:
 		return e.zero("the verifier was killed before it finished (test.sh exit %d)", r.ExitCode), nil
 	case n > 0:
 		e.sh.SetMetric("verifier_stragglers", float64(n))
 		return e.zero("%d processes outlived test.sh; any of them could have written the reward file", n), nil
-	case rerr != nil && ranAgentCode:
-		return e.zero("%v (test.sh exit %d)", rerr, r.ExitCode), nil
-	case rerr != nil:
-		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, rerr, r.ExitCode, tail(r.Output, 2000))
+	case r.ExitCode > 128 && r.ExitCode < 128+65:
+		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
 	}
-	if reward < 0 || reward > 1 {
-		return 0, fmt.Errorf("task %s: verifier reward %g is outside [0, 1]", e.task.Name, reward)
+	return e.readVerdict(logs, r.ExitCode)
+}
+
+// readVerdict reads the reward test.sh left in dir (Harbor's rules:
+// reward.json, else reward.txt; its primary value: the "reward" key, else
+// the only key). Both files, neither, or an unreadable one score 0 with a
+// note once the agent ran a command; with no command run, a missing reward
+// is the task's own fault (an error). A reward.json without a primary value
+// is ErrVerifier.
+func (e *Env) readVerdict(dir string, exit int) (float64, error) {
+	_, txtErr := os.Lstat(filepath.Join(dir, "reward.txt"))
+	_, jsonErr := os.Lstat(filepath.Join(dir, "reward.json"))
+	if txtErr == nil && jsonErr == nil {
+		return e.zero("both reward.txt and reward.json exist; a verifier writes one"), nil
+	}
+	reward, all, err := ReadReward(dir)
+	if err != nil {
+		if e.sh.Metric("commands") > 0 || e.boxEp != nil {
+			return e.zero("%v (test.sh exit %d)", err, exit), nil
+		}
+		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, err, exit, tail(e.verOut, 2000))
 	}
 	e.rewards = all
 	return reward, nil
@@ -312,19 +361,41 @@ func (e *Env) network() bool {
 
 // env is [environment] env, then extra, then the cache variables.
 func (e *Env) env(extra map[string]string) map[string]string {
-	env := map[string]string{}
-	for k, v := range e.task.Config.Environment.Env {
-		env[k] = v
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	return shelltask.CacheEnv(e.opts.CacheDir, env)
+	return shelltask.CacheEnv(e.opts.CacheDir, e.taskEnv(extra))
 }
 
-// Close ends the episode early (if running) and removes the workspace
-// unless KeepWorkspace; see shelltask.Shell.Close.
-func (e *Env) Close() error { return e.sh.Close() }
+// taskEnv is [environment] env, then extra, ${VAR} templates resolved.
+func (e *Env) taskEnv(extra map[string]string) map[string]string {
+	env := e.resolvedEnv(e.task.Config.Environment.Env)
+	for k, v := range e.resolvedEnv(extra) {
+		env[k] = v
+	}
+	return env
+}
+
+// resolvedEnv resolves Harbor's env templates: a value that is exactly
+// ${VAR} or ${VAR:-default} takes the host's VAR (else the default); other
+// values are literal. A template naming an unset variable without a
+// default is left as written (Harbor refuses to start such a task; the
+// loader reports it).
+func (e *Env) resolvedEnv(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = resolveTemplate(v)
+	}
+	return out
+}
+
+// Close ends the episode early (if running), removes its container (if
+// any) and the workspace unless KeepWorkspace; see shelltask.Shell.Close.
+func (e *Env) Close() error {
+	var berr error
+	if e.boxEp != nil {
+		berr = e.boxEp.close()
+		e.boxEp = nil
+	}
+	return errors.Join(e.sh.Close(), berr)
+}
 
 // Workspace is the host directory of the current episode ("" after cleanup).
 func (e *Env) Workspace() string { return e.sh.Workspace() }
@@ -401,4 +472,47 @@ func CopyDir(src, dst string) error {
 		return errors.New("copy " + src + ": destination " + dst + " exists")
 	}
 	return copyDir(src, dst)
+}
+
+// Oracle plays the task's own solution the way Harbor's oracle agent
+// does, as the episode's only action, then submits: solution/ is copied to
+// /solution, solve.sh is made executable and run directly (its #! line)
+// with [solution.env] and DEBIAN_FRONTEND=noninteractive, under the agent's
+// whole timeout rather than the per-command one.
+func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
+	ws := e.sh.Workspace()
+	if ws == "" {
+		return agent.Step{}, fmt.Errorf("task %s: Oracle before Reset", e.task.Name)
+	}
+	sol := filepath.Join(ws, "solution")
+	if e.boxEp == nil && !e.opts.ExposeSolution {
+		return agent.Step{}, fmt.Errorf("task %s: Oracle needs Options.ExposeSolution under bubblewrap", e.task.Name)
+	}
+	if e.boxEp != nil {
+		if err := copyDir(filepath.Join(e.task.Dir, "solution"), sol); err != nil {
+			return agent.Step{}, fmt.Errorf("task %s: copy solution: %w", e.task.Name, err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(sol, "solve.sh"), 0o755); err != nil {
+		return agent.Step{}, fmt.Errorf("task %s: solution: %w", e.task.Name, err)
+	}
+	if e.boxEp != nil {
+		if err := e.boxEp.box.CopyIn(ctx, sol, solutionDir); err != nil {
+			return agent.Step{}, fmt.Errorf("task %s: %w", e.task.Name, err)
+		}
+	}
+	env := e.resolvedEnv(e.task.Config.Solution.Env)
+	env["DEBIAN_FRONTEND"] = "noninteractive"
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	cmd := "env"
+	for _, k := range keys {
+		cmd += " " + sandbox.ShellQuote(k+"="+env[k])
+	}
+	cmd += " " + solutionDir + "/solve.sh"
+	e.sh.SetCommandTimeout(e.agentTimeout())
+	return e.Step(ctx, "```bash\n"+cmd+"\n```\n<submit/>")
 }

@@ -43,10 +43,12 @@ type Config struct {
 	Metadata      map[string]any `toml:"metadata"`
 	Agent         struct {
 		TimeoutSec float64 `toml:"timeout_sec"`
+		User       string  `toml:"user"`
 	} `toml:"agent"`
 	Verifier struct {
 		TimeoutSec float64           `toml:"timeout_sec"`
 		Env        map[string]string `toml:"env"`
+		User       string            `toml:"user"`
 	} `toml:"verifier"`
 	Environment EnvironmentConfig `toml:"environment"`
 	Solution    struct {

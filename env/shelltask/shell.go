@@ -90,6 +90,13 @@ func (s *Shell) Start(ctx context.Context, spec sandbox.Spec, agentTimeout time.
 	if err != nil {
 		return fmt.Errorf("%s: start sandbox: %w", s.cfg.Name, err)
 	}
+	s.StartSession(sess, agentTimeout)
+	return nil
+}
+
+// StartSession is Start with a session the environment started itself
+// (a shell in the episode's container).
+func (s *Shell) StartSession(sess sandbox.Session, agentTimeout time.Duration) {
 	s.sess = sess
 	s.started = time.Now()
 	s.deadline = s.started.Add(agentTimeout)
@@ -98,7 +105,6 @@ func (s *Shell) Start(ctx context.Context, spec sandbox.Spec, agentTimeout time.
 	if s.cfg.CountRestarts {
 		s.metrics["shell_restarts"] = 0
 	}
-	return nil
 }
 
 // SubmitFunc ends an episode once the agent phase is over and its sandbox
@@ -187,6 +193,15 @@ func FormatResult(r sandbox.Result, timeout time.Duration) string {
 		fmt.Fprintf(&b, "[exit code %d]", r.ExitCode)
 	}
 	return b.String()
+}
+
+// SetCommandTimeout changes the bound on one command (still never past
+// the agent's deadline): the oracle's solve.sh runs under the agent's
+// whole timeout.
+func (s *Shell) SetCommandTimeout(d time.Duration) {
+	if d > 0 {
+		s.cfg.CommandTimeout = d
+	}
 }
 
 // Metric is the current value of one metric (0 when unset).

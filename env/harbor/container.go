@@ -1,0 +1,413 @@
+package harbor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// Container paths of Harbor's environment layout.
+const (
+	testsDir    = "/tests"
+	verifierDir = "/logs/verifier"
+	agentLogDir = "/logs/agent"
+	solutionDir = "/solution"
+)
+
+// guardedDirBytes bounds each guarded tmpfs (/tests, /logs/verifier).
+const guardedDirBytes = 512 << 20
+
+// ErrBuild marks a task whose environment image could not be built.
+var ErrBuild = errors.New("environment build failed")
+
+// boxEpisode is the container side of one episode run the way Harbor runs
+// it: the task's image, one container for the whole episode, the agent's
+// shell and then the verifier inside it.
+type boxEpisode struct {
+	c       sandbox.Container
+	box     *sandbox.Box
+	image   string
+	user    string // the agent's user ("" : the image's USER)
+	workdir string // [environment] workdir, else the image's WORKDIR
+	tests   *sandbox.GuardedDir
+	logs    *sandbox.GuardedDir
+	notes   []string // what the episode could not apply (e.g. storage_mb)
+}
+
+// ImageRef is the image the task's episodes run in: [environment]
+// docker_image, else environment/Dockerfile built (and cached by the
+// content hash of environment/) as localhost/compactrl-task-NAME:HASH,
+// else fallback (the runner's default image, for environment/app/ tasks).
+// cached reports a build found in the engine's store.
+func ImageRef(ctx context.Context, t *Task, c sandbox.Container, fallback string) (ref string, cached bool, err error) {
+	if img := t.Config.Environment.DockerImage; img != "" {
+		return img, true, nil
+	}
+	envDir := filepath.Join(t.Dir, "environment")
+	for _, f := range []string{"docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"} {
+		if _, err := os.Stat(filepath.Join(envDir, f)); err == nil {
+			return "", false, fmt.Errorf("task %s: environment/%s: multi-container (docker compose) tasks are not supported by compactrl's container runner", t.Name, f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(envDir, "Dockerfile")); err == nil {
+		timeout := time.Duration(t.Config.Environment.BuildTimeoutSec * float64(time.Second))
+		if timeout <= 0 {
+			timeout = DefaultBuildTimeout
+		}
+		ref, cached, err := c.BuildImage(ctx, envDir, "localhost/compactrl-task-"+imageName(t.Name), timeout)
+		if err != nil {
+			return "", false, fmt.Errorf("task %s: %w: %w", t.Name, ErrBuild, err)
+		}
+		return ref, cached, nil
+	}
+	if fallback == "" {
+		return "", false, fmt.Errorf("task %s: no [environment] docker_image, no environment/Dockerfile, and no default image (--image)", t.Name)
+	}
+	return fallback, true, nil
+}
+
+// DefaultBuildTimeout is Harbor's build_timeout_sec default.
+const DefaultBuildTimeout = 600 * time.Second
+
+var nonImageChars = regexp.MustCompile(`[^a-z0-9._-]+`)
+
+func imageName(task string) string {
+	s := strings.Trim(nonImageChars.ReplaceAllString(strings.ToLower(task), "-"), "-._")
+	if s == "" {
+		s = "task"
+	}
+	return s
+}
+
+// resetBox starts the episode's container: the image (built if needed),
+// the task's [environment] env and workdir, its limits and network, two
+// guarded directories bound at /tests and /logs/verifier (closed to
+// everything in the container until the verifier runs), environment/app/
+// copied to /app when the task has no Dockerfile, and the agent's shell.
+func (e *Env) resetBox(ctx context.Context, c sandbox.Container) error {
+	t := e.task
+	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "harbor-"+t.Name+"-", 0)
+	if err != nil {
+		return err
+	}
+	b := &boxEpisode{c: c, user: t.Config.Agent.User}
+	e.boxEp = b
+	begin := time.Now()
+	ref, cached, err := ImageRef(ctx, t, c, c.DefaultImage)
+	if err != nil {
+		return err
+	}
+	b.image = ref
+	e.pendingMetrics["image_build_seconds"] = time.Since(begin).Seconds()
+	e.pendingMetrics["image_cached"] = boolMetric(cached)
+	cfg, err := c.InspectImage(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.Name, err)
+	}
+	b.workdir = t.Config.Environment.Workdir
+	if b.workdir == "" {
+		b.workdir = cfg.WorkingDir
+	}
+	if b.workdir == "" {
+		b.workdir = "/"
+	}
+	if err := b.openGuards(ws, e.opts.RequireGuard); err != nil {
+		return fmt.Errorf("task %s: %w", t.Name, err)
+	}
+	begin = time.Now()
+	if err := b.create(ctx, e); err != nil {
+		return fmt.Errorf("task %s: %w", t.Name, err)
+	}
+	if src := t.AppDir(); src != "" && !t.hasDockerfile() {
+		if err := b.box.CopyIn(ctx, src, "/app"); err != nil {
+			return fmt.Errorf("task %s: %w", t.Name, err)
+		}
+	}
+	sess, err := b.box.Shell(ctx, sandbox.ExecSpec{User: b.user, Workdir: b.workdir}, e.limits())
+	if err != nil {
+		return fmt.Errorf("task %s: agent shell: %w", t.Name, err)
+	}
+	e.pendingMetrics["container_start_seconds"] = time.Since(begin).Seconds()
+	e.sh.StartSession(sess, e.agentTimeout())
+	return nil
+}
+
+func (t *Task) hasDockerfile() bool {
+	_, err := os.Stat(filepath.Join(t.Dir, "environment", "Dockerfile"))
+	return err == nil
+}
+
+func boolMetric(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// openGuards mounts the guarded /tests and /logs/verifier directories
+// under ws. Without a guard (not root, not Linux) they are plain
+// directories, unless required.
+func (b *boxEpisode) openGuards(ws string, require bool) error {
+	tests, logs := filepath.Join(ws, "tests"), filepath.Join(ws, "logs-verifier")
+	for _, d := range []string{tests, logs} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			return err
+		}
+		os.Chmod(d, 0o777)
+	}
+	if err := sandbox.GuardAvailable(); err != nil {
+		if require {
+			return err
+		}
+		b.notes = append(b.notes, "verdict not guarded: "+err.Error())
+		return nil
+	}
+	var err error
+	if b.tests, err = sandbox.OpenGuardedDir(tests, guardedDirBytes); err != nil {
+		return err
+	}
+	b.logs, err = sandbox.OpenGuardedDir(logs, guardedDirBytes)
+	return err
+}
+
+func (b *boxEpisode) testsHost(ws string) string { return filepath.Join(ws, "tests") }
+func (b *boxEpisode) logsHost(ws string) string  { return filepath.Join(ws, "logs-verifier") }
+
+// create starts the container. A storage limit the engine's storage
+// driver cannot apply is dropped with a note, never silently.
+func (b *boxEpisode) create(ctx context.Context, e *Env) error {
+	ws := e.sh.Workspace()
+	spec := sandbox.BoxSpec{
+		Image: b.image, Env: e.taskEnv(nil), Workdir: e.task.Config.Environment.Workdir,
+		Limits: e.limits(), Network: e.network(), NoTmpfs: true,
+		Mounts: []sandbox.Mount{
+			{Host: b.testsHost(ws), Target: testsDir, Writable: true},
+			{Host: b.logsHost(ws), Target: verifierDir, Writable: true},
+		},
+	}
+	box, err := b.c.Create(ctx, spec)
+	if err != nil && spec.Limits.DiskBytes > 0 && strings.Contains(err.Error(), "only supported for backingFS") {
+		b.notes = append(b.notes, "storage_mb not enforced: the engine's overlay storage needs an XFS backing file system with project quotas")
+		spec.Limits.DiskBytes = 0
+		box, err = b.c.Create(ctx, spec)
+	}
+	if err != nil {
+		return err
+	}
+	b.box = box
+	if _, code, err := box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: []string{"mkdir", "-p", agentLogDir}}); err != nil || code != 0 {
+		return fmt.Errorf("mkdir %s in the container failed (exit %d): %v", agentLogDir, code, err)
+	}
+	return nil
+}
+
+// close removes the container and the guarded directories.
+func (b *boxEpisode) close() error {
+	var errs []error
+	if b.box != nil {
+		errs = append(errs, b.box.Remove())
+	}
+	for _, g := range []*sandbox.GuardedDir{b.tests, b.logs} {
+		if g != nil {
+			errs = append(errs, g.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Verifier outcomes that are neither a reward nor the attempt's failure.
+var (
+	// ErrVerifier marks a verifier that could not run or finish: its
+	// interpreter is missing, test.sh does not parse, or it timed out.
+	ErrVerifier = errors.New("verifier error")
+)
+
+// stageTests empties the guarded /tests and /logs/verifier and copies the
+// task's tests/ into /tests (test.sh made executable, as Harbor does).
+func (b *boxEpisode) stageTests(ws string, t *Task) error {
+	for _, d := range []string{b.testsHost(ws), b.logsHost(ws)} {
+		if err := clearDir(d); err != nil {
+			return err
+		}
+	}
+	if err := copyInto(filepath.Join(t.Dir, "tests"), b.testsHost(ws)); err != nil {
+		return fmt.Errorf("copy tests: %w", err)
+	}
+	return os.Chmod(filepath.Join(b.testsHost(ws), "test.sh"), 0o755)
+}
+
+// precheck finds what would keep test.sh from running at all: an
+// interpreter (its #! line) missing from the image, or shell syntax errors
+// (checked with the host's bash -n). It returns "" when test.sh can run.
+func (b *boxEpisode) precheck(ctx context.Context, ws, user string) (string, error) {
+	script := filepath.Join(b.testsHost(ws), "test.sh")
+	src, err := os.ReadFile(script)
+	if err != nil {
+		return "", err
+	}
+	interp, args := shebang(string(src))
+	if interp != "" {
+		probe := []string{"test", "-x", interp}
+		if filepath.Base(interp) == "env" && len(args) > 0 {
+			probe = []string{interp, "sh", "-c", `command -v "$1" >/dev/null`, "probe", args[0]}
+		}
+		_, code, err := b.box.Run(ctx, sandbox.ExecSpec{User: user, Cmd: probe})
+		if err != nil {
+			return "", err
+		}
+		if code != 0 && code < 128 {
+			return fmt.Sprintf("test.sh's interpreter %s is not in the image", strings.Join(append([]string{interp}, args...), " ")), nil
+		}
+	}
+	shell := filepath.Base(interp)
+	if len(args) > 0 && filepath.Base(interp) == "env" {
+		shell = args[0]
+	}
+	if shell == "" || shell == "bash" || shell == "sh" || shell == "dash" {
+		if bash, err := lookBash(); err == nil {
+			if out, err := runHost(ctx, bash, "-n", script); err != nil {
+				return "test.sh does not parse: " + strings.TrimSpace(strings.ReplaceAll(out, script, "/tests/test.sh")), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// shebang splits a script's #! line into its interpreter and arguments.
+func shebang(src string) (string, []string) {
+	line, _, _ := strings.Cut(src, "\n")
+	rest, ok := strings.CutPrefix(line, "#!")
+	if !ok {
+		return "", nil
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 {
+		return "", nil
+	}
+	return f[0], f[1:]
+}
+
+// verifyBox runs tests/test.sh the way Harbor does, in the episode's
+// container after the agent phase: /tests and /logs/verifier are emptied,
+// the tests copied in, and `/tests/test.sh > /logs/verifier/test-stdout.txt
+// 2>&1` runs as [verifier] user (else the image's USER) in the working
+// directory with [verifier.env], under [verifier] timeout_sec, while
+// everything the agent left keeps running. Only the verifier's own session
+// may open /tests and /logs/verifier while it runs, nobody after
+// (sandbox.Box.RunGuarded). The verdict is 0 with a note when: a process
+// outside that session opened either, a process still holds the reward
+// channel after test.sh's session was killed, a verifier process was being
+// traced, test.sh died by a signal, both reward files exist, or the reward
+// is missing or unreadable. It is ErrVerifier (status verifier_error) when
+// the verifier could not run or timed out.
+func (e *Env) verifyBox(ctx context.Context) (float64, error) {
+	b, ws, t := e.boxEp, e.sh.Workspace(), e.task
+	if err := b.stageTests(ws, t); err != nil {
+		return 0, fmt.Errorf("task %s: %w", t.Name, err)
+	}
+	user := t.Config.Verifier.User
+	if why, err := b.precheck(ctx, ws, user); err != nil {
+		return 0, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
+	} else if why != "" {
+		return 0, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)
+	}
+	var guards []*sandbox.GuardedDir
+	if b.logs != nil {
+		guards = []*sandbox.GuardedDir{b.logs, b.tests}
+	}
+	cmd := "exec " + testsDir + "/test.sh > " + verifierDir + "/test-stdout.txt 2>&1"
+	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.resolvedEnv(t.Config.Verifier.Env), Cmd: []string{"sh", "-c", cmd}},
+		e.verifierTimeout(), guards...)
+	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
+	e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))
+	if err != nil {
+		return 0, fmt.Errorf("task %s: verifier: %w", t.Name, err)
+	}
+	out, _ := sandbox.ReadRegular(filepath.Join(b.logsHost(ws), "test-stdout.txt"), 1<<20)
+	e.verOut = fmt.Sprintf("%s[test.sh exit %d]", tail(string(out), 4000), r.ExitCode)
+	if r.TimedOut {
+		e.sh.SetMetric("verifier_timeout", 1)
+		return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", t.Name, ErrVerifier, e.verifierTimeout())
+	}
+	if len(r.Violations) > 0 {
+		v := r.Violations[0]
+		e.sh.SetMetric("verifier_tampered", 1)
+		return e.zero("%d opens of the verifier's files by processes outside its run (first: pid %d %s opened %s while %s)", len(r.Violations), v.PID, v.Comm, v.Path, v.Phase), nil
+	}
+	if r.Traced {
+		e.sh.SetMetric("verifier_tampered", 1)
+		return e.zero("a verifier process was being traced (ptrace) when it opened the verifier's files"), nil
+	}
+	if len(r.Holders) > 0 {
+		e.sh.SetMetric("verifier_tampered", 1)
+		return e.zero("processes outside the verifier's run still hold its files open: %s", strings.Join(r.Holders, ", ")), nil
+	}
+	if r.ExitCode > 128 && r.ExitCode < 128+65 {
+		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
+	}
+	return e.readVerdict(b.logsHost(ws), r.ExitCode)
+}
+
+var envTemplate = regexp.MustCompile(`^\$\{([^}:]+)(?::-(.*))?\}$`)
+
+// resolveTemplate resolves one env value as Harbor's resolve_env_vars does.
+func resolveTemplate(v string) string {
+	m := envTemplate.FindStringSubmatchIndex(v)
+	if m == nil {
+		return v
+	}
+	name := v[m[2]:m[3]]
+	if x, ok := os.LookupEnv(name); ok {
+		return x
+	}
+	if m[4] >= 0 {
+		return v[m[4]:m[5]]
+	}
+	return v
+}
+
+// clearDir removes everything inside dir.
+func clearDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, en := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, en.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyInto copies the entries of src into the existing directory dst.
+func copyInto(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, en := range ents {
+		if err := copyDir(filepath.Join(src, en.Name()), filepath.Join(dst, en.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lookBash() (string, error) { return exec.LookPath("bash") }
+
+// runHost runs a host command briefly and returns its combined output.
+func runHost(ctx context.Context, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}

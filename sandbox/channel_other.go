@@ -1,0 +1,45 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// GuardedDir guards a verifier's reward directory; Linux only (fanotify).
+type GuardedDir struct{}
+
+// GuardAvailable reports whether this host can guard guarded dirs.
+func GuardAvailable() error {
+	return fmt.Errorf("%w on %s: it needs Linux fanotify", ErrNoGuard, runtime.GOOS)
+}
+
+// OpenGuardedDir is unavailable here.
+func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
+	return nil, GuardAvailable()
+}
+
+// Dir is the guarded directory.
+func (c *GuardedDir) Dir() string { return "" }
+
+// Admit is a no-op here.
+func (c *GuardedDir) Admit(AdmitFunc) {}
+
+// Seal is a no-op here.
+func (c *GuardedDir) Seal() {}
+
+// Violations is empty here.
+func (c *GuardedDir) Violations() []ChannelOpen { return nil }
+
+// DeniedWhileClosed is 0 here.
+func (c *GuardedDir) DeniedWhileClosed() int { return 0 }
+
+// Clear is a no-op here.
+func (c *GuardedDir) Clear() error { return nil }
+
+// Close is a no-op here.
+func (c *GuardedDir) Close() error { return nil }
+
+// Holders is empty here.
+func (c *GuardedDir) Holders() []string { return nil }
