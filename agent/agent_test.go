@@ -716,7 +716,7 @@ func (hugeTaskEnv) Step(ctx context.Context, r string) (Step, error) {
 // less memory than the text would to encode.
 func TestTaskTextLimit(t *testing.T) {
 	cfg := testConfig()
-	cfg.Window = 1 << 30 // the window would let it through
+	cfg.Window = MaxContextTokens // the window would let it through
 	a, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
 	if err != nil {
 		t.Fatal(err)
