@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -698,5 +699,51 @@ func TestContextTokenizerFailureIsInfraError(t *testing.T) {
 		if env.steps >= tok.calls {
 			t.Fatalf("failAt %d: environment stepped %d times after %d tokenizer calls", failAt, env.steps, tok.calls)
 		}
+	}
+}
+
+type hugeTaskEnv struct{ n int }
+
+func (e hugeTaskEnv) Reset(ctx context.Context) (string, error) { return strings.Repeat("t", e.n), nil }
+func (hugeTaskEnv) Step(ctx context.Context, r string) (Step, error) {
+	return Step{}, errors.New("unreachable")
+}
+
+// A task text past MaxTaskBytes ends the episode as infra_error before it
+// is tokenized or copied into the episode (a 200 MB instruction.md cost
+// 1.8 GB to encode and made a 200 MB episode line): the error names the
+// limit, the episode holds no task text and no prompt, and it costs far
+// less memory than the text would to encode.
+func TestTaskTextLimit(t *testing.T) {
+	cfg := testConfig()
+	cfg.Window = MaxContextTokens // the window would let it through
+	a, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ep, err := a.Run(context.Background(), hugeTaskEnv{n: 64 << 20}, 1)
+	runtime.ReadMemStats(&after)
+	if err != nil || ep.Status != episode.StatusInfraError {
+		t.Fatalf("err %v status %s", err, ep.Status)
+	}
+	if msg := ep.Meta[MetaError]; !strings.Contains(msg, "MaxTaskBytes") || !strings.Contains(msg, "67108864 bytes") {
+		t.Fatalf("error %q", msg)
+	}
+	if ep.Task != "" || len(ep.Segments) > 0 && len(ep.Segments[0].PromptIDs) > 0 {
+		t.Fatalf("the task text went into the episode: task %d bytes, %d segments", len(ep.Task), len(ep.Segments))
+	}
+	// The 64 MiB string itself is allocated by the environment; encoding
+	// it (8 bytes an id) would cost 512 MiB more.
+	if d := after.TotalAlloc - before.TotalAlloc; d > 200<<20 {
+		t.Fatalf("allocated %d MiB", d>>20)
+	}
+	// At the limit it plays.
+	cfg.Window = 4 << 20
+	a, _ = New(cfg, byteTok{}, testTmpl, &randSampler{})
+	ep, _ = a.Run(context.Background(), hugeTaskEnv{n: MaxTaskBytes}, 1)
+	if strings.Contains(ep.Meta[MetaError], "MaxTaskBytes") {
+		t.Fatalf("task of MaxTaskBytes refused: %s", ep.Meta[MetaError])
 	}
 }

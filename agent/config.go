@@ -57,8 +57,41 @@ func DefaultConfig() Config {
 	}
 }
 
+// Upper bounds of the agent settings, far past any real budget and small
+// enough that no count overflows or sizes an absurd allocation. Configs
+// and request bodies are checked against them where they are read.
+const (
+	// MaxContextTokens bounds the window and every token budget in it.
+	MaxContextTokens = 1 << 24
+	// MaxCount bounds keep_last, max_compactions, max_turns and
+	// max_format_errors.
+	MaxCount = 1 << 20
+	// MaxTemperature bounds the sampling temperature.
+	MaxTemperature = 100
+)
+
 func (c Config) validate() error {
 	var errs []error
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"window", c.Window, MaxContextTokens}, {"reserve", c.Reserve, MaxContextTokens},
+		{"max_action_tokens", c.MaxActionTokens, MaxContextTokens}, {"max_summary_tokens", c.MaxSummaryTokens, MaxContextTokens},
+		{"max_observation_tokens", c.MaxObservationTokens, MaxContextTokens},
+		{"keep_last", c.KeepLast, MaxCount}, {"max_compactions", c.MaxCompactions, MaxCount},
+		{"max_turns", c.MaxTurns, MaxCount}, {"max_format_errors", c.MaxFormatErrors, MaxCount},
+	} {
+		if f.v > f.max {
+			errs = append(errs, fmt.Errorf("%s %d is above the limit %d", f.name, f.v, f.max))
+		}
+	}
+	if !(c.Temperature >= 0 && c.Temperature <= MaxTemperature) {
+		errs = append(errs, fmt.Errorf("temperature %v must be in [0, %d]", c.Temperature, MaxTemperature))
+	}
+	if !(c.TopP >= 0 && c.TopP <= 1) {
+		errs = append(errs, fmt.Errorf("top_p %v must be in [0, 1]", c.TopP))
+	}
 	if c.Window <= 0 {
 		errs = append(errs, fmt.Errorf("window %d must be positive", c.Window))
 	}

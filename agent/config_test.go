@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,4 +67,25 @@ resume_text: go on
 			t.Error("the Go field name window was accepted as a key; the key is context")
 		}
 	})
+}
+
+// Budgets beyond MaxContextTokens / MaxCount, a NaN or huge temperature
+// and a top_p outside [0, 1] are refused when the agent is built (before,
+// only their lower ends were checked).
+func TestConfigUpperBounds(t *testing.T) {
+	for name, set := range map[string]func(*Config){
+		"window":            func(c *Config) { c.Window = MaxContextTokens + 1 },
+		"max_turns":         func(c *Config) { c.MaxTurns = MaxCount + 1 },
+		"max_compactions":   func(c *Config) { c.MaxCompactions = 1 << 40 },
+		"temperature":       func(c *Config) { c.Temperature = math.NaN() },
+		"temperature ":      func(c *Config) { c.Temperature = 1e308 },
+		"top_p":             func(c *Config) { c.TopP = 2 },
+		"max_action_tokens": func(c *Config) { c.MaxActionTokens = 1 << 40 },
+	} {
+		cfg := testConfig()
+		set(&cfg)
+		if _, err := New(cfg, byteTok{}, testTmpl, &randSampler{}); err == nil || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

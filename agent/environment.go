@@ -2,6 +2,14 @@ package agent
 
 import "context"
 
+// MaxTaskBytes bounds the task text an environment's Reset may return (an
+// instruction.md, a problem statement). A longer one ends the episode as
+// infra_error (the task is broken) before it is tokenized or copied into
+// the episode: a 200 MB instruction cost 1.8 GB of memory to encode and a
+// 200 MB episode line. Task loaders should refuse such files with this
+// same bound when they read them.
+const MaxTaskBytes = 1 << 20
+
 // Environment is one episode's world. The agent loop calls Reset once, then
 // Step with each policy reply (decoded text) until Step.Done. An error from
 // either ends the episode as infra_error (masked, never scored).

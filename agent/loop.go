@@ -117,6 +117,9 @@ func (r *run) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("environment reset: %w", err)
 	}
+	if len(task) > MaxTaskBytes {
+		return fmt.Errorf("environment reset: task text of %d bytes is longer than the %d-byte limit (agent.MaxTaskBytes)", len(task), MaxTaskBytes)
+	}
 	r.ep.Task = task
 	taskIDs, err := a.encode(ctx, a.f.Content(task))
 	if err != nil {

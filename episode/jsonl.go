@@ -11,9 +11,13 @@ import (
 )
 
 // DefaultMaxLineBytes bounds one JSONL line (one episode) unless
-// Reader.MaxLineBytes says otherwise. Long-horizon episodes can be several
-// MiB a line; the bound only keeps a corrupt stream from exhausting memory.
-const DefaultMaxLineBytes = 1 << 30
+// Reader.MaxLineBytes or Writer.MaxLineBytes says otherwise, for reading
+// and writing alike (a Writer never writes a line a Reader rejects).
+// Long-horizon episodes can be several MiB a line (every segment's prompt
+// ids, per-token log-probs, values, advantages, returns); the bound keeps
+// a corrupt stream, or an episode that carries a giant task text or
+// observation, from exhausting memory and disk.
+const DefaultMaxLineBytes = 256 << 20
 
 // LineError is a failure to read one line of episode JSONL. Field is the
 // path inside the episode ("segments[2].loss_mask[5]") when known.
@@ -396,6 +400,11 @@ func typeErr(err error) error {
 // validated first, so a Writer never writes a line a Reader rejects.
 // Call Flush when done.
 type Writer struct {
+	// MaxLineBytes bounds a line (without its newline); 0 means
+	// DefaultMaxLineBytes. A longer episode is an error naming it and
+	// nothing is written.
+	MaxLineBytes int
+
 	w   *bufio.Writer
 	buf bytes.Buffer
 	enc *json.Encoder
@@ -441,6 +450,14 @@ func (w *Writer) Write(ep *Episode) error {
 	w.buf.Reset()
 	if err := w.enc.Encode(&out); err != nil {
 		return fmt.Errorf("write episode %q: %w", ep.ID, err)
+	}
+	max := w.MaxLineBytes
+	if max <= 0 {
+		max = DefaultMaxLineBytes
+	}
+	if n := w.buf.Len() - 1; n > max {
+		w.buf.Reset()
+		return fmt.Errorf("write episode %q: line of %d bytes is longer than the %d-byte limit (episode.DefaultMaxLineBytes / Writer.MaxLineBytes)", ep.ID, n, max)
 	}
 	if _, err := w.w.Write(w.buf.Bytes()); err != nil {
 		return fmt.Errorf("write episode %q: %w", ep.ID, err)

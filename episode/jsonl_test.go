@@ -314,3 +314,31 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// A Writer refuses a line longer than its bound (default
+// DefaultMaxLineBytes, the Reader's) with an error naming the episode and
+// writes nothing; the next episode is written. Before, any size was
+// written (a 200 MB task text made a 200 MB line).
+func TestWriterLineLimit(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.MaxLineBytes = 1000
+	big := sampleEpisode()
+	big.ID, big.Task = "big", strings.Repeat("x", 2000)
+	err := w.Write(&big)
+	if err == nil || !strings.Contains(err.Error(), `"big"`) || !strings.Contains(err.Error(), "1000-byte limit") {
+		t.Fatalf("over-long episode: %v", err)
+	}
+	small := sampleEpisode()
+	if err := w.Write(&small); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	got, errs := readAll(t, buf.String())
+	if len(errs) != 0 || len(got) != 1 || got[0].ID != "ep-1" {
+		t.Fatalf("after the refused line: %d episodes %v", len(got), errs)
+	}
+	if DefaultMaxLineBytes > 256<<20 {
+		t.Fatalf("DefaultMaxLineBytes %d", DefaultMaxLineBytes)
+	}
+}

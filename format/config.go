@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 )
 
 // ConfigFile is the name of the Hugging Face model configuration in a checkpoint directory.
@@ -92,13 +94,45 @@ func (c LlamaConfig) KVHeads() int {
 	return c.NumAttentionHeads
 }
 
-// Validate checks the fields the built-in model and the GGUF exporter rely on.
+// Upper bounds of a config.json's dimensions, each well past the largest
+// public Llama-family model (vocabulary 262k, hidden 16k, intermediate
+// 53k, 126 layers, 128 heads, contexts of 1M tokens) and small enough that
+// no product of them overflows an int64 or is taken for a real size.
+// Validate refuses larger values before anything is sized from them.
+const (
+	MaxVocabSize             = 1 << 22
+	MaxHiddenSize            = 1 << 16
+	MaxIntermediateSize      = 1 << 18
+	MaxHiddenLayers          = 1 << 10
+	MaxAttentionHeads        = 1 << 10
+	MaxHeadDim               = 1 << 10
+	MaxPositionEmbeddingsCap = 1 << 24
+)
+
+// Validate checks the fields the built-in model and the GGUF exporter rely
+// on, each dimension's range included.
 func (c LlamaConfig) Validate() error {
 	var errs []error
 	pos := func(name string, v int) {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
 		}
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"vocab_size", c.VocabSize, MaxVocabSize}, {"hidden_size", c.HiddenSize, MaxHiddenSize},
+		{"intermediate_size", c.IntermediateSize, MaxIntermediateSize}, {"num_hidden_layers", c.NumHiddenLayers, MaxHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads, MaxAttentionHeads}, {"num_key_value_heads", c.NumKeyValueHeads, MaxAttentionHeads},
+		{"head_dim", c.HeadDim, MaxHeadDim}, {"max_position_embeddings", c.MaxPositionEmbeddings, MaxPositionEmbeddingsCap},
+	} {
+		if f.v > f.max {
+			errs = append(errs, fmt.Errorf("%s %d is above the limit %d", f.name, f.v, f.max))
+		}
+	}
+	if c.HeadDim < 0 || c.NumKeyValueHeads < 0 {
+		errs = append(errs, fmt.Errorf("head_dim %d and num_key_value_heads %d must not be negative", c.HeadDim, c.NumKeyValueHeads))
 	}
 	if c.ModelType != "llama" {
 		errs = append(errs, fmt.Errorf("model_type %q, want \"llama\"", c.ModelType))
@@ -139,6 +173,119 @@ func (c LlamaConfig) Validate() error {
 		errs = append(errs, errors.New("attention_bias / mlp_bias are unsupported"))
 	}
 	return errors.Join(errs...)
+}
+
+// ParamCount is the number of weights c implies (embeddings, every layer,
+// the final norm, and lm_head when untied), computed without overflow for
+// any config Validate accepts.
+func (c LlamaConfig) ParamCount() int64 {
+	h, ff, v := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.VocabSize)
+	hd, nh, nkv := int64(c.HeadDimension()), int64(c.NumAttentionHeads), int64(c.KVHeads())
+	layer := 2*h + 2*nh*hd*h + 2*nkv*hd*h + 3*ff*h
+	n := v*h + int64(c.NumHiddenLayers)*layer + h
+	if !c.TieWordEmbeddings {
+		n += v * h
+	}
+	return n
+}
+
+// MemoryBytes is what holding c's weights as float32 takes, with the RoPE
+// tables (max_position_embeddings × head dimension) the built-in model
+// builds.
+func (c LlamaConfig) MemoryBytes() int64 {
+	return 4 * (c.ParamCount() + int64(c.MaxPositionEmbeddings)*int64(c.HeadDimension()))
+}
+
+// CheckMemory refuses a config whose weights (MemoryBytes) do not fit
+// under MaxModelBytes, before anything is allocated. path names the file
+// in the error.
+func (c LlamaConfig) CheckMemory(path string) error {
+	if need := c.MemoryBytes(); need > MaxModelBytes {
+		return fmt.Errorf("%s: %d parameters (hidden_size %d, intermediate_size %d, num_hidden_layers %d, vocab_size %d, max_position_embeddings %d) need %.1f GiB as float32, above the memory ceiling of %.1f GiB (format.MaxModelBytes)",
+			path, c.ParamCount(), c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers, c.VocabSize, c.MaxPositionEmbeddings,
+			float64(need)/(1<<30), float64(MaxModelBytes)/(1<<30))
+	}
+	return nil
+}
+
+// TensorShapes are the tensors a LlamaForCausalLM with config c has, by
+// Hugging Face name: lm_head only when untied; with value, the critic's
+// score.weight [1, hidden] instead of lm_head.
+func (c LlamaConfig) TensorShapes(value bool) map[string][]int {
+	hd := c.HeadDimension()
+	nh, nkv := c.NumAttentionHeads, c.KVHeads()
+	h, ff, v := c.HiddenSize, c.IntermediateSize, c.VocabSize
+	want := map[string][]int{
+		"model.embed_tokens.weight": {v, h},
+		"model.norm.weight":         {h},
+	}
+	switch {
+	case value:
+		want["score.weight"] = []int{1, h}
+	case !c.TieWordEmbeddings:
+		want["lm_head.weight"] = []int{v, h}
+	}
+	for l := 0; l < c.NumHiddenLayers; l++ {
+		p := "model.layers." + strconv.Itoa(l) + "."
+		want[p+"input_layernorm.weight"] = []int{h}
+		want[p+"post_attention_layernorm.weight"] = []int{h}
+		want[p+"self_attn.q_proj.weight"] = []int{nh * hd, h}
+		want[p+"self_attn.k_proj.weight"] = []int{nkv * hd, h}
+		want[p+"self_attn.v_proj.weight"] = []int{nkv * hd, h}
+		want[p+"self_attn.o_proj.weight"] = []int{h, nh * hd}
+		want[p+"mlp.gate_proj.weight"] = []int{ff, h}
+		want[p+"mlp.up_proj.weight"] = []int{ff, h}
+		want[p+"mlp.down_proj.weight"] = []int{h, ff}
+	}
+	return want
+}
+
+// CheckTensors compares c with the tensors a weights file actually holds
+// (from its header, before any data is read): every tensor c implies must
+// be there with exactly the shape c implies, and nothing else but a copy of
+// lm_head when tied and older checkpoints' rotary_emb.inv_freq. A file
+// holding score.weight is a critic. The error names the file (path), the
+// tensor, and the config.json fields behind the shape.
+func (c LlamaConfig) CheckTensors(path string, ts []TensorInfo) error {
+	value := false
+	for _, t := range ts {
+		if t.Name == "score.weight" {
+			value = true
+		}
+	}
+	want := c.TensorShapes(value)
+	seen := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		seen[t.Name] = true
+		shape, ok := want[t.Name]
+		switch {
+		case !ok && t.Name == "lm_head.weight" && c.TieWordEmbeddings:
+			continue
+		case !ok && hfLayer.MatchString(t.Name) && hasSuffix(t.Name, ".self_attn.rotary_emb.inv_freq"):
+			continue
+		case !ok:
+			return fmt.Errorf("%s: tensor %q is not part of a Llama model with this config.json", path, t.Name)
+		case !equalInts(t.Shape, shape):
+			return fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v (vocab_size %d, hidden_size %d, intermediate_size %d, heads %d/%d, head dim %d)",
+				path, t.Name, t.Shape, shape, c.VocabSize, c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.KVHeads(), c.HeadDimension())
+		}
+	}
+	var missing []string
+	for n := range want {
+		if !seen[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		more := ""
+		if len(missing) > 5 {
+			more = fmt.Sprintf(" and %d more", len(missing)-5)
+			missing = missing[:5]
+		}
+		return fmt.Errorf("%s: config.json (num_hidden_layers %d) implies tensors the file lacks: %v%s", path, c.NumHiddenLayers, missing, more)
+	}
+	return nil
 }
 
 // WriteConfig writes c as dir/config.json (indented, trailing newline). A

@@ -8,7 +8,6 @@ import (
 	"math"
 	"regexp"
 	"sort"
-	"strconv"
 
 	"github.com/compactrl/compactrl/tokenizer"
 )
@@ -130,28 +129,8 @@ func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokeniz
 }
 
 func ggufTensors(cfg LlamaConfig, ts []Tensor) ([]Tensor, error) {
-	hd := cfg.HeadDimension()
 	nh, nkv := cfg.NumAttentionHeads, cfg.KVHeads()
-	h, ff, v := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
-	want := map[string][]int{
-		"model.embed_tokens.weight": {v, h},
-		"model.norm.weight":         {h},
-	}
-	if !cfg.TieWordEmbeddings {
-		want["lm_head.weight"] = []int{v, h}
-	}
-	for l := 0; l < cfg.NumHiddenLayers; l++ {
-		p := "model.layers." + strconv.Itoa(l) + "."
-		want[p+"input_layernorm.weight"] = []int{h}
-		want[p+"post_attention_layernorm.weight"] = []int{h}
-		want[p+"self_attn.q_proj.weight"] = []int{nh * hd, h}
-		want[p+"self_attn.k_proj.weight"] = []int{nkv * hd, h}
-		want[p+"self_attn.v_proj.weight"] = []int{nkv * hd, h}
-		want[p+"self_attn.o_proj.weight"] = []int{h, nh * hd}
-		want[p+"mlp.gate_proj.weight"] = []int{ff, h}
-		want[p+"mlp.up_proj.weight"] = []int{ff, h}
-		want[p+"mlp.down_proj.weight"] = []int{h, ff}
-	}
+	want := cfg.TensorShapes(false)
 	var out []Tensor
 	seen := map[string]bool{}
 	for _, t := range ts {

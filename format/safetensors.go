@@ -174,18 +174,84 @@ func ParseSafetensors(b []byte) ([]Tensor, map[string]string, error) {
 	}
 	hb := b[8 : 8+n]
 	data := b[8+n:]
+	names, entries, meta, err := parseHeader(hb, int64(len(data)))
+	if err != nil {
+		return nil, nil, err
+	}
+	ts := make([]Tensor, len(names))
+	for i, name := range names {
+		e := entries[i]
+		src := data[e.DataOffsets[0]:e.DataOffsets[1]]
+		shape := append([]int{}, e.Shape...)
+		ts[i] = Tensor{Name: name, Shape: shape, Data: decodeFloats(e.Dtype, src)}
+	}
+	return ts, meta, nil
+}
+
+// TensorInfo is one tensor of a safetensors header: what the file holds,
+// before any of its data is read.
+type TensorInfo struct {
+	Name  string
+	Dtype string
+	Shape []int
+}
+
+// ReadSafetensorsHeader reads only the header of a safetensors file (8
+// bytes, then at most maxHeader bytes of JSON) and checks it against the
+// file's size as ParseSafetensors does; no tensor data is read.
+func ReadSafetensorsHeader(path string) ([]TensorInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read safetensors header: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read safetensors header: %w", err)
+	}
+	wrap := func(err error) error { return fmt.Errorf("read safetensors header %s: %w", path, err) }
+	var nb [8]byte
+	if _, err := io.ReadFull(f, nb[:]); err != nil {
+		return nil, wrap(fmt.Errorf("file of %d bytes is shorter than the 8-byte header size", st.Size()))
+	}
+	n := binary.LittleEndian.Uint64(nb[:])
+	if n > maxHeader {
+		return nil, wrap(fmt.Errorf("header size %d exceeds the %d-byte limit", n, maxHeader))
+	}
+	if n > uint64(st.Size()-8) {
+		return nil, wrap(fmt.Errorf("header size %d beyond end of file (%d bytes)", n, st.Size()))
+	}
+	hb := make([]byte, n)
+	if _, err := io.ReadFull(f, hb); err != nil {
+		return nil, wrap(err)
+	}
+	names, entries, _, err := parseHeader(hb, st.Size()-8-int64(n))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]TensorInfo, len(names))
+	for i, name := range names {
+		out[i] = TensorInfo{Name: name, Dtype: entries[i].Dtype, Shape: append([]int{}, entries[i].Shape...)}
+	}
+	return out, nil
+}
+
+// parseHeader decodes and checks a safetensors JSON header over a data
+// buffer of dataLen bytes: dtypes, shapes, offsets in range, sizes matching
+// shapes, no overlap. Names are sorted; entries follow them.
+func parseHeader(hb []byte, dataLen int64) ([]string, []stEntry, map[string]string, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(hb))
 	if err := dec.Decode(&raw); err != nil {
-		return nil, nil, fmt.Errorf("header JSON: %w", err)
+		return nil, nil, nil, fmt.Errorf("header JSON: %w", err)
 	}
 	if raw == nil {
-		return nil, nil, errors.New("header JSON is not an object")
+		return nil, nil, nil, errors.New("header JSON is not an object")
 	}
 	var meta map[string]string
 	if m, ok := raw["__metadata__"]; ok {
 		if err := json.Unmarshal(m, &meta); err != nil {
-			return nil, nil, fmt.Errorf("__metadata__: %w", err)
+			return nil, nil, nil, fmt.Errorf("__metadata__: %w", err)
 		}
 		delete(raw, "__metadata__")
 	}
@@ -203,28 +269,28 @@ func ParseSafetensors(b []byte) ([]Tensor, map[string]string, error) {
 	for i, name := range names {
 		var e stEntry
 		if err := json.Unmarshal(raw[name], &e); err != nil {
-			return nil, nil, fmt.Errorf("tensor %q: header entry: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("tensor %q: header entry: %w", name, err)
 		}
 		size, ok := dtypeSize(e.Dtype)
 		if !ok {
-			return nil, nil, fmt.Errorf("tensor %q: unsupported dtype %q", name, e.Dtype)
+			return nil, nil, nil, fmt.Errorf("tensor %q: unsupported dtype %q", name, e.Dtype)
 		}
 		count := int64(1)
 		for _, d := range e.Shape {
 			if d < 0 {
-				return nil, nil, fmt.Errorf("tensor %q: negative dimension in shape %v", name, e.Shape)
+				return nil, nil, nil, fmt.Errorf("tensor %q: negative dimension in shape %v", name, e.Shape)
 			}
-			if d > 0 && count > int64(len(data))/int64(d) {
-				return nil, nil, fmt.Errorf("tensor %q: shape %v larger than the file", name, e.Shape)
+			if d > 0 && count > dataLen/int64(d) {
+				return nil, nil, nil, fmt.Errorf("tensor %q: shape %v larger than the file", name, e.Shape)
 			}
 			count *= int64(d)
 		}
 		begin, end := e.DataOffsets[0], e.DataOffsets[1]
-		if begin < 0 || end < begin || end > int64(len(data)) {
-			return nil, nil, fmt.Errorf("tensor %q: data_offsets [%d,%d] out of range of the %d-byte data buffer", name, begin, end, len(data))
+		if begin < 0 || end < begin || end > dataLen {
+			return nil, nil, nil, fmt.Errorf("tensor %q: data_offsets [%d,%d] out of range of the %d-byte data buffer", name, begin, end, dataLen)
 		}
 		if end-begin != count*size {
-			return nil, nil, fmt.Errorf("tensor %q: data_offsets [%d,%d] hold %d bytes, shape %v of %s needs %d", name, begin, end, end-begin, e.Shape, e.Dtype, count*size)
+			return nil, nil, nil, fmt.Errorf("tensor %q: data_offsets [%d,%d] hold %d bytes, shape %v of %s needs %d", name, begin, end, end-begin, e.Shape, e.Dtype, count*size)
 		}
 		entries[i] = e
 		spans[i] = span{name, begin, end}
@@ -239,17 +305,10 @@ func ParseSafetensors(b []byte) ([]Tensor, map[string]string, error) {
 	for i := 1; i < len(byBegin); i++ {
 		p, c := byBegin[i-1], byBegin[i]
 		if c.begin < p.end {
-			return nil, nil, fmt.Errorf("tensor %q: data_offsets [%d,%d] overlap tensor %q [%d,%d]", c.name, c.begin, c.end, p.name, p.begin, p.end)
+			return nil, nil, nil, fmt.Errorf("tensor %q: data_offsets [%d,%d] overlap tensor %q [%d,%d]", c.name, c.begin, c.end, p.name, p.begin, p.end)
 		}
 	}
-	ts := make([]Tensor, len(names))
-	for i, name := range names {
-		e := entries[i]
-		src := data[e.DataOffsets[0]:e.DataOffsets[1]]
-		shape := append([]int{}, e.Shape...)
-		ts[i] = Tensor{Name: name, Shape: shape, Data: decodeFloats(e.Dtype, src)}
-	}
-	return ts, meta, nil
+	return names, entries, meta, nil
 }
 
 func dtypeSize(dt string) (int64, bool) {

@@ -84,3 +84,52 @@ func ReadWeights(dir string) ([]Tensor, error) {
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all, nil
 }
+
+// ReadWeightsHeader reads only the headers of a checkpoint directory's
+// weights (dir/model.safetensors, or the shards its index lists): what
+// tensors the files hold and their shapes, with no tensor data read. path
+// is the file (or index) they come from, for error messages.
+func ReadWeightsHeader(dir string) (ts []TensorInfo, path string, err error) {
+	single := filepath.Join(dir, WeightsFile)
+	if _, err := os.Stat(single); err == nil {
+		ts, err := ReadSafetensorsHeader(single)
+		return ts, single, err
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, single, fmt.Errorf("read weights: %w", err)
+	}
+	indexPath := filepath.Join(dir, WeightsIndexFile)
+	b, err := os.ReadFile(indexPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, indexPath, fmt.Errorf("read weights %s: neither %s nor %s", dir, WeightsFile, WeightsIndexFile)
+		}
+		return nil, indexPath, fmt.Errorf("read weights: %w", err)
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, indexPath, fmt.Errorf("read weights %s: %w", indexPath, err)
+	}
+	shards := map[string]bool{}
+	for name, shard := range idx.WeightMap {
+		if shard == "" || filepath.Base(shard) != shard {
+			return nil, indexPath, fmt.Errorf("read weights %s: tensor %q: shard %q must be a file name in the directory", indexPath, name, shard)
+		}
+		shards[shard] = true
+	}
+	files := make([]string, 0, len(shards))
+	for s := range shards {
+		files = append(files, s)
+	}
+	sort.Strings(files)
+	for _, s := range files {
+		h, err := ReadSafetensorsHeader(filepath.Join(dir, s))
+		if err != nil {
+			return nil, indexPath, err
+		}
+		ts = append(ts, h...)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	return ts, indexPath, nil
+}

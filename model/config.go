@@ -2,7 +2,10 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"sort"
+
+	"github.com/compactrl/compactrl/format"
 )
 
 // Config is the architecture of a Llama decoder, with the meaning of the
@@ -36,8 +39,21 @@ func (c Config) initStd() float64 {
 // HeadDim is Dim / Heads.
 func (c Config) HeadDim() int { return c.Dim / c.Heads }
 
-// Validate reports the first field that makes the configuration unusable.
+// Validate reports the first field that makes the configuration unusable,
+// each dimension's range included (the bounds of format's config.json).
 func (c Config) Validate() error {
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"vocab", c.Vocab, format.MaxVocabSize}, {"dim", c.Dim, format.MaxHiddenSize}, {"layers", c.Layers, format.MaxHiddenLayers},
+		{"heads", c.Heads, format.MaxAttentionHeads}, {"kv_heads", c.KVHeads, format.MaxAttentionHeads},
+		{"ffn", c.FFN, format.MaxIntermediateSize}, {"max_seq", c.MaxSeq, format.MaxPositionEmbeddingsCap},
+	} {
+		if f.v > f.max {
+			return fmt.Errorf("model config: %s %d is above the limit %d", f.name, f.v, f.max)
+		}
+	}
 	switch {
 	case c.Vocab <= 0:
 		return fmt.Errorf("model config: vocab %d must be positive", c.Vocab)
@@ -49,14 +65,26 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model config: head dim %d must be even for RoPE", c.HeadDim())
 	case c.KVHeads <= 0 || c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("model config: kv_heads %d must divide heads %d", c.KVHeads, c.Heads)
-	case c.InitRange < 0:
+	case c.InitRange < 0 || math.IsNaN(c.InitRange) || math.IsInf(c.InitRange, 0):
 		return fmt.Errorf("model config: initializer_range %g must not be negative", c.InitRange)
-	case c.RopeTheta <= 0:
+	case c.RopeTheta <= 0 || math.IsNaN(c.RopeTheta) || math.IsInf(c.RopeTheta, 0):
 		return fmt.Errorf("model config: rope_theta %g must be positive", c.RopeTheta)
-	case c.NormEps <= 0:
+	case c.NormEps <= 0 || math.IsNaN(c.NormEps) || math.IsInf(c.NormEps, 0):
 		return fmt.Errorf("model config: rms_norm_eps %g must be positive", c.NormEps)
 	}
 	return nil
+}
+
+// MemoryBytes is what the model's float32 weights and RoPE tables take.
+func (c Config) MemoryBytes() int64 {
+	hd := int64(c.HeadDim())
+	d, ffn := int64(c.Dim), int64(c.FFN)
+	layer := 2*d + 2*int64(c.Heads)*hd*d + 2*int64(c.KVHeads)*hd*d + 3*d*ffn
+	n := int64(c.Vocab)*d + int64(c.Layers)*layer + d
+	if !c.TiedEmbeddings {
+		n += int64(c.Vocab) * d
+	}
+	return 4 * (n + int64(c.MaxSeq)*hd)
 }
 
 // NumParams counts the trunk and the language-model head (untied only).

@@ -106,7 +106,21 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: config: %w", dir, err)
 	}
+	// Before anything is allocated: the config's weights must fit the
+	// memory ceiling, and the file's header must hold exactly the tensors
+	// the config implies (an absurd config.json would otherwise size the
+	// model from its numbers and end in "fatal error: out of memory").
+	if err := lc.CheckMemory(filepath.Join(dir, format.ConfigFile)); err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
 	path := filepath.Join(dir, WeightsFile)
+	hdr, err := format.ReadSafetensorsHeader(path)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
+	if err := lc.CheckTensors(path, hdr); err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
 	ts, _, err := format.ReadSafetensors(path)
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)

@@ -27,6 +27,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/compactrl/compactrl/format"
 )
 
 // Param is one named parameter tensor, with Hugging Face naming and shape
@@ -71,6 +73,9 @@ func newParam(name string, shape ...int) *Param {
 func alloc(cfg Config, value bool) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if need := cfg.MemoryBytes(); need > format.MaxModelBytes {
+		return nil, fmt.Errorf("model config: %.1f GiB of weights is above the memory ceiling of %.1f GiB (format.MaxModelBytes)", float64(need)/(1<<30), float64(format.MaxModelBytes)/(1<<30))
 	}
 	d, hd := cfg.Dim, cfg.HeadDim()
 	m := &Model{Cfg: cfg, Value: value}

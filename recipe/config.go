@@ -114,6 +114,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Suite.Name != "vault":
 		return fmt.Errorf("suite.name: %q is not a built-in suite (known: vault)", c.Suite.Name)
+	case c.Suite.Config.Validate() != nil:
+		return fmt.Errorf("suite: %w", c.Suite.Config.Validate())
 	case c.SFT.RecallKeys > vault.KeyWords():
 		return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", c.SFT.RecallKeys, vault.KeyWords())
 	case c.SFT.RecallGoal && c.SFT.RecallKeys > 0 && c.SFT.RecallKeys < suiteKeys:

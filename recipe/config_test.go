@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -160,5 +161,42 @@ func TestLossModeIsADeprecatedAliasOfLossAggMode(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "rl.loss_mode is deprecated") {
 		t.Errorf("run log %q has no deprecation notice", log.String())
+	}
+}
+
+// Absurdly large numbers in a run config are refused at load with an
+// error naming the file, the field and the value (before, each was
+// accepted: run.episode_timeout_s = 1e12 overflowed time.Duration,
+// run.workers = 1e9 started a billion workers, model.dim = 1e8 sized the
+// model from it, a vault knob failed only when the first task was built).
+func TestConfigNumbersRangeChecked(t *testing.T) {
+	for _, x := range []struct{ yaml, want string }{
+		{"run:\n  episode_timeout_s: 1e12\n", "run.episode_timeout_s: 1e+12 is above the limit"},
+		{"run:\n  workers: 1000000000\n", "run.workers: 1000000000 is above the limit"},
+		{"run:\n  iterations: 100000000000\n", "run.iterations: 100000000000 is above the limit"},
+		{"agent:\n  context: 1099511627776\n", "agent.context: 1099511627776 is above the limit"},
+		{"agent:\n  max_turns: 1000000000000\n", "agent.max_turns: 1000000000000 is above the limit"},
+		{"agent:\n  top_p: 1.5\n", "agent.top_p: 1.5 is above the limit 1"},
+		{"run:\n  iterations: 0\nagent:\n  eval_temperature: 1e300\n", "agent.eval_temperature: 1e+300 is above the limit"},
+		{"rl:\n  lr: 1e300\n", "rl.lr: 1e+300 is above the limit"},
+		{"rl:\n  grad_clip: 1e300\n", "rl.grad_clip: 1e+300 is above the limit"},
+		{"rl:\n  weight_decay: 5\n", "rl.weight_decay: 5 is above the limit 1"},
+		{"sft:\n  batch_size: 10000000\n", "sft.batch_size: 10000000 is above the limit"},
+		{"model:\n  dim: 100000000\n", "model.dim: 100000000 is above the limit"},
+		{"model:\n  layers: 100000\n", "model.layers: 100000 is above the limit"},
+		{"model:\n  rope_theta: 1e300\n", "model.rope_theta: 1e+300 is above the limit"},
+		{"suite:\n  files: 1000000\n", "suite: files 1000000 not in 1…99"},
+		{"suite:\n  noise_lines: -1\n", "suite: noise lines -1 not in 0…10000"},
+	} {
+		t.Run(strings.SplitN(x.want, ":", 2)[0], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "run.yaml")
+			if err := os.WriteFile(path, []byte(x.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), x.want) {
+				t.Errorf("%q: err = %v, want %s and %q", x.yaml, err, path, x.want)
+			}
+		})
 	}
 }

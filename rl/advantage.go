@@ -60,6 +60,41 @@ func (c AdvantageConfig) validateParams() error {
 	return nil
 }
 
+// MaxAbsReward bounds the reward |R| of an episode the estimators accept.
+// Rewards are scores (a task's verdict is in [0, 1]); far larger ones
+// overflow the estimators' float64 arithmetic without a word: rewards of
+// ±1e308 in one group give (R − mean)² = +Inf, so std = +Inf and every
+// advantage (R − mean)/(std + ε) is 0, and a group of 1e308s sums to +Inf
+// (advantages NaN). Below 1e6, (R − mean)² ≤ 4e12 and GAE's sums of
+// rewards and values stay exact to float64's precision. A non-finite
+// reward, or one beyond the bound, is an error naming the episode.
+const MaxAbsReward = 1e6
+
+// checkReward reports an episode whose reward the estimators cannot use,
+// and a non-finite critic value on an optimised token (GAE would spread
+// it as NaN over the segment).
+func checkReward(ep *episode.Episode, values bool) error {
+	r := ep.Reward
+	if math.IsNaN(r) || math.IsInf(r, 0) || math.Abs(r) > MaxAbsReward {
+		return fmt.Errorf("episode %q: reward %v: want a finite value with |R| ≤ %g (rl.MaxAbsReward)", ep.ID, r, float64(MaxAbsReward))
+	}
+	if !values {
+		return nil
+	}
+	for si := range ep.Segments {
+		s := &ep.Segments[si]
+		if !s.Trainable {
+			continue
+		}
+		for i, m := range s.LossMask {
+			if m != 0 && i < len(s.Values) && (math.IsNaN(s.Values[i]) || math.IsInf(s.Values[i], 0)) {
+				return fmt.Errorf("episode %q: segments[%d].values[%d]: %v is not a finite critic value", ep.ID, si, i, s.Values[i])
+			}
+		}
+	}
+	return nil
+}
+
 // LambdaFor returns λ for an episode with l optimised tokens:
 // max(0, 1 − 1/(α·l)) when Alpha > 0, else the fixed Lambda.
 func (c AdvantageConfig) LambdaFor(l int) float64 {

@@ -135,6 +135,11 @@ func segmentGAE(ep *episode.Episode, cfg AdvantageConfig, restart bool, scale fu
 	if err != nil {
 		return err
 	}
+	if !masked {
+		if err := checkReward(ep, true); err != nil {
+			return err
+		}
+	}
 	gl := cfg.Gamma * cfg.LambdaFor(l)
 	carry := gaeState{r: ep.Reward}
 	later := 0 // N_{>s}
@@ -189,6 +194,9 @@ func groupAdvantages(eps []episode.Episode, cfg AdvantageConfig, normalise bool)
 		}
 		if Masked(ep, cfg.MaskOverlong) {
 			continue
+		}
+		if err := checkReward(ep, false); err != nil {
+			return err
 		}
 		key := ep.Group
 		if cfg.GroupByTask {

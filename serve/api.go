@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/url"
 	"strings"
 
@@ -130,14 +129,19 @@ const maxBody = 1 << 20
 // DecodeRequest reads one JSON request. Unknown fields, trailing data,
 // wrong types and a missing or malformed required field are *FieldError.
 func DecodeRequest(r io.Reader) (Request, error) {
-	var req Request
 	b, err := io.ReadAll(io.LimitReader(r, maxBody+1))
 	if err != nil {
-		return req, fieldErr("", "read body: %v", err)
+		return Request{}, fieldErr("", "read body: %v", err)
 	}
 	if len(b) > maxBody {
-		return req, fieldErr("", "body larger than %d bytes", maxBody)
+		return Request{}, fieldErr("", "body larger than %d bytes", maxBody)
 	}
+	return decodeRequest(b)
+}
+
+// decodeRequest decodes a request body already read whole.
+func decodeRequest(b []byte) (Request, error) {
+	var req Request
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -197,28 +201,29 @@ func (r *Request) Validate() error {
 		return fieldErr("engine.seed_mode", "%q: want request or none", r.Engine.SeedMode)
 	}
 	s := r.Sampling
-	if s.Temperature != nil && !(*s.Temperature >= 0 && !math.IsInf(*s.Temperature, 0)) {
-		return fieldErr("sampling.temperature", "%v: want a finite value ≥ 0", *s.Temperature)
+	if s.Temperature != nil && !(*s.Temperature >= 0 && *s.Temperature <= agent.MaxTemperature) {
+		return fieldErr("sampling.temperature", "%v: want a value in [0, %d]", *s.Temperature, agent.MaxTemperature)
 	}
 	if s.TopP != nil && !(*s.TopP > 0 && *s.TopP <= 1) {
 		return fieldErr("sampling.top_p", "%v: want a value in (0, 1]", *s.TopP)
 	}
-	if s.MaxNewTokens != nil && *s.MaxNewTokens <= 0 {
-		return fieldErr("sampling.max_new_tokens", "%d: want a positive integer", *s.MaxNewTokens)
+	if s.MaxNewTokens != nil && (*s.MaxNewTokens <= 0 || *s.MaxNewTokens > agent.MaxContextTokens) {
+		return fieldErr("sampling.max_new_tokens", "%d: want an integer in [1, %d]", *s.MaxNewTokens, agent.MaxContextTokens)
 	}
 	a := r.Agent
 	for _, f := range []struct {
-		name string
-		v    *int
-		min  int
+		name     string
+		v        *int
+		min, max int
 	}{
-		{"agent.context", a.Context, 1}, {"agent.reserve", a.Reserve, 1}, {"agent.keep_last", a.KeepLast, 0},
-		{"agent.max_compactions", a.MaxCompactions, 0}, {"agent.max_turns", a.MaxTurns, 1},
-		{"agent.max_summary_tokens", a.MaxSummaryTokens, 1}, {"agent.max_observation_tokens", a.MaxObservationTokens, 0},
-		{"agent.max_format_errors", a.MaxFormatErrors, 1},
+		{"agent.context", a.Context, 1, agent.MaxContextTokens}, {"agent.reserve", a.Reserve, 1, agent.MaxContextTokens},
+		{"agent.keep_last", a.KeepLast, 0, agent.MaxCount}, {"agent.max_compactions", a.MaxCompactions, 0, agent.MaxCount},
+		{"agent.max_turns", a.MaxTurns, 1, agent.MaxCount}, {"agent.max_summary_tokens", a.MaxSummaryTokens, 1, agent.MaxContextTokens},
+		{"agent.max_observation_tokens", a.MaxObservationTokens, 0, agent.MaxContextTokens},
+		{"agent.max_format_errors", a.MaxFormatErrors, 1, agent.MaxCount},
 	} {
-		if f.v != nil && *f.v < f.min {
-			return fieldErr(f.name, "%d: want an integer ≥ %d", *f.v, f.min)
+		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
+			return fieldErr(f.name, "%d: want an integer in [%d, %d]", *f.v, f.min, f.max)
 		}
 	}
 	if a.Context != nil && a.Reserve != nil && *a.Reserve >= *a.Context {

@@ -19,7 +19,7 @@ import (
 //	compactrl_episodes_in_flight                 gauge    episodes being played
 //	compactrl_episodes_queued                    gauge    requests waiting for a slot
 //	compactrl_episodes_finished_total{status}    counter  ok, overlong, infra_error, format_error, cancelled
-//	compactrl_requests_rejected_total{reason}    counter  bad_request, queue_full, draining
+//	compactrl_requests_rejected_total{reason}    counter  bad_request, queue_full, draining, body_too_large, body_timeout
 //	compactrl_sandboxes_alive                    gauge    environments with a Close (sandbox, workspace) not yet closed
 //	compactrl_compactions_total                  counter  compactions of finished episodes
 //	compactrl_agent_turns_total                  counter  policy actions of finished episodes
@@ -157,7 +157,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	labelled("compactrl_episodes_finished_total", "Episodes finished, by status (cancelled: the client went away).", "status", m.byStatus,
 		[]string{"ok", "overlong", "infra_error", "format_error", "cancelled"})
 	labelled("compactrl_requests_rejected_total", "Requests refused, by reason.", "reason", m.rejects,
-		[]string{"bad_request", "queue_full", "draining"})
+		[]string{"bad_request", "queue_full", "draining", "body_too_large", "body_timeout"})
 	const h = "compactrl_engine_request_seconds"
 	fmt.Fprintf(w, "# HELP %s One engine call of the agent loop (retries included).\n# TYPE %s histogram\n", h, h)
 	var cum int64

@@ -135,6 +135,11 @@ func TestServeBadRequest400NamesField(t *testing.T) {
 		{strings.Replace(good, `"keep_last":2`, `"keep_lats":2`, 1), "keep_lats"},
 		{strings.Replace(good, `"reserve":96`, `"reserve":4`, 1), "agent"}, // the budget check of agent.New
 		{good + `{}`, ""},
+		// Absurdly large numbers are refused where they are read.
+		{strings.Replace(good, `"temperature":1`, `"temperature":1e308`, 1), "sampling.temperature"},
+		{strings.Replace(good, `"max_new_tokens":8`, `"max_new_tokens":1000000000000`, 1), "sampling.max_new_tokens"},
+		{strings.Replace(good, `"context":256`, `"context":4294967296000`, 1), "agent.context"},
+		{strings.Replace(good, `"keep_last":2`, `"keep_last":9000000000`, 1), "agent.keep_last"},
 	}
 	for _, c := range cases {
 		name := c.field // repeated names get Go's #01, #02 suffixes

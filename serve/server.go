@@ -60,9 +60,36 @@ type Config struct {
 	MaxQueue       int           // requests waiting for a slot (≥ 0); past it 429
 	EpisodeTimeout time.Duration // one episode's deadline (0: none); past it infra_error
 	RetryAfter     time.Duration // the 429's Retry-After hint (rounded up to seconds; default 1s)
+
+	// Connection limits (0: the default named). A client that sends its
+	// headers or body too slowly, or keeps a connection idle, loses it, so
+	// that slow or hostile clients cannot hold the server's connections
+	// and file descriptors.
+	ReadHeaderTimeout time.Duration // reading a request's headers (DefaultReadHeaderTimeout)
+	BodyTimeout       time.Duration // reading a request's body once its headers are in (DefaultBodyTimeout); past it 408
+	IdleTimeout       time.Duration // a keep-alive connection waiting for its next request (DefaultIdleTimeout)
+	WriteTimeout      time.Duration // writing one answer once it is ready (DefaultWriteTimeout)
+	MaxBodyBytes      int64         // a request body's size (DefaultMaxBodyBytes); past it 413
+	// MaxConns caps the connections open at once (default MaxInFlight +
+	// MaxQueue + ConnHeadroom, so that every admissible request and a few
+	// health checks and 429s fit). Past it new connections wait in the
+	// kernel's accept queue until one closes.
+	MaxConns int
+
 	// Agent holds the defaults of the request's sampling and agent fields.
 	Agent agent.Config
 }
+
+// Defaults of Config's connection limits.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultMaxBodyBytes      = 1 << 20
+	// ConnHeadroom is MaxConns' room beyond the admissible requests.
+	ConnHeadroom = 64
+)
 
 // Server is the rollout service's HTTP handler.
 type Server struct {
@@ -93,6 +120,33 @@ func New(cfg Config, f Factory) (*Server, error) {
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = time.Second
 	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"read-header timeout", &cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout}, {"body timeout", &cfg.BodyTimeout, DefaultBodyTimeout},
+		{"idle timeout", &cfg.IdleTimeout, DefaultIdleTimeout}, {"write timeout", &cfg.WriteTimeout, DefaultWriteTimeout},
+	} {
+		switch {
+		case *d.v < 0:
+			return nil, fmt.Errorf("serve: %s %v must be ≥ 0 (0: %v)", d.name, *d.v, d.def)
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	switch {
+	case cfg.MaxBodyBytes < 0:
+		return nil, fmt.Errorf("serve: max body %d bytes must be ≥ 0 (0: %d)", cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	case cfg.MaxBodyBytes == 0:
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case cfg.MaxConns < 0:
+		return nil, fmt.Errorf("serve: max connections %d must be ≥ 0 (0: in-flight + queue + %d)", cfg.MaxConns, ConnHeadroom)
+	case cfg.MaxConns == 0:
+		cfg.MaxConns = cfg.MaxInFlight + cfg.MaxQueue + ConnHeadroom
+	}
 	s := &Server{cfg: cfg, f: f, m: NewMetrics(), slots: make(chan struct{}, cfg.MaxInFlight), mux: http.NewServeMux()}
 	s.mux.HandleFunc("POST /v1/rollouts", s.rollouts)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -111,6 +165,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // ones continue. Serve calls it when its context ends.
 func (s *Server) Drain() { s.drain.Store(true) }
 
+// answer writes one JSON answer within the write timeout (a client that
+// does not read it loses the connection instead of holding it).
+func (s *Server) answer(w http.ResponseWriter, code int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	writeJSON(w, code, v)
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -124,10 +185,10 @@ func (s *Server) reject(w http.ResponseWriter, code int, reason string, body Err
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
 	}
-	if code == http.StatusServiceUnavailable {
+	if code == http.StatusServiceUnavailable || code == http.StatusRequestEntityTooLarge || code == http.StatusRequestTimeout {
 		w.Header().Set("Connection", "close")
 	}
-	writeJSON(w, code, body)
+	s.answer(w, code, body)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -169,7 +230,11 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusServiceUnavailable, "draining", ErrorBody{Error: "server is draining (shutting down); send the rollout to another instance"})
 		return
 	}
-	req, err := DecodeRequest(r.Body)
+	b, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := decodeRequest(b)
 	if err == nil {
 		err = req.Validate()
 	}
@@ -215,7 +280,32 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 	s.m.finished(string(ep.Status))
 	s.m.compactions.Add(int64(ep.Metrics[agent.MetricCompactions]))
 	s.m.turns.Add(int64(ep.Metrics[agent.MetricTurns]))
-	writeJSON(w, http.StatusOK, NewResponse(*req.RolloutID, req.TaskID, &ep))
+	s.answer(w, http.StatusOK, NewResponse(*req.RolloutID, req.TaskID, &ep))
+}
+
+// readBody reads the request body within BodyTimeout and MaxBodyBytes; past
+// them it answers 408 or 413 (and the connection closes). The read
+// deadline is lifted once the body is in: the episode may run far longer,
+// and the server's background read then only watches for the client
+// going away.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case err == nil:
+		_ = rc.SetReadDeadline(time.Time{})
+		return b, true
+	case errors.As(err, &tooLarge):
+		s.reject(w, http.StatusRequestEntityTooLarge, "body_too_large", ErrorBody{Error: fmt.Sprintf("request body larger than %d bytes", s.cfg.MaxBodyBytes)})
+	case errors.As(err, &ne) && ne.Timeout():
+		s.reject(w, http.StatusRequestTimeout, "body_timeout", ErrorBody{Error: fmt.Sprintf("request body not received within %v", s.cfg.BodyTimeout)})
+	default:
+		s.reject(w, http.StatusBadRequest, "bad_request", ErrorBody{Error: fmt.Sprintf("read body: %v", err)})
+	}
+	return nil, false
 }
 
 // play runs one episode through the rollout pool with one worker; the
@@ -265,14 +355,27 @@ func (c closing) Run(ctx context.Context, env agent.Environment, seed int64) (ep
 	return c.r.Run(ctx, env, seed)
 }
 
-// Serve answers on ln until ctx ends, then drains: new connections are
+// httpServer is the http.Server Serve runs: headers within
+// ReadHeaderTimeout, a whole request within ReadHeaderTimeout + BodyTimeout
+// (a backstop: the rollout handler sets and lifts its own body deadline),
+// idle connections closed after IdleTimeout. There is no server-wide write
+// timeout, as an episode's answer may take hours; each answer gets
+// WriteTimeout once it is ready.
+func (s *Server) httpServer() *http.Server {
+	return &http.Server{Handler: s, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout: s.cfg.ReadHeaderTimeout + s.cfg.BodyTimeout, IdleTimeout: s.cfg.IdleTimeout}
+}
+
+// Serve answers on ln, with at most MaxConns connections open at once,
+// until ctx ends, then drains: new connections are
 // refused, requests on open connections get 503, and Serve waits up to
 // drainTimeout (0: without limit) for the episodes in flight and in the
 // queue to finish and be answered. Past drainTimeout the remaining
 // episodes are cancelled (their sandboxes torn down). The error is nil
 // after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drainTimeout time.Duration) error {
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	hs := s.httpServer()
+	ln = LimitListener(ln, s.cfg.MaxConns)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

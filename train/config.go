@@ -301,7 +301,73 @@ func oneOf(field, v string, allowed []string) error {
 	return fmt.Errorf("%s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
 }
 
-// Validate reports the first unusable field by its YAML path.
+// Upper bounds of the run config's counts and rates: far past any real
+// run, small enough that nothing overflows (a timeout in nanoseconds) or
+// is sized absurdly (workers, batches) before the run starts.
+const (
+	maxSteps     = 1 << 24 // optimiser steps, iterations, episodes of a phase
+	maxBatch     = 1 << 16 // batch sizes, group size, workers, threads
+	maxTimeoutS  = 30 * 24 * 3600
+	maxLR        = 10
+	maxClipOrMag = 1e6 // clip_high, dual_clip, grad_clip, value_clip, alpha
+)
+
+// checkRanges reports the first integer or float field above its bound, by
+// its YAML path and value.
+func (c Config) checkRanges() error {
+	for _, f := range []struct {
+		field  string
+		v, max int
+	}{
+		{"agent.context", c.Agent.Window, agent.MaxContextTokens}, {"agent.reserve", c.Agent.Reserve, agent.MaxContextTokens},
+		{"agent.max_action_tokens", c.Agent.MaxActionTokens, agent.MaxContextTokens},
+		{"agent.max_summary_tokens", c.Agent.MaxSummaryTokens, agent.MaxContextTokens},
+		{"agent.observation_cap", c.Agent.MaxObservationTokens, agent.MaxContextTokens},
+		{"agent.keep_last", c.Agent.KeepLast, agent.MaxCount}, {"agent.max_compactions", c.Agent.MaxCompactions, agent.MaxCount},
+		{"agent.max_turns", c.Agent.MaxTurns, agent.MaxCount}, {"agent.max_format_errors", c.Agent.MaxFormatErrors, agent.MaxCount},
+		{"sft.episodes", c.SFT.Episodes, maxSteps}, {"sft.steps", c.SFT.Steps, maxSteps},
+		{"sft.batch_size", c.SFT.BatchSize, maxBatch}, {"sft.copy_steps", c.SFT.CopySteps, maxSteps},
+		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, maxBatch},
+		{"sft.recall_steps", c.SFT.RecallSteps, maxSteps}, {"sft.recall_extra", c.SFT.RecallExtra, maxBatch},
+		{"sft.recall_len", c.SFT.RecallLen, agent.MaxContextTokens}, {"sft.recall_batch", c.SFT.RecallBatch, maxBatch},
+		{"sft.recall_mix", c.SFT.RecallMix, maxBatch},
+		{"rl.group_size", c.RL.GroupSize, maxBatch}, {"rl.ppo_epochs", c.RL.PPOEpochs, maxBatch},
+		{"rl.mini_batches", c.RL.MiniBatches, maxBatch}, {"rl.micro_batch", c.RL.MicroBatch, maxBatch},
+		{"rl.warmup_steps", c.RL.WarmupSteps, maxSteps}, {"rl.critic_warmup", c.RL.CriticWarmup, maxSteps},
+		{"rl.value_updates", c.RL.ValueUpdates, maxBatch},
+		{"run.iterations", c.Run.Iterations, maxSteps}, {"run.episodes", c.Run.Episodes, maxSteps},
+		{"run.workers", c.Run.Workers, maxBatch}, {"run.eval_every", c.Run.EvalEvery, maxSteps},
+		{"run.eval_episodes", c.Run.EvalEpisodes, maxSteps}, {"run.checkpoint_every", c.Run.CheckpointEvery, maxSteps},
+		{"run.threads", c.Run.Threads, maxBatch},
+	} {
+		if f.v > f.max {
+			return fmt.Errorf("%s: %d is above the limit %d", f.field, f.v, f.max)
+		}
+	}
+	for _, f := range []struct {
+		field  string
+		v, max float64
+	}{
+		{"agent.temperature", c.Agent.Temperature, agent.MaxTemperature}, {"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
+		{"agent.top_p", c.Agent.TopP, 1},
+		{"sft.lr", c.SFT.LR, maxLR}, {"rl.lr", c.RL.LR, maxLR}, {"rl.critic_lr", c.RL.CriticLR, maxLR},
+		{"rl.alpha", c.RL.Alpha, maxClipOrMag}, {"rl.clip_high", c.RL.ClipHigh, maxClipOrMag},
+		{"rl.dual_clip", c.RL.DualClip, maxClipOrMag}, {"rl.grad_clip", c.RL.GradClip, maxClipOrMag},
+		{"rl.weight_decay", c.RL.WeightDecay, 1}, {"rl.value_clip", c.RL.ValueClip, maxClipOrMag},
+		{"run.episode_timeout_s", c.Run.EpisodeTimeoutS, maxTimeoutS},
+	} {
+		if f.v > f.max {
+			return fmt.Errorf("%s: %g is above the limit %g", f.field, f.v, f.max)
+		}
+	}
+	if c.Agent.TopP < 0 {
+		return fmt.Errorf("agent.top_p: %g must be in [0, 1]", c.Agent.TopP)
+	}
+	return nil
+}
+
+// Validate reports the first unusable field by its YAML path: NaN and ±Inf
+// in any float, values below their range, and values above their bounds.
 func (c Config) Validate() error {
 	pos := func(field string, v int) error {
 		if v <= 0 {
@@ -316,6 +382,9 @@ func (c Config) Validate() error {
 		return nil
 	}
 	if err := checkFinite(reflect.ValueOf(c), ""); err != nil {
+		return err
+	}
+	if err := c.checkRanges(); err != nil {
 		return err
 	}
 	for _, e := range []error{

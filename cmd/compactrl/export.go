@@ -46,6 +46,18 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	if slices.Contains(cfg.Architectures, "LlamaForSequenceClassification") {
 		return fmt.Errorf("checkpoint %s is a value model (LlamaForSequenceClassification): only policies export to GGUF", *dir)
 	}
+	// Before any tensor is read or sized: the config's weights fit the
+	// memory ceiling, and the files hold exactly the tensors it implies.
+	if err := cfg.CheckMemory(filepath.Join(*dir, format.ConfigFile)); err != nil {
+		return fmt.Errorf("export gguf: %w", err)
+	}
+	hdr, path, err := format.ReadWeightsHeader(*dir)
+	if err != nil {
+		return fmt.Errorf("export gguf: %w", err)
+	}
+	if err := cfg.CheckTensors(path, hdr); err != nil {
+		return fmt.Errorf("export gguf: %w", err)
+	}
 	ts, err := format.ReadWeights(*dir)
 	if err != nil {
 		return err

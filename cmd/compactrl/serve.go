@@ -51,9 +51,13 @@ func runServe(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	srv, err := serve.New(serve.Config{MaxInFlight: o.maxEpisodes, MaxQueue: o.queue, EpisodeTimeout: o.tasks.episodeTimeout,
-		RetryAfter: o.retryAfter, Agent: cfg}, f)
+		RetryAfter: o.retryAfter, Agent: cfg, ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
+		IdleTimeout: o.idleTimeout, MaxBodyBytes: o.maxBody, MaxConns: o.maxConns}, f)
 	if err != nil {
 		return err
+	}
+	if _, err := serve.RaiseOpenFiles(srv.OpenFilesNeeded()); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	f.metrics = srv.Metrics()
 	ln, err := net.Listen("tcp", o.listen)
@@ -84,6 +88,10 @@ type serveOptions struct {
 	drainTimeout time.Duration
 	maxConc      int
 	seed         int64
+
+	headerTimeout, bodyTimeout, idleTimeout time.Duration
+	maxBody                                 int64
+	maxConns                                int
 }
 
 func newServeCmd() (*cmdLine, *serveOptions) {
@@ -98,6 +106,11 @@ func newServeCmd() (*cmdLine, *serveOptions) {
 	fs.IntVar(&o.queue, "queue", -1, "requests waiting for a slot beyond --max-episodes (past it: 429); -1: 4 × --max-episodes")
 	fs.DurationVar(&o.retryAfter, "retry-after", 5*time.Second, "Retry-After of a 429")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long to let in-flight episodes finish before cancelling them (0: no limit)")
+	fs.DurationVar(&o.headerTimeout, "header-timeout", serve.DefaultReadHeaderTimeout, "a request's headers must arrive within this")
+	fs.DurationVar(&o.bodyTimeout, "body-timeout", serve.DefaultBodyTimeout, "a request's body must arrive within this once its headers are in (past it: 408)")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", serve.DefaultIdleTimeout, "an idle keep-alive connection is closed after this")
+	fs.Int64Var(&o.maxBody, "max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (past it: 413)")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "connections open at once; more wait until one closes (0: --max-episodes + --queue + 64); the open-file limit is raised to what this and --max-episodes need, or serve refuses to start")
 	fs.IntVar(&o.maxConc, "engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
 	o.tok.register(fs.FlagSet)
 	o.engine.register(fs.FlagSet)
@@ -119,6 +132,12 @@ func (o *serveOptions) validate() error {
 		return fmt.Errorf("--queue %d must be ≥ 0 (or -1)", o.queue)
 	case o.drainTimeout < 0 || o.retryAfter < 0:
 		return errors.New("--drain-timeout and --retry-after must be ≥ 0")
+	case o.headerTimeout <= 0 || o.bodyTimeout <= 0 || o.idleTimeout <= 0:
+		return fmt.Errorf("--header-timeout %v, --body-timeout %v and --idle-timeout %v must be positive", o.headerTimeout, o.bodyTimeout, o.idleTimeout)
+	case o.maxBody <= 0:
+		return fmt.Errorf("--max-body %d must be positive", o.maxBody)
+	case o.maxConns < 0:
+		return fmt.Errorf("--max-conns %d must be ≥ 0 (0: --max-episodes + --queue + 64)", o.maxConns)
 	}
 	if o.queue == -1 {
 		o.queue = 4 * o.maxEpisodes

@@ -492,3 +492,27 @@ func TestServeRefusesOffPolicyEngines(t *testing.T) {
 		})
 	}
 }
+
+// serve refuses to start when the open-file hard limit is below what its
+// concurrency needs, and says so (before: it started and its rollouts
+// failed with "too many open files" under load); connection-limit flags
+// are range-checked.
+func TestServeOpenFileLimitAndConnFlags(t *testing.T) {
+	base := []string{"serve", "--listen", "127.0.0.1:0", "--tasks", "vault", "--template", "1,2,3,4,5,6"}
+	for _, x := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-episodes", "100000000", "--queue", "0"}, "open-file limit"},
+		{[]string{"--max-conns", "-1"}, "--max-conns"},
+		{[]string{"--body-timeout", "0s"}, "--body-timeout"},
+		{[]string{"--max-body", "0"}, "--max-body"},
+	} {
+		t.Run(x.want, func(t *testing.T) {
+			_, stderr, code := runCmd(t, append(base, x.args...)...)
+			if code == 0 || !strings.Contains(stderr, x.want) {
+				t.Errorf("serve %v: exit %d, %s; want an error naming %s", x.args, code, stderr, x.want)
+			}
+		})
+	}
+}

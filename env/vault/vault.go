@@ -51,6 +51,9 @@ func DefaultConfig() Config {
 	return Config{Files: 5, Pages: 3, Facts: 4, Distractors: 6, NoiseLines: 5}
 }
 
+// Validate reports the knobs out of their ranges.
+func (c Config) Validate() error { return c.validate() }
+
 func (c Config) validate() error {
 	var errs []error
 	if c.Files < 1 || c.Files > 99 {

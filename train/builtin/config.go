@@ -3,6 +3,7 @@ package builtin
 import (
 	"fmt"
 
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/model"
 )
 
@@ -28,15 +29,26 @@ type ModelConfig struct {
 	Init      string  `yaml:"init"` // checkpoint directory to start from instead of random weights
 }
 
+// Bounds of the model section's floats (its dimensions have format's).
+const (
+	maxRopeTheta = 1e12
+	maxInitRange = 10
+)
+
 // Validate reports the first unusable field by its YAML path under
 // "model.".
 func (c ModelConfig) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"dim", c.Dim}, {"layers", c.Layers}, {"heads", c.Heads}, {"kv_heads", c.KVHeads}, {"ffn", c.FFN}, {"max_seq", c.MaxSeq}} {
+		max  int
+	}{{"dim", c.Dim, format.MaxHiddenSize}, {"layers", c.Layers, format.MaxHiddenLayers}, {"heads", c.Heads, format.MaxAttentionHeads},
+		{"kv_heads", c.KVHeads, format.MaxAttentionHeads}, {"ffn", c.FFN, format.MaxIntermediateSize}, {"max_seq", c.MaxSeq, format.MaxPositionEmbeddingsCap}} {
 		if f.v < 0 {
 			return fmt.Errorf("model.%s: %d must not be negative", f.name, f.v)
+		}
+		if f.v > f.max {
+			return fmt.Errorf("model.%s: %d is above the limit %d", f.name, f.v, f.max)
 		}
 	}
 	switch {
@@ -44,8 +56,12 @@ func (c ModelConfig) Validate() error {
 		return fmt.Errorf("model.preset: must be set")
 	case c.RopeTheta < 0:
 		return fmt.Errorf("model.rope_theta: %g must not be negative", c.RopeTheta)
+	case c.RopeTheta > maxRopeTheta:
+		return fmt.Errorf("model.rope_theta: %g is above the limit %g", c.RopeTheta, float64(maxRopeTheta))
 	case c.InitRange < 0:
 		return fmt.Errorf("model.init_range: %g must not be negative", c.InitRange)
+	case c.InitRange > maxInitRange:
+		return fmt.Errorf("model.init_range: %g is above the limit %g", c.InitRange, float64(maxInitRange))
 	}
 	return nil
 }

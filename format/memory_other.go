@@ -1,0 +1,5 @@
+//go:build !linux
+
+package format
+
+func physicalMemory() int64 { return fallbackMemory }
