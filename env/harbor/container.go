@@ -247,8 +247,10 @@ func (b *boxEpisode) stageTests(ws string, t *Task) error {
 // precheck finds what would keep test.sh from running at all: an
 // interpreter (its #! line) missing from the image, or shell syntax errors
 // (checked with the host's bash -n). It returns "" when test.sh can run.
-func (b *boxEpisode) precheck(ctx context.Context, ws, user string) (string, error) {
-	script := filepath.Join(b.testsHost(ws), "test.sh")
+func (b *boxEpisode) precheck(ctx context.Context, t *Task, user string) (string, error) {
+	// The task's own copy: the staged one is in a guarded directory that
+	// no other host process may open.
+	script := filepath.Join(t.Dir, "tests", "test.sh")
 	src, err := os.ReadFile(script)
 	if err != nil {
 		return "", err
@@ -274,7 +276,7 @@ func (b *boxEpisode) precheck(ctx context.Context, ws, user string) (string, err
 	if shell == "" || shell == "bash" || shell == "sh" || shell == "dash" {
 		if bash, err := lookBash(); err == nil {
 			if out, err := runHost(ctx, bash, "-n", script); err != nil {
-				return "test.sh does not parse: " + strings.TrimSpace(strings.ReplaceAll(out, script, "/tests/test.sh")), nil
+				return "test.sh does not parse: " + strings.TrimSpace(strings.ReplaceAll(out, script, testsDir+"/test.sh")), nil
 			}
 		}
 	}
@@ -314,7 +316,7 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("task %s: %w", t.Name, err)
 	}
 	user := t.Config.Verifier.User
-	if why, err := b.precheck(ctx, ws, user); err != nil {
+	if why, err := b.precheck(ctx, t, user); err != nil {
 		return 0, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
 	} else if why != "" {
 		return 0, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)

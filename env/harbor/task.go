@@ -62,7 +62,7 @@ type Config struct {
 // settings would silently not apply.
 var knownSections = map[string]bool{
 	"version": true, "schema_version": true, "metadata": true,
-	"agent": true, "verifier": true, "environment": true, "solution": true,
+	"agent": true, "verifier": true, "environment": true, "solution": true, "task": true,
 }
 
 // EnvironmentConfig is task.toml's [environment].
