@@ -270,7 +270,11 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	n, out := stragglers(r.Output)
 	r.Output = out
 	e.verOut = shelltask.FormatResult(r, e.verifierTimeout())
-	reward, all, rerr := ReadReward(logs)
+	all, rerr := ReadRewards(logs)
+	reward, ok := Primary(all)
+	if rerr == nil && !ok {
+		rerr = fmt.Errorf("%s: no primary reward (no \"reward\" key and not exactly one key)", filepath.Join(logs, "reward.json"))
+	}
 	ranAgentCode := e.sh.Metric("commands") > 0
 	switch {
 	case r.TimedOut:
@@ -283,6 +287,8 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	case n > 0:
 		e.sh.SetMetric("verifier_stragglers", float64(n))
 		return e.zero("%d processes outlived test.sh; any of them could have written the reward file", n), nil
+	case errors.Is(rerr, ErrTwoRewardFiles):
+		return e.zero("%v (compactrl does not guess which one counts)", rerr), nil
 	case rerr != nil && ranAgentCode:
 		return e.zero("%v (test.sh exit %d)", rerr, r.ExitCode), nil
 	case rerr != nil:
