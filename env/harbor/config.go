@@ -121,9 +121,9 @@ type TPUSpec struct{ Type, Topology string }
 
 // HealthcheckConfig is [environment.healthcheck] (and a step's).
 type HealthcheckConfig struct {
-	Command                                                 string
+	Command                                                   string
 	IntervalSec, TimeoutSec, StartPeriodSec, StartIntervalSec float64 // defaults 5, 30, 0, 5
-	Retries                                                 int64   // default 3
+	Retries                                                   int64   // default 3
 }
 
 // MCPServerConfig is one [[environment.mcp_servers]].
