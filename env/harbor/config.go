@@ -1113,3 +1113,30 @@ func hasDotDot(p string) bool {
 	}
 	return false
 }
+
+// ResolveEnv resolves an env table as Harbor's resolve_env_vars does when
+// it runs a task: a value that is exactly ${VAR} or ${VAR:-default} takes
+// VAR from lookup (os.LookupEnv for the host), else the default; an unset
+// VAR without a default is an error. Other values are literal.
+func ResolveEnv(env map[string]string, lookup func(string) (string, bool)) (map[string]string, error) {
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		m := fullTemplate.FindStringSubmatchIndex(v)
+		if m == nil {
+			out[k] = v
+			continue
+		}
+		name := v[m[2]:m[3]]
+		if x, ok := lookup(name); ok {
+			out[k] = x
+		} else if m[4] >= 0 {
+			out[k] = v[m[4]:m[5]]
+		} else {
+			return nil, fmt.Errorf("env %s: environment variable %q not set on the host", k, name)
+		}
+	}
+	return out, nil
+}
+
+// fullTemplate is Harbor's _TEMPLATE_PATTERN, matched against a whole value.
+var fullTemplate = regexp.MustCompile(`^\$\{([^}:]+)(?::-(.*))?\}$`)

@@ -1,10 +1,9 @@
 // Package harbor runs Harbor / Terminal-Bench 2.0 task directories as
 // agent.Environments, confined by package sandbox.
 //
-// A task directory holds instruction.md (the task u), task.toml ([agent]
-// timeout_sec, [verifier] timeout_sec and env, [environment] ...),
-// environment/ (a Dockerfile and/or app/), tests/test.sh (the verifier) and
-// solution/solve.sh (the oracle). Data flow of one episode:
+// A task directory holds task.toml, instruction.md (the task),
+// environment/ (a Dockerfile and/or app/), tests/test.sh (the verifier)
+// and solution/solve.sh (the oracle). Data flow of one episode:
 //
 //	Load(dir) → New(task, opts).Reset: fresh workspace, environment/app/ copied
 //	to it, a sandbox session with the workspace at /app
@@ -12,13 +11,68 @@
 //	in the persistent shell → observation
 //	→ submit (or the agent's timeout): a fresh sandbox over the same /app with
 //	tests/ at /tests (read-only) and /logs/verifier writable runs
-//	`bash /tests/test.sh`; the reward is read from /logs/verifier/reward.txt
-//	(a number) or reward.json; neither is an error (infra), never 0.
+//	`bash /tests/test.sh`; ReadRewards reads /logs/verifier, Primary picks
+//	the reward.
+//
+// # task.toml
+//
+// Load reads task.toml as Harbor 0.26's TaskConfig (pydantic, lax mode)
+// does: the same sections and fields ([task], [metadata], [verifier] with
+// [verifier.environment] and [[verifier.collect]], [agent], [environment]
+// with tpu, healthcheck and [[environment.mcp_servers]], [solution],
+// artifacts, [[steps]], multi_step_reward_strategy, source,
+// schema_version), the same defaults (verifier and build timeouts 600 s,
+// os "linux", network_mode "public"), the same coercions (memory_mb =
+// "2048" or 2.0 or true; cpus = "1.5"; allow_internet = "no") and the same
+// rejections (memory_mb = 2.5, a [task] name not org/name, allowed_hosts
+// without network_mode = "allowlist", ...), each an error naming the file
+// and the field's dotted path. Harbor's migrations apply: the top-level
+// `version` is schema_version, [environment] memory/storage ("4G") become
+// memory_mb/storage_mb, allow_internet becomes network_mode. A key
+// Harbor's model does not have is ignored by Harbor: here it is a warning
+// in Task.Warnings, as are the deprecated fields. Config's optional
+// scalars are zero where Harbor's are None. testdata/harbor-parity holds
+// a corpus of task.toml and reward files with Harbor's recorded answers
+// (golden.json); the parity tests compare them with this package, and
+// with Harbor itself where its venv exists (setup.sh).
+//
+// On top of Harbor's model compactrl refuses, at load, values its hosts
+// cannot honour instead of wrapping or clamping them: any duration
+// (timeout_sec, build_timeout_sec, healthcheck and collect times) must be
+// finite, ≥ 0 and at most MaxTimeoutSec (7 days), and [agent]/[verifier]
+// timeout_sec > 0; memory_mb and storage_mb at most MaxMemoryMB (1 TiB);
+// cpus at most MaxCPUs (1024); gpus at most MaxGPUs (1024); healthcheck
+// retries at most MaxRetries; none of them negative. Harbor sets no agent
+// time limit when [agent] timeout_sec is absent; compactrl then uses
+// DefaultAgentTimeout (600 s).
+//
+// Load also loads multi-step tasks ([[steps]], each with
+// steps/NAME/instruction.md), Windows tasks and tasks whose verifier runs
+// in its own environment; compactrl runs none of them, and
+// Task.Unsupported says why. LoadAll loads every task of a directory
+// (symbolic links to task directories included) and lists the ones that
+// do not load with the reason, without giving up on the others.
+//
+// [environment] network_mode "allowlist" cannot be enforced by the
+// sandboxes here (they share the host's network or have none): such a
+// task runs without network (EnvironmentConfig.AllowInternet is false).
+// Env tables may hold ${VAR} and ${VAR:-default} templates, which Harbor
+// resolves from the host when it runs the task: ResolveEnv does the same.
+//
+// # Rewards
+//
+// ReadRewards reads the verifier's rewards as Harbor's Verifier does:
+// reward.json if it exists (an object of finite numbers; true and false
+// count as 1 and 0, as Python's bool is an int), else reward.txt (one
+// number as Python's float() reads it); an empty or unparsable file is an
+// error. Stricter than Harbor: both files present is ErrTwoRewardFiles
+// (the episode scores 0 with a note), and neither file is ErrNoReward.
+// Primary is the scalar Harbor's jobs report: the "reward" key, else the
+// only key.
 //
 // Tasks that need their container image (environment/Dockerfile or
 // docker_image, and no environment/app/) cannot run under bubblewrap: Reset
 // returns ErrNeedsContainer unless Options.Runner is a sandbox.Container.
-// This is the no-container convention of DESIGN.md §5.
 package harbor
 
 import (
