@@ -68,6 +68,9 @@ type evalOptions struct {
 func newEvalCmd() (*cmdLine, *evalOptions) {
 	fs := newCmdLine("eval", "eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]",
 		"eval checkpoint DIR [flags]   (the built-in model on the built-in suite: compactrl eval checkpoint -h)")
+	fs.about = "Exit status: 0 every episode was scored; 1 an error stopped the run; 3 some episodes were infra_error;\n" +
+		"4 every episode was infra_error; 5 every episode played was scored but some tasks were skipped (a task.toml\n" +
+		"that does not load, a task that cannot run here: results.json's \"skipped\" and stderr say why)."
 	fs.examples = []string{"compactrl eval --tasks tasks/ --policy oracle --out runs/validate",
 		"compactrl eval --tasks tasks/ --engine http://127.0.0.1:8080 --tokenizer ~/qwen3 --attempts 4 --out runs/qwen3"}
 	o := &evalOptions{agent: engineAgentConfig(0.7)}
@@ -228,6 +231,9 @@ func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped
 	if rerr == nil {
 		rerr = infraOutcome(res.Episodes, res.InfraError)
 	}
+	if rerr == nil && len(skipped) > 0 {
+		rerr = &exitError{exitSomeSkipped, fmt.Sprintf("%d tasks were skipped (not loadable or not runnable here; see results.json's skipped)", len(skipped))}
+	}
 	return rerr
 }
 
@@ -275,6 +281,8 @@ type taskSource struct {
 	// workRoot is where episode workspaces go ("": the system's temporary
 	// directory); set once the run directory exists, read per episode.
 	workRoot *string
+	// warn reports a task's load warnings (nil: dropped).
+	warn func(string)
 }
 
 // evalTask is one task: how to make a fresh environment for an episode.
@@ -304,14 +312,24 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 	if !fi.IsDir() {
 		return s.loadSWEBench(path)
 	}
-	hts, err := harbor.LoadAll(path)
+	hts, failed, err := harbor.LoadAll(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tasks: %w", err)
 	}
 	c, container := s.runner.(sandbox.Container)
 	var tasks []evalTask
 	var skipped []skippedTask
+	for _, f := range failed {
+		skipped = append(skipped, skippedTask{f.Task, "does not load: " + f.Reason})
+	}
 	for _, t := range hts {
+		for _, w := range t.Warnings {
+			s.warn("task " + t.Name + ": " + w)
+		}
+		if why := t.Unsupported(); why != "" {
+			skipped = append(skipped, skippedTask{t.Name, why})
+			continue
+		}
 		if need, why := t.NeedsContainer(); need && !container {
 			skipped = append(skipped, skippedTask{t.Name, "needs its container image (" + why + "); run it with --runner podman (or docker)"})
 			continue

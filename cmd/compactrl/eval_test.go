@@ -56,6 +56,12 @@ func TestEvalScriptedHarbor(t *testing.T) {
 		os.MkdirAll(filepath.Dir(filepath.Join(img, p)), 0o755)
 		os.WriteFile(filepath.Join(img, p), []byte(s), 0o644)
 	}
+	// A task whose task.toml does not load is skipped too, not the end of the run.
+	bad := filepath.Join(tasks, "bad-toml")
+	for p, s := range map[string]string{"instruction.md": "x", "task.toml": "[environment]\nmemory_mb = 2.5\n", "tests/test.sh": ""} {
+		os.MkdirAll(filepath.Dir(filepath.Join(bad, p)), 0o755)
+		os.WriteFile(filepath.Join(bad, p), []byte(s), 0o644)
+	}
 	for _, c := range []struct {
 		policy string
 		pass   float64
@@ -63,8 +69,8 @@ func TestEvalScriptedHarbor(t *testing.T) {
 		t.Run(c.policy, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "run")
 			stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--policy", c.policy, "--attempts", "2", "--out", out)
-			if code != 0 {
-				t.Fatalf("%s: exit %d: %s", c.policy, code, stderr)
+			if code != exitSomeSkipped || !strings.Contains(stderr, "skipping bad-toml") || !strings.Contains(stderr, "memory_mb") {
+				t.Fatalf("%s: exit %d (want %d, tasks skipped): %s", c.policy, code, exitSomeSkipped, stderr)
 			}
 			r := readResults(t, out)
 			if r.Episodes != 4 || r.Scored != 4 || r.Pass1 == nil || *r.Pass1 != c.pass || len(r.Tasks) != 2 || len(r.Pass1CI) != 2 {
@@ -73,7 +79,7 @@ func TestEvalScriptedHarbor(t *testing.T) {
 			if r.Pass1CI[0] > c.pass || r.Pass1CI[1] < c.pass || r.Pass1CI[1]-r.Pass1CI[0] < 0.3 {
 				t.Fatalf("%s: Wilson interval %v for 4 episodes at %v", c.policy, r.Pass1CI, c.pass)
 			}
-			if len(r.Skipped) != 1 || r.Skipped[0].Task != "needs-image" || !strings.Contains(stdout, "skipped needs-image") {
+			if len(r.Skipped) != 2 || r.Skipped[0].Task != "bad-toml" || r.Skipped[1].Task != "needs-image" || !strings.Contains(stdout, "skipped needs-image") {
 				t.Fatalf("%s: skipped %+v, stdout %s", c.policy, r.Skipped, stdout)
 			}
 			for _, tr := range r.Tasks {

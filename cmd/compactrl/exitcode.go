@@ -10,10 +10,15 @@ import (
 // 0 every episode was scored; 1 an error stopped the run; exitSomeInfra
 // the run finished and its results are written, but some episodes were
 // infra_error (masked: the statistics cover the others); exitNothingScored
-// every episode was infra_error, so there is no result at all.
+// every episode was infra_error, so there is no result at all;
+// exitSomeSkipped (eval) every episode played was scored, but some tasks
+// were skipped: they did not load (a bad task.toml) or cannot run here
+// (need a container, multi-step); results.json's "skipped" says why. The
+// infra codes take precedence over it.
 const (
 	exitSomeInfra     = 3
 	exitNothingScored = 4
+	exitSomeSkipped   = 5
 )
 
 // exitError is an error that asks for a particular exit status; main's run

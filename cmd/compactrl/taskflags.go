@@ -77,11 +77,14 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 	return r, nil
 }
 
-// load reads --tasks for runner r, reporting each task skipped on stderr
-// (as cmd); no runnable task is an error.
+// load reads --tasks for runner r, reporting on stderr (as cmd) each task
+// skipped (one that does not load, or cannot run here) and each task's
+// load warnings (task.toml keys Harbor ignores, deprecated fields); no
+// runnable task is an error.
 func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]evalTask, []skippedTask, error) {
 	src := taskSource{limits: limits, runner: r, image: f.image, repos: f.repos, cmdTimeout: f.cmdTimeout, agentTimeout: f.agentTimeout,
-		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot}
+		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot,
+		warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) }}
 	tasks, skipped, err := src.load(f.tasks)
 	if err != nil {
 		return nil, nil, err

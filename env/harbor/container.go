@@ -326,7 +326,7 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		guards = []*sandbox.GuardedDir{b.logs, b.tests}
 	}
 	cmd := "exec " + testsDir + "/test.sh > " + verifierDir + "/test-stdout.txt 2>&1"
-	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.resolvedEnv(t.Config.Verifier.Env), Cmd: []string{"sh", "-c", cmd}},
+	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},
 		e.verifierTimeout(), guards...)
 	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
 	e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))
@@ -356,24 +356,6 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
 	}
 	return e.readVerdict(b.logsHost(ws), r.ExitCode)
-}
-
-var envTemplate = regexp.MustCompile(`^\$\{([^}:]+)(?::-(.*))?\}$`)
-
-// resolveTemplate resolves one env value as Harbor's resolve_env_vars does.
-func resolveTemplate(v string) string {
-	m := envTemplate.FindStringSubmatchIndex(v)
-	if m == nil {
-		return v
-	}
-	name := v[m[2]:m[3]]
-	if x, ok := os.LookupEnv(name); ok {
-		return x
-	}
-	if m[4] >= 0 {
-		return v[m[4]:m[5]]
-	}
-	return v
 }
 
 // clearDir removes everything inside dir.

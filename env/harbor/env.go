@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -70,6 +72,7 @@ type Env struct {
 	verOut  string
 	note    string // why the reward is 0 although the verifier ran (see RewardNote)
 
+	envs           resolvedEnvs
 	boxEp          *boxEpisode        // the episode's container (container runners only)
 	pendingMetrics map[string]float64 // measured before the agent's shell started
 }
@@ -127,6 +130,9 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	}
 	e.reward, e.rewards, e.verOut, e.note = 0, nil, "", ""
 	e.pendingMetrics = map[string]float64{}
+	if err := e.resolveEnvs(); err != nil {
+		return "", err
+	}
 	if c, isContainer := e.opts.Runner.(sandbox.Container); isContainer {
 		if err := e.resetBox(ctx, c); err != nil {
 			return "", err
@@ -288,7 +294,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 			{Host: tests, Target: "/tests"},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
 		}, shelltask.CacheMounts(e.opts.CacheDir)...),
-		Env: e.env(e.task.Config.Verifier.Env), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
+		Env: e.env(e.envs.verifier), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("task %s: start verifier sandbox: %w", e.task.Name, err)
@@ -321,28 +327,36 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	return e.readVerdict(logs, r.ExitCode)
 }
 
-// readVerdict reads the reward test.sh left in dir (Harbor's rules:
-// reward.json, else reward.txt; its primary value: the "reward" key, else
-// the only key). Both files, neither, or an unreadable one score 0 with a
-// note once the agent ran a command; with no command run, a missing reward
-// is the task's own fault (an error). A reward.json without a primary value
-// is ErrVerifier.
+// readVerdict reads the reward test.sh left in dir the way Harbor does
+// (ReadRewards: reward.json, else reward.txt; Primary: the "reward" key,
+// else the only key). Both files, neither, or an unreadable one score 0
+// with a note once the agent ran a command; with no command run, a missing
+// reward is the task's own fault (an error). A reward.json with several
+// keys and none named "reward" has no primary value: ErrVerifier.
 func (e *Env) readVerdict(dir string, exit int) (float64, error) {
-	_, txtErr := os.Lstat(filepath.Join(dir, "reward.txt"))
-	_, jsonErr := os.Lstat(filepath.Join(dir, "reward.json"))
-	if txtErr == nil && jsonErr == nil {
-		return e.zero("both reward.txt and reward.json exist; a verifier writes one"), nil
-	}
-	reward, all, err := ReadReward(dir)
-	if err != nil {
-		if e.sh.Metric("commands") > 0 || e.boxEp != nil {
-			return e.zero("%v (test.sh exit %d)", err, exit), nil
-		}
+	all, err := ReadRewards(dir)
+	switch {
+	case errors.Is(err, ErrTwoRewardFiles):
+		return e.zero("%v (compactrl does not guess which one counts)", err), nil
+	case err != nil && (e.sh.Metric("commands") > 0 || e.boxEp != nil):
+		return e.zero("%v (test.sh exit %d)", err, exit), nil
+	case err != nil:
 		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, err, exit, tail(e.verOut, 2000))
+	}
+	reward, ok := Primary(all)
+	if !ok {
+		return 0, fmt.Errorf("task %s: %w: %s has %d keys and none named \"reward\": Harbor defines no primary reward for it", e.task.Name, ErrVerifier, filepath.Join(dir, "reward.json"), len(all))
+	}
+	if math.Abs(reward) > MaxAbsReward {
+		return 0, fmt.Errorf("task %s: verifier reward %g is beyond ±%g", e.task.Name, reward, MaxAbsReward)
 	}
 	e.rewards = all
 	return reward, nil
 }
+
+// MaxAbsReward bounds a verifier's reward: Harbor accepts any finite
+// number, compactrl's estimators (package rl) no more than this.
+const MaxAbsReward = 1e6
 
 // zero records why the attempt scores 0 although the verifier ran.
 func (e *Env) zero(format string, args ...any) float64 {
@@ -364,26 +378,37 @@ func (e *Env) env(extra map[string]string) map[string]string {
 	return shelltask.CacheEnv(e.opts.CacheDir, e.taskEnv(extra))
 }
 
-// taskEnv is [environment] env, then extra, ${VAR} templates resolved.
+// taskEnv is [environment] env, then extra, as resolved at Reset.
 func (e *Env) taskEnv(extra map[string]string) map[string]string {
-	env := e.resolvedEnv(e.task.Config.Environment.Env)
-	for k, v := range e.resolvedEnv(extra) {
-		env[k] = v
+	env := map[string]string{}
+	for _, m := range []map[string]string{e.envs.environment, extra} {
+		for k, v := range m {
+			env[k] = v
+		}
 	}
 	return env
 }
 
-// resolvedEnv resolves Harbor's env templates: a value that is exactly
-// ${VAR} or ${VAR:-default} takes the host's VAR (else the default); other
-// values are literal. A template naming an unset variable without a
-// default is left as written (Harbor refuses to start such a task; the
-// loader reports it).
-func (e *Env) resolvedEnv(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = resolveTemplate(v)
+// resolvedEnvs are the task's env tables with Harbor's ${VAR} and
+// ${VAR:-default} templates resolved from this process's environment.
+type resolvedEnvs struct{ environment, verifier, solution map[string]string }
+
+// resolveEnvs resolves the task's env tables (ResolveEnv); a template
+// naming an unset variable without a default is an error, as in Harbor.
+func (e *Env) resolveEnvs() error {
+	c := e.task.Config
+	for _, x := range []struct {
+		name string
+		in   map[string]string
+		out  *map[string]string
+	}{{"environment.env", c.Environment.Env, &e.envs.environment}, {"verifier.env", c.Verifier.Env, &e.envs.verifier}, {"solution.env", c.Solution.Env, &e.envs.solution}} {
+		m, err := ResolveEnv(x.in, os.LookupEnv)
+		if err != nil {
+			return fmt.Errorf("task %s: task.toml [%s]: %w", e.task.Name, x.name, err)
+		}
+		*x.out = m
 	}
-	return out
+	return nil
 }
 
 // Close ends the episode early (if running), removes its container (if
@@ -501,7 +526,7 @@ func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
 			return agent.Step{}, fmt.Errorf("task %s: %w", e.task.Name, err)
 		}
 	}
-	env := e.resolvedEnv(e.task.Config.Solution.Env)
+	env := maps.Clone(e.envs.solution)
 	env["DEBIAN_FRONTEND"] = "noninteractive"
 	keys := make([]string, 0, len(env))
 	for k := range env {

@@ -17,7 +17,7 @@ import (
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-func TestReadReward(t *testing.T) {
+func TestReadRewards(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, s string) {
 		os.RemoveAll(filepath.Join(dir, "reward.txt"))
@@ -27,30 +27,41 @@ func TestReadReward(t *testing.T) {
 		}
 	}
 	write("", "")
-	if _, _, err := ReadReward(dir); !errors.Is(err, ErrNoReward) {
+	if _, err := ReadRewards(dir); !errors.Is(err, ErrNoReward) {
 		t.Fatalf("missing reward: %v", err)
 	}
 	for _, c := range []struct {
 		file, body string
 		want       float64
-		ok         bool
+		ok         bool // the file parses
+		primary    bool // and has a primary reward
 	}{
-		{"reward.txt", "0.75\n", 0.75, true},
-		{"reward.txt", " 1 ", 1, true},
-		{"reward.txt", "", 0, false},
-		{"reward.txt", "yes", 0, false},
-		{"reward.txt", "NaN", 0, false},
-		{"reward.json", `{"reward": 0.5, "tests_passed": 3}`, 0.5, true},
-		{"reward.json", `{"accuracy": 0.25}`, 0.25, true},
-		{"reward.json", `{"a": 1, "b": 0}`, 0, false},
-		{"reward.json", `[1]`, 0, false},
-		{"reward.json", ``, 0, false},
+		{"reward.txt", "0.75\n", 0.75, true, true},
+		{"reward.txt", " 1 ", 1, true, true},
+		{"reward.txt", "1_0", 10, true, true},
+		{"reward.txt", "", 0, false, false},
+		{"reward.txt", "yes", 0, false, false},
+		{"reward.txt", "NaN", 0, false, false},
+		{"reward.txt", "1e309", 0, false, false},
+		{"reward.json", `{"reward": 0.5, "tests_passed": 3}`, 0.5, true, true},
+		{"reward.json", `{"accuracy": 0.25}`, 0.25, true, true},
+		{"reward.json", `{"reward": true}`, 1, true, true},
+		{"reward.json", `{"a": 1, "b": 0}`, 0, true, false},
+		{"reward.json", `{}`, 0, true, false},
+		{"reward.json", `{"reward": null}`, 0, false, false},
+		{"reward.json", `[1]`, 0, false, false},
+		{"reward.json", `0.5`, 0, false, false},
+		{"reward.json", ``, 0, false, false},
 	} {
 		t.Run(c.file+":"+c.body, func(t *testing.T) {
 			write(c.file, c.body)
-			got, _, err := ReadReward(dir)
-			if (err == nil) != c.ok || got != c.want {
-				t.Errorf("%s %q: reward %v err %v; want %v ok=%v", c.file, c.body, got, err, c.want, c.ok)
+			rs, err := ReadRewards(dir)
+			got, ok := Primary(rs)
+			if (err == nil) != c.ok || ok != c.primary || got != c.want {
+				t.Errorf("%s %q: rewards %v err %v primary %v %v; want %v ok=%v primary=%v", c.file, c.body, rs, err, got, ok, c.want, c.ok, c.primary)
+			}
+			if err != nil && !errors.Is(err, ErrNoReward) && !strings.Contains(err.Error(), c.file) {
+				t.Errorf("error %q does not name %s", err, c.file)
 			}
 		})
 	}
@@ -59,15 +70,15 @@ func TestReadReward(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(target, []byte("1"), 0o644)
 	os.Symlink(target, filepath.Join(dir, "reward.txt"))
-	if _, _, err := ReadReward(dir); err == nil {
+	if _, err := ReadRewards(dir); err == nil {
 		t.Fatal("reward.txt symlink followed")
 	}
 	os.Remove(filepath.Join(dir, "reward.txt"))
-	// reward.txt takes precedence.
+	// Both files: compactrl's own rule (Harbor would take reward.json).
 	os.WriteFile(filepath.Join(dir, "reward.txt"), []byte("1"), 0o644)
 	os.WriteFile(filepath.Join(dir, "reward.json"), []byte(`{"reward": 0}`), 0o644)
-	if r, _, err := ReadReward(dir); err != nil || r != 1 {
-		t.Fatalf("precedence: %v %v", r, err)
+	if _, err := ReadRewards(dir); !errors.Is(err, ErrTwoRewardFiles) {
+		t.Fatalf("both files: %v", err)
 	}
 }
 
@@ -122,8 +133,11 @@ custom_thing = 1
 	if c.Environment.DockerImage != "ghcr.io/x/y:1" || c.Environment.CPUs != 2 || mem != 2<<30 || c.Environment.StorageMB != 10240 || c.Verifier.Env["TOKEN"] != "x" || c.Metadata["difficulty"] != "hard" {
 		t.Fatalf("environment %+v verifier %+v", c.Environment, c.Verifier)
 	}
-	if !strings.Contains(strings.Join(c.Extra, " "), "environment.custom_thing") {
-		t.Fatalf("unknown keys %v", c.Extra)
+	if c.Environment.AllowInternet || c.Environment.Network != NetworkNone || c.SchemaVersion != "1.0" {
+		t.Fatalf("allow_internet = false read as %v %q; schema %q", c.Environment.AllowInternet, c.Environment.Network, c.SchemaVersion)
+	}
+	if w := strings.Join(task.Warnings, "\n"); !strings.Contains(w, "environment.custom_thing") || !strings.Contains(w, "task.toml") {
+		t.Fatalf("warnings %v", task.Warnings)
 	}
 	if need, why := task.NeedsContainer(); !need || !strings.Contains(why, "Dockerfile") {
 		t.Fatalf("NeedsContainer = %v %q", need, why)
@@ -148,7 +162,10 @@ custom_thing = 1
 		"negative cpus":  {"instruction.md": "x", "task.toml": "[environment]\ncpus = -2\n", "tests/test.sh": ""},
 		"nan memory_mb":  {"instruction.md": "x", "task.toml": "[environment]\nmemory_mb = nan\n", "tests/test.sh": ""},
 		"bad storage":    {"instruction.md": "x", "task.toml": "[environment]\nstorage = \"big\"\n", "tests/test.sh": ""},
-		"unknown table":  {"instruction.md": "x", "task.toml": "[verifer]\ntimeout_sec = 5\n", "tests/test.sh": ""},
+		"huge timeout":   {"instruction.md": "x", "task.toml": "[verifier]\ntimeout_sec = 1e12\n", "tests/test.sh": ""},
+		"huge memory":    {"instruction.md": "x", "task.toml": "[environment]\nmemory_mb = 17592186044417\n", "tests/test.sh": ""},
+		"huge cpus":      {"instruction.md": "x", "task.toml": "[environment]\ncpus = 1e9\n", "tests/test.sh": ""},
+		"bad task name":  {"instruction.md": "x", "task.toml": "[task]\nname = \"noslash\"\n", "tests/test.sh": ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Load(writeTask(t, files))
@@ -163,9 +180,9 @@ custom_thing = 1
 
 func shippedTasks(t *testing.T) []*Task {
 	t.Helper()
-	tasks, err := LoadAll(filepath.Join("..", "..", "tasks"))
-	if err != nil {
-		t.Fatal(err)
+	tasks, failed, err := LoadAll(filepath.Join("..", "..", "tasks"))
+	if err != nil || len(failed) > 0 {
+		t.Fatal(err, failed)
 	}
 	if len(tasks) < 4 {
 		t.Fatalf("only %d shipped tasks", len(tasks))
@@ -350,14 +367,15 @@ func TestTimeouts(t *testing.T) {
 	if el := time.Since(begin); el > 10*time.Second {
 		t.Fatalf("agent timeout took %v", el)
 	}
-	// A verifier the agent made hang scores 0 (not an infra error).
+	// A verifier that times out is a verifier error (status
+	// verifier_error), counted apart from the attempt's failures.
 	e = New(task, Options{})
 	if _, err := e.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err = e.Step(ctx, "```bash\ntouch /app/hang\n```\n<submit/>")
-	if err != nil || !st.Done || st.Reward != 0 || e.Metrics()["verifier_timeout"] != 1 {
-		t.Fatalf("verifier timeout: %+v %v %v", st, err, e.Metrics())
+	_, err = e.Step(ctx, "```bash\ntouch /app/hang\n```\n<submit/>")
+	if !errors.Is(err, ErrVerifier) || e.Metrics()["verifier_timeout"] != 1 {
+		t.Fatalf("verifier timeout: %v %v", err, e.Metrics())
 	}
 }
 

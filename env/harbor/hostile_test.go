@@ -3,6 +3,7 @@ package harbor
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,11 +81,19 @@ func TestMissingRewardAfterAgentCodeScoresZero(t *testing.T) {
 	}
 }
 
-// A reward outside [0, 1] is an error naming the task.
-func TestRewardOutOfRangeIsError(t *testing.T) {
-	for _, v := range []string{"2", "-3", "1e308"} {
+// Any finite reward is the verifier's (Harbor's rule: partial credit and
+// scales other than [0, 1] exist); one beyond ±MaxAbsReward is an error
+// naming the task, not a number the estimators would overflow on.
+func TestRewardRange(t *testing.T) {
+	for _, v := range []string{"2", "-3", "0.25"} {
+		r, _, _, err := hostile(t, Options{}, "", "echo "+v+" > /logs/verifier/reward.txt\n", "true")
+		if want, _ := strconv.ParseFloat(v, 64); err != nil || r != want {
+			t.Fatalf("reward %s: got %v, %v", v, r, err)
+		}
+	}
+	for _, v := range []string{"1e7", "-1e308"} {
 		_, _, e, err := hostile(t, Options{}, "", "echo "+v+" > /logs/verifier/reward.txt\n", "true")
-		if err == nil || !strings.Contains(err.Error(), "outside [0, 1]") || !strings.Contains(err.Error(), e.task.Name) {
+		if err == nil || !strings.Contains(err.Error(), "beyond") || !strings.Contains(err.Error(), e.task.Name) {
 			t.Fatalf("reward %s: %v", v, err)
 		}
 	}

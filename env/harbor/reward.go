@@ -1,14 +1,16 @@
 package harbor
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"unicode/utf8"
 
 	"github.com/compactrl/compactrl/sandbox"
 )
@@ -16,61 +18,148 @@ import (
 // ErrNoReward means the verifier wrote neither reward.txt nor reward.json.
 var ErrNoReward = errors.New("verifier wrote no reward file (reward.txt or reward.json)")
 
+// ErrTwoRewardFiles means the verifier wrote both reward.txt and
+// reward.json. Harbor reads reward.json and ignores reward.txt; compactrl
+// refuses to guess which one the task meant (the caller scores 0 with a
+// note).
+var ErrTwoRewardFiles = errors.New("verifier wrote both reward.txt and reward.json")
+
 // maxRewardBytes bounds a reward file.
 const maxRewardBytes = 1 << 20
 
-// ReadReward reads the verifier's reward from dir, as Harbor does:
-// reward.txt (one number) takes precedence over reward.json (an object of
-// numbers: its "reward" key, or its only key). All values found are returned
-// too (reward.txt gives {"reward": x}). A missing, empty or unparsable file
-// is an error; so is one that is not a regular file (the verifier runs
-// sandboxed, the host reads what it wrote: a symlink is never followed).
-func ReadReward(dir string) (float64, map[string]float64, error) {
-	txt := filepath.Join(dir, "reward.txt")
-	if b, err := sandbox.ReadRegular(txt, maxRewardBytes); err == nil {
-		s := strings.TrimSpace(string(b))
-		if s == "" {
-			return 0, nil, fmt.Errorf("%s is empty", txt)
-		}
-		r, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(r) || math.IsInf(r, 0) {
-			return 0, nil, fmt.Errorf("%s: not a finite number: %q", txt, s)
-		}
-		return r, map[string]float64{"reward": r}, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, nil, fmt.Errorf("read %s: %w", txt, err)
+// Rewards are the verifier's named rewards (reward.txt gives {"reward": x}).
+type Rewards map[string]float64
+
+// ReadRewards reads the verifier's rewards from dir as Harbor's Verifier
+// does: reward.json if it exists (a JSON object whose values are finite
+// numbers; true/false count as 1/0, as Python's bool is an int), else
+// reward.txt (one number as Python's float() reads it: surrounding
+// whitespace, "1e0", "1_000", Unicode digits; inf and nan are refused). An
+// empty or unparsable file is an error, so is a file that is not a regular
+// file (the verifier runs sandboxed and the host reads what it wrote: a
+// symlink is never followed). Neither file: ErrNoReward; both:
+// ErrTwoRewardFiles (stricter than Harbor).
+func ReadRewards(dir string) (Rewards, error) {
+	txt, js := filepath.Join(dir, "reward.txt"), filepath.Join(dir, "reward.json")
+	_, terr := os.Lstat(txt)
+	_, jerr := os.Lstat(js)
+	switch {
+	case terr == nil && jerr == nil:
+		return nil, fmt.Errorf("%s: %w", dir, ErrTwoRewardFiles)
+	case jerr == nil:
+		return readRewardJSON(js)
+	case terr == nil:
+		return readRewardText(txt)
+	case !errors.Is(jerr, os.ErrNotExist):
+		return nil, fmt.Errorf("read %s: %w", js, jerr)
+	case !errors.Is(terr, os.ErrNotExist):
+		return nil, fmt.Errorf("read %s: %w", txt, terr)
 	}
-	js := filepath.Join(dir, "reward.json")
-	b, err := sandbox.ReadRegular(js, maxRewardBytes)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil, ErrNoReward
-	}
+	return nil, ErrNoReward
+}
+
+func readRewardText(path string) (Rewards, error) {
+	b, err := sandbox.ReadRegular(path, maxRewardBytes)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read %s: %w", js, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if strings.TrimSpace(string(b)) == "" {
-		return 0, nil, fmt.Errorf("%s is empty", js)
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
 	}
-	var raw map[string]any
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return 0, nil, fmt.Errorf("%s: %w", js, err)
+	r, err := pyFloatText(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a number: %q", path, clip(b))
 	}
-	all := map[string]float64{}
-	for k, v := range raw {
-		switch x := v.(type) {
-		case float64:
-			all[k] = x
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return nil, fmt.Errorf("%s: non-finite reward %q", path, clip(b))
+	}
+	return Rewards{"reward": r}, nil
+}
+
+func readRewardJSON(path string) (Rewards, error) {
+	b, err := sandbox.ReadRegular(path, maxRewardBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%s: not UTF-8", path)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: data after the JSON value", path)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a JSON object of numbers, got %s", path, clip(b))
+	}
+	out := make(Rewards, len(obj))
+	for k, x := range obj {
+		switch y := x.(type) {
 		case bool:
-			all[k] = map[bool]float64{false: 0, true: 1}[x]
+			out[k] = 0
+			if y {
+				out[k] = 1
+			}
+		case json.Number:
+			f, err := jsonNumber(y)
+			if err != nil {
+				return nil, fmt.Errorf("%s: reward %q: %w", path, k, err)
+			}
+			out[k] = f
+		default:
+			return nil, fmt.Errorf("%s: reward %q: non-numeric value %s", path, k, clip([]byte(fmt.Sprint(x))))
 		}
 	}
-	if r, ok := all["reward"]; ok {
-		return r, all, nil
+	return out, nil
+}
+
+// jsonNumber converts as Python's json does: an integer literal is exact
+// (then must fit a float64, which Harbor's float() of the reward needs), a
+// float literal past the float range is infinite and refused.
+func jsonNumber(n json.Number) (float64, error) {
+	if i, ok := new(big.Int).SetString(n.String(), 10); ok {
+		f, acc := new(big.Float).SetInt(i).Float64()
+		if math.IsInf(f, 0) || (acc != big.Exact && math.Abs(f) == math.MaxFloat64) {
+			return 0, fmt.Errorf("integer %s is too large for a float", clip([]byte(n.String())))
+		}
+		return f, nil
 	}
-	if len(all) == 1 {
-		for _, r := range all {
-			return r, all, nil
+	f, err := pyFloatText(n.String())
+	if err != nil {
+		return 0, fmt.Errorf("bad number %s", n)
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("non-finite reward %s", clip([]byte(n.String())))
+	}
+	return f, nil
+}
+
+func clip(b []byte) string {
+	if len(b) > 80 {
+		return string(b[:80]) + "…"
+	}
+	return string(b)
+}
+
+// Primary is the task's scalar reward as Harbor's jobs report it: the
+// "reward" key, else the only key; false when there is neither (several
+// keys without "reward", or none).
+func Primary(r Rewards) (float64, bool) {
+	if v, ok := r["reward"]; ok {
+		return v, true
+	}
+	if len(r) == 1 {
+		for _, v := range r {
+			return v, true
 		}
 	}
-	return 0, nil, fmt.Errorf("%s: no \"reward\" key and not exactly one numeric value: %s", js, strings.TrimSpace(string(b)))
+	return 0, false
 }

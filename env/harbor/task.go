@@ -1,10 +1,9 @@
 // Package harbor runs Harbor / Terminal-Bench 2.0 task directories as
 // agent.Environments, confined by package sandbox.
 //
-// A task directory holds instruction.md (the task u), task.toml ([agent]
-// timeout_sec, [verifier] timeout_sec and env, [environment] ...),
-// environment/ (a Dockerfile and/or app/), tests/test.sh (the verifier) and
-// solution/solve.sh (the oracle). Data flow of one episode:
+// A task directory holds task.toml, instruction.md (the task),
+// environment/ (a Dockerfile and/or app/), tests/test.sh (the verifier)
+// and solution/solve.sh (the oracle). Data flow of one episode:
 //
 //	Load(dir) → New(task, opts).Reset: fresh workspace, environment/app/ copied
 //	to it, a sandbox session with the workspace at /app
@@ -12,151 +11,103 @@
 //	in the persistent shell → observation
 //	→ submit (or the agent's timeout): a fresh sandbox over the same /app with
 //	tests/ at /tests (read-only) and /logs/verifier writable runs
-//	`bash /tests/test.sh`; the reward is read from /logs/verifier/reward.txt
-//	(a number) or reward.json; neither is an error (infra), never 0.
+//	`bash /tests/test.sh`; ReadRewards reads /logs/verifier, Primary picks
+//	the reward.
+//
+// # task.toml
+//
+// Load reads task.toml as Harbor 0.26's TaskConfig (pydantic, lax mode)
+// does: the same sections and fields ([task], [metadata], [verifier] with
+// [verifier.environment] and [[verifier.collect]], [agent], [environment]
+// with tpu, healthcheck and [[environment.mcp_servers]], [solution],
+// artifacts, [[steps]], multi_step_reward_strategy, source,
+// schema_version), the same defaults (verifier and build timeouts 600 s,
+// os "linux", network_mode "public"), the same coercions (memory_mb =
+// "2048" or 2.0 or true; cpus = "1.5"; allow_internet = "no") and the same
+// rejections (memory_mb = 2.5, a [task] name not org/name, allowed_hosts
+// without network_mode = "allowlist", ...), each an error naming the file
+// and the field's dotted path. Harbor's migrations apply: the top-level
+// `version` is schema_version, [environment] memory/storage ("4G") become
+// memory_mb/storage_mb, allow_internet becomes network_mode. A key
+// Harbor's model does not have is ignored by Harbor: here it is a warning
+// in Task.Warnings, as are the deprecated fields. Config's optional
+// scalars are zero where Harbor's are None. testdata/harbor-parity holds
+// a corpus of task.toml and reward files with Harbor's recorded answers
+// (golden.json); the parity tests compare them with this package, and
+// with Harbor itself where its venv exists (setup.sh).
+//
+// On top of Harbor's model compactrl refuses, at load, values its hosts
+// cannot honour instead of wrapping or clamping them: any duration
+// (timeout_sec, build_timeout_sec, healthcheck and collect times) must be
+// finite, ≥ 0 and at most MaxTimeoutSec (7 days), and [agent]/[verifier]
+// timeout_sec > 0; memory_mb and storage_mb at most MaxMemoryMB (1 TiB);
+// cpus at most MaxCPUs (1024); gpus at most MaxGPUs (1024); healthcheck
+// retries at most MaxRetries; none of them negative. Harbor sets no agent
+// time limit when [agent] timeout_sec is absent; compactrl then uses
+// DefaultAgentTimeout (600 s).
+//
+// Load also loads multi-step tasks ([[steps]], each with
+// steps/NAME/instruction.md), Windows tasks and tasks whose verifier runs
+// in its own environment; compactrl runs none of them, and
+// Task.Unsupported says why. LoadAll loads every task of a directory
+// (symbolic links to task directories included) and lists the ones that
+// do not load with the reason, without giving up on the others.
+//
+// [environment] network_mode "allowlist" cannot be enforced by the
+// sandboxes here (they share the host's network or have none): such a
+// task runs without network (EnvironmentConfig.AllowInternet is false).
+// Env tables may hold ${VAR} and ${VAR:-default} templates, which Harbor
+// resolves from the host when it runs the task: ResolveEnv does the same.
+//
+// # Rewards
+//
+// ReadRewards reads the verifier's rewards as Harbor's Verifier does:
+// reward.json if it exists (an object of finite numbers; true and false
+// count as 1 and 0, as Python's bool is an int), else reward.txt (one
+// number as Python's float() reads it); an empty or unparsable file is an
+// error. Stricter than Harbor: both files present is ErrTwoRewardFiles
+// (the episode scores 0 with a note), and neither file is ErrNoReward.
+// Primary is the scalar Harbor's jobs report: the "reward" key, else the
+// only key.
 //
 // Tasks that need their container image (environment/Dockerfile or
 // docker_image, and no environment/app/) cannot run under bubblewrap: Reset
 // returns ErrNeedsContainer unless Options.Runner is a sandbox.Container.
-// This is the no-container convention of DESIGN.md §5.
 package harbor
 
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
 )
 
-// Config is task.toml. Unknown keys inside the known sections are kept in
-// Extra (by dotted key); an unknown section is an error (see knownSections).
-type Config struct {
-	Version       string         `toml:"version"`
-	SchemaVersion string         `toml:"schema_version"`
-	Metadata      map[string]any `toml:"metadata"`
-	Agent         struct {
-		TimeoutSec float64 `toml:"timeout_sec"`
-		User       string  `toml:"user"`
-	} `toml:"agent"`
-	Verifier struct {
-		TimeoutSec float64           `toml:"timeout_sec"`
-		Env        map[string]string `toml:"env"`
-		User       string            `toml:"user"`
-	} `toml:"verifier"`
-	Environment EnvironmentConfig `toml:"environment"`
-	Solution    struct {
-		Env map[string]string `toml:"env"`
-	} `toml:"solution"`
-	Extra []string `toml:"-"`
-}
-
-// knownSections are task.toml's top-level keys in Harbor's task format. A
-// table under any other name is most likely a misspelt one ([verifer]) whose
-// settings would silently not apply.
-var knownSections = map[string]bool{
-	"version": true, "schema_version": true, "metadata": true,
-	"agent": true, "verifier": true, "environment": true, "solution": true, "task": true,
-}
-
-// EnvironmentConfig is task.toml's [environment].
-type EnvironmentConfig struct {
-	DockerImage     string            `toml:"docker_image"`
-	BuildTimeoutSec float64           `toml:"build_timeout_sec"`
-	CPUs            Number            `toml:"cpus"`
-	Memory          string            `toml:"memory"` // e.g. "4G"
-	MemoryMB        Number            `toml:"memory_mb"`
-	Storage         string            `toml:"storage"`
-	StorageMB       Number            `toml:"storage_mb"`
-	GPUs            Number            `toml:"gpus"`
-	AllowInternet   bool              `toml:"allow_internet"` // true unless the task says false
-	Workdir         string            `toml:"workdir"`
-	Env             map[string]string `toml:"env"`
-}
-
-// Number accepts a TOML integer, float or numeric string ("2", "1.5").
-type Number float64
-
-// UnmarshalTOML implements toml.Unmarshaler.
-func (n *Number) UnmarshalTOML(v any) error {
-	switch x := v.(type) {
-	case int64:
-		*n = Number(x)
-	case float64:
-		*n = Number(x)
-	case string:
-		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-		if err != nil {
-			return fmt.Errorf("not a number: %q", x)
-		}
-		*n = Number(f)
-	default:
-		return fmt.Errorf("not a number: %v", v)
-	}
-	return nil
-}
-
-// StorageBytes returns [environment]'s storage (storage_mb, or storage
-// such as "10G"), 0 when unset.
-func (e EnvironmentConfig) StorageBytes() (int64, error) {
-	if e.StorageMB > 0 {
-		return int64(e.StorageMB) << 20, nil
-	}
-	return parseSize(e.Storage)
-}
-
-// MemoryBytes returns [environment]'s memory (memory_mb, or memory such as
-// "4G", "512M", "1024"(MB)), 0 when unset.
-func (e EnvironmentConfig) MemoryBytes() (int64, error) {
-	if e.MemoryMB > 0 {
-		return int64(e.MemoryMB) << 20, nil
-	}
-	return parseSize(e.Memory)
-}
-
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	if s == "" {
-		return 0, nil
-	}
-	mult := float64(1 << 20) // bare numbers are MB, as in Harbor's memory_mb
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSuffix(s, u.suf), u.m
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return int64(f * mult), nil
-}
-
 // Task is a loaded task directory.
 type Task struct {
 	Name        string // the directory's base name
 	Dir         string // absolute path
-	Instruction string
+	Instruction string // instruction.md, canary lines stripped, trimmed ("" for a multi-step task)
 	Config      Config
+	// Warnings are what Harbor would ignore or has deprecated: keys its
+	// task model does not have, legacy fields. Each names the file.
+	Warnings []string
 }
 
-// Default timeouts when task.toml leaves them out.
+// DefaultAgentTimeout caps an agent whose task.toml sets no [agent]
+// timeout_sec (Harbor then sets no limit; compactrl always has one).
+// DefaultVerifierTimeout is Harbor's default [verifier] timeout_sec.
 const (
 	DefaultAgentTimeout    = 600 * time.Second
-	DefaultVerifierTimeout = 300 * time.Second
+	DefaultVerifierTimeout = 600 * time.Second
 )
 
-// AgentTimeout is [agent] timeout_sec.
+// AgentTimeout is [agent] timeout_sec, else DefaultAgentTimeout.
 func (t *Task) AgentTimeout() time.Duration {
 	if t.Config.Agent.TimeoutSec > 0 {
 		return time.Duration(t.Config.Agent.TimeoutSec * float64(time.Second))
@@ -164,7 +115,7 @@ func (t *Task) AgentTimeout() time.Duration {
 	return DefaultAgentTimeout
 }
 
-// VerifierTimeout is [verifier] timeout_sec.
+// VerifierTimeout is [verifier] timeout_sec (600 s unless the task says).
 func (t *Task) VerifierTimeout() time.Duration {
 	if t.Config.Verifier.TimeoutSec > 0 {
 		return time.Duration(t.Config.Verifier.TimeoutSec * float64(time.Second))
@@ -202,94 +153,153 @@ func (t *Task) NeedsContainer() (bool, string) {
 	return false, ""
 }
 
-// Load reads one task directory. instruction.md, task.toml and
-// tests/test.sh are required; solution/ is optional (the oracle needs it).
+// Unsupported says why compactrl cannot run a task it loaded ("" when it
+// can): multi-step tasks, Windows tasks, verifiers in their own
+// environment.
+func (t *Task) Unsupported() string {
+	c := t.Config
+	switch {
+	case len(c.Steps) > 0:
+		return fmt.Sprintf("multi-step task (%d steps): compactrl runs single-step tasks only", len(c.Steps))
+	case c.Environment.OS != "linux":
+		return fmt.Sprintf("[environment] os = %q: compactrl runs Linux tasks only", c.Environment.OS)
+	case c.Verifier.EnvironmentMode == "separate" || c.Verifier.Environment != nil:
+		return "the verifier runs in its own environment ([verifier] environment_mode = \"separate\"): not supported"
+	}
+	return ""
+}
+
+// canaryLine is a data-provenance marker Harbor strips from the start of
+// instruction.md: an HTML or hash comment mentioning "canary".
+var canaryLine = regexp.MustCompile(`(?i)^(<!--.*canary.*-->|#.*canary.*)$`)
+
+// stripCanary is Harbor's strip_canary: leading canary lines and the
+// blank lines after them go.
+func stripCanary(text string) string {
+	lines := strings.Split(text, "\n")
+	i := 0
+	for i < len(lines) && canaryLine.MatchString(strings.TrimFunc(lines[i], pySpace)) {
+		i++
+	}
+	for i < len(lines) && strings.TrimFunc(lines[i], pySpace) == "" {
+		i++
+	}
+	return strings.Join(lines[i:], "\n")
+}
+
+// ParseConfig reads task.toml's text as Harbor's TaskConfig does; file
+// names it in errors and warnings.
+func ParseConfig(file string, data []byte) (Config, []string, error) {
+	var m map[string]any
+	if _, err := toml.Decode(string(data), &m); err != nil {
+		return Config{}, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	d := &decoder{file: file}
+	c, err := d.parseConfig(m)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	return c, d.warnings, nil
+}
+
+// Load reads one task directory: task.toml (validated as Harbor does, plus
+// compactrl's range limits), then for a single-step task instruction.md
+// and tests/test.sh, for a multi-step one steps/NAME/instruction.md of
+// each step. solution/ is optional (the oracle needs it).
 func Load(dir string) (*Task, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load task %s: %w", dir, err)
 	}
+	file := filepath.Join(abs, "task.toml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("load task %s: %w", dir, err)
+	}
+	cfg, warnings, err := ParseConfig(file, data)
+	if err != nil {
+		return nil, fmt.Errorf("load task %s: %w", dir, err)
+	}
+	t := &Task{Name: filepath.Base(abs), Dir: abs, Config: cfg, Warnings: warnings}
+	if len(cfg.Steps) > 0 {
+		for i, s := range cfg.Steps {
+			p := filepath.Join(abs, "steps", s.Name, "instruction.md")
+			if _, err := os.Stat(p); err != nil {
+				return nil, fmt.Errorf("load task %s: steps[%d] %q: %w", dir, i, s.Name, err)
+			}
+		}
+		return t, nil
+	}
 	ins, err := os.ReadFile(filepath.Join(abs, "instruction.md"))
 	if err != nil {
 		return nil, fmt.Errorf("load task %s: %w", dir, err)
 	}
-	t := &Task{Name: filepath.Base(abs), Dir: abs, Instruction: strings.TrimSpace(string(ins))}
-	t.Config.Environment.AllowInternet = true // Harbor's default
+	t.Instruction = strings.TrimSpace(stripCanary(string(ins)))
 	if t.Instruction == "" {
 		return nil, fmt.Errorf("load task %s: instruction.md is empty", dir)
 	}
-	md, err := toml.DecodeFile(filepath.Join(abs, "task.toml"), &t.Config)
-	if err != nil {
-		return nil, fmt.Errorf("load task %s: task.toml: %w", dir, err)
-	}
-	toml := filepath.Join(abs, "task.toml")
-	for _, k := range md.Undecoded() {
-		if len(k) > 0 && !knownSections[k[0]] {
-			return nil, fmt.Errorf("load task %s: %s: unknown section or key %q (known: agent, environment, metadata, solution, verifier, version, schema_version)", dir, toml, k[0])
+	if t.Unsupported() == "" {
+		if _, err := os.Stat(filepath.Join(abs, "tests", "test.sh")); err != nil {
+			return nil, fmt.Errorf("load task %s: verifier: %w", dir, err)
 		}
-		t.Config.Extra = append(t.Config.Extra, k.String())
-	}
-	if t.Config.Agent.TimeoutSec < 0 || t.Config.Verifier.TimeoutSec < 0 {
-		return nil, fmt.Errorf("load task %s: %s: negative timeout_sec", dir, toml)
-	}
-	env := t.Config.Environment
-	for _, n := range []struct {
-		name string
-		v    Number
-	}{{"cpus", env.CPUs}, {"memory_mb", env.MemoryMB}, {"storage_mb", env.StorageMB}, {"gpus", env.GPUs}} {
-		if n.v < 0 || math.IsNaN(float64(n.v)) || math.IsInf(float64(n.v), 0) {
-			return nil, fmt.Errorf("load task %s: %s: [environment] %s = %v, want a finite number ≥ 0", dir, toml, n.name, float64(n.v))
-		}
-	}
-	if _, err := env.MemoryBytes(); err != nil {
-		return nil, fmt.Errorf("load task %s: %s: [environment] memory: %w", dir, toml, err)
-	}
-	if _, err := env.StorageBytes(); err != nil {
-		return nil, fmt.Errorf("load task %s: %s: [environment] storage: %w", dir, toml, err)
-	}
-	if _, err := os.Stat(filepath.Join(abs, "tests", "test.sh")); err != nil {
-		return nil, fmt.Errorf("load task %s: verifier: %w", dir, err)
 	}
 	return t, nil
 }
 
-// IsTaskDir reports whether dir looks like one task (has instruction.md).
+// IsTaskDir reports whether dir looks like one task (has task.toml or
+// instruction.md).
 func IsTaskDir(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "instruction.md"))
-	return err == nil
+	for _, f := range []string{"task.toml", "instruction.md"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadFailure is a task directory that did not load, and why.
+type LoadFailure struct {
+	Task   string // the directory's base name
+	Reason string // Load's error
 }
 
 // LoadAll loads dir itself if it is a task, else every immediate
-// subdirectory that is one, sorted by name.
-func LoadAll(dir string) ([]*Task, error) {
+// subdirectory that is one (symbolic links to directories included),
+// sorted by name. A task that does not load is a LoadFailure, not an
+// error: the error is for dir itself (unreadable, or no task in it).
+func LoadAll(dir string) ([]*Task, []LoadFailure, error) {
 	if IsTaskDir(dir) {
 		t, err := Load(dir)
 		if err != nil {
-			return nil, err
+			abs, _ := filepath.Abs(dir)
+			return nil, []LoadFailure{{Task: filepath.Base(abs), Reason: err.Error()}}, nil
 		}
-		return []*Task{t}, nil
+		return []*Task{t}, nil, nil
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("load tasks %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("load tasks %s: %w", dir, err)
 	}
 	var names []string
 	for _, e := range ents {
-		if e.IsDir() && IsTaskDir(filepath.Join(dir, e.Name())) {
+		p := filepath.Join(dir, e.Name())
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() && IsTaskDir(p) {
 			names = append(names, e.Name())
 		}
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
-		return nil, fmt.Errorf("load tasks %s: no task directories (with instruction.md) found", dir)
+		return nil, nil, fmt.Errorf("load tasks %s: no task directories (with task.toml or instruction.md) found", dir)
 	}
-	tasks := make([]*Task, 0, len(names))
+	var tasks []*Task
+	var failed []LoadFailure
 	for _, n := range names {
 		t, err := Load(filepath.Join(dir, n))
 		if err != nil {
-			return nil, err
+			failed = append(failed, LoadFailure{Task: n, Reason: err.Error()})
+			continue
 		}
 		tasks = append(tasks, t)
 	}
-	return tasks, nil
+	return tasks, failed, nil
 }
