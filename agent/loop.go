@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -362,7 +363,20 @@ func (r *run) end(status episode.Status, reason string) {
 }
 
 func (r *run) fail(err error) {
-	r.ep.Status = episode.StatusInfraError
+	r.ep.Status = FailureStatus(err)
 	r.ep.Reward = 0
 	r.ep.Meta[MetaError] = err.Error()
+}
+
+// ErrVerifier marks an environment error that is the task's verifier's:
+// it could not run or finish. Environments wrap it; the episode's status is
+// then verifier_error instead of infra_error.
+var ErrVerifier = errors.New("verifier error")
+
+// FailureStatus is the status of an episode that ended in err.
+func FailureStatus(err error) episode.Status {
+	if errors.Is(err, ErrVerifier) {
+		return episode.StatusVerifierError
+	}
+	return episode.StatusInfraError
 }

@@ -28,6 +28,10 @@ const (
 	StatusOverlong    Status = "overlong"     // hit max_turns or max_compactions, or the window without compaction
 	StatusInfraError  Status = "infra_error"  // engine or environment failure: masked, never scored
 	StatusFormatError Status = "format_error" // too many unparseable actions in a row
+	// StatusVerifierError: the task's verifier could not run or finish
+	// (missing interpreter, a test script that does not parse, a timeout):
+	// masked like infra_error, never scored, counted apart.
+	StatusVerifierError Status = "verifier_error"
 )
 
 // Segment is one context window: a prompt (never trained) and a response
@@ -85,3 +89,7 @@ func (s *Segment) NumOptimised() int {
 	}
 	return n
 }
+
+// Scored reports whether an episode of status s counts in pass@1 and in
+// the loss: infra_error and verifier_error episodes are masked.
+func (s Status) Scored() bool { return s != StatusInfraError && s != StatusVerifierError }

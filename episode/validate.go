@@ -29,7 +29,7 @@ func (k Kind) Known() bool { return k == KindExec || k == KindSummary }
 // Known reports whether s is one of the statuses of DESIGN.md §3.
 func (s Status) Known() bool {
 	switch s {
-	case StatusOK, StatusOverlong, StatusInfraError, StatusFormatError:
+	case StatusOK, StatusOverlong, StatusInfraError, StatusFormatError, StatusVerifierError:
 		return true
 	}
 	return false

@@ -246,7 +246,7 @@ func play(ctx context.Context, cfg Config, j Job, r Runner, envs EnvFactory) (ep
 		if ctx.Err() != nil {
 			return ep, false
 		}
-		ep.Status = episode.StatusInfraError
+		ep.Status = agent.FailureStatus(err)
 		ep.Reward = 0
 		if ep.Meta == nil {
 			ep.Meta = map[string]string{}
@@ -265,7 +265,7 @@ func runWatched(ctx context.Context, taint FailureCounter, r Runner, env agent.E
 	}
 	ep, err := r.Run(ctx, env, seed)
 	if taint != nil && err == nil {
-		if after, last := taint.Failures(); after != before && ep.Status != episode.StatusInfraError {
+		if after, last := taint.Failures(); after != before && ep.Status.Scored() {
 			err = fmt.Errorf("a swallowed failure during this episode (%d in all): %w", after-before, last)
 		}
 	}
@@ -335,7 +335,7 @@ type Stats struct {
 func (s *Stats) add(ep *episode.Episode) {
 	s.Episodes++
 	s.Statuses[ep.Status]++
-	if ep.Status != episode.StatusInfraError {
+	if ep.Status.Scored() {
 		s.Scored++
 	}
 	if ep.Succeeded() {

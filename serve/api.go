@@ -91,7 +91,7 @@ type Segment struct {
 type Response struct {
 	RolloutID int64              `json:"rollout_id"`
 	TaskID    string             `json:"task_id"`
-	Status    string             `json:"status"` // ok, overlong, infra_error, format_error (DESIGN.md §3)
+	Status    string             `json:"status"` // ok, overlong, infra_error, verifier_error, format_error
 	Reward    float64            `json:"reward"`
 	Metrics   map[string]float64 `json:"metrics"`
 	Segments  []Segment          `json:"segments"`

@@ -18,7 +18,7 @@ import (
 //
 //	compactrl_episodes_in_flight                 gauge    episodes being played
 //	compactrl_episodes_queued                    gauge    requests waiting for a slot
-//	compactrl_episodes_finished_total{status}    counter  ok, overlong, infra_error, format_error, cancelled
+//	compactrl_episodes_finished_total{status}    counter  ok, overlong, infra_error, verifier_error, format_error, cancelled
 //	compactrl_requests_rejected_total{reason}    counter  bad_request, queue_full, draining, body_too_large, body_timeout
 //	compactrl_sandboxes_alive                    gauge    environments with a Close (sandbox, workspace) not yet closed
 //	compactrl_compactions_total                  counter  compactions of finished episodes
@@ -155,7 +155,7 @@ func (m *Metrics) WriteText(w io.Writer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	labelled("compactrl_episodes_finished_total", "Episodes finished, by status (cancelled: the client went away).", "status", m.byStatus,
-		[]string{"ok", "overlong", "infra_error", "format_error", "cancelled"})
+		[]string{"ok", "overlong", "infra_error", "verifier_error", "format_error", "cancelled"})
 	labelled("compactrl_requests_rejected_total", "Requests refused, by reason.", "reason", m.rejects,
 		[]string{"bad_request", "queue_full", "draining", "body_too_large", "body_timeout"})
 	const h = "compactrl_engine_request_seconds"

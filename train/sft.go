@@ -39,7 +39,7 @@ func sftItems(demos []episode.Episode, lm bool) []*item {
 	var items []*item
 	for ei := range demos {
 		e := &demos[ei]
-		if e.Status == episode.StatusInfraError {
+		if !e.Status.Scored() {
 			continue
 		}
 		for si := range e.Segments {
@@ -378,7 +378,7 @@ func lmItems(demos []episode.Episode) []*item {
 	var items []*item
 	for ei := range demos {
 		e := &demos[ei]
-		if e.Status == episode.StatusInfraError {
+		if !e.Status.Scored() {
 			continue
 		}
 		for si := range e.Segments {

@@ -454,7 +454,7 @@ func summarize(eps []episode.Episode) epSummary {
 		e := &eps[i]
 		s.n++
 		s.sampledTokens += sums.addSegments(e)
-		if e.Status == episode.StatusInfraError {
+		if !e.Status.Scored() {
 			s.infra++
 			continue
 		}
@@ -539,7 +539,7 @@ func (t *Trainer) prepare(eps []episode.Episode) ([]*item, error) {
 	var items []*item
 	for ei := range eps {
 		e := &eps[ei]
-		masked := e.Status == episode.StatusInfraError || (e.Status == episode.StatusOverlong && t.Cfg.RL.MaskOverlong)
+		masked := !e.Status.Scored() || (e.Status == episode.StatusOverlong && t.Cfg.RL.MaskOverlong)
 		for si := range e.Segments {
 			seg := &e.Segments[si]
 			if masked {

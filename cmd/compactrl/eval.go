@@ -229,7 +229,7 @@ func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped
 	}
 	printResults(e.stdout, res)
 	if rerr == nil {
-		rerr = infraOutcome(res.Episodes, res.InfraError)
+		rerr = infraOutcome(res.Episodes, res.InfraError+res.VerifierError)
 	}
 	if rerr == nil && len(skipped) > 0 {
 		rerr = &exitError{exitSomeSkipped, fmt.Sprintf("%d tasks were skipped (not loadable or not runnable here; see results.json's skipped)", len(skipped))}
@@ -399,7 +399,7 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 	ep := episode.Episode{Status: episode.StatusOK, Meta: map[string]string{}, Metrics: map[string]float64{}}
 	task, err := env.Reset(ctx)
 	if err != nil {
-		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, err.Error()
+		ep.Status, ep.Meta[agent.MetaError] = agent.FailureStatus(err), err.Error()
 		return ep, nil
 	}
 	ep.Task = task
@@ -421,7 +421,7 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 	}
 	switch {
 	case err != nil:
-		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, err.Error()
+		ep.Status, ep.Meta[agent.MetaError] = agent.FailureStatus(err), err.Error()
 	case !st.Done:
 		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, "scripted policy: episode did not end at submit"
 	default:
@@ -550,7 +550,10 @@ type results struct {
 	// Scored excludes infra_error episodes (masked, never scored 0).
 	Scored     int `json:"scored"`
 	InfraError int `json:"infra_errors"`
-	Successes  int `json:"successes"`
+	// VerifierError counts verifier_error episodes: the task's verifier
+	// could not run or finish (masked like infra_error).
+	VerifierError int `json:"verifier_errors"`
+	Successes     int `json:"successes"`
 	// Pass1 is successes / scored, a success being status ok and a full
 	// reward (episode.Success);
 	// Pass1CI its 95% Wilson interval. Absent when nothing was scored.
@@ -616,6 +619,10 @@ func (s *scoredSums) count(res *results, tr *taskResult, v verdict) {
 		res.InfraError++
 		return
 	}
+	if v.Status == string(episode.StatusVerifierError) {
+		res.VerifierError++
+		return
+	}
 	res.Scored++
 	tr.Scored++
 	s.reward += v.Reward
@@ -663,7 +670,7 @@ func taskRates(byTask map[string]*taskResult) []taskResult {
 			tr.Pass1 = ptr(float64(tr.Successes) / float64(tr.Scored))
 			sum := 0.0
 			for _, v := range tr.Episodes {
-				if v.Status != string(episode.StatusInfraError) {
+				if episode.Status(v.Status).Scored() {
 					sum += v.Reward
 				}
 			}
@@ -714,12 +721,12 @@ func printResults(w io.Writer, res results) {
 	if len(res.Pass1CI) == 2 {
 		ci = fmt.Sprintf(" [%.3f, %.3f]", res.Pass1CI[0], res.Pass1CI[1])
 	}
-	fmt.Fprintf(w, "pass@1 %s%s over %d scored episodes (%d infra_error, masked); mean compactions %.2f; pass@1 of compacted %s (%d episodes)\n",
-		fmtPtr(res.Pass1, "%.3f"), ci, res.Scored, res.InfraError, res.MeanCompactions, fmtPtr(res.Pass1Compacted, "%.3f"), res.Compacted)
+	fmt.Fprintf(w, "pass@1 %s%s over %d scored episodes (%d infra_error, %d verifier_error, masked); mean compactions %.2f; pass@1 of compacted %s (%d episodes)\n",
+		fmtPtr(res.Pass1, "%.3f"), ci, res.Scored, res.InfraError, res.VerifierError, res.MeanCompactions, fmtPtr(res.Pass1Compacted, "%.3f"), res.Compacted)
 	for _, s := range res.Skipped {
 		fmt.Fprintf(w, "skipped %s: %s\n", s.Task, s.Reason)
 	}
 	if res.Episodes > 0 && res.Scored == 0 {
-		fmt.Fprintf(w, "NOTHING COULD BE SCORED: all %d episodes were infra_error (see the errors in results.json)\n", res.Episodes)
+		fmt.Fprintf(w, "NOTHING COULD BE SCORED: all %d episodes were infra_error or verifier_error (see the errors in results.json)\n", res.Episodes)
 	}
 }

@@ -38,9 +38,9 @@ func (e *exitError) ExitCode() int { return e.code }
 func infraOutcome(episodes, infra int) error {
 	switch {
 	case episodes > 0 && infra == episodes:
-		return &exitError{exitNothingScored, fmt.Sprintf("nothing could be scored: all %d episodes were %s (engine or harness failures; see each episode's meta.error)", episodes, episode.StatusInfraError)}
+		return &exitError{exitNothingScored, fmt.Sprintf("nothing could be scored: all %d episodes were %s or %s (engine, harness or verifier failures; see each episode's meta.error)", episodes, episode.StatusInfraError, episode.StatusVerifierError)}
 	case infra > 0:
-		return &exitError{exitSomeInfra, fmt.Sprintf("%d of %d episodes were %s (masked; the statistics cover the other %d)", infra, episodes, episode.StatusInfraError, episodes-infra)}
+		return &exitError{exitSomeInfra, fmt.Sprintf("%d of %d episodes were %s or %s (masked; the statistics cover the other %d)", infra, episodes, episode.StatusInfraError, episode.StatusVerifierError, episodes-infra)}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
@@ -227,7 +228,7 @@ func (b *boxEpisode) close() error {
 var (
 	// ErrVerifier marks a verifier that could not run or finish: its
 	// interpreter is missing, test.sh does not parse, or it timed out.
-	ErrVerifier = errors.New("verifier error")
+	ErrVerifier = agent.ErrVerifier
 )
 
 // stageTests empties the guarded /tests and /logs/verifier and copies the
