@@ -47,28 +47,34 @@ func (b *Box) execLeaders() map[int]bool {
 }
 
 // newLeader waits up to 10 s for one exec leader that is not in before,
-// and returns its host pid (0 when none appeared).
-func (b *Box) newLeader(before map[int]bool) int {
+// leads its own session and runs comm, and returns its host pid (0 when
+// none appeared). The runtime's own short-lived setup processes (runc
+// init) pass through the container's namespace first.
+func (b *Box) newLeader(before map[int]bool, comm string) int {
 	if b.initPID == 0 {
 		return 0
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for pid := range b.execLeaders() {
-			if !before[pid] {
+			if before[pid] {
+				continue
+			}
+			if _, sid, ok := procStat(pid); ok && sid == pid && procComm(pid) == comm {
 				return pid
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	return 0
 }
 
-// sessionMembers are the host pids of the processes whose session is sid.
+// sessionMembers are the host pids of the live processes (some thread not
+// a zombie) whose session is sid.
 func sessionMembers(sid int) []int {
 	var out []int
 	for _, pid := range allPIDs() {
-		if _, s, ok := procStat(pid); ok && s == sid {
+		if _, s, ok := procStat(pid); ok && s == sid && procAlive(pid) {
 			out = append(out, pid)
 		}
 	}

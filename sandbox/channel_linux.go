@@ -34,8 +34,12 @@ import (
 // after Seal the host asks Holders which processes still have a file of
 // the channel open or mapped.
 type GuardedDir struct {
-	dir   string
-	fan   int
+	dir string
+	// fan is the fanotify group, non-blocking, read through Go's poller:
+	// closing it ends serve's Read safely (a raw descriptor closed under a
+	// blocked read could be reused by the next group and read here).
+	fan   *os.File
+	ended chan struct{} // closed when serve returns
 	dev   uint64
 	self  int
 	done  chan struct{}
@@ -75,7 +79,7 @@ func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		return nil, fmt.Errorf("guarded dir %s: %w", dir, err)
 	}
-	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC, unix.O_RDONLY|unix.O_LARGEFILE)
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_LARGEFILE)
 	if err != nil {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		return nil, fmt.Errorf("guarded dir %s: fanotify_init: %w", dir, err)
@@ -85,7 +89,7 @@ func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
 		unix.Unmount(dir, unix.MNT_DETACH)
 		return nil, fmt.Errorf("guarded dir %s: fanotify_mark: %w", dir, err)
 	}
-	c := &GuardedDir{dir: dir, fan: fan, dev: uint64(st.Dev), self: os.Getpid(), done: make(chan struct{}), phase: "closed"}
+	c := &GuardedDir{dir: dir, fan: os.NewFile(uintptr(fan), "fanotify"), ended: make(chan struct{}), dev: uint64(st.Dev), self: os.Getpid(), done: make(chan struct{}), phase: "closed"}
 	go c.serve()
 	return c, nil
 }
@@ -145,9 +149,10 @@ func (c *GuardedDir) Close() error {
 	}
 	close(c.done)
 	// Closing the group answers every pending permission event with allow;
-	// nothing may open the channel from here on, so unmount first.
+	// nothing may open the directory from here on, so unmount first.
 	err := unix.Unmount(c.dir, unix.MNT_DETACH)
-	unix.Close(c.fan)
+	c.fan.Close()
+	<-c.ended
 	if err != nil {
 		return fmt.Errorf("guarded dir %s: unmount: %w", c.dir, err)
 	}
@@ -156,11 +161,12 @@ func (c *GuardedDir) Close() error {
 
 // serve answers permission events until Close.
 func (c *GuardedDir) serve() {
+	defer close(c.ended)
 	buf := make([]byte, 64<<10)
 	for {
-		n, err := unix.Read(c.fan, buf)
+		n, err := c.fan.Read(buf)
 		if err != nil {
-			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			return
@@ -190,10 +196,12 @@ func (c *GuardedDir) answer(m *unix.FanotifyEventMetadata) {
 		if phase == "admitted" && admit != nil && admit(pid) {
 			allow = true
 		} else {
+			// The path as the opener's mount namespace names it when the
+			// open came through a container's bind mount.
 			path, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(m.Fd)))
-			rel, err := filepath.Rel(c.dir, path)
-			if err != nil || path == "" {
-				rel = path
+			rel := path
+			if r, ok := strings.CutPrefix(path, c.dir+"/"); ok {
+				rel = r
 			}
 			c.mu.Lock()
 			if phase == "closed" {
@@ -208,7 +216,7 @@ func (c *GuardedDir) answer(m *unix.FanotifyEventMetadata) {
 	if allow {
 		resp.Response = unix.FAN_ALLOW
 	}
-	unix.Write(c.fan, (*[unsafe.Sizeof(resp)]byte)(unsafe.Pointer(&resp))[:])
+	c.fan.Write((*[unsafe.Sizeof(resp)]byte)(unsafe.Pointer(&resp))[:])
 }
 
 // Holders lists the processes (other than this one) that have a file of

@@ -413,7 +413,7 @@ func (l *boxLauncher) started() {}
 // (found from the host), then the exec client.
 func (l *boxLauncher) kill(cmd *exec.Cmd) error {
 	if l.leader == 0 {
-		l.leader = l.box.newLeader(l.before)
+		l.leader = l.box.newLeader(l.before, "bash")
 	}
 	var err error
 	if l.leader > 0 {
@@ -481,22 +481,29 @@ type boxSession struct {
 
 func (s *boxSession) Close() error { return errors.Join(s.Session.Close(), s.box.Remove()) }
 
+// ErrNotStarted means a guarded command's exec process never showed up in
+// the container: the engine failed, or processes already in the container
+// kept it from starting (they can lower its limits, or stop it).
+var ErrNotStarted = errors.New("the exec process did not start")
+
 // GuardedResult is the outcome of Box.RunGuarded.
 type GuardedResult struct {
 	ExitCode int  // the command's exit status (128+N: killed by signal N); -1 on timeout
 	TimedOut bool // killed at the timeout
 	Duration time.Duration
 	// Leftovers counts the processes of the command's session still alive
-	// when it exited (then killed).
+	// when it exited (then killed): any of them could have written the
+	// guarded files after it.
 	Leftovers int
-	// Holders are processes that still had a file of the channel open or
-	// mapped after the command's session was gone.
+	// Holders are the processes that still had a file of a guarded
+	// directory open or mapped when the command exited.
 	Holders []string
 	// Violations are opens of the channel by processes outside the
 	// command's session while it ran, or by anyone after it exited.
 	Violations []ChannelOpen
 	// Traced reports a process of the command's session that was being
-	// ptraced when it opened the channel (refused).
+	// ptraced when it opened a guarded file (refused) or when the command
+	// ended (a tracer can stop it, or make it do anything).
 	Traced bool
 	// Guarded reports that a GuardedDir guarded the run.
 	Guarded bool
@@ -506,8 +513,9 @@ type GuardedResult struct {
 // session, as runc and crun start exec processes) and opens the guarded
 // directories bound into the box to W's session only: W is held on a pipe
 // until the host has found it among the box's processes and admitted its
-// session, then runs; when it exits (or at timeout) they are sealed, what is
-// left of W's session is killed and the channel's holders are listed.
+// session, then runs. An open is admitted only while W is alive: once it
+// exits (or at timeout) the directories are sealed, their holders listed,
+// and what is left of W's session counted and killed.
 // With no guards, or where the host cannot see the box's processes, the
 // command runs unguarded (Guarded false).
 func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration, guards ...*GuardedDir) (GuardedResult, error) {
@@ -531,11 +539,11 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 	var traced atomic.Bool
 	leader := 0
 	if len(guards) > 0 && b.initPID != 0 {
-		leader = b.newLeader(before)
+		leader = b.newLeader(before, "bash")
 		if leader == 0 {
 			killPID(-cmd.Process.Pid)
-			<-waited
-			return res, fmt.Errorf("sandbox: the verifier's exec process did not appear in container %s: %s", b.id, tailString(out.String(), 2000))
+			werr := <-waited
+			return res, fmt.Errorf("sandbox: container %s: %w (exit %d): %s", b.id, ErrNotStarted, exitCode(werr), tailString(out.String(), 2000))
 		}
 		if _, sid, ok := procStat(leader); !ok || sid != leader {
 			b.killSession(sid)
@@ -545,7 +553,7 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 		}
 		admit := func(pid int) bool {
 			_, sid, ok := procStat(pid)
-			if !ok || sid != leader {
+			if !ok || sid != leader || !procAlive(leader) {
 				return false
 			}
 			if threadsTraced(pid) {
@@ -581,8 +589,19 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 		g.Seal()
 	}
 	res.Traced = traced.Load()
+	for _, g := range guards {
+		res.Holders = append(res.Holders, g.Holders()...)
+	}
 	if leader > 0 {
-		res.Leftovers = len(sessionMembers(leader))
+		for _, pid := range sessionMembers(leader) {
+			if threadsTraced(pid) {
+				traced.Store(true)
+			}
+			if pid != leader {
+				res.Leftovers++
+			}
+		}
+		res.Traced = traced.Load()
 		if err := b.killSession(leader); err != nil {
 			return res, err
 		}
@@ -592,7 +611,6 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 		<-waited
 	}
 	for _, g := range guards {
-		res.Holders = append(res.Holders, g.Holders()...)
 		res.Violations = append(res.Violations, g.Violations()...)
 	}
 	if ctx.Err() != nil {
@@ -614,4 +632,10 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// ContainerExists reports whether the engine still knows container id.
+func (c Container) ContainerExists(ctx context.Context, id string) bool {
+	_, err := c.run(ctx, nil, "container", "inspect", "--format", "{{.Id}}", id)
+	return err == nil
 }

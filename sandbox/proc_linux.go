@@ -86,3 +86,25 @@ func threadsTraced(pid int) bool {
 	}
 	return false
 }
+
+// procAlive reports whether any thread of pid is neither a zombie nor
+// dead: a thread group whose leader exited lives on in its other threads.
+func procAlive(pid int) bool {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			continue
+		}
+		if st := s[i+2]; st != 'Z' && st != 'X' && st != 'x' {
+			return true
+		}
+	}
+	return false
+}

@@ -266,8 +266,18 @@ func (b *boxEpisode) precheck(ctx context.Context, t *Task, user string) (string
 		if err != nil {
 			return "", err
 		}
-		if code != 0 && code < 128 {
-			return fmt.Sprintf("test.sh's interpreter %s is not in the image", strings.Join(append([]string{interp}, args...), " ")), nil
+		if code != 0 {
+			// Missing here: the image's fault, or the agent's (it may
+			// have deleted it)? Ask a fresh container of the image.
+			fresh, err := b.probeFresh(ctx, user, probe)
+			if err != nil {
+				return "", err
+			}
+			what := strings.Join(append([]string{interp}, args...), " ")
+			if fresh != 0 {
+				return fmt.Sprintf("test.sh's interpreter %s is not in the image", what), nil
+			}
+			return "", &agentBrokeVerifier{fmt.Sprintf("test.sh's interpreter %s is in the image but the agent's container lost it", what)}
 		}
 	}
 	shell := filepath.Base(interp)
@@ -282,6 +292,24 @@ func (b *boxEpisode) precheck(ctx context.Context, t *Task, user string) (string
 		}
 	}
 	return "", nil
+}
+
+// agentBrokeVerifier is a verifier that cannot run because of what the
+// agent did: the attempt's failure (0 with a note), never verifier_error.
+type agentBrokeVerifier struct{ why string }
+
+func (e *agentBrokeVerifier) Error() string { return e.why }
+
+// probeFresh runs probe in a new container of the episode's image and
+// returns its exit status.
+func (b *boxEpisode) probeFresh(ctx context.Context, user string, probe []string) (int, error) {
+	box, err := b.c.Create(ctx, sandbox.BoxSpec{Image: b.image, NoTmpfs: true})
+	if err != nil {
+		return 0, err
+	}
+	defer box.Remove()
+	_, code, err := box.Run(ctx, sandbox.ExecSpec{User: user, Cmd: probe})
+	return code, err
 }
 
 // shebang splits a script's #! line into its interpreter and arguments.
@@ -317,7 +345,10 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("task %s: %w", t.Name, err)
 	}
 	user := t.Config.Verifier.User
-	if why, err := b.precheck(ctx, t, user); err != nil {
+	var broke *agentBrokeVerifier
+	if why, err := b.precheck(ctx, t, user); errors.As(err, &broke) {
+		return e.zero("%s", broke.why), nil
+	} else if err != nil {
 		return 0, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
 	} else if why != "" {
 		return 0, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)
@@ -331,27 +362,36 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		e.verifierTimeout(), guards...)
 	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
 	e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))
+	if errors.Is(err, sandbox.ErrNotStarted) && e.sh.Metric("commands") > 0 {
+		// The container is the agent's: what it left can keep the
+		// verifier from starting. That is the attempt's failure.
+		e.sh.SetMetric("verifier_tampered", 1)
+		return e.zero("the verifier could not start in the agent's container: %v", err), nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("task %s: verifier: %w", t.Name, err)
 	}
 	out, _ := sandbox.ReadRegular(filepath.Join(b.logsHost(ws), "test-stdout.txt"), 1<<20)
 	e.verOut = fmt.Sprintf("%s[test.sh exit %d]", tail(string(out), 4000), r.ExitCode)
+	if r.Traced {
+		e.sh.SetMetric("verifier_tampered", 1)
+		return e.zero("a process of the verifier's run was being traced (ptrace) by another process"), nil
+	}
 	if r.TimedOut {
-		e.sh.SetMetric("verifier_timeout", 1)
-		return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", t.Name, ErrVerifier, e.verifierTimeout())
+		return e.verifierTimedOut()
 	}
 	if len(r.Violations) > 0 {
 		v := r.Violations[0]
 		e.sh.SetMetric("verifier_tampered", 1)
 		return e.zero("%d opens of the verifier's files by processes outside its run (first: pid %d %s opened %s while %s)", len(r.Violations), v.PID, v.Comm, v.Path, v.Phase), nil
 	}
-	if r.Traced {
-		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("a verifier process was being traced (ptrace) when it opened the verifier's files"), nil
-	}
 	if len(r.Holders) > 0 {
 		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("processes outside the verifier's run still hold its files open: %s", strings.Join(r.Holders, ", ")), nil
+		return e.zero("processes still held the verifier's files open when test.sh exited: %s", strings.Join(r.Holders, ", ")), nil
+	}
+	if r.Leftovers > 0 {
+		e.sh.SetMetric("verifier_stragglers", float64(r.Leftovers))
+		return e.zero("%d processes of the verifier's run outlived test.sh; any of them could have written the reward file", r.Leftovers), nil
 	}
 	if r.ExitCode > 128 && r.ExitCode < 128+65 {
 		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
@@ -395,4 +435,18 @@ func runHost(ctx context.Context, name string, args ...string) (string, error) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// verifierTimedOut attributes a verifier timeout: with no command of the
+// agent run, the verifier's own (ErrVerifier, status verifier_error);
+// otherwise the attempt's, 0 with a note, since what the agent did (code
+// under test that loops, processes left behind that stop or trace the
+// verifier) can make test.sh hang, and a policy must not learn to turn its
+// failures into masked episodes.
+func (e *Env) verifierTimedOut() (float64, error) {
+	e.sh.SetMetric("verifier_timeout", 1)
+	if e.sh.Metric("commands") > 0 {
+		return e.zero("test.sh timed out after %v (the agent's work can make the tests hang)", e.verifierTimeout()), nil
+	}
+	return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", e.task.Name, ErrVerifier, e.verifierTimeout())
 }

@@ -314,8 +314,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	e.verOut = shelltask.FormatResult(r, e.verifierTimeout())
 	switch {
 	case r.TimedOut:
-		e.sh.SetMetric("verifier_timeout", 1)
-		return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", e.task.Name, ErrVerifier, e.verifierTimeout())
+		return e.verifierTimedOut()
 	case n < 0:
 		return e.zero("the verifier was killed before it finished (test.sh exit %d)", r.ExitCode), nil
 	case n > 0:

@@ -367,15 +367,15 @@ func TestTimeouts(t *testing.T) {
 	if el := time.Since(begin); el > 10*time.Second {
 		t.Fatalf("agent timeout took %v", el)
 	}
-	// A verifier that times out is a verifier error (status
-	// verifier_error), counted apart from the attempt's failures.
+	// A verifier the agent made hang scores 0 (not an error that would
+	// mask the episode).
 	e = New(task, Options{})
 	if _, err := e.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.Step(ctx, "```bash\ntouch /app/hang\n```\n<submit/>")
-	if !errors.Is(err, ErrVerifier) || e.Metrics()["verifier_timeout"] != 1 {
-		t.Fatalf("verifier timeout: %v %v", err, e.Metrics())
+	st, err = e.Step(ctx, "```bash\ntouch /app/hang\n```\n<submit/>")
+	if err != nil || !st.Done || st.Reward != 0 || e.Metrics()["verifier_timeout"] != 1 || !strings.Contains(e.RewardNote(), "timed out") {
+		t.Fatalf("verifier timeout after agent commands: %+v %v %v", st, err, e.Metrics())
 	}
 }
 

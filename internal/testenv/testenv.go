@@ -73,3 +73,28 @@ func MustHaveLlama(t testing.TB) string {
 	}
 	return dir
 }
+
+// BaseImage is the local Debian image the container tests build task
+// images FROM (.ci/base-image.sh makes it without any registry); the
+// environment variable COMPACTRL_BASE_IMAGE overrides the name.
+const BaseImage = "localhost/compactrl-base:bookworm"
+
+// MustHavePodman returns the base image's name, stopping t unless podman
+// runs and the base image is in its store.
+func MustHavePodman(t testing.TB) string {
+	t.Helper()
+	img := BaseImage
+	if v := os.Getenv("COMPACTRL_BASE_IMAGE"); v != "" {
+		img = v
+	}
+	if _, err := exec.LookPath("podman"); err != nil {
+		Unavailable(t, "podman not installed")
+	}
+	if out, err := exec.Command("podman", "image", "exists", img).CombinedOutput(); err != nil {
+		Unavailable(t, "podman image %s missing (bash .ci/base-image.sh builds it): %v %s", img, err, out)
+	}
+	if os.Geteuid() != 0 {
+		Unavailable(t, "the container tests guard the verifier's files with fanotify, which needs root")
+	}
+	return img
+}

@@ -1,0 +1,157 @@
+package harbor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/shelltask"
+	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// containerCase is one episode of a task in testdata/container, played by
+// the oracle (the task's solve.sh: for the tamper tasks, the attack) or the
+// empty policy, and what it must end in.
+type containerCase struct {
+	task   string
+	oracle bool
+	reward float64
+	note   string // a substring of RewardNote ("" : none)
+	verErr string // a substring of an ErrVerifier error ("" : no error)
+}
+
+// The container runner runs today's Harbor tasks the way Harbor does
+// (their Dockerfile built, the verifier in the agent's container after the
+// agent), and no attack on the verdict scores above 0. Every tamper task's
+// solve.sh would get reward 1 from a verifier that trusted its reward
+// directory: each asserts the detection that stops it.
+func TestContainerTasks(t *testing.T) {
+	testenv.MustHavePodman(t)
+	if err := sandbox.GuardAvailable(); err != nil {
+		testenv.Unavailable(t, "%v", err)
+	}
+	cases := []containerCase{
+		{task: "service-and-files", oracle: true, reward: 1},
+		{task: "service-and-files", reward: 0},
+		{task: "reward-json-two-keys", oracle: true, reward: 1},
+		{task: "reward-json-two-keys", reward: 0},
+		{task: "agent-timeout", oracle: true, reward: 0},
+		{task: "verifier-timeout", verErr: "timed out"},
+		{task: "verifier-timeout", oracle: true, note: "timed out after 2s (the agent's work"},
+		{task: "verifier-no-interpreter", verErr: "interpreter /usr/bin/python9 is not in the image"},
+		{task: "verifier-syntax-error", verErr: "does not parse"},
+		{task: "tamper-leftover-writer", oracle: true, note: "opens of the verifier's files by processes outside its run"},
+		{task: "tamper-kill-testsh", oracle: true, note: "killed by signal 9"},
+		{task: "tamper-thread-straggler", oracle: true, note: "outlived test.sh"},
+		{task: "tamper-second-reward-file", oracle: true, note: "both reward.txt and reward.json"},
+		{task: "tamper-lower-nofile", oracle: true, note: "opens of the verifier's files by processes outside its run"},
+		{task: "tamper-ptrace", oracle: true, note: "traced"},
+	}
+	c := sandbox.Container{Engine: "podman"}
+	tasks := map[string]*Task{}
+	for _, tc := range cases {
+		if tasks[tc.task] != nil {
+			continue
+		}
+		task, err := Load(filepath.Join("testdata", "container", tc.task))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ImageRef(context.Background(), task, c, ""); err != nil {
+			t.Fatal(err)
+		}
+		tasks[tc.task] = task
+	}
+	// Two at a time, as eval's default workers.
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for _, tc := range cases {
+		name := tc.task + map[bool]string{true: "/oracle", false: "/empty"}[tc.oracle]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(name, func(t *testing.T) { runContainerCase(t, tasks[tc.task], c, tc) })
+		}()
+	}
+	wg.Wait()
+}
+
+func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := New(task, Options{Runner: c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle})
+	defer func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var st agent.Step
+	var err error
+	if tc.oracle {
+		st, err = e.Oracle(ctx)
+	} else {
+		st, err = e.Step(ctx, shelltask.SubmitReply)
+	}
+	if tc.verErr != "" {
+		if !errors.Is(err, ErrVerifier) || !strings.Contains(err.Error(), tc.verErr) {
+			t.Fatalf("got %+v, %v; want a verifier error naming %q", st, err, tc.verErr)
+		}
+		return
+	}
+	if err != nil || !st.Done {
+		t.Fatalf("step: %+v %v", st, err)
+	}
+	if st.Reward != tc.reward || !strings.Contains(e.RewardNote(), tc.note) || (tc.note == "") != (e.RewardNote() == "") {
+		t.Fatalf("reward %v note %q, want %v and a note with %q\n%s", st.Reward, e.RewardNote(), tc.reward, tc.note, st.Observation)
+	}
+	if m := e.Metrics(); m["verifier_guarded"] != 1 {
+		t.Errorf("verifier not guarded: %v", m)
+	}
+}
+
+// The agent's processes outlive its phase in the container (Harbor runs
+// the verifier beside them), but nothing of an episode outlives Close: no
+// container, no guarded mount, no workspace.
+func TestContainerEpisodeLeavesNothing(t *testing.T) {
+	testenv.MustHavePodman(t)
+	task, err := Load(filepath.Join("testdata", "container", "tamper-leftover-writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.Container{Engine: "podman"}
+	ctx := context.Background()
+	root := t.TempDir()
+	e := New(task, Options{Runner: c, WorkRoot: root, ExposeSolution: true})
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := e.boxEp.box.ID()
+	if _, err := e.Oracle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c.ContainerExists(ctx, id) {
+		t.Errorf("container %s still exists", id)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mounts), root) {
+		t.Errorf("a guarded directory under %s is still mounted", root)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Errorf("workspace left: %v", ents)
+	}
+}

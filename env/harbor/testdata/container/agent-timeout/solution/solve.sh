@@ -1,0 +1,3 @@
+#!/bin/bash
+sleep 30
+touch /app/done

@@ -1,0 +1,2 @@
+#!/usr/bin/python9
+print(1)
