@@ -5,7 +5,7 @@ calls ``compute_advantages_and_returns(args, rollout_data)``
 (miles/backends/training_utils/loss.py:28-128), imported by name into
 miles/backends/megatron_utils/actor.py (line 43) and called there for the
 critic (line 438) and the actor (line 560), with a fixed estimator table
-(miles/backends/training_utils/loss_hub/advantages.py:16-100). The one
+(miles/backends/training_utils/loss_hub/advantages.py:16-103). The one
 user hook that runs in every Megatron train process before training is
 --custom-megatron-init-path, called with args at the end of Megatron's
 initialisation (miles/backends/megatron_utils/initialize.py:129-133).
@@ -38,7 +38,7 @@ ACTOR_MODULE = "miles.backends.megatron_utils.actor"
 def compute_advantages_and_returns(args, rollout_data):
     """Drop-in for miles' compute_advantages_and_returns: cross-GAE where
     the critic's values are present (the last pipeline stage), nothing
-    elsewhere (miles returns early there too, loss.py:63-66)."""
+    elsewhere (miles returns early there too, loss.py:65-68)."""
     if rollout_data.get("values") is None:
         return
     if getattr(args, "normalize_advantages", False):
