@@ -256,7 +256,8 @@ def convert_samples_to_train_data(args, samples):
                      "mask": list(mask), "chain": mask, "reward": _reward(args, s),
                      "truncated": 1 if s.status == truncated_status else 0, "index": s.index,
                      "logp": None if s.rollout_log_probs is None else list(s.rollout_log_probs),
-                     "infra": meta.get("episode_status") == "infra_error", "error": meta.get("error")})
+                     "infra": meta.get("episode_status") == "infra_error",
+                     "error": f"rollout {s.rollout_id}: {meta.get('error') or 'infra_error episode'}"})
     sums = [int(sum(r["mask"])) for r in rows]
     for r, later in zip(rows, later_tokens([r["rid"] for r in rows], seg_index, sums)):
         r["later"] = later
