@@ -43,9 +43,14 @@ multiple is computed from slime's args (world_size / (TP·PP·CP) data
 ranks, micro_batch_size, VPP's microbatch group) or set with
 compactrl_pad_multiple.
 
-Infrastructure failures: the share of a step's rollouts masked as
-infra_error (engine or service failure) is logged, and past
-compactrl_max_infra_fraction the run stops (FailureShareExceeded).
+Infrastructure failures: the share of the rollout step's rollouts (all the
+samples this hook receives) masked as infra_error (engine or service
+failure) is logged as rollout metrics (rollout/compactrl/infra_masked,
+rollout/compactrl/infra_masked_fraction, with rollout/compactrl/pads, through
+slime's own metric logger at slime's current rollout id:
+slime/observability/logging_utils.py:45-51, metric_utils.py:120-123,
+slime/rollout/sample_hooks.py:9-14), and past compactrl_max_infra_fraction
+the run stops (FailureShareExceeded).
 
 Pass rate: slime's --log-passrate reshapes ``raw_reward`` into
 rollout_batch_size × n_samples_per_prompt (train_metric_utils.py:340-355),
@@ -267,9 +272,13 @@ def convert_samples_to_train_data(args, samples):
     episodes = {}
     for r in rows:
         episodes.setdefault(r["rid"], r)
-    _check_failures(args, list(episodes.values()))
+    n_failed = sum(1 for e in episodes.values() if e["infra"])
 
     rows, pads, zero = pad_steps(args, rows)
+    _log_metrics(args, {"rollout/compactrl/infra_masked": n_failed,
+                        "rollout/compactrl/infra_masked_fraction": n_failed / len(episodes),
+                        "rollout/compactrl/pads": pads, "rollout/compactrl/zero_mask_pads": zero})
+    _check_failures(args, list(episodes.values()))
     if pads:
         logger.info("compactrl convert: %d samples padded in for slime's batch schedule (%d zero-mask)", pads, zero)
     if zero:
@@ -296,6 +305,24 @@ def convert_samples_to_train_data(args, samples):
     if all(r["logp"] is not None for r in rows):
         data["rollout_log_probs"] = [r["logp"] for r in rows]
     return data
+
+
+def _log_metrics(args, metrics):
+    """Log metrics with slime's rollout metrics (wandb/tensorboard as
+    configured) at slime's current rollout step; only to the Python log
+    when slime is not importable or has no current rollout id."""
+    logger.info("compactrl rollout metrics: %s", metrics)
+    try:
+        from slime.observability import logging_utils
+        from slime.observability.metric_utils import compute_rollout_step
+        from slime.rollout import sample_hooks
+    except ImportError:
+        return
+    rollout_id = getattr(sample_hooks, "_current_rollout_id", None)
+    if rollout_id is None:
+        return
+    logging_utils.log(args, dict(metrics, **{"rollout/step": compute_rollout_step(args, rollout_id)}),
+                      step_key="rollout/step")
 
 
 def _check_failures(args, episodes):

@@ -10,7 +10,8 @@ split (RolloutManager._split_train_data_by_dp → build_dp_schedule,
 tensorize_rollout_data_for_training), process_rollout_data, DataIterator,
 compute_advantages_and_returns (which loads cross_gae through slime's
 load_function), loss_function (its per-token normaliser and
-get_sum_of_sample_mean), compute_pass_rate. What is stubbed: Megatron's
+get_sum_of_sample_mean), compute_pass_rate, and the metric logger the convert hook calls (with wandb
+and tensorboard off). What is stubbed: Megatron's
 mpu (one process: every rank is the last pipeline stage, CP 1, TP 1),
 megatron.core.packed_seq_params, sglang and sglang_router (imported by
 slime/ray/rollout.py, never called here), and Ray's object store (ray.put /
@@ -157,6 +158,7 @@ from slime.utils.data import process_rollout_data  # noqa: E402
 from slime.backends.megatron_utils.data import DataIterator  # noqa: E402
 from slime.backends.megatron_utils import loss as slime_loss  # noqa: E402
 from slime.observability.metric_utils import compute_pass_rate  # noqa: E402
+from slime.rollout.sample_hooks import set_current_rollout_id  # noqa: E402
 
 from compactrl_slime import advantages, convert, generate  # noqa: E402
 from tests.test_advantages import random_episode, service_answer  # noqa: E402
@@ -210,7 +212,8 @@ def make_args(dp, dynamic, padded, cap=90):
         use_opd=False, calculate_per_token_loss=True, loss_type="custom_loss",
         custom_loss_function_path="__main__.test_loss", recompute_loss_function=False, allgather_cp=False,
         load_debug_rollout_data=None, rollout_data_transport="object-store", compactrl_max_infra_fraction=1.0,
-        reward_key=None, rollout_top_p=1.0)
+        reward_key=None, rollout_top_p=1.0, use_wandb=False, use_tensorboard=False,
+        wandb_always_use_train_step=False)
     if not padded:
         a.compactrl_pad_multiple = 1
     return a
@@ -241,6 +244,7 @@ def train_step_view(args, groups, dp):
                                 data_source=None, custom_convert_samples_to_train_data_func=convert.convert_samples_to_train_data,
                                 train_parallel_config={"dp_size": dp, "cp_size": 1, "vpp_size": 1,
                                                        "microbatch_group_size_per_vp_stage": 1})
+    set_current_rollout_id(0)  # as RolloutManager.generate does (rollout.py:494)
     samples, _ = RolloutManager._get_rollout_data(mgr, 0)
     data = RolloutManager._convert_samples_to_train_data(mgr, samples)
     refs = RolloutManager._split_train_data_by_dp(mgr, data)
