@@ -70,7 +70,15 @@ type Request struct {
 	Sampling  Sampling    `json:"sampling"`
 	Agent     AgentParams `json:"agent"`
 	RolloutID *int64      `json:"rollout_id"`
+	// RoutingKey, when set, is sent as the X-SMG-Routing-Key header on
+	// every engine call of the episode (the SGLang router's session
+	// affinity: slime sends sample.session_id under consistent hashing), so
+	// that one episode's calls reach the engine that holds its prefix.
+	RoutingKey string `json:"routing_key,omitempty"`
 }
+
+// RoutingHeader is the header RoutingKey is sent in.
+const RoutingHeader = "X-SMG-Routing-Key"
 
 // Segment is one context window of the episode in slime's layout: Tokens =
 // prompt ⊕ response, and LossMask and RolloutLogProbs have ResponseLength
@@ -175,6 +183,9 @@ func (r *Request) Validate() error {
 	}
 	if r.RolloutID == nil {
 		return fieldErr("rollout_id", "required (an integer shared by the segments of this rollout)")
+	}
+	if len(r.RoutingKey) > 256 || strings.ContainsAny(r.RoutingKey, "\r\n\x00") {
+		return fieldErr("routing_key", "want at most 256 bytes without CR, LF or NUL")
 	}
 	if r.Engine.URL == "" {
 		return fieldErr("engine.url", "required")

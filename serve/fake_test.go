@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/rollout"
 )
 
@@ -45,10 +46,12 @@ type fakeEngine struct {
 	release chan struct{}
 	calls   atomic.Int64
 	started chan struct{} // receives once per call, if not nil (non-blocking)
+	routing sync.Map      // X-SMG-Routing-Key values seen in the calls' contexts
 }
 
 func (f *fakeEngine) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
 	f.calls.Add(1)
+	f.routing.Store(remote.Headers(ctx).Get(RoutingHeader), true)
 	if f.started != nil {
 		select {
 		case f.started <- struct{}{}:

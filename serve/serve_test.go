@@ -112,6 +112,35 @@ func TestServeRolloutLayout(t *testing.T) {
 	}
 }
 
+// routing_key reaches every engine call of the episode as the SGLang
+// router's X-SMG-Routing-Key header (through the context infer/remote
+// reads); without it no header is set.
+func TestServeRoutingKeyReachesEngineCalls(t *testing.T) {
+	eng := &fakeEngine{n: 6}
+	_, _, hs := newTestServer(t, Config{MaxInFlight: 2}, eng)
+	b := strings.Replace(body("count", 1), `"rollout_id"`, `"routing_key":"session-7","rollout_id"`, 1)
+	if resp, out, err := post(context.Background(), hs.URL, b); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v %s", err, resp, out)
+	}
+	var seen []string
+	eng.routing.Range(func(k, _ any) bool { seen = append(seen, k.(string)); return true })
+	if len(seen) != 1 || seen[0] != "session-7" || eng.calls.Load() < 2 {
+		t.Fatalf("routing keys seen by %d engine calls: %q", eng.calls.Load(), seen)
+	}
+	eng2 := &fakeEngine{n: 6}
+	_, _, hs2 := newTestServer(t, Config{MaxInFlight: 2}, eng2)
+	if resp, out, err := post(context.Background(), hs2.URL, body("count", 2)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v %s", err, resp, out)
+	}
+	if _, ok := eng2.routing.Load(""); !ok {
+		t.Fatal("a routing header was set without routing_key")
+	}
+	bad := strings.Replace(body("count", 3), `"rollout_id"`, `"routing_key":"a\r\nX: y","rollout_id"`, 1)
+	if resp, out, _ := post(context.Background(), hs2.URL, bad); resp == nil || resp.StatusCode != 400 || !strings.Contains(string(out), "routing_key") {
+		t.Fatalf("routing_key with CRLF: %v %s", resp, out)
+	}
+}
+
 // Every malformed request gets 400 with a JSON error naming the field.
 func TestServeBadRequest400NamesField(t *testing.T) {
 	_, _, hs := newTestServer(t, Config{MaxInFlight: 1}, &fakeEngine{n: 4})

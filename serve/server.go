@@ -36,6 +36,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/rollout"
 )
 
@@ -272,7 +273,11 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-s.slots }()
 
-	ep, err := s.play(r.Context(), &req, runner)
+	ctx := r.Context()
+	if req.RoutingKey != "" {
+		ctx = remote.WithHeader(ctx, RoutingHeader, req.RoutingKey)
+	}
+	ep, err := s.play(ctx, &req, runner)
 	if err != nil {
 		s.m.finished("cancelled")
 		return // the client is gone

@@ -16,7 +16,27 @@ import (
 // server, far above any real completion).
 const maxBody = 64 << 20
 
-// newPost builds a JSON POST request.
+type headerKey struct{}
+
+// WithHeader returns a context whose engine requests carry the header
+// name: value (for example the SGLang router's X-SMG-Routing-Key, which
+// keeps one episode's calls on one engine).
+func WithHeader(ctx context.Context, name, value string) context.Context {
+	h := http.Header{}
+	if prev, ok := ctx.Value(headerKey{}).(http.Header); ok {
+		h = prev.Clone()
+	}
+	h.Set(name, value)
+	return context.WithValue(ctx, headerKey{}, h)
+}
+
+// Headers returns the headers WithHeader put in ctx (nil if none).
+func Headers(ctx context.Context) http.Header {
+	h, _ := ctx.Value(headerKey{}).(http.Header)
+	return h
+}
+
+// newPost builds a JSON POST request, with the headers WithHeader put in ctx.
 func newPost(ctx context.Context, url string, body any) (*http.Request, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -25,6 +45,9 @@ func newPost(ctx context.Context, url string, body any) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("build request for %s: %w", url, err)
+	}
+	for k, v := range Headers(ctx) {
+		req.Header[k] = append([]string(nil), v...)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// A sampling request with a fixed seed may be sent again: the nil

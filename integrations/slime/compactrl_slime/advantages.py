@@ -22,7 +22,13 @@ N_{>s} depends on the other segments of the rollout, which may sit in other
 micro-batches or on other ranks; the convert hook (convert.py) computes it
 where every sample is visible and carries it in the ``prompt`` key, which
 this function pops. Nothing else needs cross-sample data: the bootstrap is
-0 at every segment's end.
+0 at every segment's end. A padded sample (convert.py) carries
+[N_{>s}, chain]: GAE runs over the chain mask, and the advantages and
+returns are kept where the loss mask is 1 (0 elsewhere).
+
+It also replaces ``raw_reward`` by its per-rollout tail (see convert.py),
+so that slime's --log-passrate, which runs after this hook, sees one reward
+per rollout.
 """
 
 import torch
@@ -50,12 +56,16 @@ def lambda_for(l, alpha, fixed):
     return max(0.0, 1.0 - 1.0 / (alpha * l))
 
 
-def segment_advantages(values, loss_mask, reward, later, gamma, gl, scaled_returns=False):
+def segment_advantages(values, loss_mask, reward, later, gamma, gl, scaled_returns=False, chain=None):
     """One segment's cross-GAE: returns (advantages, returns) as float lists.
 
     values, loss_mask: per response token; reward: R at the last optimised
-    token; later: N_{>s}; gl: γλ. Mask-0 positions get 0 and 0.
+    token; later: N_{>s}; gl: γλ; chain: the tokens GAE runs over (default
+    loss_mask). Positions with loss mask 0 get 0 and 0.
     """
+    out_mask = loss_mask
+    if chain is not None:
+        loss_mask = chain
     n = len(loss_mask)
     if len(values) < n:
         raise ValueError(f"values has {len(values)} entries for a response of {n} tokens")
@@ -72,6 +82,9 @@ def segment_advantages(values, loss_mask, reward, later, gamma, gl, scaled_retur
         adv[i] = scale * gae
         ret[i] = ret_scale * gae + v
         next_v, r = v, 0.0
+    if out_mask is not loss_mask:
+        adv = [a if m else 0.0 for a, m in zip(adv, out_mask)]
+        ret = [x if m else 0.0 for x, m in zip(ret, out_mask)]
     return adv, ret
 
 
@@ -113,16 +126,30 @@ def cross_gae(args, rollout_data):
     alpha = float(_arg(args, "compactrl_gae_alpha"))
     fixed = float(getattr(args, "lambd", 1.0))
     scaled = bool(_arg(args, "compactrl_scaled_returns"))
+    _episode_raw_rewards(args, rollout_data)
     advs, rets = [], []
     for i, v in enumerate(values):
         gl = gamma * lambda_for(int(round(float(sums[i]))), alpha, fixed)
-        a, r = segment_advantages(_as_list(v), _as_list(masks[i]), float(rewards[i]), int(later[i]), gamma, gl, scaled)
+        carry, chain = later[i], None
+        if isinstance(carry, (list, tuple)):
+            carry, chain = carry[0], _as_list(carry[1])
+        a, r = segment_advantages(_as_list(v), _as_list(masks[i]), float(rewards[i]), int(carry), gamma, gl, scaled, chain)
         dtype = v.dtype if torch.is_tensor(v) else torch.float32
         device = v.device if torch.is_tensor(v) else "cpu"
         advs.append(torch.tensor(a, dtype=dtype, device=device))
         rets.append(torch.tensor(r, dtype=dtype, device=device))
     rollout_data["advantages"] = advs
     rollout_data["returns"] = rets
+
+
+def _episode_raw_rewards(args, rollout_data):
+    """raw_reward = per-sample rewards ⊕ one per rollout (convert.py): keep
+    the per-rollout tail for slime's pass-rate logging (process_rollout_data
+    has already taken the per-sample local_raw_reward)."""
+    raw = rollout_data.get("raw_reward")
+    n = int(getattr(args, "rollout_batch_size", 0) or 0) * int(getattr(args, "n_samples_per_prompt", 1) or 1)
+    if raw is not None and n and len(raw) > n:
+        rollout_data["raw_reward"] = list(raw[-n:])
 
 
 __all__ = ["cross_gae", "segment_advantages", "lambda_for", "DEFAULTS"]

@@ -26,8 +26,35 @@ copy of ``sample`` with:
 Masking (DESIGN.md §1): infra_error episodes, and overlong ones unless
 compactrl_mask_overlong is false, get remove_sample = True and all-zero
 loss masks: they train nothing and are never scored 0. An episode the
-service could not play at all (or an unreachable service after
-compactrl_retries attempts) comes back as one masked placeholder sample.
+service could not play because of the engine or the infrastructure (5xx
+other than 503, or the service unreachable after compactrl_retries
+attempts) comes back as one masked placeholder sample; the convert hook
+counts these and stops the run when their share of a rollout step passes
+compactrl_max_infra_fraction. A request the service rejects as invalid
+(400 and every other 4xx but 408 and 429: a misspelt agent field, an
+engine kind the service cannot serve, an unknown task) is a configuration
+mistake: RequestRejected is raised with the service's message, which ends
+slime's rollout and the run at the first occurrence.
+
+Sampling (slime's sampling_params, sglang_rollout.py:95-107 and 560-583
+for eval datasets): temperature, max_new_tokens and sampling_seed are sent
+to the service; every other option is either a no-op here (text-decoding
+options: the service returns token ids) or refused with ConfigError at the
+first call, before any episode is played (check_sampling): top_p < 1
+(slime's loss then needs the engine's per-token top-p token sets,
+rollout_top_p_token_ids/offsets, which the service does not return, and
+compactrl refuses top_p < 1 on SGLang: its log-probs are not the sampling
+distribution's), top_k, stop, stop_token_ids, custom_params, penalties,
+min_new_tokens.
+
+With evaluation=True (slime's eval rollouts) one Sample per episode is
+returned (the last segment, carrying the episode's reward and status), so
+slime's eval reward and --log-passrate count episodes, not segments.
+
+slime's session-affinity key (X-SMG-Routing-Key = sample.session_id under
+--router-policy consistent_hashing, sglang_rollout.py:196-200) is sent as
+the request's routing_key; the service sets the header on every engine call
+of the episode.
 
 Configuration (slime --custom-config-path YAML, set on args;
 slime/utils/arguments.py:2013-2019), defaults in DEFAULTS.
@@ -58,6 +85,7 @@ DEFAULTS = {
     "compactrl_timeout": 4 * 3600.0,  # seconds one episode may take
     "compactrl_retries": 20,  # attempts on 429/503/connection errors
     "compactrl_max_concurrency": 1024,  # threads for blocking HTTP calls
+    "compactrl_max_infra_fraction": 0.1,  # convert.py: the run stops past this share of infra-failed rollouts
 }
 
 
@@ -86,7 +114,70 @@ _EXECUTOR = _Executor()
 
 
 class ServiceError(Exception):
-    """The service answered with a status that retrying will not change."""
+    """An engine or infrastructure failure: the rollout is masked and counted."""
+
+
+class RequestRejected(Exception):
+    """The service rejected the request as invalid (4xx): a configuration
+    mistake. Not caught: it stops slime's rollout, and the run."""
+
+
+class ConfigError(ValueError):
+    """A slime setting the hooks cannot honour; raised before any episode is played."""
+
+
+# slime sampling_params keys (sglang_rollout.py:95-107, 560-583): what the
+# service receives, what is a no-op (text decoding: the service works in
+# token ids), and the neutral value of every other key (anything else is
+# refused).
+_SENT = {"temperature", "max_new_tokens", "sampling_seed", "top_p"}
+_TEXT_ONLY = {"skip_special_tokens", "no_stop_trim", "spaces_between_special_tokens"}
+_NEUTRAL = {  # besides None and empty containers
+    "top_k": (-1, 0),
+    "stop": (),
+    "stop_token_ids": (),
+    "custom_params": (),
+    "repetition_penalty": (1,),
+    "frequency_penalty": (0,),
+    "presence_penalty": (0,),
+    "min_new_tokens": (0,),
+    "min_p": (0,),
+}
+_WHY = {
+    "top_p": "slime's loss then needs the engine's top-p token sets (rollout_top_p_token_ids/offsets, "
+             "slime/ray/rollout.py:718-732), which compactrl serve does not return, and compactrl refuses top_p < 1 "
+             "on SGLang (its log-probs are not the sampling distribution's): use --rollout-top-p 1.0",
+    "top_k": "compactrl serve has no top_k: use --rollout-top-k -1",
+    "stop": "the agent loop decides where an action ends: leave --rollout-stop unset",
+    "stop_token_ids": "the agent loop decides where an action ends: leave --rollout-stop-token-ids unset",
+    "custom_params": "compactrl serve forwards no custom_params",
+}
+
+
+def _neutral(key, v):
+    if v is None or (isinstance(v, (str, list, tuple, dict)) and not v):
+        return True
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v in _NEUTRAL[key]
+
+
+def check_sampling(sampling_params):
+    """Raise ConfigError naming the first sampling option the hooks cannot
+    honour end to end (see the module doc)."""
+    for key in sorted(sampling_params):
+        v = sampling_params[key]
+        if key in _TEXT_ONLY:
+            continue
+        if key == "top_p":
+            if v is not None and float(v) != 1.0:
+                raise ConfigError(f"compactrl: sampling top_p={v} is refused: {_WHY['top_p']}")
+            continue
+        if key in _SENT:
+            continue
+        if key not in _NEUTRAL:
+            raise ConfigError(f"compactrl: sampling option {key}={v!r} is not supported by compactrl serve; remove it")
+        if not _neutral(key, v):
+            why = _WHY.get(key, "compactrl serve does not apply it; leave it at its default")
+            raise ConfigError(f"compactrl: sampling option {key}={v!r} is refused: {why}")
 
 
 def _service_urls(args):
@@ -114,6 +205,7 @@ def build_request(args, sample, sampling_params):
         "max_new_tokens": sampling_params.get("max_new_tokens"),
         "seed": sampling_params.get("sampling_seed"),
     }
+    check_sampling(sampling_params)
     body = {
         "task_id": str(task_id),
         "engine": {"url": engine_url, "kind": _arg(args, "compactrl_engine_kind"), "model": _arg(args, "compactrl_engine_model")},
@@ -121,6 +213,9 @@ def build_request(args, sample, sampling_params):
         "agent": dict(_arg(args, "compactrl_agent") or {}),
         "rollout_id": int(sample.index),
     }
+    # slime's session affinity (sglang_rollout.py:196-200): same key, same rule.
+    if sample.session_id and getattr(args, "router_policy", None) == "consistent_hashing":
+        body["routing_key"] = str(sample.session_id)
     return body
 
 
@@ -171,8 +266,12 @@ async def post_rollout(args, body):
     for attempt in range(max(retries, 1)):
         url = urls[(body["rollout_id"] + attempt) % len(urls)]
         call = _Call(url, body, float(_arg(args, "compactrl_timeout")))
+        fut = loop.run_in_executor(pool, call.run)
+        # After a cancel the call fails on its shut-down socket; retrieve that
+        # error so asyncio does not log "Future exception was never retrieved".
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
-            status, retry_after, raw = await asyncio.shield(loop.run_in_executor(pool, call.run))
+            status, retry_after, raw = await asyncio.shield(fut)
         except asyncio.CancelledError:
             call.cancel()
             raise
@@ -187,7 +286,15 @@ async def post_rollout(args, body):
             delay = float(retry_after) if retry_after and retry_after.isdigit() else 1.0
             await asyncio.sleep(delay)
             continue
-        raise ServiceError(f"{url}: status {status}: {raw[:500].decode(errors='replace')}")
+        text = raw[:2000].decode(errors="replace")
+        if 400 <= status < 500 and status != 408:
+            try:
+                text = json.loads(raw).get("error", text)
+            except (ValueError, AttributeError):
+                pass
+            raise RequestRejected(f"compactrl serve {url} rejected rollout {body['rollout_id']} "
+                                  f"(task {body['task_id']!r}) with {status}: {text}")
+        raise ServiceError(f"{url}: status {status}: {text[:500]}")
     raise ServiceError(f"no answer after {retries} attempts: {last}")
 
 
@@ -207,8 +314,9 @@ def _placeholder(sample, why):
     return [s]
 
 
-def samples_from_response(args, sample, resp):
-    """The service's answer as slime Samples (see the module doc)."""
+def samples_from_response(args, sample, resp, evaluation=False):
+    """The service's answer as slime Samples (see the module doc); with
+    evaluation, only the last segment (one Sample per episode)."""
     status_cls = type(sample).Status
     ep_status = resp["status"]
     masked = ep_status == "infra_error" or (ep_status == "overlong" and bool(_arg(args, "compactrl_mask_overlong")))
@@ -237,6 +345,10 @@ def samples_from_response(args, sample, resp):
         if resp.get("error"):
             s.metadata[META_KEY]["error"] = resp["error"]
         out.append(s)
+    if evaluation:
+        last = out[-1]
+        last.reward = float(resp.get("reward", 0.0))  # eval reports the episode's reward, masked or not
+        return [last]
     return out
 
 
@@ -246,6 +358,7 @@ async def generate(args, sample, sampling_params, evaluation=False):
     try:
         resp = await post_rollout(args, body)
     except ServiceError as e:
-        logger.warning("compactrl: rollout %s of task %s masked: %s", body["rollout_id"], body["task_id"], e)
+        logger.warning("compactrl: rollout %s of task %s masked (engine/infrastructure): %s",
+                       body["rollout_id"], body["task_id"], e)
         return _placeholder(sample, str(e))
-    return samples_from_response(args, sample, resp)
+    return samples_from_response(args, sample, resp, evaluation=evaluation)

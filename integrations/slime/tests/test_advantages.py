@@ -64,7 +64,7 @@ class CrossGAEMatchesCompactrl(unittest.TestCase):
         rng = random.Random(seed)
         eps = [random_episode(rng, n) for n in range(40)]
         ref = reference(eps, cli_extra)
-        args = types.SimpleNamespace(gamma=1.0, lambd=1.0, kl_coef=0.0, **args_extra)
+        args = types.SimpleNamespace(gamma=1.0, lambd=1.0, kl_coef=0.0, compactrl_max_infra_fraction=1.0, **args_extra)
         samples, values = [], []
         for rid, ep in enumerate(eps):
             proto = Sample(index=rid, group_index=rid, metadata={"task_id": "t"})
@@ -117,7 +117,7 @@ class CrossGAEMatchesCompactrl(unittest.TestCase):
             rng = random.Random(seed)
             eps = [random_episode(rng, n) for n in range(20)]
             ref = reference(eps, ["--lambda", "0.95", "--gamma", "0.99", "--scaled-returns"])
-            a = types.SimpleNamespace(kl_coef=0.0, **rng_args, **args)
+            a = types.SimpleNamespace(kl_coef=0.0, compactrl_max_infra_fraction=1.0, **rng_args, **args)
             samples, values = [], []
             for rid, ep in enumerate(eps):
                 for s in generate.samples_from_response(a, Sample(index=rid, metadata={"task_id": "t"}), service_answer(ep, rid)):

@@ -72,13 +72,18 @@ class GenerateAgainstService(unittest.TestCase):
         advantages.cross_gae(args, rd)
         self.assertEqual([len(a) for a in rd["advantages"]], data["response_lengths"])
 
-    def test_unknown_task_is_masked_placeholder(self):
+    def test_rejected_request_stops(self):
+        # a 400 is a configuration mistake: raised with the service's message
         sample = Sample(index=5, metadata={"task_id": "no-such-task"})
-        out = asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS)))
+        with self.assertRaisesRegex(generate.RequestRejected, "no-such-task"):
+            asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS)))
+        with self.assertRaisesRegex(generate.RequestRejected, "kontext"):
+            asyncio.run(generate.generate(slime_args(compactrl_agent={"kontext": 5}), Sample(index=6, metadata={"task_id": "tiny"}), dict(PARAMS)))
+
+    def test_eval_returns_one_sample_per_episode(self):
+        sample = Sample(index=8, metadata={"task_id": "tiny"})
+        out = asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS), evaluation=True))
         self.assertEqual(len(out), 1)
-        self.assertTrue(out[0].remove_sample)
-        self.assertEqual(out[0].status, Sample.Status.FAILED)
-        self.assertIn("task_id", out[0].metadata[convert.META_KEY]["error"])
 
     def test_cancel_disconnects(self):
         before = metric('compactrl_episodes_finished_total{status="cancelled"}')
