@@ -25,6 +25,7 @@ package swebench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -42,8 +43,24 @@ type Instance struct {
 	TestPatch        string   `json:"test_patch"` // applied before the tests run
 	FailToPass       TestList `json:"FAIL_TO_PASS"`
 	PassToPass       TestList `json:"PASS_TO_PASS"`
-	Version          string   `json:"version,omitempty"`
+	Version          string   `json:"version,omitempty"` // a number in the row is kept as written
 	HintsText        string   `json:"hints_text,omitempty"`
+	// EnvironmentSetupCommit and CreatedAt are kept for the record: the
+	// environment they describe is the instance's image.
+	EnvironmentSetupCommit string `json:"environment_setup_commit,omitempty"`
+	CreatedAt              string `json:"created_at,omitempty"`
+
+	// Image is the dataset's image column ("image", else "image_name",
+	// else "docker_image"), where a dataset has one: the instance's
+	// environment, tried before the harness's image names.
+	Image string `json:"image,omitempty"`
+	// EvalScript is the dataset's eval_script column, where a dataset has
+	// one: run instead of the script built as the harness builds it.
+	EvalScript string `json:"eval_script,omitempty"`
+
+	// Columns holds every column of the row as it came (the fields above
+	// included), for columns this package does not read.
+	Columns map[string]json.RawMessage `json:"-"`
 
 	// TestCmd runs one test: "{test}" is replaced by the shell-quoted test
 	// id (appended when absent). A test passes when the command exits 0.
@@ -51,6 +68,45 @@ type Instance struct {
 	// RepoPath is the local repository (absolute, or relative to the
 	// repositories directory); default: see Options.ReposDir.
 	RepoPath string `json:"repo_path,omitempty"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler: the fields above from a row
+// of a published SWE-bench file or a Hugging Face dataset as it comes,
+// every column kept in Columns.
+func (in *Instance) UnmarshalJSON(b []byte) error {
+	var cols map[string]json.RawMessage
+	if err := json.Unmarshal(b, &cols); err != nil {
+		return err
+	}
+	type plain Instance
+	aux := struct {
+		*plain
+		Version     json.RawMessage `json:"version"`
+		ImageName   string          `json:"image_name"`
+		DockerImage string          `json:"docker_image"`
+	}{plain: (*plain)(in)}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	in.Version = ""
+	if v := bytes.TrimSpace(aux.Version); len(v) > 0 && string(v) != "null" {
+		if v[0] == '"' {
+			if err := json.Unmarshal(v, &in.Version); err != nil {
+				return fmt.Errorf("version: %w", err)
+			}
+		} else {
+			var n json.Number
+			if err := json.Unmarshal(v, &n); err != nil {
+				return fmt.Errorf("version must be a string or a number: %s", truncate(string(v), 40))
+			}
+			in.Version = n.String()
+		}
+	}
+	if in.Image == "" {
+		in.Image = cmp.Or(aux.ImageName, aux.DockerImage)
+	}
+	in.Columns = cols
+	return nil
 }
 
 // TestList is a list of test ids; in JSON either a list or a string holding
