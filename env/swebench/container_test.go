@@ -85,6 +85,13 @@ func play(t *testing.T, c sandbox.Container, inst Instance, image string, replie
 		t.Fatal("episode did not end at submit")
 	}
 	rep := e.Report()
+	if dir := os.Getenv("COMPACTRL_SWE_RECORD_LOGS"); dir != "" {
+		// Records the test logs for testdata/harness/cases.json.
+		name := strings.NewReplacer("/", "_").Replace(t.Name())
+		if err := os.WriteFile(dir+"/"+name+".log", []byte(rep.Log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if t.Failed() || (rep.Resolved != (st.reward == 1)) {
 		t.Logf("observation: %s\nlog tail: %s", st.obs, tailString(rep.Log, 3000))
 	}

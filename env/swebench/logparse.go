@@ -285,7 +285,8 @@ func parseMatplotlib(log string) map[string]string {
 }
 
 // LogsEval is the harness's get_logs_eval (swebench/harness/grading.py) on
-// a test log: no statuses and found false when the log holds one of the
+// a test log, read as the harness reads its log file (\r\n and \r as
+// line ends): no statuses and found false when the log holds one of the
 // harness's failure markers or lacks the start/end markers; otherwise the
 // repository's parser on the text between the markers, or on the whole log
 // when that finds nothing.
@@ -294,6 +295,9 @@ func LogsEval(repo, log string) (status map[string]string, found bool) {
 	if parse == nil {
 		return map[string]string{}, false
 	}
+	// The harness reads the log back in text mode: universal newlines.
+	log = strings.ReplaceAll(log, "\r\n", "\n")
+	log = strings.ReplaceAll(log, "\r", "\n")
 	for _, bad := range []string{applyPatchFail, resetFailed, testsError, testsTimeout} {
 		if strings.Contains(log, bad) {
 			return map[string]string{}, false
