@@ -182,3 +182,46 @@ func TestHarnessParityLive(t *testing.T) {
 		t.Errorf("harness_specs.json differs from dump_specs.py's output: regenerate it")
 	}
 }
+
+func TestHarnessImageNames(t *testing.T) {
+	for _, c := range []struct{ id, ns, want string }{
+		{"django__django-11099", "swebench", "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"},
+		{"Sphinx-Doc__sphinx-10323", "none", "sweb.eval.x86_64.sphinx-doc__sphinx-10323:latest"},
+		{"pallets__flask-5014", "", "sweb.eval.x86_64.pallets__flask-5014:latest"},
+	} {
+		if got := HarnessImage(c.id, c.ns, ""); got != c.want {
+			t.Errorf("HarnessImage(%q, %q) = %q, want %q", c.id, c.ns, got, c.want)
+		}
+	}
+	inst := Instance{InstanceID: "a__b-1", Image: "img:1"}
+	if got := ImageCandidates(&inst, "", ""); !reflect.DeepEqual(got, []string{"img:1", "swebench/sweb.eval.x86_64.a_1776_b-1:latest", "sweb.eval.x86_64.a__b-1:latest"}) {
+		t.Errorf("ImageCandidates = %v", got)
+	}
+	if got := ImageCandidates(&inst, "over:2", ""); !reflect.DeepEqual(got, []string{"over:2"}) {
+		t.Errorf("ImageCandidates with override = %v", got)
+	}
+}
+
+// TestInstanceRowColumns: a Hugging Face row as it comes — JSON-encoded
+// test lists, a numeric version, extra columns, image_name — loads with
+// every column kept.
+func TestInstanceRowColumns(t *testing.T) {
+	row := `{"instance_id":"a__b-1","repo":"a/b","base_commit":"c","problem_statement":"p","version":3.10,` +
+		`"FAIL_TO_PASS":"[\"t1\", \"t 2\"]","PASS_TO_PASS":[],"difficulty":"<15 min fix","image_name":"x/y:z"}`
+	var in Instance
+	if err := json.Unmarshal([]byte(row), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Version != "3.10" || in.Image != "x/y:z" || !reflect.DeepEqual([]string(in.FailToPass), []string{"t1", "t 2"}) || len(in.PassToPass) != 0 {
+		t.Errorf("instance = %+v", in)
+	}
+	if string(in.Columns["difficulty"]) != `"<15 min fix"` || len(in.Columns) != 9 {
+		t.Errorf("columns = %v", in.Columns)
+	}
+	if err := LocalRefusal(&Instance{InstanceID: "d", Repo: "django/django"}); err == nil || !strings.Contains(err.Error(), "runtests.py") {
+		t.Errorf("LocalRefusal(django) = %v", err)
+	}
+	if err := LocalRefusal(&Instance{InstanceID: "x", Repo: "acme/calc"}); err != nil {
+		t.Errorf("LocalRefusal(acme/calc) = %v", err)
+	}
+}

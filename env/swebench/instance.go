@@ -1,25 +1,51 @@
-// Package swebench runs SWE-bench instances against local git repositories
-// as agent.Environments, confined by package sandbox.
+// Package swebench runs SWE-bench instances as agent.Environments, in one
+// of two modes chosen by Options.Runner.
 //
-// Data flow of one episode:
+// Container mode (a sandbox.Container runner: podman or docker) runs an
+// instance the way the official harness (the `swebench` package of
+// SWE-bench/SWE-bench, release HarnessVersion) runs it:
 //
-//	LoadInstances(file.jsonl) → New(inst, opts).Reset: the instance's local
-//	repository cloned into a fresh workspace at base_commit, seen by the
-//	agent at /app; the task is prompts/task.tmpl (embedded; Options.TaskTemplate
-//	replaces it) rendered for the instance → Step(reply), shelltask.Shell.Step:
-//	the shell-action language of env/shelltask (one ```bash block,
-//	<submit/>) → submit: the model's patch is the reply's
-//	```diff block if it has one, else `git diff` of the workspace against
-//	base_commit (untracked files included) → a fresh clone at base_commit,
-//	the model's patch applied (git apply, then git apply --3way, then
-//	patch --fuzz=5), files touched by test_patch reset to base and
-//	test_patch applied, every FAIL_TO_PASS and PASS_TO_PASS test run in a
-//	new sandbox → reward 1 (resolved) only if all of them pass, else 0.
+//	LoadInstances(rows as they come from a published file or a Hugging
+//	Face dataset: FAIL_TO_PASS/PASS_TO_PASS as lists or JSON-encoded
+//	strings, every column kept in Instance.Columns) → New(inst, opts).Reset:
+//	a container of the instance's image (ResolveImage: Options.Image, else
+//	the row's image column, else the harness's names
+//	swebench/sweb.eval.x86_64.<id, "__" as "_1776_">:latest and
+//	sweb.eval.x86_64.<id>:latest; a missing image is ErrImageMissing naming
+//	them), the agent's shell in /testbed with the testbed environment
+//	active (source /opt/miniconda3/bin/activate; conda activate testbed) →
+//	Step: the shell-action language of env/shelltask → submit: the model's
+//	patch is the reply's ```diff block, else the agent's change (git add -A
+//	against /testbed's starting commit, text diff, binary files left out)
+//	→ the agent's container removed; a fresh container of the same image:
+//	the patch applied by the harness's apply commands, the eval script
+//	(EvalScript: the row's eval_script, else built as the harness builds it
+//	for the repository and version — test files reset to base_commit,
+//	test_patch applied, the version's test_cmd on the test files between
+//	start/end markers), its log graded by the repository's log parser and
+//	the harness's FAIL_TO_PASS/PASS_TO_PASS rules (GradeLog: PASSED and
+//	XFAIL pass; FAILED, ERROR and missing tests fail; skipped tests count
+//	neither way; ids are what the parser reads, cut at spaces) → reward 1
+//	only for RESOLVED_FULL. The verdict comes from the parsed per-test
+//	statuses, never from an exit status: a patch that forces the runner's
+//	exit status to 0 resolves nothing. Like the harness, it trusts test
+//	names the log prints: a patch whose code prints fake "PASSED id" lines
+//	in the test run could fool both.
 //
-// Tests run one at a time, each with its own command (see TestCommand): an
-// instance may carry a test_cmd extension; otherwise Go repositories (go.mod)
-// use `go test -run`, Python ones `python3 -m pytest` when pytest is present
-// in the sandbox, else `python3 -m unittest`.
+// The harness's per-repository data (test commands, eval commands,
+// install commands, log parser names) is harness_specs.json, dumped from
+// the pinned package by testdata/harness/dump_specs.py; the parity tests
+// compare eval scripts, parsing and grading with the package's own
+// functions (testdata/harness/parity.py, golden.json).
+//
+// The local-repository mode (any other runner, bubblewrap by default)
+// clones a local git repository at base_commit into a workspace the agent
+// sees at /app, and grades by running each test id on the host's tools in
+// a sandbox, its exit status the verdict (see TestCommand): it reproduces
+// neither an instance's environment nor the harness's runner and log
+// grading, so it refuses instances of the harness's repositories
+// (LocalRefusal) and serves custom instances (a test_cmd extension, or a
+// repository the harness does not know).
 package swebench
 
 import (
