@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -228,6 +229,9 @@ func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped
 		return err
 	}
 	printResults(e.stdout, res)
+	if o.policy == "oracle" {
+		printOracleFailures(e.stdout, res)
+	}
 	if rerr == nil {
 		rerr = infraOutcome(res.Episodes, res.InfraError+res.VerifierError)
 	}
@@ -235,6 +239,54 @@ func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped
 		rerr = &exitError{exitSomeSkipped, fmt.Sprintf("%d tasks were skipped (not loadable or not runnable here; see results.json's skipped)", len(skipped))}
 	}
 	return rerr
+}
+
+// printOracleFailures lists the tasks whose own solution (the gold patch of
+// a SWE-bench instance) did not succeed on every attempt, and those
+// skipped, so an environment can be validated before training.
+func printOracleFailures(w io.Writer, res results) {
+	var bad []string
+	for _, t := range res.Tasks {
+		if t.Successes == t.Attempts {
+			continue
+		}
+		why := ""
+		for _, v := range t.Episodes {
+			if !v.Success {
+				why = cmp.Or(v.Error, v.RewardNote, v.Detail)
+				break
+			}
+		}
+		bad = append(bad, fmt.Sprintf("  %s (%d/%d; %s): %s", t.Task, t.Successes, t.Attempts, statusList(t.Statuses), oneLine(why, 300)))
+	}
+	for _, s := range res.Skipped {
+		bad = append(bad, fmt.Sprintf("  %s (skipped): %s", s.Task, oneLine(s.Reason, 300)))
+	}
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "oracle: the solution resolves all %d tasks\n", len(res.Tasks))
+		return
+	}
+	fmt.Fprintf(w, "oracle: %d of %d tasks are not resolved by their own solution (gold patch), or could not run:\n%s\n", len(bad), len(res.Tasks)+len(res.Skipped), strings.Join(bad, "\n"))
+}
+
+func statusList(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(keys, " ")
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
 }
 
 // jobs are the episodes of every attempt at every task, and the
@@ -278,6 +330,10 @@ type taskSource struct {
 	cmdTimeout, agentTimeout time.Duration
 	cache                    string
 	keep, noHint, network    bool
+	// SWE-bench in containers: instance id → image (--image-map), and
+	// the harness's image namespace (--swebench-namespace).
+	imageMap  map[string]string
+	namespace string
 	// workRoot is where episode workspaces go ("": the system's temporary
 	// directory); set once the run directory exists, read per episode.
 	workRoot *string
@@ -361,15 +417,36 @@ func (s taskSource) loadSWEBench(path string) ([]evalTask, []skippedTask, error)
 	if s.repos == "" {
 		s.repos = filepath.Dir(path)
 	}
+	c, container := s.runner.(sandbox.Container)
 	var tasks []evalTask
 	var skipped []skippedTask
 	for _, in := range insts {
-		if _, err := swebench.RepoDir(&in, s.repos); err != nil {
-			skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
-			continue
-		}
 		opts := swebench.Options{Runner: s.runner, Limits: s.limits, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
-			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network}
+			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network, Namespace: s.namespace}
+		if container {
+			// The harness's way: the instance's image, its eval script. An
+			// instance whose image or harness spec is missing is skipped
+			// with the reason (the images tried), never scored.
+			if _, err := swebench.EvalScript(&in); err != nil {
+				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
+				continue
+			}
+			image, err := swebench.ResolveImage(context.Background(), c, &in, s.imageMap[in.InstanceID], s.namespace)
+			if err != nil {
+				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
+				continue
+			}
+			opts.Image = image
+		} else {
+			if err := swebench.LocalRefusal(&in); err != nil {
+				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
+				continue
+			}
+			if _, err := swebench.RepoDir(&in, s.repos); err != nil {
+				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
+				continue
+			}
+		}
 		tasks = append(tasks, evalTask{name: in.InstanceID, newEnv: func(bool) agent.Environment {
 			o := opts
 			o.WorkRoot = s.root()

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/compactrl/compactrl/env/swebench"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
@@ -23,6 +25,7 @@ type taskFlags struct {
 	procs                 int
 	network, keep, noHint bool
 	binds                 stringList
+	imageMap, namespace   string
 }
 
 func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
@@ -31,6 +34,8 @@ func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
 	fs.BoolVar(&f.noHint, "no-format-hint", false, "do not append the action-format hint to each task")
 	fs.StringVar(&f.runner, "runner", "bwrap", "sandbox: bwrap, docker or podman")
 	fs.StringVar(&f.image, "image", "", "docker/podman: image for tasks without [environment] docker_image")
+	fs.StringVar(&f.imageMap, "image-map", "", "SWE-bench with docker/podman: JSON file of {\"instance_id\": \"image\"} overriding the instance images (default: the row's image column, then the harness's names)")
+	fs.StringVar(&f.namespace, "swebench-namespace", swebench.DefaultNamespace, "SWE-bench with docker/podman: namespace of the harness's image names (\"none\": its local build names)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", 120*time.Second, "limit of one command")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
 	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
@@ -83,8 +88,17 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 // runnable task is an error.
 func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]evalTask, []skippedTask, error) {
 	src := taskSource{limits: limits, runner: r, image: f.image, repos: f.repos, cmdTimeout: f.cmdTimeout, agentTimeout: f.agentTimeout,
-		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot,
+		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot, namespace: f.namespace,
 		warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) }}
+	if f.imageMap != "" {
+		b, err := os.ReadFile(f.imageMap)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--image-map: %w", err)
+		}
+		if err := json.Unmarshal(b, &src.imageMap); err != nil {
+			return nil, nil, fmt.Errorf("--image-map %s: want a JSON object of instance id to image: %w", f.imageMap, err)
+		}
+	}
 	tasks, skipped, err := src.load(f.tasks)
 	if err != nil {
 		return nil, nil, err

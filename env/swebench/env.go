@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"text/template"
 	"time"
@@ -22,7 +23,19 @@ import (
 
 // Options configure an Env. Zero values take the documented defaults.
 type Options struct {
-	Runner sandbox.Runner // default sandbox.Bubblewrap{}
+	// Runner is the sandbox: a sandbox.Container selects container mode
+	// (the instance's image, the harness's eval script and grading); any
+	// other runner, the local-repository mode. Default sandbox.Bubblewrap{}.
+	Runner sandbox.Runner
+	// Image is the instance's image in container mode (an --image-map
+	// entry); "" tries ImageCandidates.
+	Image string
+	// Namespace of the harness's image names (default DefaultNamespace;
+	// "none": the names of images the harness built locally).
+	Namespace string
+	// EvalTimeout bounds the eval script in container mode; default
+	// DefaultEvalTimeout.
+	EvalTimeout time.Duration
 	// ReposDir holds the local repositories: an instance's repository is
 	// its repo_path, else ReposDir/<owner>__<name>, ReposDir/<owner>/<name>
 	// or ReposDir/<name>, the first that is a git repository.
@@ -30,7 +43,7 @@ type Options struct {
 	Limits         sandbox.Limits
 	CommandTimeout time.Duration // per action; default shelltask.DefaultCommandTimeout
 	AgentTimeout   time.Duration // whole agent phase; default 30 min
-	TestTimeout    time.Duration // per test id; default 300 s
+	TestTimeout    time.Duration // local mode: per test id; default 300 s
 	WorkRoot       string        // parent of the workspaces; default os.TempDir()
 	KeepWorkspace  bool
 	NoFormatHint   bool
@@ -47,12 +60,33 @@ type Options struct {
 
 // Report is the verdict of one evaluation.
 type Report struct {
-	PatchApplied bool            `json:"patch_applied"`
-	ApplyMethod  string          `json:"apply_method,omitempty"`
-	PatchBytes   int             `json:"patch_bytes"`
-	FailToPass   map[string]bool `json:"fail_to_pass"`
-	PassToPass   map[string]bool `json:"pass_to_pass"`
-	Resolved     bool            `json:"resolved"`
+	Mode         string `json:"mode"`            // "container" or "local"
+	Image        string `json:"image,omitempty"` // container mode
+	PatchApplied bool   `json:"patch_applied"`
+	ApplyMethod  string `json:"apply_method,omitempty"`
+	PatchBytes   int    `json:"patch_bytes"`
+	// BinaryExcluded are files of the agent's change left out of the patch
+	// (binary; container mode).
+	BinaryExcluded []string `json:"binary_excluded,omitempty"`
+	// FailToPass and PassToPass: true for a test that succeeded, false for
+	// one that failed; in container mode a test the harness grades as
+	// neither (skipped) is absent.
+	FailToPass map[string]bool `json:"fail_to_pass"`
+	PassToPass map[string]bool `json:"pass_to_pass"`
+	Resolved   bool            `json:"resolved"`
+
+	// Container mode: the harness's resolution status, whether the log had
+	// test output it grades, the per-test statuses the repository's log
+	// parser read, the graded lists, the test log, and why a patch
+	// resolved nothing when it is not the tests (a patch that did not
+	// apply, a timeout, an empty patch).
+	Resolution string            `json:"resolution,omitempty"`
+	LogFound   bool              `json:"log_found,omitempty"`
+	TimedOut   bool              `json:"timed_out,omitempty"`
+	TestStatus map[string]string `json:"test_status,omitempty"`
+	Tests      *TestsReport      `json:"tests_status,omitempty"`
+	Note       string            `json:"note,omitempty"`
+	Log        string            `json:"-"`
 }
 
 // Env is one SWE-bench instance as an agent.Environment (one Env per
@@ -63,6 +97,7 @@ type Env struct {
 	sh   *shelltask.Shell // workspace (app/ and the evaluation's), agent shell, metrics
 
 	src    string // the local repository
+	boxEp  *containerEpisode
 	report Report
 }
 
@@ -153,9 +188,57 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	if err := e.Close(); err != nil {
 		return "", fmt.Errorf("instance %s: previous episode: %w", e.inst.InstanceID, err)
 	}
+	e.report = Report{}
+	workdir := sandbox.AppDir
+	if c, ok := e.container(); ok {
+		if err := e.resetContainer(ctx, c); err != nil {
+			return "", err
+		}
+		workdir = Testbed
+	} else if err := e.resetLocal(ctx); err != nil {
+		return "", err
+	}
+	task, err := e.task(workdir)
+	if err != nil {
+		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+	}
+	if !e.opts.NoFormatHint {
+		task += "\n\n" + cmp.Or(e.opts.FormatHint, shelltask.FormatHint())
+	}
+	return task, nil
+}
+
+// LocalRefusal says why the local-repository mode cannot grade inst: it
+// runs each test id on the host's tools in a bubblewrap sandbox and takes
+// its exit status as the verdict, so it matches neither the per-instance
+// environment (Python version, installed dependencies, compiled code) nor
+// the test runner and log grading of the official harness. An instance of
+// a repository the harness knows (Django and SymPy, whose runners it
+// cannot run at all, among them) must run in container mode; nil for
+// other repositories, or an instance that names its own test_cmd.
+func LocalRefusal(inst *Instance) error {
+	if inst.TestCmd != "" || ParserName(inst.Repo) == "" {
+		return nil
+	}
+	why := "its environment (the instance's image) and the harness's test command and log grading"
+	switch inst.Repo {
+	case "django/django":
+		why = "Django's tests/runtests.py in the instance's environment, graded from its log"
+	case "sympy/sympy":
+		why = "SymPy's bin/test in the instance's environment, graded from its log"
+	}
+	return fmt.Errorf("instance %s: %s is an official SWE-bench repository; grading it needs %s, which the local-repository mode cannot reproduce: run it with --runner podman (or docker) and the instance's image", inst.InstanceID, inst.Repo, why)
+}
+
+// resetLocal starts the local-repository mode's episode: a clone of the
+// local repository at base_commit, the agent at /app.
+func (e *Env) resetLocal(ctx context.Context) error {
+	if err := LocalRefusal(&e.inst); err != nil {
+		return err
+	}
 	src, err := RepoDir(&e.inst, e.opts.ReposDir)
 	if err != nil {
-		return "", err
+		return err
 	}
 	e.src = src
 	disk := e.opts.Limits.DiskBytes
@@ -164,25 +247,13 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	}
 	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-", disk)
 	if err != nil {
-		return "", err
+		return err
 	}
 	app := filepath.Join(ws, "app")
 	if err := checkout(ctx, src, app, e.inst.BaseCommit); err != nil {
-		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+		return fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
 	}
-	err = e.sh.Start(ctx, sandbox.Spec{Workdir: app, Mounts: shelltask.CacheMounts(e.opts.CacheDir), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network}, e.opts.AgentTimeout)
-	if err != nil {
-		return "", err
-	}
-	e.report = Report{}
-	task, err := e.task()
-	if err != nil {
-		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
-	}
-	if !e.opts.NoFormatHint {
-		task += "\n\n" + cmp.Or(e.opts.FormatHint, shelltask.FormatHint())
-	}
-	return task, nil
+	return e.sh.Start(ctx, sandbox.Spec{Workdir: app, Mounts: shelltask.CacheMounts(e.opts.CacheDir), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network}, e.opts.AgentTimeout)
 }
 
 // taskFile is the task template, prompts/task.tmpl; the file ends with
@@ -198,10 +269,13 @@ type TaskData struct {
 	ProblemStatement string
 	Repo             string // owner/name
 	Commit           string // base_commit, its first 12 characters
+	// Workdir is where the agent finds the repository: /testbed in
+	// container mode, /app in the local-repository mode.
+	Workdir string
 }
 
 // task renders the task template for the instance.
-func (e *Env) task() (string, error) {
+func (e *Env) task(workdir string) (string, error) {
 	src := cmp.Or(e.opts.TaskTemplate, strings.TrimSuffix(taskFile, "\n"))
 	t, err := template.New("task").Parse(src)
 	if err != nil {
@@ -212,7 +286,7 @@ func (e *Env) task() (string, error) {
 		short = short[:12]
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, TaskData{strings.TrimSpace(e.inst.ProblemStatement), e.inst.Repo, short}); err != nil {
+	if err := t.Execute(&b, TaskData{strings.TrimSpace(e.inst.ProblemStatement), e.inst.Repo, short, workdir}); err != nil {
 		return "", fmt.Errorf("task template: %w", err)
 	}
 	return b.String(), nil
@@ -236,6 +310,13 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 func (e *Env) finish(ctx context.Context, a shelltask.Action, obs string) (agent.Step, error) {
 	defer e.sh.Cleanup()
 	patch := a.Patch
+	if e.boxEp != nil {
+		rep, err := e.finishContainer(ctx, patch)
+		if err != nil {
+			return agent.Step{}, fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+		}
+		return e.verdict(rep, obs), nil
+	}
 	if patch == "" {
 		var err error
 		if patch, err = e.workspaceDiff(ctx); err != nil {
@@ -246,15 +327,43 @@ func (e *Env) finish(ctx context.Context, a shelltask.Action, obs string) (agent
 	if err != nil {
 		return agent.Step{}, fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
 	}
+	rep.Mode = "local"
+	return e.verdict(rep, obs), nil
+}
+
+// verdict records rep and ends the episode: reward 1 when resolved.
+func (e *Env) verdict(rep Report, obs string) agent.Step {
 	e.report = rep
-	reward := 0.0
-	if rep.Resolved {
-		reward = 1
-	}
 	if obs != "" {
 		obs += "\n"
 	}
-	return agent.Step{Done: true, Reward: reward, Observation: obs + fmt.Sprintf("[submitted; resolved: %v]", rep.Resolved)}, nil
+	obs += fmt.Sprintf("[submitted; resolved: %v]", rep.Resolved)
+	if rep.Resolution != "" {
+		obs += fmt.Sprintf("\n[%s; FAIL_TO_PASS %s; PASS_TO_PASS %s]", rep.Resolution, count(rep.FailToPass, len(e.inst.FailToPass)), count(rep.PassToPass, len(e.inst.PassToPass)))
+	}
+	if rep.Note != "" {
+		obs += "\n[" + rep.Note + "]"
+	}
+	return agent.Step{Done: true, Reward: float64(boolMetric(rep.Resolved)), Observation: obs}
+}
+
+// count is "passed/total" of a graded list, with the failures named.
+func count(m map[string]bool, total int) string {
+	passed := 0
+	var failed []string
+	for id, ok := range m {
+		if ok {
+			passed++
+		} else {
+			failed = append(failed, id)
+		}
+	}
+	s := fmt.Sprintf("%d/%d", passed, total)
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		s += " failing: " + truncate(strings.Join(failed, ", "), 400)
+	}
+	return s
 }
 
 // maxPatchBytes bounds the model's patch.
@@ -541,4 +650,4 @@ func (e *Env) Metrics() map[string]float64 { return e.sh.Metrics() }
 
 // Close ends the episode early (if running) and removes the workspace
 // unless KeepWorkspace; see shelltask.Shell.Close.
-func (e *Env) Close() error { return e.sh.Close() }
+func (e *Env) Close() error { return errors.Join(e.sh.Close(), e.closeBox()) }

@@ -261,7 +261,7 @@ func TestTaskTemplate(t *testing.T) {
 		{"unknown field", "{{.Nope}}", "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := New(inst, Options{TaskTemplate: c.tmpl}).task()
+			got, err := New(inst, Options{TaskTemplate: c.tmpl}).task(sandbox.AppDir)
 			if (err == nil) != c.ok || got != c.want {
 				t.Errorf("task() = %q, %v; want %q (ok %v)", got, err, c.want, c.ok)
 			}

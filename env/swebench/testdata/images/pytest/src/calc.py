@@ -1,0 +1,7 @@
+def clamp(x, lo, hi):
+    """Return x limited to [lo, hi]."""
+    return max(lo, x)
+
+
+def shout(s):
+    return s.upper()
