@@ -11,6 +11,6 @@ if podman image exists "$image"; then
 fi
 rootfs=$(mktemp -d)
 trap 'rm -rf "$rootfs"' EXIT
-debootstrap --variant=minbase --include=python3,procps,ca-certificates bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
+debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,procps,curl,ca-certificates bookworm "$rootfs" http://deb.debian.org/debian >/dev/null
 tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
 echo "base image $image built"

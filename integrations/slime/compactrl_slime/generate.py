@@ -20,10 +20,10 @@ copy of ``sample`` with:
                         slime's reward model is not called,
                         sglang_rollout.py:275-279)
     status            = COMPLETED (ok, format_error), TRUNCATED (overlong),
-                        FAILED (infra_error)
+                        FAILED (infra_error, verifier_error)
     metadata["compactrl"] = {segment_index, num_segments, kind, episode_status, task_id}
 
-Masking (DESIGN.md §1): infra_error episodes, and overlong ones unless
+Masking: infra_error and verifier_error episodes, and overlong ones unless
 compactrl_mask_overlong is false, get remove_sample = True and all-zero
 loss masks: they train nothing and are never scored 0. An episode the
 service could not play because of the engine or the infrastructure (5xx
@@ -319,12 +319,13 @@ def samples_from_response(args, sample, resp, evaluation=False):
     evaluation, only the last segment (one Sample per episode)."""
     status_cls = type(sample).Status
     ep_status = resp["status"]
-    masked = ep_status == "infra_error" or (ep_status == "overlong" and bool(_arg(args, "compactrl_mask_overlong")))
+    masked = ep_status in ("infra_error", "verifier_error") or (ep_status == "overlong" and bool(_arg(args, "compactrl_mask_overlong")))
     segs = resp.get("segments") or []
     if not segs:
         return _placeholder(sample, resp.get("error") or f"episode {ep_status} without segments")
     status = {"ok": status_cls.COMPLETED, "format_error": status_cls.COMPLETED,
-              "overlong": status_cls.TRUNCATED, "infra_error": status_cls.FAILED}.get(ep_status, status_cls.FAILED)
+              "overlong": status_cls.TRUNCATED, "infra_error": status_cls.FAILED,
+              "verifier_error": status_cls.FAILED}.get(ep_status, status_cls.FAILED)
     reward = 0.0 if masked else float(resp["reward"])
     out = []
     for seg in segs:

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/serve"
+)
+
+// eval runs today's Harbor tasks in containers built from their own
+// Dockerfiles (--runner podman): the oracle passes, the empty policy does
+// not, an attack on the verdict scores 0 with its note in the episode, a
+// symlinked task directory loads, and a task whose image cannot be built,
+// or whose task.toml Harbor would reject, is skipped and named (exit 5)
+// while the others run.
+func TestEvalContainerHarbor(t *testing.T) {
+	testenv.MustHavePodman(t)
+	src := filepath.Join("..", "..", "env", "harbor", "testdata", "container")
+	tasks := filepath.Join(t.TempDir(), "tasks")
+	os.Mkdir(tasks, 0o755)
+	for _, n := range []string{"service-and-files", "tamper-leftover-writer"} {
+		if err := harbor.CopyDir(filepath.Join(src, n), filepath.Join(tasks, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	real := filepath.Join(t.TempDir(), "elsewhere")
+	if err := harbor.CopyDir(filepath.Join(src, "reward-json-two-keys"), real); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(tasks, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	for dir, files := range map[string]map[string]string{
+		"unbuildable": {"instruction.md": "x", "task.toml": "", "tests/test.sh": "#!/bin/bash\n", "environment/Dockerfile": "FROM localhost/compactrl-base:bookworm\nRUN exit 3\n"},
+		"bad-toml":    {"instruction.md": "x", "task.toml": "[verifier]\ntimeout_sec = \"soon\"\n", "tests/test.sh": "#!/bin/bash\n"},
+	} {
+		for p, s := range files {
+			os.MkdirAll(filepath.Dir(filepath.Join(tasks, dir, p)), 0o755)
+			os.WriteFile(filepath.Join(tasks, dir, p), []byte(s), 0o755)
+		}
+	}
+	for _, c := range []struct {
+		policy string
+		pass   map[string]float64
+	}{
+		{"oracle", map[string]float64{"service-and-files": 1, "linked": 1, "tamper-leftover-writer": 0}},
+		{"empty", map[string]float64{"service-and-files": 0, "linked": 0, "tamper-leftover-writer": 0}},
+	} {
+		t.Run(c.policy, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "run")
+			stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--runner", "podman", "--policy", c.policy, "--out", out)
+			if code != exitSomeSkipped {
+				t.Fatalf("exit %d, want %d (tasks skipped):\n%s\n%s", code, exitSomeSkipped, stdout, stderr)
+			}
+			r := readResults(t, out)
+			skipped := map[string]string{}
+			for _, s := range r.Skipped {
+				skipped[s.Task] = s.Reason
+			}
+			if !strings.Contains(skipped["unbuildable"], "build") || !strings.Contains(skipped["bad-toml"], "timeout_sec") || len(skipped) != 2 {
+				t.Fatalf("skipped %v", skipped)
+			}
+			if r.Scored != 3 || len(r.Tasks) != 3 {
+				t.Fatalf("results %+v", r)
+			}
+			for _, tr := range r.Tasks {
+				if tr.Pass1 == nil || *tr.Pass1 != c.pass[tr.Task] {
+					t.Errorf("task %s: pass@1 %v, want %v (%+v)", tr.Task, tr.Pass1, c.pass[tr.Task], tr.Episodes)
+				}
+				if tr.Task == "tamper-leftover-writer" && c.policy == "oracle" && !strings.Contains(tr.Episodes[0].RewardNote, "outside its run") {
+					t.Errorf("tamper episode's note %q", tr.Episodes[0].RewardNote)
+				}
+			}
+		})
+	}
+}
+
+// serve runs container tasks too: an engine whose policy never submits (a
+// random model) plays in the task's own image until max_turns, the episode
+// comes back overlong with its segments (never infra_error), and its
+// container is gone once the response is written.
+func TestServeContainerTask(t *testing.T) {
+	testenv.MustHavePodman(t)
+	llama := startEvalLlama(t)
+	tasks := filepath.Join(t.TempDir(), "tasks")
+	for p, s := range map[string]string{
+		"instruction.md": "ab12", "task.toml": "schema_version = \"1.1\"\n[task]\nname = \"compactrl/tiny-image\"\n[agent]\ntimeout_sec = 120\n",
+		"environment/Dockerfile": "FROM localhost/compactrl-base:bookworm\nWORKDIR /app\n",
+		"tests/test.sh":          "#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(tasks, "tiny", p)), 0o755)
+		os.WriteFile(filepath.Join(tasks, "tiny", p), []byte(s), 0o755)
+	}
+	sys := filepath.Join(t.TempDir(), "system.txt")
+	os.WriteFile(sys, []byte("1"), 0o644)
+	before := podmanContainers(t)
+	p := startServe(t, t.TempDir(), "--tasks", tasks, "--runner", "podman", "--template", "120,121,122,123,124,125",
+		"--context", "256", "--reserve", "96", "--max-action-tokens", "12", "--max-summary-tokens", "16",
+		"--max-format-errors", "1000", "--max-turns", "6", "--system-prompt", sys, "--summary-instruction", "2a",
+		"--resume-text", "3b", "--no-format-hint", "--max-episodes", "2", "--queue", "2")
+	for rid := range int64(2) {
+		code, out, err := postRollout(context.Background(), p.url, map[string]any{
+			"task_id":    "tiny",
+			"engine":     map[string]any{"url": llama, "kind": "llamacpp"},
+			"sampling":   map[string]any{"temperature": 1, "top_p": 1, "max_new_tokens": 12, "seed": 7 + rid},
+			"agent":      map[string]any{"context": 256, "reserve": 96, "keep_last": 2, "max_turns": 6, "max_compactions": 100},
+			"rollout_id": rid,
+		})
+		var r serve.Response
+		if err != nil || code != 200 || json.Unmarshal(out, &r) != nil {
+			t.Fatalf("rollout %d: %d %v %s", rid, code, err, out)
+		}
+		if r.Status != "overlong" || len(r.Segments) == 0 {
+			t.Fatalf("rollout %d: status %s (%q), %d segments", rid, r.Status, r.Error, len(r.Segments))
+		}
+	}
+	if after := podmanContainers(t); after > before {
+		t.Errorf("%d containers before the episodes, %d after", before, after)
+	}
+}
+
+// podmanContainers counts the engine's containers.
+func podmanContainers(t *testing.T) int {
+	out, err := exec.Command("podman", "ps", "-aq").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(strings.Fields(string(out)))
+}
