@@ -82,8 +82,9 @@ func TestMissingRewardAfterAgentCodeScoresZero(t *testing.T) {
 }
 
 // Any finite reward is the verifier's (Harbor's rule: partial credit and
-// scales other than [0, 1] exist); one beyond ±MaxAbsReward is an error
-// naming the task, not a number the estimators would overflow on.
+// scales other than [0, 1] exist); one beyond ±MaxAbsReward, once the
+// agent's code ran, scores 0 with a note (the agent's code could have
+// written it), never a number the estimators would overflow on.
 func TestRewardRange(t *testing.T) {
 	for _, v := range []string{"2", "-3", "0.25"} {
 		r, _, _, err := hostile(t, Options{}, "", "echo "+v+" > /logs/verifier/reward.txt\n", "true")
@@ -92,9 +93,9 @@ func TestRewardRange(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"1e7", "-1e308"} {
-		_, _, e, err := hostile(t, Options{}, "", "echo "+v+" > /logs/verifier/reward.txt\n", "true")
-		if err == nil || !strings.Contains(err.Error(), "beyond") || !strings.Contains(err.Error(), e.task.Name) {
-			t.Fatalf("reward %s: %v", v, err)
+		r, _, e, err := hostile(t, Options{}, "", "echo "+v+" > /logs/verifier/reward.txt\n", "true")
+		if err != nil || r != 0 || !strings.Contains(e.RewardNote(), "beyond") {
+			t.Fatalf("reward %s: got %v, %v, note %q", v, r, err, e.RewardNote())
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/compactrl/compactrl/agent"
 )
 
 func TestLoadAllReportsFailuresAndFollowsSymlinks(t *testing.T) {
@@ -101,5 +103,17 @@ func TestRangeLimitsNameFileFieldValue(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "t/task.toml") || !strings.Contains(err.Error(), c.field) || !strings.Contains(err.Error(), c.value) {
 			t.Errorf("%q: %v (want file, %s, %s)", c.toml, err, c.field, c.value)
 		}
+	}
+}
+
+// An instruction.md over agent.MaxTaskBytes is refused on reading, before
+// it is held in memory (a 200 MB one cost 1.8 GB and a 200 MB episode line).
+func TestOversizedInstructionRefused(t *testing.T) {
+	dir := writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "", "tests/test.sh": "true"})
+	if err := os.Truncate(filepath.Join(dir, "instruction.md"), agent.MaxTaskBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "MaxTaskBytes") {
+		t.Fatalf("Load: %v", err)
 	}
 }

@@ -78,6 +78,7 @@ package harbor
 import (
 	"errors"
 	"fmt"
+	"github.com/compactrl/compactrl/agent"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -230,7 +231,13 @@ func Load(dir string) (*Task, error) {
 		}
 		return t, nil
 	}
-	ins, err := os.ReadFile(filepath.Join(abs, "instruction.md"))
+	insPath := filepath.Join(abs, "instruction.md")
+	if fi, err := os.Stat(insPath); err != nil {
+		return nil, fmt.Errorf("load task %s: %w", dir, err)
+	} else if fi.Size() > agent.MaxTaskBytes {
+		return nil, fmt.Errorf("load task %s: instruction.md has %d bytes, more than the %d a task may have (agent.MaxTaskBytes)", dir, fi.Size(), agent.MaxTaskBytes)
+	}
+	ins, err := os.ReadFile(insPath)
 	if err != nil {
 		return nil, fmt.Errorf("load task %s: %w", dir, err)
 	}
