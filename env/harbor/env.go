@@ -3,6 +3,8 @@ package harbor
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -233,32 +235,51 @@ func (e *Env) finish(ctx context.Context, _ shelltask.Action, obs string) (agent
 
 // verifierScript runs test.sh, then, from the verifier's own shell, counts
 // the processes still alive besides the shell and the namespace's init
-// (zombies excluded: they cannot write) and kills them all. It prints the
-// count as its last line and exits with test.sh's status.
+// and kills them all. A process counts unless every thread of it is a
+// zombie (a thread-group leader that exited while another thread runs on
+// is not dead); one whose /proc entry cannot be read counts too (it was
+// listed after test.sh exited, or the shell was kept from reading: agent
+// code can lower its ancestors' open-file limit). It prints the count on
+// a line that starts with a per-verification nonce (NONCE below; code run
+// by test.sh cannot predict it) and exits with test.sh's status. No command
+// after test.sh carries a redirection: under a lowered open-file limit a
+// failed redirection skips its command, which would fail open.
 const verifierScript = `bash /tests/test.sh
 __crl_rc=$?
+exec 2>/dev/null
 __crl_n=0
 for __crl_p in /proc/[0-9]*; do
   __crl_p=${__crl_p#/proc/}
-  [ "$__crl_p" = 1 ] || [ "$__crl_p" = $$ ] || { read -r __crl_s < /proc/$__crl_p/stat; __crl_s=${__crl_s##*) }; [ "${__crl_s%% *}" = Z ] || __crl_n=$((__crl_n+1)); } 2>/dev/null
+  case $__crl_p in 1|$$) continue;; esac
+  __crl_live=0
+  for __crl_t in /proc/$__crl_p/task/*; do
+    if read -r __crl_s < "$__crl_t/stat"; then
+      __crl_s=${__crl_s##*) }
+      [ "${__crl_s%% *}" = Z ] || __crl_live=1
+    else
+      __crl_live=1
+    fi
+  done
+  [ $__crl_live = 0 ] || __crl_n=$((__crl_n+1))
 done
-kill -9 -1 2>/dev/null
-printf '\n` + stragglersMarker + ` %d\n' "$__crl_n"
+kill -9 -1
+printf '\n` + stragglersMarker + `_NONCE %d\n' "$__crl_n"
 (exit $__crl_rc)`
 
-// stragglersMarker prefixes verifierScript's last line.
+// stragglersMarker prefixes verifierScript's last line (with the nonce).
 const stragglersMarker = "__compactrl_verifier_stragglers"
 
 // stragglers reads verifierScript's count from the end of out (-1 when the
-// line is missing: the script was killed before it got there) and returns
-// out without that line.
-func stragglers(out string) (int, string) {
-	i := strings.LastIndex(out, "\n"+stragglersMarker+" ")
+// line with this nonce is missing: the script was killed before it got
+// there) and returns out without that line.
+func stragglers(out, nonce string) (int, string) {
+	marker := "\n" + stragglersMarker + "_" + nonce + " "
+	i := strings.LastIndex(out, marker)
 	if i < 0 {
 		return -1, out
 	}
 	var n int
-	if _, err := fmt.Sscanf(strings.TrimSpace(out[i+1+len(stragglersMarker):]), "%d", &n); err != nil {
+	if _, err := fmt.Sscanf(strings.TrimSpace(out[i+len(marker):]), "%d", &n); err != nil {
 		return -1, out
 	}
 	return n, out[:i]
@@ -300,7 +321,10 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("task %s: start verifier sandbox: %w", e.task.Name, err)
 	}
 	begin := time.Now()
-	r, err := sess.Exec(ctx, verifierScript, e.verifierTimeout())
+	var nb [8]byte
+	rand.Read(nb[:])
+	nonce := hex.EncodeToString(nb[:])
+	r, err := sess.Exec(ctx, strings.ReplaceAll(verifierScript, "NONCE", nonce), e.verifierTimeout())
 	e.sh.SetMetric("verifier_seconds", time.Since(begin).Seconds())
 	cerr := sess.Close()
 	if err != nil {
@@ -309,8 +333,11 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	if cerr != nil {
 		return 0, fmt.Errorf("task %s: verifier sandbox not contained: %w", e.task.Name, cerr)
 	}
-	n, out := stragglers(r.Output)
+	n, out := stragglers(r.Output, nonce)
 	r.Output = out
+	if r.Restarted && !r.TimedOut {
+		n = -1 // the verifier's shell died: whatever it printed, it did not finish
+	}
 	e.verOut = shelltask.FormatResult(r, e.verifierTimeout())
 	switch {
 	case r.TimedOut:

@@ -205,3 +205,60 @@ func TestLeakedSandboxReported(t *testing.T) {
 		t.Fatalf("leaking agent sandbox: %v", err)
 	}
 }
+
+// Agent code run by test.sh writes 1, prints the line the verifier's
+// wrapper prints at its end (it cannot know the per-verification nonce),
+// and kills every process it can, the wrapper included: 0, "killed".
+func TestHostileForgedStragglerLine(t *testing.T) {
+	r, obs, e, err := hostile(t, Options{}, "",
+		"/app/prog\necho 0 > /logs/verifier/reward.txt\n",
+		"#!/bin/bash\necho 1 > /logs/verifier/reward.txt\nprintf '\\n__compactrl_verifier_stragglers 0\\n__compactrl_verifier_stragglers_0000000000000000 0\\n'\nkill -9 -1\n")
+	if err != nil || r != 0 || !strings.Contains(e.RewardNote(), "killed") {
+		t.Fatalf("reward %v err %v note %q\n%s", r, err, e.RewardNote(), obs)
+	}
+}
+
+// Agent code run by test.sh forks a process whose thread-group leader
+// exits while a thread lives on and rewrites the reward whenever it reads
+// 0: a zombie leader is not a dead process, so it counts as outliving
+// test.sh and the attempt scores 0.
+func TestHostileThreadBehindExitedLeader(t *testing.T) {
+	r, obs, e, err := hostile(t, Options{}, "",
+		"/app/prog\nsleep 0.3\necho 0 > /logs/verifier/reward.txt\n",
+		`#!/usr/bin/python3
+import ctypes, os, platform, threading, time
+if os.fork() == 0:
+    null = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    def flip():
+        while True:
+            try:
+                if open("/logs/verifier/reward.txt").read().strip() == "0":
+                    open("/logs/verifier/reward.txt", "w").write("1")
+            except OSError:
+                pass
+    threading.Thread(target=flip).start()
+    time.sleep(0.05)
+    ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)`)
+	if err != nil || r != 0 || !strings.Contains(e.RewardNote(), "outlived test.sh") {
+		t.Fatalf("reward %v err %v note %q\n%s", r, err, e.RewardNote(), obs)
+	}
+}
+
+// Agent code run by test.sh leaves a writer behind and lowers the
+// verifier's shell's open-file limit so that it cannot read /proc to count
+// it: an unreadable process counts as alive, and the attempt scores 0.
+func TestHostileLowersVerifierFileLimit(t *testing.T) {
+	r, obs, e, err := hostile(t, Options{}, "",
+		"/app/prog\necho 0 > /logs/verifier/reward.txt\n",
+		`#!/usr/bin/python3
+import os, resource, subprocess
+shell = int(open("/proc/%d/stat" % os.getppid()).read().rsplit(")", 1)[1].split()[1])
+subprocess.Popen(["setsid", "bash", "-c", "while :; do echo 1 > /logs/verifier/reward.txt; done"],
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+resource.prlimit(shell, resource.RLIMIT_NOFILE, (3, 3))`)
+	if err != nil || r != 0 || !strings.Contains(e.RewardNote(), "outlived test.sh") {
+		t.Fatalf("reward %v err %v note %q\n%s", r, err, e.RewardNote(), obs)
+	}
+}
