@@ -244,7 +244,7 @@ func (e *Env) finish(ctx context.Context, _ shelltask.Action, obs string) (agent
 // by test.sh cannot predict it) and exits with test.sh's status. No command
 // after test.sh carries a redirection: under a lowered open-file limit a
 // failed redirection skips its command, which would fail open.
-const verifierScript = `bash /tests/test.sh
+const verifierScript = `/tests/test.sh
 __crl_rc=$?
 exec 2>/dev/null
 __crl_n=0
@@ -305,6 +305,11 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	if err := copyDir(filepath.Join(e.task.Dir, "tests"), tests); err != nil {
 		return 0, fmt.Errorf("task %s: copy tests: %w", e.task.Name, err)
 	}
+	// Harbor's way: the copy is writable, test.sh executable and run
+	// directly (its #! line; a script without one runs in bash).
+	if err := os.Chmod(filepath.Join(tests, "test.sh"), 0o755); err != nil {
+		return 0, fmt.Errorf("task %s: %w", e.task.Name, err)
+	}
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return 0, fmt.Errorf("task %s: %w", e.task.Name, err)
 	}
@@ -312,7 +317,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{
 		Workdir: filepath.Join(ws, "app"),
 		Mounts: append([]sandbox.Mount{
-			{Host: tests, Target: "/tests"},
+			{Host: tests, Target: "/tests", Writable: true},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
 		}, shelltask.CacheMounts(e.opts.CacheDir)...),
 		Env: e.env(e.envs.verifier), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
