@@ -2,17 +2,37 @@
 // agent.Environments, confined by package sandbox.
 //
 // A task directory holds task.toml, instruction.md (the task),
-// environment/ (a Dockerfile and/or app/), tests/test.sh (the verifier)
-// and solution/solve.sh (the oracle). Data flow of one episode:
+// environment/ (a Dockerfile and its build context, and/or app/),
+// tests/test.sh (the verifier) and solution/solve.sh (the oracle). An
+// episode runs in one of two ways.
 //
-//	Load(dir) → New(task, opts).Reset: fresh workspace, environment/app/ copied
-//	to it, a sandbox session with the workspace at /app
-//	→ Step(reply), shelltask.Shell.Step: shelltask.ParseAction → one command
-//	in the persistent shell → observation
-//	→ submit (or the agent's timeout): a fresh sandbox over the same /app with
-//	tests/ at /tests (read-only) and /logs/verifier writable runs
-//	`bash /tests/test.sh`; ReadRewards reads /logs/verifier, Primary picks
-//	the reward.
+// With a container runner (sandbox.Container: podman, docker) it runs as
+// Harbor runs it (container.go):
+//
+//	ImageRef: [environment] docker_image, or environment/Dockerfile built
+//	(environment/ as context, cached by its content hash)
+//	→ Reset: one container for the episode (the image's WORKDIR, USER, ENV,
+//	[environment] workdir/env/limits/network), two guarded tmpfs directories
+//	bound at /tests and /logs/verifier (sandbox.GuardedDir: closed to every
+//	process), the agent's persistent shell exec'd in it
+//	→ Step: shelltask.Shell.Step, one command at a time in that shell
+//	→ submit (or the agent's timeout): the agent's shell ends, what it left
+//	runs on; tests/ is copied into /tests, and /tests/test.sh runs in the
+//	same container with [verifier.env], its session alone admitted to the
+//	guarded directories (sandbox.Box.RunGuarded); then they are sealed,
+//	what outlived test.sh or still holds them is checked, and ReadRewards
+//	reads /logs/verifier.
+//
+// With bubblewrap (the default; tasks that ship environment/app/) the
+// agent's sandbox has a fresh workspace with app/ at /app; at submit it is
+// closed with every process in it dead, and a fresh sandbox over the same
+// /app, with a writable copy of tests/ at /tests, runs test.sh and counts
+// what outlived it. A task with only a Dockerfile or docker_image cannot
+// run there: Reset returns ErrNeedsContainer.
+//
+// Either way a verdict the agent's doing can change scores 0 with a note
+// (RewardNote), and a verifier that cannot run on its own account is
+// ErrVerifier (the episode's status verifier_error).
 //
 // # task.toml
 //
@@ -69,10 +89,6 @@
 // (the episode scores 0 with a note), and neither file is ErrNoReward.
 // Primary is the scalar Harbor's jobs report: the "reward" key, else the
 // only key.
-//
-// Tasks that need their container image (environment/Dockerfile or
-// docker_image, and no environment/app/) cannot run under bubblewrap: Reset
-// returns ErrNeedsContainer unless Options.Runner is a sandbox.Container.
 package harbor
 
 import (
