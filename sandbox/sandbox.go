@@ -15,7 +15,12 @@
 //
 // Two Runners share the Session protocol: Bubblewrap (bwrap, the default,
 // works without a container engine) and Container (docker / podman CLI, for
-// tasks that need an image). Bubblewrap needs Linux and Container a Unix
+// tasks that need an image). A Container also hands out Boxes: one running
+// container an episode lives in, with shells and one-off commands exec'd
+// into it, and RunGuarded for a verifier. GuardedDir (Linux, root) is a
+// tmpfs directory that fanotify permission events close to every process
+// but the ones a verifier's session admits: the reward channel and the
+// hidden tests of a container episode. Bubblewrap needs Linux and Container a Unix
 // system; elsewhere Start returns an error saying what to use instead
 // (platform.go).
 package sandbox
