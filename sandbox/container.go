@@ -107,6 +107,15 @@ func (c Container) BuildImage(ctx context.Context, contextDir, repo string, time
 	if err != nil {
 		return "", false, fmt.Errorf("build %s: %w", contextDir, err)
 	}
+	// The base images count too: a FROM image rebuilt or re-pulled under
+	// the same name must not leave the old build in use.
+	for _, from := range dockerfileFroms(filepath.Join(contextDir, "Dockerfile")) {
+		id := from
+		if out, err := c.run(ctx, nil, "image", "inspect", "--format", "{{.Id}}", from); err == nil {
+			id = strings.TrimSpace(string(out))
+		}
+		h = hashStrings(h, from, id)
+	}
 	ref = repo + ":" + h[:16]
 	if _, err := c.run(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
 		return ref, true, nil
@@ -130,6 +139,48 @@ func (c Container) BuildImage(ctx context.Context, contextDir, repo string, time
 		return "", false, fmt.Errorf("build %s: %w", contextDir, err)
 	}
 	return ref, false, nil
+}
+
+// dockerfileFroms lists the images a Dockerfile's FROM lines name (flags
+// such as --platform skipped; a stage name after AS, and stages that name
+// an earlier stage, left out). Unreadable files give none.
+func dockerfileFroms(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	stages := map[string]bool{}
+	var froms []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.EqualFold(f[0], "FROM") {
+			continue
+		}
+		f = f[1:]
+		for len(f) > 0 && strings.HasPrefix(f[0], "--") {
+			f = f[1:]
+		}
+		if len(f) == 0 {
+			continue
+		}
+		if !stages[strings.ToLower(f[0])] && f[0] != "scratch" {
+			froms = append(froms, f[0])
+		}
+		if len(f) >= 3 && strings.EqualFold(f[1], "AS") {
+			stages[strings.ToLower(f[2])] = true
+		}
+	}
+	return froms
+}
+
+// hashStrings extends the hex digest h with more strings.
+func hashStrings(h string, more ...string) string {
+	d := sha256.New()
+	io.WriteString(d, h)
+	for _, m := range more {
+		io.WriteString(d, "\x00"+m)
+	}
+	return hex.EncodeToString(d.Sum(nil))
 }
 
 // HashTree is a SHA-256 over every entry of dir, in path order.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -520,5 +521,52 @@ func BenchmarkExec(b *testing.B) {
 		if _, err := s.Exec(context.Background(), "echo hi", 10*time.Second); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The FROM images of a Dockerfile, as BuildImage adds them to its cache key.
+func TestDockerfileFroms(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "Dockerfile")
+	os.WriteFile(p, []byte("ARG X=1\nFROM --platform=linux/amd64 golang:1.24 AS build\nRUN go build\nfrom build AS test\nFROM localhost/base:1\nCOPY --from=build /x /x\nFROM scratch\n"), 0o644)
+	got := strings.Join(dockerfileFroms(p), " ")
+	if got != "golang:1.24 localhost/base:1" {
+		t.Fatalf("froms %q", got)
+	}
+}
+
+// A base image rebuilt under the same name changes the cache key: the task
+// image is built again instead of reused with the old base.
+func TestBuildImageKeyFollowsBaseImage(t *testing.T) {
+	base := testenv.MustHavePodman(t)
+	c := Container{Engine: "podman"}
+	ctx := context.Background()
+	tag := "localhost/compactrl-test-base:key"
+	build := func(marker string) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+"\nRUN echo "+marker+" > /marker\n"), 0o644)
+		if out, err := exec.Command("podman", "build", "--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "-t", tag, dir).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", tag).Run() })
+	ctxDir := t.TempDir()
+	os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte("FROM "+tag+"\n"), 0o644)
+	build("one")
+	ref1, _, err := c.BuildImage(ctx, ctxDir, "localhost/compactrl-test-task", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", ref1).Run() })
+	if _, cached, _ := c.BuildImage(ctx, ctxDir, "localhost/compactrl-test-task", time.Minute); !cached {
+		t.Fatal("an unchanged context and base were built again")
+	}
+	build("two")
+	ref2, cached, err := c.BuildImage(ctx, ctxDir, "localhost/compactrl-test-task", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", ref2).Run() })
+	if cached || ref2 == ref1 {
+		t.Fatalf("base image changed, but the task image %s was reused (cached %v)", ref2, cached)
 	}
 }

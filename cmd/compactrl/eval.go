@@ -69,8 +69,8 @@ type evalOptions struct {
 func newEvalCmd() (*cmdLine, *evalOptions) {
 	fs := newCmdLine("eval", "eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]",
 		"eval checkpoint DIR [flags]   (the built-in model on the built-in suite: compactrl eval checkpoint -h)")
-	fs.about = "Exit status: 0 every episode was scored; 1 an error stopped the run; 3 some episodes were infra_error;\n" +
-		"4 every episode was infra_error; 5 every episode played was scored but some tasks were skipped (a task.toml\n" +
+	fs.about = "Exit status: 0 every episode was scored; 1 an error stopped the run; 3 some episodes were infra_error or verifier_error;\n" +
+		"4 every episode was infra_error or verifier_error; 5 every episode played was scored but some tasks were skipped (a task.toml\n" +
 		"that does not load, a task that cannot run here: results.json's \"skipped\" and stderr say why)."
 	fs.examples = []string{"compactrl eval --tasks tasks/ --policy oracle --out runs/validate",
 		"compactrl eval --tasks tasks/ --engine http://127.0.0.1:8080 --tokenizer ~/qwen3 --attempts 4 --out runs/qwen3"}
@@ -337,8 +337,9 @@ type taskSource struct {
 	// workRoot is where episode workspaces go ("": the system's temporary
 	// directory); set once the run directory exists, read per episode.
 	workRoot *string
-	// warn reports a task's load warnings (nil: dropped).
-	warn func(string)
+	// warn reports a task's load warnings, info what loading did (image
+	// builds); nil: dropped.
+	warn, info func(string)
 }
 
 // evalTask is one task: how to make a fresh environment for an episode.
@@ -393,9 +394,14 @@ func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
 		if container {
 			// Build (or find) the image once, before any episode: a task
 			// whose environment cannot be built is skipped, not scored.
-			if _, _, err := harbor.ImageRef(context.Background(), t, c, s.image); err != nil {
+			begin := time.Now()
+			ref, cached, err := harbor.ImageRef(context.Background(), t, c, s.image)
+			if err != nil {
 				skipped = append(skipped, skippedTask{t.Name, err.Error()})
 				continue
+			}
+			if !cached {
+				s.info(fmt.Sprintf("task %s: image %s built in %.1fs", t.Name, ref, time.Since(begin).Seconds()))
 			}
 		}
 		opts := harbor.Options{Runner: s.runner, Limits: s.limits, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,

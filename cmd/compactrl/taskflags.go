@@ -89,7 +89,8 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]evalTask, []skippedTask, error) {
 	src := taskSource{limits: limits, runner: r, image: f.image, repos: f.repos, cmdTimeout: f.cmdTimeout, agentTimeout: f.agentTimeout,
 		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot, namespace: f.namespace,
-		warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) }}
+		warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
+		info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
 	if f.imageMap != "" {
 		b, err := os.ReadFile(f.imageMap)
 		if err != nil {

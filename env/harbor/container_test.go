@@ -119,6 +119,11 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 	if m := e.Metrics(); m["verifier_guarded"] != 1 {
 		t.Errorf("verifier not guarded: %v", m)
 	}
+	if tc.task == "reward-json-two-keys" {
+		if m := e.Metrics(); m["reward/tests_passed"] != map[bool]float64{true: 3, false: 0}[tc.oracle] || m["reward/reward"] != st.Reward {
+			t.Errorf("reward.json's values not kept: %v", m)
+		}
+	}
 }
 
 // The agent's processes outlive its phase in the container (Harbor runs

@@ -374,6 +374,9 @@ func (e *Env) readVerdict(dir string, exit int) (float64, error) {
 	case err != nil:
 		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, err, exit, tail(e.verOut, 2000))
 	}
+	for k, v := range all {
+		e.sh.SetMetric("reward/"+k, v) // every value the verifier reported
+	}
 	reward, ok := Primary(all)
 	if !ok {
 		return 0, fmt.Errorf("task %s: %w: %s has %d keys and none named \"reward\": Harbor defines no primary reward for it", e.task.Name, ErrVerifier, filepath.Join(dir, "reward.json"), len(all))
