@@ -426,7 +426,11 @@ func (b *Box) Remove() error {
 	b.removed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := b.c.run(ctx, nil, "rm", "-f", "-t", "0", b.id); err != nil {
+	args := []string{"rm", "-f", b.id} // docker's -f kills with SIGKILL
+	if b.c.Name() == "podman" {
+		args = []string{"rm", "-f", "-t", "0", b.id} // podman's waits 10 s for SIGTERM unless told not to
+	}
+	if _, err := b.c.run(ctx, nil, args...); err != nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil
