@@ -121,6 +121,11 @@ func (e *Env) limits() sandbox.Limits {
 	if l.DiskBytes == 0 {
 		l.DiskBytes, _ = e.task.Config.Environment.StorageBytes()
 	}
+	if l.DiskBytes == 0 {
+		// A task without storage_mb gets the documented default, not an
+		// unbounded workspace on the host's disk.
+		l.DiskBytes = sandbox.DefaultLimits().DiskBytes
+	}
 	return l
 }
 
@@ -170,7 +175,10 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 		}
 		mounts = append(mounts, sandbox.Mount{Host: sol, Target: "/solution"})
 	}
-	mounts = append(mounts, shelltask.CacheMounts(e.opts.CacheDir)...)
+	if !e.opts.ExposeSolution {
+		// The shared cache never sees an episode that has the solution.
+		mounts = append(mounts, shelltask.CacheMounts(e.opts.CacheDir)...)
+	}
 	err = e.sh.Start(ctx, sandbox.Spec{
 		Workdir: app, Mounts: mounts, Env: e.env(nil), Network: e.network(),
 		Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
@@ -303,6 +311,10 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	tests := filepath.Join(ws, "tests")
 	logs := filepath.Join(ws, "logs", "verifier")
 	if err := copyDir(filepath.Join(e.task.Dir, "tests"), tests); err != nil {
+		if e.sh.Metric("commands") > 0 {
+			// The workspace is the agent's: a full one cannot take the tests.
+			return e.zero("the workspace could not take the tests: %v", err), nil
+		}
 		return 0, fmt.Errorf("task %s: copy tests: %w", e.task.Name, err)
 	}
 	// Harbor's way: the copy is writable, test.sh executable and run
@@ -319,9 +331,15 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 		Mounts: append([]sandbox.Mount{
 			{Host: tests, Target: "/tests", Writable: true},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
-		}, shelltask.CacheMounts(e.opts.CacheDir)...),
+		}, readOnly(shelltask.CacheMounts(e.opts.CacheDir))...),
 		Env: e.env(e.envs.verifier), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
+	if err != nil && e.sh.Metric("commands") > 0 {
+		// The agent's sandbox started over this workspace; the verifier's
+		// does not: what the agent left (a 2,200-deep tree the host cannot
+		// chown, a full disk) is the attempt's failure.
+		return e.zero("the verifier's sandbox could not start over the agent's workspace: %v", err), nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("task %s: start verifier sandbox: %w", e.task.Name, err)
 	}
@@ -578,4 +596,16 @@ func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
 	cmd += " " + solutionDir + "/solve.sh"
 	e.sh.SetCommandTimeout(e.agentTimeout())
 	return e.Step(ctx, "```bash\n"+cmd+"\n```\n<submit/>")
+}
+
+// readOnly returns ms with every mount read-only: the verifier runs agent
+// code, which must not carry the hidden tests into a cache later episodes
+// read.
+func readOnly(ms []sandbox.Mount) []sandbox.Mount {
+	out := make([]sandbox.Mount, len(ms))
+	for i, m := range ms {
+		m.Writable = false
+		out[i] = m
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package harbor
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -260,5 +261,96 @@ subprocess.Popen(["setsid", "bash", "-c", "while :; do echo 1 > /logs/verifier/r
 resource.prlimit(shell, resource.RLIMIT_NOFILE, (3, 3))`)
 	if err != nil || r != 0 || !strings.Contains(e.RewardNote(), "outlived test.sh") {
 		t.Fatalf("reward %v err %v note %q\n%s", r, err, e.RewardNote(), obs)
+	}
+}
+
+// agentFails plays one agent command and submits; the attempt must score 0
+// with a note containing want (status ok), not an error that would mask it.
+func agentFails(t *testing.T, opts Options, toml, cmd, want string) {
+	t.Helper()
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": toml,
+		"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n", "tests/data.txt": strings.Repeat("x", 64<<10)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(task, opts)
+	defer e.Close()
+	if _, err := e.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Step(context.Background(), "```bash\n"+cmd+"\n```\n<submit/>")
+	if err != nil || !st.Done || st.Reward != 0 || !strings.Contains(e.RewardNote(), want) {
+		t.Fatalf("reward %v err %v note %q\n%s", st.Reward, err, e.RewardNote(), st.Observation)
+	}
+}
+
+// An agent that fills its workspace so the host cannot copy the tests in
+// fails its attempt (was infra_error, masked).
+func TestAgentFillingWorkspaceScoresZero(t *testing.T) {
+	agentFails(t, needConfined(t), "[environment]\nstorage_mb = 16\n",
+		"head -c 40000000 /dev/zero > /app/fill; true", "could not take the tests")
+}
+
+// An agent that nests directories deeper than the host's path limit, so the
+// verifier's sandbox cannot be set up over its workspace, fails its attempt
+// (was infra_error, masked).
+func TestAgentDeepTreeScoresZero(t *testing.T) {
+	agentFails(t, Options{}, "",
+		`python3 -c "
+import os
+os.chdir('/app')
+for _ in range(2200):
+    os.mkdir('d'); os.chdir('d')
+"`, "could not start over the agent's workspace")
+}
+
+// Without storage_mb a task's workspace still gets the documented default
+// disk limit (it got none: an agent wrote 5 GiB to the host's disk).
+func TestDefaultDiskLimit(t *testing.T) {
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "", "tests/test.sh": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := New(task, Options{}).limits().DiskBytes; got != sandbox.DefaultLimits().DiskBytes || got == 0 {
+		t.Fatalf("disk limit %d, want the default %d", got, sandbox.DefaultLimits().DiskBytes)
+	}
+}
+
+// The shared --cache is read-only to the verifier (agent code it runs
+// cannot carry the hidden tests to the next attempt) and absent from
+// episodes that see the solution.
+func TestCacheHoldsNoTestsOrSolution(t *testing.T) {
+	testenv.MustHaveBwrap(t)
+	cache, err := sandbox.MkdirTemp("", "compactrl-cache-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(cache) })
+	os.Chmod(cache, 0o777)
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "",
+		"tests/test.sh":     "cp /tests/secret.txt /cache/ 2>/dev/null; echo 0 > /logs/verifier/reward.txt\n",
+		"tests/secret.txt":  "hidden",
+		"solution/solve.sh": "cp /solution/solve.sh /cache/ 2>/dev/null; true\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, oracle := range []bool{false, true} {
+		e := New(task, Options{CacheDir: cache, ExposeSolution: oracle})
+		if _, err := e.Reset(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if oracle {
+			_, err = e.Oracle(context.Background())
+		} else {
+			_, err = e.Step(context.Background(), "<submit/>")
+		}
+		e.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+		t.Fatalf("the cache holds %v", ents)
 	}
 }
