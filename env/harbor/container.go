@@ -358,7 +358,7 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		guards = []*sandbox.GuardedDir{b.logs, b.tests}
 	}
 	cmd := "exec " + testsDir + "/test.sh > " + verifierDir + "/test-stdout.txt 2>&1"
-	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},
+	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.verifierEnv(), Cmd: []string{"sh", "-c", cmd}},
 		e.verifierTimeout(), guards...)
 	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
 	e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))

@@ -332,7 +332,7 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 			{Host: tests, Target: "/tests", Writable: true},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
 		}, readOnly(shelltask.CacheMounts(e.opts.CacheDir))...),
-		Env: e.env(e.envs.verifier), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
+		Env: e.env(e.verifierEnv()), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
 	if err != nil && e.sh.Metric("commands") > 0 {
 		// The agent's sandbox started over this workspace; the verifier's
@@ -608,4 +608,21 @@ func readOnly(ms []sandbox.Mount) []sandbox.Mount {
 		out[i] = m
 	}
 	return out
+}
+
+// verifierEnv is [verifier.env] with PYTHONSAFEPATH=1 unless the task sets
+// it: `python3 -m unittest` (or pytest) run from the agent's working
+// directory would otherwise import a unittest.py or pytest.py the agent
+// planted there. Python before 3.11 ignores it. Harbor does not set it; a
+// task whose tests need the working directory on sys.path for `-m` can set
+// PYTHONSAFEPATH = "" in [verifier.env].
+func (e *Env) verifierEnv() map[string]string {
+	env := maps.Clone(e.envs.verifier)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if _, set := env["PYTHONSAFEPATH"]; !set {
+		env["PYTHONSAFEPATH"] = "1"
+	}
+	return env
 }

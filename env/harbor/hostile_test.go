@@ -354,3 +354,24 @@ func TestCacheHoldsNoTestsOrSolution(t *testing.T) {
 		t.Fatalf("the cache holds %v", ents)
 	}
 }
+
+// A unittest.py the agent planted in /app does not shadow the standard
+// library's when test.sh runs `python3 -m unittest` from /app.
+func TestPlantedModuleDoesNotShadowTestTool(t *testing.T) {
+	testenv.MustHaveBwrap(t)
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "",
+		"tests/test_fail.py": "import unittest\n\nclass T(unittest.TestCase):\n    def test_fails(self):\n        self.fail()\n",
+		"tests/test.sh":      "cd /app && python3 -m unittest discover -s /tests && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(task, Options{})
+	defer e.Close()
+	if _, err := e.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Step(context.Background(), "```bash\nprintf 'import sys\\nsys.exit(0)\\n' > /app/unittest.py\n```\n<submit/>")
+	if err != nil || st.Reward != 0 {
+		t.Fatalf("a planted unittest.py passed the tests: %+v %v", st, err)
+	}
+}
