@@ -341,6 +341,7 @@ func shebang(src string) (string, []string) {
 // the verifier could not run or timed out.
 func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	b, ws, t := e.boxEp, e.sh.Workspace(), e.task
+	e.sh.SetMetric("verifier_guarded", boolMetric(b.logs != nil))
 	if err := b.stageTests(ws, t); err != nil {
 		return 0, fmt.Errorf("task %s: %w", t.Name, err)
 	}
@@ -353,12 +354,16 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	} else if why != "" {
 		return 0, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)
 	}
+	probe := "cd \"$1\" || exit 0; shift; for n; do [ -e \"$n.py\" ] && { echo \"$n.py\"; exit; }; [ -e \"$n\" ] && { echo \"$n\"; exit; }; done"
+	if out, _, err := b.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: append([]string{"sh", "-c", probe, "probe", b.workdir}, shadowNames...)}); err == nil && strings.TrimSpace(out) != "" && e.sh.Metric("commands") > 0 {
+		return e.zero("the agent left %s in %s, where it would shadow the test tooling's own module", strings.TrimSpace(out), b.workdir), nil
+	}
 	var guards []*sandbox.GuardedDir
 	if b.logs != nil {
 		guards = []*sandbox.GuardedDir{b.logs, b.tests}
 	}
 	cmd := "exec " + testsDir + "/test.sh > " + verifierDir + "/test-stdout.txt 2>&1"
-	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.verifierEnv(), Cmd: []string{"sh", "-c", cmd}},
+	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},
 		e.verifierTimeout(), guards...)
 	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
 	e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))

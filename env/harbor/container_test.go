@@ -53,6 +53,7 @@ func TestContainerTasks(t *testing.T) {
 		{task: "tamper-second-reward-file", oracle: true, note: "both reward.txt and reward.json"},
 		{task: "tamper-lower-nofile", oracle: true, note: "opens of the verifier's files by processes outside its run"},
 		{task: "tamper-ptrace", oracle: true, note: "traced"},
+		{task: "tamper-shadow-unittest", oracle: true, note: "unittest.py in /app"},
 	}
 	c := sandbox.Container{Engine: "podman"}
 	tasks := map[string]*Task{}

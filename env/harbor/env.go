@@ -326,13 +326,18 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("task %s: %w", e.task.Name, err)
 	}
 	os.Chmod(filepath.Dir(logs), 0o755)
+	if m := shadowing(filepath.Join(ws, "app")); m != "" && e.sh.Metric("commands") > 0 {
+		return e.zero("the agent left %s in /app, where it would shadow the test tooling's own module", m), nil
+	}
+	// No shared cache here: the verifier runs agent code, which must not
+	// carry the hidden tests into a cache later episodes read.
 	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{
 		Workdir: filepath.Join(ws, "app"),
-		Mounts: append([]sandbox.Mount{
+		Mounts: []sandbox.Mount{
 			{Host: tests, Target: "/tests", Writable: true},
 			{Host: logs, Target: "/logs/verifier", Writable: true},
-		}, readOnly(shelltask.CacheMounts(e.opts.CacheDir))...),
-		Env: e.env(e.verifierEnv()), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
+		},
+		Env: e.taskEnv(e.envs.verifier), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
 	})
 	if err != nil && e.sh.Metric("commands") > 0 {
 		// The agent's sandbox started over this workspace; the verifier's
@@ -598,31 +603,24 @@ func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
 	return e.Step(ctx, "```bash\n"+cmd+"\n```\n<submit/>")
 }
 
-// readOnly returns ms with every mount read-only: the verifier runs agent
-// code, which must not carry the hidden tests into a cache later episodes
-// read.
-func readOnly(ms []sandbox.Mount) []sandbox.Mount {
-	out := make([]sandbox.Mount, len(ms))
-	for i, m := range ms {
-		m.Writable = false
-		out[i] = m
-	}
-	return out
-}
+// shadowNames are modules the test tooling imports by name: a file or
+// package of one of these names in the directory test.sh runs in would be
+// imported instead of the real one by `python3 -m unittest|pytest` (the
+// working directory comes first on sys.path). Setting PYTHONSAFEPATH
+// would stop that, but it also breaks honest tests that import their
+// module from the working directory (as `python3 -m unittest test_x`
+// does), which Harbor allows.
+var shadowNames = []string{"unittest", "pytest", "_pytest", "doctest", "pluggy", "sitecustomize", "usercustomize"}
 
-// verifierEnv is [verifier.env] with PYTHONSAFEPATH=1 unless the task sets
-// it: `python3 -m unittest` (or pytest) run from the agent's working
-// directory would otherwise import a unittest.py or pytest.py the agent
-// planted there. Python before 3.11 ignores it. Harbor does not set it; a
-// task whose tests need the working directory on sys.path for `-m` can set
-// PYTHONSAFEPATH = "" in [verifier.env].
-func (e *Env) verifierEnv() map[string]string {
-	env := maps.Clone(e.envs.verifier)
-	if env == nil {
-		env = map[string]string{}
+// shadowing names the first module of shadowNames that dir holds (as NAME.py
+// or a NAME/ package), "" for none.
+func shadowing(dir string) string {
+	for _, n := range shadowNames {
+		for _, p := range []string{n + ".py", n} {
+			if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
+				return p
+			}
+		}
 	}
-	if _, set := env["PYTHONSAFEPATH"]; !set {
-		env["PYTHONSAFEPATH"] = "1"
-	}
-	return env
+	return ""
 }

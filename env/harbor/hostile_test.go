@@ -371,7 +371,7 @@ func TestPlantedModuleDoesNotShadowTestTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := e.Step(context.Background(), "```bash\nprintf 'import sys\\nsys.exit(0)\\n' > /app/unittest.py\n```\n<submit/>")
-	if err != nil || st.Reward != 0 {
-		t.Fatalf("a planted unittest.py passed the tests: %+v %v", st, err)
+	if err != nil || st.Reward != 0 || !strings.Contains(e.RewardNote(), "unittest.py") {
+		t.Fatalf("a planted unittest.py passed the tests: %+v %v (note %q)", st, err, e.RewardNote())
 	}
 }

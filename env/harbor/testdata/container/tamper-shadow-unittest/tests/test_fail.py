@@ -1,0 +1,5 @@
+import unittest
+
+class T(unittest.TestCase):
+    def test_fails(self):
+        self.fail()
