@@ -316,7 +316,7 @@ func TestDefaultDiskLimit(t *testing.T) {
 	}
 }
 
-// The shared --cache is read-only to the verifier (agent code it runs
+// The shared --cache is not mounted in the verifier (agent code it runs
 // cannot carry the hidden tests to the next attempt) and absent from
 // episodes that see the solution.
 func TestCacheHoldsNoTestsOrSolution(t *testing.T) {
