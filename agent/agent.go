@@ -20,7 +20,9 @@
 // How turns are laid out in tokens is a Format (format.go): the built-in
 // model's six special ids (Template), or a real model's chat template
 // (ChatFormat, chat.go: Qwen3, Llama 3, DeepSeek-V3, Gemma 3, GPT-OSS,
-// ChatML, GLM-4.5 presets, token-exact with the models' own Jinja templates).
+// ChatML, GLM-4.5 presets, token-exact with the models' own Jinja
+// templates). The presets are embedded data files, templates/NAME.json,
+// with golden renderings in testdata/golden/NAME.txt.
 package agent
 
 import (
