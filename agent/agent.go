@@ -1,6 +1,6 @@
 // Package agent runs one episode of a policy (an infer.Sampler) in an
-// Environment with context compaction (CompactionRL, DESIGN.md §1), and
-// records it as segments of exact token ids (DESIGN.md §3).
+// Environment with context compaction (CompactionRL, docs/design.md §1), and
+// records it as segments of exact token ids (docs/design.md §3).
 //
 // Data flow: Environment.Reset gives the task u; the loop (loop.go) builds
 // the context h = [system] ⊕ [task] in tokens and, before every policy call,
