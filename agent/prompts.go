@@ -17,7 +17,7 @@ var (
 )
 
 // DefaultSummaryInstruction is the text of q_sum (prompts/summary_instruction.txt):
-// it asks for what DESIGN.md §1 lists.
+// it asks for what docs/design.md §1.3 lists.
 func DefaultSummaryInstruction() string { return fileText(summaryInstructionFile) }
 
 // DefaultResumeText introduces the summary after a compaction

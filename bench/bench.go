@@ -1,4 +1,4 @@
-// Package bench measures the performance anchors of DESIGN.md §6 side by
+// Package bench measures the performance anchors of docs/design.md §6 side by
 // side in one run, on one machine, at one thread count and one model shape,
 // and renders them as a table of ratios.
 //

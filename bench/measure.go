@@ -264,7 +264,7 @@ func ModelShapes(cfg model.Config, batch, seq, decodeBatch int) []GemmShape {
 	}
 }
 
-// SquareShapes are the n×n×n products (no transposes) of DESIGN.md §6's table.
+// SquareShapes are the n×n×n products (no transposes) of docs/design.md §6's table.
 func SquareShapes(ns ...int) []GemmShape {
 	out := make([]GemmShape, len(ns))
 	for i, n := range ns {

@@ -1,7 +1,7 @@
 // Package episode defines the unit of data that flows from the agent loop to
 // the trainer: an Episode (one attempt at one task) made of Segments (one
 // context window's worth of tokens each), and its JSONL encoding (one episode
-// a line, DESIGN.md §3).
+// a line, docs/design.md §3).
 //
 // Data flow: the agent loop builds Episodes from the exact token ids it sent
 // to and received from the sampler; rl fills Values/Advantages/Returns; the

@@ -23,10 +23,10 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Known reports whether k is one of the kinds of DESIGN.md §3.
+// Known reports whether k is one of the kinds of docs/design.md §3.
 func (k Kind) Known() bool { return k == KindExec || k == KindSummary }
 
-// Known reports whether s is one of the statuses of DESIGN.md §3.
+// Known reports whether s is one of the statuses of docs/design.md §3.
 func (s Status) Known() bool {
 	switch s {
 	case StatusOK, StatusOverlong, StatusInfraError, StatusFormatError, StatusVerifierError:
@@ -35,7 +35,7 @@ func (s Status) Known() bool {
 	return false
 }
 
-// Validate checks the invariants of the JSONL schema (DESIGN.md §3): known
+// Validate checks the invariants of the JSONL schema (docs/design.md §3): known
 // status and kinds, a finite reward, token ids ≥ 0, loss_mask of the same
 // length as response_ids with values 0 or 1, each of logprobs, values,
 // advantages and returns either empty or of the length of response_ids, and

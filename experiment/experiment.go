@@ -1,5 +1,5 @@
 // Package experiment runs the paper's comparison on the built-in vault
-// suite: arms (ablations of DESIGN.md §1) × seeds, every run RL from one
+// suite: arms (ablations of docs/design.md §1) × seeds, every run RL from one
 // base policy (recipe.FromBase), and renders the held-out results as a
 // table with Wilson and t intervals (report.Table, Markdown).
 //
@@ -30,7 +30,7 @@ type Arm struct {
 	Apply func(c *recipe.Config)
 }
 
-// Arms are the ablations of DESIGN.md §1 on the built-in suite. Every arm
+// Arms are the ablations of docs/design.md §1 on the built-in suite. Every arm
 // starts from the same base policy and is evaluated with compaction and in
 // a single window; base is that policy evaluated without RL.
 func Arms() []Arm {

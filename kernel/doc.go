@@ -160,8 +160,8 @@
 // bound by the cache bandwidth, not by the FMAs. At 2 threads the avx512 path kept, per core,
 // 139–156 GFLOP/cpu-s on the large shapes, 122–134 on the attention ones and 84–108 on the decode
 // shapes with m ≥ 4 (gonum 9–16); the throughput is twice that when both cores are free: 252–303
-// GFLOP/s were observed for 1024³, 4096×256×256 and 2048×688×256 in a quieter moment (DESIGN.md's
-// anchor: gonum 15–22, a 4×32 AVX-512 kernel 76–83). The 6×64 micro-kernel alone, on cached
+// GFLOP/s were observed for 1024³, 4096×256×256 and 2048×688×256 in a quieter moment (the anchor of
+// docs/design.md §6: gonum 15–22, a 4×32 AVX-512 kernel 76–83). The 6×64 micro-kernel alone, on cached
 // operands (BenchmarkMicroKernel), runs at 181–186 GFLOP/cpu-s (78–81% of peak); the rest goes to
 // packing B and to moving C between the caches. With operands streaming from memory as in a
 // training step (BenchmarkGemmCold, the "bench" model's 4104-token products) it keeps 118–132

@@ -1,5 +1,5 @@
 // Package models ships the pretrained base policy of the built-in vault
-// suite (DESIGN.md §8), embedded in the binary so that `compactrl demo`
+// suite (docs/design.md §8), embedded in the binary so that `compactrl demo`
 // runs anywhere without a pretraining phase. vault-base/ is a base policy
 // directory written by `compactrl pretrain` (its README.md is the model
 // card: command, commit, wall time, held-out metrics); WriteVaultBase

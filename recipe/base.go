@@ -19,7 +19,7 @@ import (
 )
 
 // A base policy directory is what `compactrl pretrain` writes and what RL
-// starts from (DESIGN.md §8): a Hugging Face-style checkpoint that also
+// starts from (docs/design.md §8): a Hugging Face-style checkpoint that also
 // records the suite and agent it was trained for, so that it evaluates and
 // trains on its own.
 //
@@ -226,7 +226,7 @@ func ModelCard(recipe Config, info BaseInfo) string {
 	m := recipe.Model
 	fmt.Fprintf(&b, "# vault base policy (seed %d)\n\n", info.Seed)
 	fmt.Fprintf(&b, "The pretrained base policy that `compactrl demo` and `compactrl experiment` run CompactionRL from\n")
-	fmt.Fprintf(&b, "(DESIGN.md §8): a Llama-architecture decoder (dim %d, %d layers, %d heads, %d KV heads, FFN %d,\n", m.Dim, m.Layers, m.Heads, m.KVHeads, m.FFN)
+	fmt.Fprintf(&b, "(docs/design.md §8): a Llama-architecture decoder (dim %d, %d layers, %d heads, %d KV heads, FFN %d,\n", m.Dim, m.Layers, m.Heads, m.KVHeads, m.FFN)
 	fmt.Fprintf(&b, "vocabulary %d, %d parameters) warm-started on the built-in vault suite: copy and recall pretraining, then SFT on the\n", info.Vocab, info.Params)
 	fmt.Fprintf(&b, "scripted expert's demonstrations, whose summaries keep each fact with p = %g (the headroom only\n", recipe.SFT.ExpertP)
 	fmt.Fprintf(&b, "better summaries close). `model.safetensors` + `config.json` load as `LlamaForCausalLM`;\n")

@@ -150,7 +150,7 @@ func PretrainConfig() Config {
 }
 
 // ShippedBase is where the repository keeps the base policy that the demo
-// and the experiment start from (DESIGN.md §8).
+// and the experiment start from (docs/design.md §8).
 const ShippedBase = "models/vault-base"
 
 // DemoConfig is `compactrl demo`'s run (configs/demo.yaml is the same

@@ -28,7 +28,7 @@ type AdvantageConfig struct {
 	ScaledReturns bool
 }
 
-// DefaultAdvantageConfig is DESIGN.md §1's default: cross-gae, γ = 1,
+// DefaultAdvantageConfig is docs/design.md §1.7's default: cross-gae, γ = 1,
 // λ = 1 − 1/(1.5·l), GRPO ε = 1e-6, overlong episodes masked.
 func DefaultAdvantageConfig() AdvantageConfig {
 	return AdvantageConfig{Estimator: CrossGAE, Gamma: 1, Alpha: 1.5, Eps: 1e-6, MaskOverlong: true}

@@ -1,4 +1,4 @@
-// Package rl holds the algorithm core of CompactionRL (DESIGN.md §1) as
+// Package rl holds the algorithm core of CompactionRL (docs/design.md §1) as
 // pure functions: advantage estimators over compacted episodes, the
 // weights that aggregate per-token losses into one optimiser step's loss,
 // and the PPO policy and value objectives with their gradients. It does

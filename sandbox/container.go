@@ -95,6 +95,31 @@ func tailString(s string, n int) string {
 	return "..." + s[len(s)-n:]
 }
 
+// ErrStorageQuota marks a container the engine refused to create because
+// its storage driver cannot apply a storage limit (podman's overlay driver
+// needs an XFS backing file system with project quotas: "… only supported
+// for backingFS xfs …"). Callers that can run without the limit test for
+// it with errors.Is and retry without it.
+var ErrStorageQuota = errors.New("storage limit not supported by the engine's storage driver")
+
+// storageQuotaError is an engine failure recognised as ErrStorageQuota; its
+// text is the engine's own.
+type storageQuotaError struct{ err error }
+
+func (e *storageQuotaError) Error() string        { return e.err.Error() }
+func (e *storageQuotaError) Unwrap() error        { return e.err }
+func (e *storageQuotaError) Is(target error) bool { return target == ErrStorageQuota }
+
+// classifyCreate recognises the engine failures of `ENGINE run` that
+// callers branch on. The engine is an external CLI whose failures are
+// text, so this is the one place that reads it.
+func classifyCreate(err error) error {
+	if err != nil && strings.Contains(err.Error(), "only supported for backingFS") {
+		return &storageQuotaError{err}
+	}
+	return err
+}
+
 // ErrBuildTimeout marks an image build that outlived its timeout.
 var ErrBuildTimeout = errors.New("image build timed out")
 
@@ -330,7 +355,8 @@ type Box struct {
 	removed bool
 }
 
-// Create starts a container for spec.
+// Create starts a container for spec. An engine that cannot apply the
+// storage limit fails with an error that is ErrStorageQuota.
 func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
 	if err := sandboxSupported(); err != nil {
 		return nil, err
@@ -341,7 +367,7 @@ func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
 	}
 	out, err := c.run(ctx, nil, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox: %w", classifyCreate(err))
 	}
 	id := strings.TrimSpace(string(out))
 	if i := strings.LastIndexByte(id, '\n'); i >= 0 {

@@ -1,5 +1,5 @@
 // Package serve is the rollout service that external trainers (slime,
-// DESIGN.md §7) call: one HTTP request plays one CompactionRL episode with
+// docs/design.md §7) call: one HTTP request plays one CompactionRL episode with
 // the agent loop against the trainer's own inference engine and answers
 // with the episode's segments, token-exact, in slime's layout.
 //

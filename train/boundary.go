@@ -24,7 +24,7 @@ type Output struct {
 	Values   []float64
 }
 
-// Model is the trainer boundary (DESIGN.md §7): score, forward-backward with
+// Model is the trainer boundary (docs/design.md §2): score, forward-backward with
 // per-token weights (as dL/d(output) per token), optimiser step. It is
 // two-phase so that a remote trainer can stand behind it: Forward returns
 // the outputs, the caller computes the loss gradient with respect to them

@@ -41,7 +41,7 @@ type Seeds struct {
 	TestSeedStart  int64 `yaml:"test_seed_start"`
 }
 
-// AgentConfig is the compaction-aware agent loop (DESIGN.md §1): the
+// AgentConfig is the compaction-aware agent loop (docs/design.md §1): the
 // loop's own agent.Config (context, reserve, keep_last, max_compactions,
 // max_turns, max_action_tokens, max_summary_tokens, observation_cap,
 // temperature, no_compaction, the prompts, …) inlined under the same keys,

@@ -2,7 +2,7 @@
 // warm start on an expert's demonstrations, then PPO with a critic over
 // compacted rollouts. It knows no suite and no engine: the policy and
 // critic are Models (score, forward-backward with per-token weights,
-// optimiser step, publish weights; DESIGN.md §7), rollouts come from a
+// optimiser step, publish weights; docs/design.md §2), rollouts come from a
 // Collector, demonstrations from an ExpertCollector, recall pretraining's
 // sequences from a RecallSource. The built-in engine behind Model and
 // Policy is package train/builtin; the built-in vault suite's recipe (the

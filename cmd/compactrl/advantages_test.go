@@ -204,7 +204,7 @@ func TestAdvantagesCLIErrors(t *testing.T) {
 }
 
 // refGAE computes an episode's advantages and returns straight from the
-// equations of DESIGN.md §1 (direct sums, no recursion), for episodes the
+// equations of docs/design.md §1.7 (direct sums, no recursion), for episodes the
 // implementation was not tuned on.
 func refGAE(ep episode.Episode, est string, gamma, lambda float64, maskOverlong bool) (adv, ret [][]float64) {
 	for _, s := range ep.Segments {

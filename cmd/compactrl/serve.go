@@ -227,7 +227,7 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 		switch {
 		case errors.Is(err, errSampling):
 			field = "sampling"
-		case strings.HasPrefix(err.Error(), "agent config"):
+		case errors.Is(err, agent.ErrConfig):
 			field = "agent"
 		}
 		return nil, field, err

@@ -194,11 +194,9 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 			{Host: b.logsHost(ws), Target: verifierDir, Writable: true},
 		},
 	}
-	box, err := b.c.Create(ctx, spec)
-	if err != nil && spec.Limits.DiskBytes > 0 && strings.Contains(err.Error(), "only supported for backingFS") {
-		b.notes = append(b.notes, "storage_mb not enforced: the engine's overlay storage needs an XFS backing file system with project quotas")
-		spec.Limits.DiskBytes = 0
-		box, err = b.c.Create(ctx, spec)
+	box, note, err := createBox(spec, func(s sandbox.BoxSpec) (*sandbox.Box, error) { return b.c.Create(ctx, s) })
+	if note != "" {
+		b.notes = append(b.notes, note)
 	}
 	if err != nil {
 		return err
@@ -208,6 +206,19 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 		return fmt.Errorf("mkdir %s in the container failed (exit %d): %v", agentLogDir, code, err)
 	}
 	return nil
+}
+
+// createBox creates the container with create; when the engine's storage
+// driver cannot apply the storage limit (sandbox.ErrStorageQuota), it
+// drops the limit, says so in note, and creates it once more.
+func createBox(spec sandbox.BoxSpec, create func(sandbox.BoxSpec) (*sandbox.Box, error)) (box *sandbox.Box, note string, err error) {
+	box, err = create(spec)
+	if err != nil && spec.Limits.DiskBytes > 0 && errors.Is(err, sandbox.ErrStorageQuota) {
+		note = "storage_mb not enforced: the engine's overlay storage needs an XFS backing file system with project quotas"
+		spec.Limits.DiskBytes = 0
+		box, err = create(spec)
+	}
+	return box, note, err
 }
 
 // close removes the container and the guarded directories.

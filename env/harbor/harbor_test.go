@@ -146,7 +146,7 @@ custom_thing = 1
 	if !errors.Is(err, ErrNeedsContainer) {
 		t.Fatalf("Reset of a container task: %v", err)
 	}
-	// With environment/app/ the DESIGN §5 convention applies.
+	// With environment/app/ the bubblewrap convention of docs/design.md §5.4 applies.
 	os.MkdirAll(filepath.Join(dir, "environment", "app"), 0o755)
 	if need, _ := task.NeedsContainer(); need {
 		t.Fatal("environment/app/ present but still needs a container")

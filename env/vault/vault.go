@@ -4,7 +4,7 @@
 // scattered over many pages full of noise lines, more than fit in one
 // context window, and the keys to report appear only in the task text, so
 // both the task and the facts found must survive each compaction in the
-// summary (DESIGN.md §4).
+// summary (docs/design.md §4).
 //
 // Data flow: New(cfg, seed) generates one episode's vault deterministically
 // from the seed; Reset returns the task text, Step parses one action

@@ -10,7 +10,7 @@ Three hooks, each named on slime's command line:
       builds slime's train data and carries each sample's N_{>s} (the
       optimised tokens after its segment in its rollout) to the trainer;
   --custom-advantage-function-path compactrl_slime.advantages.cross_gae
-      cross-trajectory GAE from slime's critic values (DESIGN.md §1).
+      cross-trajectory GAE from slime's critic values (docs/design.md §1.7).
 
 Standard library and torch only. See README.md for the field mapping.
 """

@@ -1,4 +1,4 @@
-"""cross_gae equals `compactrl advantages --estimator cross-gae` (DESIGN.md §1)
+"""cross_gae equals `compactrl advantages --estimator cross-gae` (docs/design.md §1.7)
 on random multi-segment episodes, to 1e-6, whole and with each rollout's
 samples split across simulated data-parallel ranks.
 
