@@ -186,9 +186,13 @@ func (b *boxEpisode) logsHost(ws string) string  { return filepath.Join(ws, "log
 // driver cannot apply is dropped with a note, never silently.
 func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 	ws := e.sh.Workspace()
+	// [environment] storage_mb bounds the container's writable layer where
+	// the storage driver has quotas; without it no default applies (the
+	// engine's layer has no size to set on such hosts).
+	storage, _ := e.task.Config.Environment.StorageBytes()
 	spec := sandbox.BoxSpec{
 		Image: b.image, Env: e.taskEnv(nil), Workdir: e.task.Config.Environment.Workdir,
-		Limits: e.limits(), Network: e.network(), NoTmpfs: true,
+		Limits: e.limits(), Network: e.network(), NoTmpfs: true, StorageBytes: storage,
 		Mounts: []sandbox.Mount{
 			{Host: b.testsHost(ws), Target: testsDir, Writable: true},
 			{Host: b.logsHost(ws), Target: verifierDir, Writable: true},
@@ -213,9 +217,9 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 // drops the limit, says so in note, and creates it once more.
 func createBox(spec sandbox.BoxSpec, create func(sandbox.BoxSpec) (*sandbox.Box, error)) (box *sandbox.Box, note string, err error) {
 	box, err = create(spec)
-	if err != nil && spec.Limits.DiskBytes > 0 && errors.Is(err, sandbox.ErrStorageQuota) {
+	if err != nil && spec.StorageBytes > 0 && errors.Is(err, sandbox.ErrStorageQuota) {
 		note = "storage_mb not enforced: the engine's overlay storage needs an XFS backing file system with project quotas"
-		spec.Limits.DiskBytes = 0
+		spec.StorageBytes = 0
 		box, err = create(spec)
 	}
 	return box, note, err

@@ -37,15 +37,15 @@ func TestCreateBoxStorageQuotaFallback(t *testing.T) {
 				}
 				return box, nil
 			}
-			got, note, err := createBox(sandbox.BoxSpec{Image: "img", Limits: sandbox.Limits{DiskBytes: tc.disk}}, create)
+			got, note, err := createBox(sandbox.BoxSpec{Image: "img", StorageBytes: tc.disk}, create)
 			if len(specs) != tc.calls || err != tc.wantErr || (note != "") != tc.wantNote {
 				t.Fatalf("%d calls, note %q, err %v; want %d calls, note %v, err %v", len(specs), note, err, tc.calls, tc.wantNote, tc.wantErr)
 			}
 			if err == nil && got != box {
 				t.Error("the created box was not returned")
 			}
-			if tc.calls == 2 && specs[1].Limits.DiskBytes != 0 {
-				t.Errorf("retry kept the storage limit %d", specs[1].Limits.DiskBytes)
+			if tc.calls == 2 && specs[1].StorageBytes != 0 {
+				t.Errorf("retry kept the storage limit %d", specs[1].StorageBytes)
 			}
 		})
 	}
