@@ -100,7 +100,7 @@ func TestServeContainerTask(t *testing.T) {
 	}
 	sys := filepath.Join(t.TempDir(), "system.txt")
 	os.WriteFile(sys, []byte("1"), 0o644)
-	before := podmanContainers(t)
+	before := podmanContainers(t, "compactrl-task-tiny")
 	p := startServe(t, t.TempDir(), "--tasks", tasks, "--runner", "podman", "--template", "120,121,122,123,124,125",
 		"--context", "256", "--reserve", "96", "--max-action-tokens", "12", "--max-summary-tokens", "16",
 		"--max-format-errors", "1000", "--max-turns", "6", "--system-prompt", sys, "--summary-instruction", "2a",
@@ -121,16 +121,23 @@ func TestServeContainerTask(t *testing.T) {
 			t.Fatalf("rollout %d: status %s (%q), %d segments", rid, r.Status, r.Error, len(r.Segments))
 		}
 	}
-	if after := podmanContainers(t); after > before {
+	if after := podmanContainers(t, "compactrl-task-tiny"); after > before {
 		t.Errorf("%d containers before the episodes, %d after", before, after)
 	}
 }
 
-// podmanContainers counts the engine's containers.
-func podmanContainers(t *testing.T) int {
-	out, err := exec.Command("podman", "ps", "-aq").Output()
+// podmanContainers counts the engine's containers whose image name holds
+// image (other packages' tests run containers at the same time).
+func podmanContainers(t *testing.T, image string) int {
+	out, err := exec.Command("podman", "ps", "-a", "--format", "{{.Image}}").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(strings.Fields(string(out)))
+	n := 0
+	for _, img := range strings.Fields(string(out)) {
+		if strings.Contains(img, image) {
+			n++
+		}
+	}
+	return n
 }

@@ -23,7 +23,7 @@ type containerCase struct {
 	task   string
 	oracle bool
 	reward float64
-	note   string // a substring of RewardNote ("" : none)
+	note   string // a substring of RewardNote ("" : none); alternatives separated by "|"
 	verErr string // a substring of an ErrVerifier error ("" : no error)
 }
 
@@ -51,7 +51,9 @@ func TestContainerTasks(t *testing.T) {
 		{task: "tamper-kill-testsh", oracle: true, note: "killed by signal 9"},
 		{task: "tamper-thread-straggler", oracle: true, note: "outlived test.sh"},
 		{task: "tamper-second-reward-file", oracle: true, note: "both reward.txt and reward.json"},
-		{task: "tamper-lower-nofile", oracle: true, note: "opens of the verifier's files by processes outside its run"},
+		// The daemon may catch the verifier's wrapper before it has even
+		// loaded its libraries: then it cannot start, which is 0 too.
+		{task: "tamper-lower-nofile", oracle: true, note: "opens of the verifier's files by processes outside its run|could not start in the agent's container"},
 		{task: "tamper-ptrace", oracle: true, note: "traced"},
 		{task: "tamper-shadow-unittest", oracle: true, note: "unittest.py in /app"},
 	}
@@ -114,7 +116,7 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 	if err != nil || !st.Done {
 		t.Fatalf("step: %+v %v", st, err)
 	}
-	if st.Reward != tc.reward || !strings.Contains(e.RewardNote(), tc.note) || (tc.note == "") != (e.RewardNote() == "") {
+	if st.Reward != tc.reward || !noteMatches(e.RewardNote(), tc.note) || (tc.note == "") != (e.RewardNote() == "") {
 		t.Fatalf("reward %v note %q, want %v and a note with %q\n%s", st.Reward, e.RewardNote(), tc.reward, tc.note, st.Observation)
 	}
 	if m := e.Metrics(); m["verifier_guarded"] != 1 {
@@ -160,4 +162,15 @@ func TestContainerEpisodeLeavesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
 		t.Errorf("workspace left: %v", ents)
 	}
+}
+
+// noteMatches reports whether note contains one of want's "|"-separated
+// alternatives.
+func noteMatches(note, want string) bool {
+	for _, w := range strings.Split(want, "|") {
+		if strings.Contains(note, w) {
+			return true
+		}
+	}
+	return false
 }
