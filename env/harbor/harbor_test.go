@@ -410,19 +410,10 @@ func TestTaskPrompt(t *testing.T) {
 // As in Harbor, the verifier's /tests is a writable copy (real test.sh
 // files move their fixtures around) and test.sh runs by its #! line.
 func TestVerifierTestsWritableAndShebang(t *testing.T) {
-	testenv.MustHaveBwrap(t)
-	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "",
+	st, _, err := playOnce(t, Options{}, map[string]string{"instruction.md": "x", "task.toml": "",
 		"tests/expected.txt": "ok\n",
-		"tests/test.sh":      "#!/usr/bin/python3\nimport os\nos.rename('/tests/expected.txt', '/tests/moved.txt')\nopen('/logs/verifier/reward.txt', 'w').write('1' if open('/tests/moved.txt').read() == 'ok\\n' else '0')\n"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(task, Options{})
-	defer e.Close()
-	if _, err := e.Reset(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.Step(context.Background(), "<submit/>")
+		"tests/test.sh":      "#!/usr/bin/python3\nimport os\nos.rename('/tests/expected.txt', '/tests/moved.txt')\nopen('/logs/verifier/reward.txt', 'w').write('1' if open('/tests/moved.txt').read() == 'ok\\n' else '0')\n"},
+		"<submit/>")
 	if err != nil || st.Reward != 1 {
 		t.Fatalf("%+v %v", st, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/sandbox"
@@ -264,21 +265,31 @@ resource.prlimit(shell, resource.RLIMIT_NOFILE, (3, 3))`)
 	}
 }
 
-// agentFails plays one agent command and submits; the attempt must score 0
-// with a note containing want (status ok), not an error that would mask it.
-func agentFails(t *testing.T, opts Options, toml, cmd, want string) {
+// playOnce loads a task from files and plays one reply in a fresh episode
+// (closed when the test ends).
+func playOnce(t *testing.T, opts Options, files map[string]string, reply string) (agent.Step, *Env, error) {
 	t.Helper()
-	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": toml,
-		"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n", "tests/data.txt": strings.Repeat("x", 64<<10)}))
+	testenv.MustHaveBwrap(t)
+	task, err := Load(writeTask(t, files))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := New(task, opts)
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
 	if _, err := e.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := e.Step(context.Background(), "```bash\n"+cmd+"\n```\n<submit/>")
+	st, err := e.Step(context.Background(), reply)
+	return st, e, err
+}
+
+// agentFails plays one agent command and submits; the attempt must score 0
+// with a note containing want (status ok), not an error that would mask it.
+func agentFails(t *testing.T, opts Options, toml, cmd, want string) {
+	t.Helper()
+	st, e, err := playOnce(t, opts, map[string]string{"instruction.md": "x", "task.toml": toml,
+		"tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n", "tests/data.txt": strings.Repeat("x", 64<<10)},
+		"```bash\n"+cmd+"\n```\n<submit/>")
 	if err != nil || !st.Done || st.Reward != 0 || !strings.Contains(e.RewardNote(), want) {
 		t.Fatalf("reward %v err %v note %q\n%s", st.Reward, err, e.RewardNote(), st.Observation)
 	}
@@ -358,19 +369,10 @@ func TestCacheHoldsNoTestsOrSolution(t *testing.T) {
 // A unittest.py the agent planted in /app does not shadow the standard
 // library's when test.sh runs `python3 -m unittest` from /app.
 func TestPlantedModuleDoesNotShadowTestTool(t *testing.T) {
-	testenv.MustHaveBwrap(t)
-	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "",
+	st, e, err := playOnce(t, Options{}, map[string]string{"instruction.md": "x", "task.toml": "",
 		"tests/test_fail.py": "import unittest\n\nclass T(unittest.TestCase):\n    def test_fails(self):\n        self.fail()\n",
-		"tests/test.sh":      "cd /app && python3 -m unittest discover -s /tests && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := New(task, Options{})
-	defer e.Close()
-	if _, err := e.Reset(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st, err := e.Step(context.Background(), "```bash\nprintf 'import sys\\nsys.exit(0)\\n' > /app/unittest.py\n```\n<submit/>")
+		"tests/test.sh":      "cd /app && python3 -m unittest discover -s /tests && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"},
+		"```bash\nprintf 'import sys\\nsys.exit(0)\\n' > /app/unittest.py\n```\n<submit/>")
 	if err != nil || st.Reward != 0 || !strings.Contains(e.RewardNote(), "unittest.py") {
 		t.Fatalf("a planted unittest.py passed the tests: %+v %v (note %q)", st, err, e.RewardNote())
 	}

@@ -75,29 +75,29 @@ func endsWithStatus(line string) bool {
 // parsePytest reads pytest's -rA summary: a line starting with a status,
 // the test id its second word (so an id holding a space is cut there), a
 // FAILED line's " - " message separator removed first.
-func parsePytest(log string) map[string]string {
-	m := map[string]string{}
-	for _, line := range strings.Split(log, "\n") {
-		if !startsWithStatus(line) {
-			continue
-		}
-		if strings.HasPrefix(line, StatusFailed) {
-			line = strings.ReplaceAll(line, " - ", " ")
-		}
-		f := pySplit(line)
-		if len(f) <= 1 {
-			continue
-		}
-		m[f[1]] = f[0]
-	}
-	return m
-}
+func parsePytest(log string) map[string]string { return parsePytestIDs(log, nil) }
 
 var optionRe = regexp.MustCompile(`(.*?)\[(.*)\]`)
 
 // parsePytestOptions is parsePytest with a parametrized id's option that
 // is an absolute path cut to its last element ("/a/b/c" → "/c").
 func parsePytestOptions(log string) map[string]string {
+	return parsePytestIDs(log, func(id string) string {
+		g := optionRe.FindStringSubmatch(id)
+		if g == nil {
+			return id
+		}
+		main, option := g[1], g[2]
+		if strings.HasPrefix(option, "/") && !strings.HasPrefix(option, "//") && !strings.Contains(option, "*") {
+			option = "/" + option[strings.LastIndexByte(option, '/')+1:]
+		}
+		return main + "[" + option + "]"
+	})
+}
+
+// parsePytestIDs is parsePytest's loop, each test id passed through
+// rename when it is not nil.
+func parsePytestIDs(log string, rename func(string) string) map[string]string {
 	m := map[string]string{}
 	for _, line := range strings.Split(log, "\n") {
 		if !startsWithStatus(line) {
@@ -110,15 +110,11 @@ func parsePytestOptions(log string) map[string]string {
 		if len(f) <= 1 {
 			continue
 		}
-		name := f[1]
-		if g := optionRe.FindStringSubmatch(f[1]); g != nil {
-			main, option := g[1], g[2]
-			if strings.HasPrefix(option, "/") && !strings.HasPrefix(option, "//") && !strings.Contains(option, "*") {
-				option = "/" + option[strings.LastIndexByte(option, '/')+1:]
-			}
-			name = main + "[" + option + "]"
+		id := f[1]
+		if rename != nil {
+			id = rename(id)
 		}
-		m[name] = f[0]
+		m[id] = f[0]
 	}
 	return m
 }
