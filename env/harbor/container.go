@@ -381,7 +381,9 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},
 		e.verifierTimeout(), guards...)
 	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
-	e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))
+	if err == nil {
+		e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))
+	}
 	if errors.Is(err, sandbox.ErrNotStarted) && e.sh.Metric("commands") > 0 {
 		// The container is the agent's: what it left can keep the
 		// verifier from starting. That is the attempt's failure.
