@@ -70,7 +70,7 @@ func newEvalCmd() (*cmdLine, *evalOptions) {
 	fs := newCmdLine("eval", "eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]",
 		"eval checkpoint DIR [flags]   (the built-in model on the built-in suite: compactrl eval checkpoint -h)")
 	fs.about = "Exit status: 0 every episode was scored; 1 an error stopped the run; 3 some episodes were infra_error or verifier_error;\n" +
-		"4 every episode was infra_error or verifier_error; 5 every episode played was scored but some tasks were skipped (a task.toml\n" +
+		"4 nothing was scored (every episode infra_error or verifier_error, or no task could run); 5 every episode played was scored but some tasks were skipped (a task.toml\n" +
 		"that does not load, a task that cannot run here: results.json's \"skipped\" and stderr say why)."
 	fs.examples = []string{"compactrl eval --tasks tasks/ --policy oracle --out runs/validate",
 		"compactrl eval --tasks tasks/ --engine http://127.0.0.1:8080 --tokenizer ~/qwen3 --attempts 4 --out runs/qwen3"}
@@ -133,6 +133,19 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	limits.DiskBytes = o.diskMB << 20
 	workRoot := new(string)
 	tasks, skipped, err := o.tasks.load(e, "eval", sb, limits, workRoot)
+	var none *noRunnableTask
+	if errors.As(err, &none) {
+		// Still a results.json: which tasks were skipped, and why.
+		res := summarize(nil, nil, o.attempts, skipped, map[string]string{"policy": o.policy, "tasks": o.tasks.tasks})
+		if werr := os.MkdirAll(o.out, 0o755); werr != nil {
+			return fmt.Errorf("--out: %w", werr)
+		}
+		if werr := writeJSON(filepath.Join(o.out, "results.json"), res); werr != nil {
+			return werr
+		}
+		printResults(e.stdout, res)
+		return &exitError{exitNothingScored, err.Error() + "; results.json lists why"}
+	}
 	if err != nil {
 		return err
 	}

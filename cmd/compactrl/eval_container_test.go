@@ -141,3 +141,22 @@ func podmanContainers(t *testing.T, image string) int {
 	}
 	return n
 }
+
+// When no task can run, eval still writes results.json with every skipped
+// task and its reason, and exits 4 (nothing scored).
+func TestEvalNothingRunnableWritesResults(t *testing.T) {
+	tasks := filepath.Join(t.TempDir(), "tasks")
+	for p, s := range map[string]string{"instruction.md": "x", "task.toml": "[verifier]\ntimeout_sec = \"soon\"\n", "tests/test.sh": "true\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(tasks, "bad", p)), 0o755)
+		os.WriteFile(filepath.Join(tasks, "bad", p), []byte(s), 0o644)
+	}
+	out := filepath.Join(t.TempDir(), "run")
+	_, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--policy", "oracle", "--out", out)
+	if code != exitNothingScored || !strings.Contains(stderr, "no task can run here") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	r := readResults(t, out)
+	if len(r.Skipped) != 1 || r.Skipped[0].Task != "bad" || !strings.Contains(r.Skipped[0].Reason, "timeout_sec") {
+		t.Fatalf("skipped %+v", r.Skipped)
+	}
+}

@@ -108,7 +108,7 @@ func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Lim
 		fmt.Fprintf(e.stderr, "%s: skipping %s: %s\n", cmd, s.Task, s.Reason)
 	}
 	if len(tasks) == 0 {
-		return nil, nil, fmt.Errorf("--tasks %s: no task can run here (%d skipped)", f.tasks, len(skipped))
+		return nil, skipped, &noRunnableTask{fmt.Sprintf("--tasks %s: no task can run here (%d skipped)", f.tasks, len(skipped))}
 	}
 	return tasks, skipped, nil
 }
@@ -117,3 +117,9 @@ func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Lim
 func (f *taskFlags) limits() sandbox.Limits {
 	return sandbox.Limits{MemoryBytes: f.memMB << 20, Processes: f.procs}
 }
+
+// noRunnableTask is load's error when every task was skipped; load still
+// returns the skipped tasks with it, for eval's results.json.
+type noRunnableTask struct{ msg string }
+
+func (e *noRunnableTask) Error() string { return e.msg }
