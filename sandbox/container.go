@@ -282,7 +282,14 @@ type BoxSpec struct {
 	// StorageBytes limits the container's writable layer (--storage-opt
 	// size; engines refuse it on storage drivers without quotas); 0: none.
 	StorageBytes int64
+	// Owner labels the container (RunLabel) with the directory of the run
+	// that made it, so that ReapContainers can remove what a killed run
+	// left; "" for none.
+	Owner string
 }
+
+// RunLabel is the container label naming the run directory that owns it.
+const RunLabel = "io.compactrl.run"
 
 // ulimitArgs are nofile/nproc limits within this process's hard limits.
 func (c Container) ulimitArgs() []string {
@@ -319,6 +326,9 @@ func (c Container) createArgs(spec BoxSpec) ([]string, error) {
 	}
 	if spec.Workdir != "" {
 		a = append(a, "-w", spec.Workdir)
+	}
+	if spec.Owner != "" {
+		a = append(a, "--label", RunLabel+"="+spec.Owner)
 	}
 	for _, m := range spec.Mounts {
 		v := m.Host + ":" + m.Target
@@ -719,4 +729,25 @@ func exitCode(err error) int {
 func (c Container) ContainerExists(ctx context.Context, id string) bool {
 	_, err := c.run(ctx, nil, "container", "inspect", "--format", "{{.Id}}", id)
 	return err == nil
+}
+
+// ReapContainers removes every container labelled as owned by one of the
+// run directories dirs (runs that died without removing their containers,
+// as ReapRunDirs reports them) and returns their ids.
+func (c Container) ReapContainers(ctx context.Context, dirs []string) ([]string, error) {
+	var removed []string
+	for _, d := range dirs {
+		out, err := c.run(ctx, nil, "ps", "-aq", "--filter", "label="+RunLabel+"="+d)
+		if err != nil {
+			return removed, fmt.Errorf("reap containers of %s: %w", d, err)
+		}
+		for _, id := range strings.Fields(string(out)) {
+			b := &Box{c: c, id: id}
+			if err := b.Remove(); err != nil {
+				return removed, err
+			}
+			removed = append(removed, id)
+		}
+	}
+	return removed, nil
 }

@@ -570,3 +570,28 @@ func TestBuildImageKeyFollowsBaseImage(t *testing.T) {
 		t.Fatalf("base image changed, but the task image %s was reused (cached %v)", ref2, cached)
 	}
 }
+
+// A container labelled with a run directory is removed by ReapContainers
+// for that directory, and only for it.
+func TestReapContainers(t *testing.T) {
+	base := testenv.MustHavePodman(t)
+	c := Container{Engine: "podman"}
+	ctx := context.Background()
+	dead, alive := filepath.Join(t.TempDir(), "run-dead"), filepath.Join(t.TempDir(), "run-alive")
+	var boxes []*Box
+	for _, owner := range []string{dead, alive} {
+		b, err := c.Create(ctx, BoxSpec{Image: base, NoTmpfs: true, Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		boxes = append(boxes, b)
+		t.Cleanup(func() { b.Remove() })
+	}
+	ids, err := c.ReapContainers(ctx, []string{dead})
+	if err != nil || len(ids) != 1 || !strings.HasPrefix(boxes[0].ID(), ids[0]) && ids[0] != boxes[0].ID() {
+		t.Fatalf("reaped %v, %v; want the dead run's %s", ids, err, boxes[0].ID())
+	}
+	if c.ContainerExists(ctx, boxes[0].ID()) || !c.ContainerExists(ctx, boxes[1].ID()) {
+		t.Fatal("the wrong containers are gone")
+	}
+}

@@ -214,6 +214,18 @@ func prepareSandbox(e env, sb sandbox.Runner, keep bool, root string, workRoot *
 	if err != nil {
 		return nil, fmt.Errorf("--work-root: %w", err)
 	}
+	if c, ok := sb.(sandbox.Container); ok && len(reaped) > 0 {
+		// Containers of those runs (labelled with their run directory).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ids, err := c.ReapContainers(ctx, reaped)
+		cancel()
+		for _, id := range ids {
+			fmt.Fprintf(e.stderr, "eval: removed container %.12s, left by a run that died\n", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	*workRoot = rd.Path
 	return func() {
 		if err := rd.Close(); err != nil {

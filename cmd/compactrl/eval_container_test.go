@@ -7,10 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/compactrl/compactrl/env/harbor"
 	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/sandbox"
 	"github.com/compactrl/compactrl/serve"
 )
 
@@ -158,5 +161,65 @@ func TestEvalNothingRunnableWritesResults(t *testing.T) {
 	r := readResults(t, out)
 	if len(r.Skipped) != 1 || r.Skipped[0].Task != "bad" || !strings.Contains(r.Skipped[0].Reason, "timeout_sec") {
 		t.Fatalf("skipped %+v", r.Skipped)
+	}
+}
+
+// eval killed with -9 mid-episode leaves its container running; the next
+// eval with the same --work-root removes it (containers carry their run
+// directory as a label) together with the run directory and its guarded
+// mounts.
+func TestEvalKill9LeavesNoContainer(t *testing.T) {
+	testenv.MustHavePodman(t)
+	tasks := filepath.Join(t.TempDir(), "tasks")
+	for p, s := range map[string]string{
+		"instruction.md": "x", "task.toml": "schema_version = \"1.1\"\n[agent]\ntimeout_sec = 600\n",
+		"environment/Dockerfile": "FROM localhost/compactrl-base:bookworm\nWORKDIR /app\n",
+		"tests/test.sh":          "#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n",
+		"solution/solve.sh":      "#!/bin/bash\ntouch /app/started\nsleep 300\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(tasks, "hang-box", p)), 0o755)
+		os.WriteFile(filepath.Join(tasks, "hang-box", p), []byte(s), 0o755)
+	}
+	root := filepath.Join(t.TempDir(), "work")
+	args := []string{"eval", "--tasks", tasks, "--runner", "podman", "--policy", "oracle", "--out", filepath.Join(t.TempDir(), "run1"), "--work-root", root}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEvalHelperProcess$")
+	cmd.Env = append(os.Environ(), "COMPACTRL_EVAL_HELPER="+strings.Join(args, "\x1f"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	id := ""
+	for deadline := time.Now().Add(90 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, _ := exec.Command("podman", "ps", "--filter", "label="+sandbox.RunLabel, "--format", "{{.ID}} {{index .Labels \""+sandbox.RunLabel+"\"}}").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && strings.HasPrefix(f[1], root+"/") && exec.Command("podman", "exec", f[0], "test", "-e", "/app/started").Run() == nil {
+				id = f[0]
+			}
+		}
+	}
+	if id == "" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the episode's container never started its solution")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	t.Cleanup(func() { exec.Command("podman", "rm", "-f", "-t", "0", id).Run() })
+	if exec.Command("podman", "container", "exists", id).Run() != nil {
+		t.Fatal("the killed run's container is already gone")
+	}
+	next := filepath.Join(t.TempDir(), "next")
+	if err := harbor.CopyDir(filepath.Join("..", "..", "env", "harbor", "testdata", "container", "service-and-files"), next); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, _ := runCmd(t, "eval", "--tasks", next, "--runner", "podman", "--policy", "empty", "--out", filepath.Join(t.TempDir(), "run2"), "--work-root", root)
+	if exec.Command("podman", "container", "exists", id).Run() == nil {
+		t.Fatalf("container %s survived the next eval:\n%s", id, stderr)
+	}
+	if !strings.Contains(stderr, "removed container") {
+		t.Errorf("the next eval did not say what it removed:\n%s", stderr)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), root) {
+		t.Errorf("a guarded directory is still mounted under %s", root)
 	}
 }

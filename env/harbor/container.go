@@ -192,7 +192,7 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 	storage, _ := e.task.Config.Environment.StorageBytes()
 	spec := sandbox.BoxSpec{
 		Image: b.image, Env: e.taskEnv(nil), Workdir: e.task.Config.Environment.Workdir,
-		Limits: e.limits(), Network: e.network(), NoTmpfs: true, StorageBytes: storage,
+		Limits: e.limits(), Network: e.network(), NoTmpfs: true, StorageBytes: storage, Owner: e.opts.WorkRoot,
 		Mounts: []sandbox.Mount{
 			{Host: b.testsHost(ws), Target: testsDir, Writable: true},
 			{Host: b.logsHost(ws), Target: verifierDir, Writable: true},
