@@ -17,9 +17,8 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
-	"github.com/compactrl/compactrl/env/harbor"
 	"github.com/compactrl/compactrl/env/shelltask"
-	"github.com/compactrl/compactrl/env/swebench"
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/rollout"
@@ -132,7 +131,7 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	limits := o.tasks.limits()
 	limits.DiskBytes = o.diskMB << 20
 	workRoot := new(string)
-	tasks, skipped, err := o.tasks.load(e, "eval", sb, limits, workRoot)
+	runnable, skipped, err := o.tasks.load(e, "eval", sb, limits, workRoot)
 	var none *noRunnableTask
 	if errors.As(err, &none) {
 		// Still a results.json: which tasks were skipped, and why.
@@ -158,7 +157,7 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer cleanup()
-	return o.play(ctx, e, tasks, skipped, r, taint, meta)
+	return o.play(ctx, e, runnable, skipped, r, taint, meta)
 }
 
 // policyRunner is --policy: the scripted oracle/empty runner, or the agent
@@ -236,7 +235,7 @@ func prepareSandbox(e env, sb sandbox.Runner, keep bool, root string, workRoot *
 
 // play runs attempts × tasks episodes (episode i, task-major, has seed
 // --seed+i) into --out/episodes.jsonl and writes and prints results.json.
-func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped []skippedTask, r rollout.Runner, taint rollout.FailureCounter, meta map[string]string) error {
+func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, skipped []tasks.Skipped, r rollout.Runner, taint rollout.FailureCounter, meta map[string]string) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -245,11 +244,11 @@ func (o *evalOptions) play(ctx context.Context, e env, tasks []evalTask, skipped
 		return fmt.Errorf("--out: %w", err)
 	}
 	defer f.Close()
-	jobs, envs := o.jobs(tasks)
+	jobs, envs := o.jobs(runnable)
 	sink := &verdictSink{}
 	_, rerr := playEpisodes(ctx, e, "eval", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta, Taint: taint},
 		jobs, closingRunner{r}, envs, func(s rollout.Sink) rollout.Sink { sink.inner = s; return sink })
-	res := summarize(sink.verdicts, tasks, o.attempts, skipped, meta)
+	res := summarize(sink.verdicts, runnable, o.attempts, skipped, meta)
 	if err := writeJSON(filepath.Join(o.out, "results.json"), res); err != nil {
 		return err
 	}
@@ -316,19 +315,19 @@ func oneLine(s string, n int) string {
 
 // jobs are the episodes of every attempt at every task, and the
 // environments their seeds stand for.
-func (o *evalOptions) jobs(tasks []evalTask) ([]rollout.Job, rollout.EnvFactory) {
-	n := len(tasks) * o.attempts
+func (o *evalOptions) jobs(runnable []tasks.Task) ([]rollout.Job, rollout.EnvFactory) {
+	n := len(runnable) * o.attempts
 	jobs := make([]rollout.Job, n)
 	for i := range jobs {
-		t := tasks[i/o.attempts]
-		jobs[i] = rollout.Job{Seed: o.seed + int64(i), ID: fmt.Sprintf("%s#%d", t.name, i%o.attempts), Group: t.name}
+		t := runnable[i/o.attempts]
+		jobs[i] = rollout.Job{Seed: o.seed + int64(i), ID: fmt.Sprintf("%s#%d", t.Name, i%o.attempts), Group: t.Name}
 	}
 	envs := func(s int64) (agent.Environment, error) {
 		i := s - o.seed
 		if i < 0 || i >= int64(n) {
 			return nil, fmt.Errorf("seed %d outside this run's %d episodes", s, n)
 		}
-		return tasks[i/int64(o.attempts)].newEnv(o.policy == "oracle"), nil
+		return runnable[i/int64(o.attempts)].New(o.policy == "oracle"), nil
 	}
 	return jobs, envs
 }
@@ -346,158 +345,6 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
-// taskSource turns --tasks into runnable tasks.
-type taskSource struct {
-	runner                   sandbox.Runner
-	limits                   sandbox.Limits
-	image                    string
-	repos                    string
-	cmdTimeout, agentTimeout time.Duration
-	cache                    string
-	keep, noHint, network    bool
-	// SWE-bench in containers: instance id → image (--image-map), and
-	// the harness's image namespace (--swebench-namespace).
-	imageMap  map[string]string
-	namespace string
-	// workRoot is where episode workspaces go ("": the system's temporary
-	// directory); set once the run directory exists, read per episode.
-	workRoot *string
-	// warn reports a task's load warnings, info what loading did (image
-	// builds); nil: dropped.
-	warn, info func(string)
-}
-
-// evalTask is one task: how to make a fresh environment for an episode.
-type evalTask struct {
-	name   string
-	newEnv func(oracle bool) agent.Environment
-}
-
-type skippedTask struct {
-	Task   string `json:"task"`
-	Reason string `json:"reason"`
-}
-
-// root is the current workspace parent ("" when none was set).
-func (s taskSource) root() string {
-	if s.workRoot == nil {
-		return ""
-	}
-	return *s.workRoot
-}
-
-func (s taskSource) load(path string) ([]evalTask, []skippedTask, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tasks: %w", err)
-	}
-	if !fi.IsDir() {
-		return s.loadSWEBench(path)
-	}
-	hts, failed, err := harbor.LoadAll(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tasks: %w", err)
-	}
-	c, container := s.runner.(sandbox.Container)
-	var tasks []evalTask
-	var skipped []skippedTask
-	for _, f := range failed {
-		skipped = append(skipped, skippedTask{f.Task, "does not load: " + f.Reason})
-	}
-	for _, t := range hts {
-		for _, w := range t.Warnings {
-			s.warn("task " + t.Name + ": " + w)
-		}
-		if why := t.Unsupported(); why != "" {
-			skipped = append(skipped, skippedTask{t.Name, why})
-			continue
-		}
-		if need, why := t.NeedsContainer(); need && !container {
-			skipped = append(skipped, skippedTask{t.Name, "needs its container image (" + why + "); run it with --runner podman (or docker)"})
-			continue
-		}
-		if container {
-			// Build (or find) the image once, before any episode: a task
-			// whose environment cannot be built is skipped, not scored.
-			begin := time.Now()
-			ref, cached, err := harbor.ImageRef(context.Background(), t, c, s.image)
-			if err != nil {
-				skipped = append(skipped, skippedTask{t.Name, err.Error()})
-				continue
-			}
-			if !cached {
-				s.info(fmt.Sprintf("task %s: image %s built in %.1fs", t.Name, ref, time.Since(begin).Seconds()))
-			}
-		}
-		opts := harbor.Options{Runner: s.runner, Limits: s.limits, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
-			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network}
-		tasks = append(tasks, evalTask{name: t.Name, newEnv: func(oracle bool) agent.Environment {
-			o := opts
-			o.ExposeSolution, o.WorkRoot = oracle, s.root()
-			return harbor.New(t, o)
-		}})
-	}
-	return tasks, skipped, nil
-}
-
-func (s taskSource) loadSWEBench(path string) ([]evalTask, []skippedTask, error) {
-	insts, err := swebench.LoadInstances(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tasks: %w", err)
-	}
-	if s.repos == "" {
-		s.repos = filepath.Dir(path)
-	}
-	c, container := s.runner.(sandbox.Container)
-	var tasks []evalTask
-	var skipped []skippedTask
-	for _, in := range insts {
-		opts := swebench.Options{Runner: s.runner, Limits: s.limits, ReposDir: s.repos, CommandTimeout: s.cmdTimeout, AgentTimeout: s.agentTimeout,
-			CacheDir: s.cache, KeepWorkspace: s.keep, NoFormatHint: s.noHint, Network: s.network, Namespace: s.namespace}
-		if container {
-			// The harness's way: the instance's image, its eval script. An
-			// instance whose image or harness spec is missing is skipped
-			// with the reason (the images tried), never scored.
-			if _, err := swebench.EvalScript(&in); err != nil {
-				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
-				continue
-			}
-			image, err := swebench.ResolveImage(context.Background(), c, &in, s.imageMap[in.InstanceID], s.namespace)
-			if err != nil {
-				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
-				continue
-			}
-			opts.Image = image
-		} else {
-			if err := swebench.LocalRefusal(&in); err != nil {
-				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
-				continue
-			}
-			if _, err := swebench.RepoDir(&in, s.repos); err != nil {
-				skipped = append(skipped, skippedTask{in.InstanceID, err.Error()})
-				continue
-			}
-		}
-		tasks = append(tasks, evalTask{name: in.InstanceID, newEnv: func(bool) agent.Environment {
-			o := opts
-			o.WorkRoot = s.root()
-			return &sweOracleEnv{Env: swebench.New(in, o), inst: in}
-		}})
-	}
-	return tasks, skipped, nil
-}
-
-// sweOracleEnv lets the scripted runner find the gold patch.
-type sweOracleEnv struct {
-	*swebench.Env
-	inst swebench.Instance
-}
-
-// oracle is an environment that can play its task's own solution.
-type oracle interface {
-	Oracle(ctx context.Context) (agent.Step, error)
-}
-
 // scriptedRunner plays the oracle (the task's own solution) or the empty
 // policy (submit at once) without any engine: Reset, one reply, done.
 // Its episodes have no segments (no tokens were sampled).
@@ -512,15 +359,11 @@ func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int
 	}
 	ep.Task = task
 	var st agent.Step
-	switch o, isOracle := env.(oracle); {
+	switch o, isOracle := env.(tasks.Oracle); {
 	case s.oracle && isOracle:
 		st, err = o.Oracle(ctx)
 	case s.oracle:
-		sw, _ := env.(*sweOracleEnv)
-		if sw == nil {
-			return ep, fmt.Errorf("the oracle policy cannot play %T", env)
-		}
-		st, err = env.Step(ctx, swebench.OracleReply(&sw.inst))
+		return ep, fmt.Errorf("the oracle policy cannot play %T", env)
 	default:
 		st, err = env.Step(ctx, shelltask.SubmitReply)
 	}
@@ -552,17 +395,17 @@ type closingRunner struct{ r rollout.Runner }
 
 // A Close error (a sandbox whose processes could not be confirmed dead, a
 // workspace that could not be removed) is kept in the episode's meta
-// "close_error"; a note on a zero reward (harbor.Env.RewardNote) in
+// "close_error"; a note on a zero reward (tasks.RewardNoter) in
 // "reward_note".
 func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
 	ep, err := c.r.Run(ctx, env, seed)
 	if ep.Meta == nil {
 		ep.Meta = map[string]string{}
 	}
-	if n, ok := env.(interface{ RewardNote() string }); ok && n.RewardNote() != "" {
+	if n, ok := env.(tasks.RewardNoter); ok && n.RewardNote() != "" {
 		ep.Meta["reward_note"] = n.RewardNote()
 	}
-	if cl, ok := env.(interface{ Close() error }); ok {
+	if cl, ok := env.(tasks.Closer); ok {
 		if cerr := cl.Close(); cerr != nil {
 			ep.Meta["close_error"] = cerr.Error()
 		}
@@ -665,15 +508,15 @@ type results struct {
 	// Pass1 is successes / scored, a success being status ok and a full
 	// reward (episode.Success);
 	// Pass1CI its 95% Wilson interval. Absent when nothing was scored.
-	Pass1           *float64       `json:"pass1"`
-	Pass1CI         []float64      `json:"pass1_ci95,omitempty"`
-	MeanReward      *float64       `json:"mean_reward"`
-	MeanCompactions float64        `json:"mean_compactions"`
-	Compacted       int            `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
-	Pass1Compacted  *float64       `json:"pass1_compacted"`    // pass@1 among them
-	Statuses        map[string]int `json:"statuses"`
-	Tasks           []taskResult   `json:"tasks"`
-	Skipped         []skippedTask  `json:"skipped,omitempty"`
+	Pass1           *float64        `json:"pass1"`
+	Pass1CI         []float64       `json:"pass1_ci95,omitempty"`
+	MeanReward      *float64        `json:"mean_reward"`
+	MeanCompactions float64         `json:"mean_compactions"`
+	Compacted       int             `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
+	Pass1Compacted  *float64        `json:"pass1_compacted"`    // pass@1 among them
+	Statuses        map[string]int  `json:"statuses"`
+	Tasks           []taskResult    `json:"tasks"`
+	Skipped         []tasks.Skipped `json:"skipped,omitempty"`
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -687,11 +530,11 @@ func tailString(s string, n int) string {
 
 // summarize computes pass@1 = (1/n) Σ 1[ok ∧ Success(R)] over the n scored
 // episodes, its Wilson interval, and per-task verdicts.
-func summarize(vs []verdict, tasks []evalTask, attempts int, skipped []skippedTask, meta map[string]string) results {
+func summarize(vs []verdict, runnable []tasks.Task, attempts int, skipped []tasks.Skipped, meta map[string]string) results {
 	res := results{Meta: meta, Attempts: attempts, Statuses: map[string]int{}, Skipped: skipped}
 	byTask := map[string]*taskResult{}
-	for _, t := range tasks {
-		byTask[t.name] = &taskResult{Task: t.name, Statuses: map[string]int{}}
+	for _, t := range runnable {
+		byTask[t.Name] = &taskResult{Task: t.Name, Statuses: map[string]int{}}
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].ID < vs[j].ID })
 	var sums scoredSums

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/rollout"
@@ -171,13 +172,13 @@ func (o *serveOptions) loadTasks(e env, f *serveFactory, cfg *agent.Config) erro
 			return fmt.Errorf("--runner bwrap: %w", err)
 		}
 	}
-	tasks, _, err := o.tasks.load(e, "serve", sb, o.tasks.limits(), nil)
+	runnable, _, err := o.tasks.load(e, "serve", sb, o.tasks.limits(), nil)
 	if err != nil {
 		return err
 	}
-	f.tasks = map[string]evalTask{}
-	for _, t := range tasks {
-		f.tasks[t.name] = t
+	f.tasks = map[string]tasks.Task{}
+	for _, t := range runnable {
+		f.tasks[t.Name] = t
 	}
 	return nil
 }
@@ -191,7 +192,7 @@ type serveFactory struct {
 	maxConc int
 	seed    int64
 	vault   *vault.Config
-	tasks   map[string]evalTask
+	tasks   map[string]tasks.Task
 	metrics *serve.Metrics
 
 	mu     sync.Mutex
@@ -265,5 +266,5 @@ func (f *serveFactory) Env(id string, _ int64) (agent.Environment, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown task %q", id)
 	}
-	return t.newEnv(false), nil
+	return t.New(false), nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/env/swebench"
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
@@ -82,35 +83,40 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 	return r, nil
 }
 
-// load reads --tasks for runner r, reporting on stderr (as cmd) each task
-// skipped (one that does not load, or cannot run here) and each task's
-// load warnings (task.toml keys Harbor ignores, deprecated fields); no
-// runnable task is an error.
-func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]evalTask, []skippedTask, error) {
-	src := taskSource{limits: limits, runner: r, image: f.image, repos: f.repos, cmdTimeout: f.cmdTimeout, agentTimeout: f.agentTimeout,
-		cache: f.cache, keep: f.keep, noHint: f.noHint, network: f.network, workRoot: workRoot, namespace: f.namespace,
-		warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
-		info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
+// load reads --tasks for runner r with the task source that takes it
+// (env/tasks), reporting on stderr (as cmd) each task skipped (one that
+// does not load, or cannot run here) and each task's load warnings
+// (task.toml keys Harbor ignores, deprecated fields); no runnable task is
+// an error. Episode workspaces go under *workRoot (nil: the system's
+// temporary directory), read when each episode's environment is made.
+func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
+	o := tasks.Options{Runner: r, Limits: limits, Image: f.image, ReposDir: f.repos, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
+		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Namespace: f.namespace,
+		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
+		Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
+	if workRoot != nil {
+		o.WorkRoot = func() string { return *workRoot }
+	}
 	if f.imageMap != "" {
 		b, err := os.ReadFile(f.imageMap)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--image-map: %w", err)
 		}
-		if err := json.Unmarshal(b, &src.imageMap); err != nil {
+		if err := json.Unmarshal(b, &o.ImageMap); err != nil {
 			return nil, nil, fmt.Errorf("--image-map %s: want a JSON object of instance id to image: %w", f.imageMap, err)
 		}
 	}
-	tasks, skipped, err := src.load(f.tasks)
+	_, runnable, skipped, err := tasks.Open(f.tasks, o)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--tasks: %w", err)
 	}
 	for _, s := range skipped {
 		fmt.Fprintf(e.stderr, "%s: skipping %s: %s\n", cmd, s.Task, s.Reason)
 	}
-	if len(tasks) == 0 {
+	if len(runnable) == 0 {
 		return nil, skipped, &noRunnableTask{fmt.Sprintf("--tasks %s: no task can run here (%d skipped)", f.tasks, len(skipped))}
 	}
-	return tasks, skipped, nil
+	return runnable, skipped, nil
 }
 
 // limits are the per-sandbox limits of --memory-mb and --max-procs.

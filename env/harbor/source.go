@@ -1,0 +1,75 @@
+package harbor
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/tasks"
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// Harbor task directories are the task source "harbor": --tasks names a
+// directory (one task, or a directory of them).
+func init() { tasks.Register("harbor", isTaskDir, tasks.SourceFunc(LoadTasks)) }
+
+func isTaskDir(_ string, fi fs.FileInfo) bool { return fi.IsDir() }
+
+var (
+	_ tasks.Oracle      = (*Env)(nil)
+	_ tasks.RewardNoter = (*Env)(nil)
+	_ tasks.Closer      = (*Env)(nil)
+)
+
+// LoadTasks is the "harbor" task source: the tasks under dir (LoadAll) that
+// can run with o.Runner. A task.toml that does not load, a task Harbor
+// cannot run (Unsupported), one that needs its container image under
+// bubblewrap and one whose image cannot be built (container runners build
+// or find every image once, here, before any episode) are skipped with the
+// reason; each task's load warnings go to o.Warn.
+func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
+	hts, failed, err := LoadAll(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, container := o.Runner.(sandbox.Container)
+	var ts []tasks.Task
+	var skipped []tasks.Skipped
+	for _, f := range failed {
+		skipped = append(skipped, tasks.Skipped{Task: f.Task, Reason: "does not load: " + f.Reason})
+	}
+	for _, t := range hts {
+		for _, w := range t.Warnings {
+			o.Warning("task " + t.Name + ": " + w)
+		}
+		if why := t.Unsupported(); why != "" {
+			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: why})
+			continue
+		}
+		if need, why := t.NeedsContainer(); need && !container {
+			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: "needs its container image (" + why + "); run it with --runner podman (or docker)"})
+			continue
+		}
+		if container {
+			begin := time.Now()
+			ref, cached, err := ImageRef(context.Background(), t, c, o.Image)
+			if err != nil {
+				skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: err.Error()})
+				continue
+			}
+			if !cached {
+				o.Note(fmt.Sprintf("task %s: image %s built in %.1fs", t.Name, ref, time.Since(begin).Seconds()))
+			}
+		}
+		opts := Options{Runner: o.Runner, Limits: o.Limits, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
+			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network}
+		ts = append(ts, tasks.Task{Name: t.Name, New: func(oracle bool) agent.Environment {
+			eo := opts
+			eo.ExposeSolution, eo.WorkRoot = oracle, o.Root()
+			return New(t, eo)
+		}})
+	}
+	return ts, skipped, nil
+}

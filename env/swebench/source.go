@@ -1,0 +1,83 @@
+package swebench
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/tasks"
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// SWE-bench instance files are the task source "swebench": --tasks names
+// a file (JSONL of instances, see LoadInstances).
+func init() { tasks.Register("swebench", isInstanceFile, tasks.SourceFunc(LoadTasks)) }
+
+func isInstanceFile(_ string, fi fs.FileInfo) bool { return !fi.IsDir() }
+
+var (
+	_ tasks.Oracle = (*Env)(nil)
+	_ tasks.Closer = (*Env)(nil)
+)
+
+// Oracle submits the instance's gold patch (OracleReply): the oracle
+// policy's action.
+func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
+	return e.Step(ctx, OracleReply(&e.inst))
+}
+
+// LoadTasks is the "swebench" task source: the instances in path
+// (LoadInstances) that can run with o.Runner. In container mode an
+// instance without a harness spec (EvalScript) or whose image cannot be
+// found (ResolveImage, with o.ImageMap's entry and o.Namespace) is
+// skipped with the reason (the images tried), never scored; in the
+// local-repository mode one the mode refuses (LocalRefusal) or whose
+// repository is not under o.ReposDir (default: path's directory) is.
+func LoadTasks(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
+	insts, err := LoadInstances(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	repos := o.ReposDir
+	if repos == "" {
+		repos = filepath.Dir(path)
+	}
+	c, container := o.Runner.(sandbox.Container)
+	var ts []tasks.Task
+	var skipped []tasks.Skipped
+	skip := func(in *Instance, err error) {
+		skipped = append(skipped, tasks.Skipped{Task: in.InstanceID, Reason: err.Error()})
+	}
+	for _, in := range insts {
+		opts := Options{Runner: o.Runner, Limits: o.Limits, ReposDir: repos, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
+			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Namespace: o.Namespace}
+		if container {
+			if _, err := EvalScript(&in); err != nil {
+				skip(&in, err)
+				continue
+			}
+			image, err := ResolveImage(context.Background(), c, &in, o.ImageMap[in.InstanceID], o.Namespace)
+			if err != nil {
+				skip(&in, err)
+				continue
+			}
+			opts.Image = image
+		} else {
+			if err := LocalRefusal(&in); err != nil {
+				skip(&in, err)
+				continue
+			}
+			if _, err := RepoDir(&in, repos); err != nil {
+				skip(&in, err)
+				continue
+			}
+		}
+		ts = append(ts, tasks.Task{Name: in.InstanceID, New: func(bool) agent.Environment {
+			eo := opts
+			eo.WorkRoot = o.Root()
+			return New(in, eo)
+		}})
+	}
+	return ts, skipped, nil
+}

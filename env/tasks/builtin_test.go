@@ -1,0 +1,30 @@
+package tasks_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	_ "github.com/compactrl/compactrl/env/harbor"
+	_ "github.com/compactrl/compactrl/env/swebench"
+	"github.com/compactrl/compactrl/env/tasks"
+)
+
+// The environments register themselves, and a directory and a file each
+// go to exactly one of them.
+func TestBuiltinSources(t *testing.T) {
+	if got := tasks.Names(); !slices.Equal(got, []string{"harbor", "swebench"}) {
+		t.Fatalf("Names = %v", got)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "instances.jsonl")
+	if err := os.WriteFile(file, []byte("\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{dir: "harbor", file: "swebench"} {
+		if name, _, _, _ := tasks.Open(path, tasks.Options{}); name != want {
+			t.Errorf("Open(%s) went to %q, want %q", path, name, want)
+		}
+	}
+}

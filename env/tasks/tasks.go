@@ -1,0 +1,238 @@
+// Package tasks is the registry of task sources: the kinds of task sets
+// that `compactrl eval` and `compactrl serve` read from --tasks (a Harbor
+// task directory, a SWE-bench instances JSONL, …). Each environment
+// package registers its source itself; the command line only turns its
+// flags into Options and calls Open, and knows no environment type.
+//
+// A source turns a path into named Tasks, each of which makes a fresh
+// agent.Environment per episode, and Skipped tasks with the reason (a task
+// that does not load, or cannot run with this runner). What an environment
+// can do beyond agent.Environment is asked through the named interfaces
+// here: Oracle (play the task's own solution), RewardNoter (why a verifier
+// that ran gave no reward) and io.Closer (free its sandbox and workspace
+// after the episode), plus agent.MetricsReporter.
+//
+// # Adding an environment
+//
+// One new package and one registration line. The package implements
+// agent.Environment (and any of the optional interfaces) and registers a
+// loader in an init function:
+//
+//	package mysuite
+//
+//	func init() { tasks.Register("mysuite", isSuiteFile, tasks.SourceFunc(load)) }
+//
+//	// isSuiteFile reports whether --tasks names one of this suite's files.
+//	func isSuiteFile(path string, fi fs.FileInfo) bool {
+//		return !fi.IsDir() && strings.HasSuffix(path, ".mysuite")
+//	}
+//
+//	func load(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
+//		specs, err := readSpecs(path)
+//		if err != nil {
+//			return nil, nil, err
+//		}
+//		var ts []tasks.Task
+//		for _, s := range specs {
+//			ts = append(ts, tasks.Task{Name: s.ID, New: func(oracle bool) agent.Environment {
+//				return newEnv(s, o.Runner, o.Limits, o.Root())
+//			}})
+//		}
+//		return ts, nil, nil
+//	}
+//
+// and the command line links it in with a blank import (cmd/compactrl's
+// sources.go): `import _ "github.com/compactrl/compactrl/env/mysuite"`.
+// Detect functions must not overlap: Open refuses a path that two sources
+// claim.
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/sandbox"
+)
+
+// Options are what every source is given besides the path: the sandbox
+// and its limits, the per-command and agent timeouts, and the settings of
+// the command line's task flags. A source ignores what does not concern it.
+type Options struct {
+	Runner sandbox.Runner // the sandbox (sandbox.Container: podman or docker)
+	Limits sandbox.Limits // per sandbox; zero fields take the task's or the defaults
+	// Image is the container image of tasks that name none (Harbor
+	// without [environment] docker_image) (--image).
+	Image string
+	// ImageMap is instance id → image (SWE-bench in containers,
+	// --image-map); Namespace the harness's image namespace
+	// (--swebench-namespace).
+	ImageMap  map[string]string
+	Namespace string
+	// ReposDir holds local git repositories (SWE-bench without containers,
+	// --repos); "": the directory of the tasks file.
+	ReposDir       string
+	CommandTimeout time.Duration // one action; 0: the source's default
+	AgentTimeout   time.Duration // the agent phase; 0: the task's own, else the source's default
+	CacheDir       string        // a build cache shared by every sandbox ("": none)
+	KeepWorkspace  bool          // leave episode workspaces on disk
+	NoFormatHint   bool          // do not append the action-format hint to each task
+	Network        bool          // give sandboxes the host's network (where the task allows it)
+	// WorkRoot returns the parent of episode workspaces when a Task makes
+	// an environment (the run's directory exists only after loading); nil
+	// or "": the system's temporary directory. See Root.
+	WorkRoot func() string
+	// Warn receives a task's load warnings (task.toml keys ignored,
+	// deprecated fields), Info what loading did (image builds); nil: dropped.
+	Warn, Info func(string)
+}
+
+// Root is WorkRoot's current answer ("" when there is none).
+func (o Options) Root() string {
+	if o.WorkRoot == nil {
+		return ""
+	}
+	return o.WorkRoot()
+}
+
+// Warning passes msg to Warn, if set.
+func (o Options) Warning(msg string) {
+	if o.Warn != nil {
+		o.Warn(msg)
+	}
+}
+
+// Note passes msg to Info, if set.
+func (o Options) Note(msg string) {
+	if o.Info != nil {
+		o.Info(msg)
+	}
+}
+
+// Task is one runnable task.
+type Task struct {
+	Name string
+	// New makes a fresh environment for one episode. oracle says the
+	// episode will be played by the task's own solution (Oracle), so the
+	// environment must make it available.
+	New func(oracle bool) agent.Environment
+}
+
+// Skipped is a task that will not be played, and why (results.json's
+// "skipped").
+type Skipped struct {
+	Task   string `json:"task"`
+	Reason string `json:"reason"`
+}
+
+// Source loads one kind of task set.
+type Source interface {
+	// Load reads the tasks at path: those that can run with o.Runner, and
+	// those skipped with the reason. An error means nothing could be read.
+	Load(path string, o Options) ([]Task, []Skipped, error)
+}
+
+// SourceFunc is a function as a Source.
+type SourceFunc func(path string, o Options) ([]Task, []Skipped, error)
+
+// Load calls f.
+func (f SourceFunc) Load(path string, o Options) ([]Task, []Skipped, error) { return f(path, o) }
+
+// Detect reports whether a --tasks path (fi: its os.Stat) is a source's.
+type Detect func(path string, fi fs.FileInfo) bool
+
+// Optional capabilities of an environment a Task makes.
+type (
+	// Oracle is an environment that can play its task's own solution
+	// (Harbor's solution/solve.sh, a SWE-bench instance's gold patch) as
+	// the episode's action after Reset.
+	Oracle interface {
+		Oracle(ctx context.Context) (agent.Step, error)
+	}
+	// RewardNoter is an environment that says why a verifier that ran gave
+	// no valid reward (the episode scored 0); "" when there is nothing to say.
+	RewardNoter interface {
+		RewardNote() string
+	}
+	// Closer is an environment that must be closed after its episode,
+	// which the agent loop may end without a submit (its sandbox and
+	// workspace must not outlive it).
+	Closer = io.Closer
+)
+
+type source struct {
+	name   string
+	detect Detect
+	src    Source
+}
+
+var (
+	mu      sync.RWMutex
+	sources = map[string]source{}
+)
+
+// Register makes a task source available under name: Open gives it the
+// paths detect accepts. It panics if name is empty or taken, or detect or
+// s is nil (a programming error, found at start-up).
+func Register(name string, detect Detect, s Source) {
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case name == "" || detect == nil || s == nil:
+		panic("tasks: Register needs a name, a detect function and a source")
+	case sources[name].src != nil:
+		panic("tasks: source " + name + " registered twice")
+	}
+	sources[name] = source{name, detect, s}
+}
+
+// Names are the registered sources, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return sortedNames()
+}
+
+// Open loads path with the source whose detect accepts it and returns that
+// source's name with the tasks. The error of a path that cannot be read
+// (os.Stat's) or that no source, or more than one, accepts names it.
+func Open(path string, o Options) (name string, ts []Task, skipped []Skipped, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	var match []source
+	mu.RLock()
+	for _, n := range sortedNames() {
+		if s := sources[n]; s.detect(path, fi) {
+			match = append(match, s)
+		}
+	}
+	mu.RUnlock()
+	switch len(match) {
+	case 0:
+		return "", nil, nil, fmt.Errorf("%s: no task source takes it (registered: %s)", path, strings.Join(Names(), ", "))
+	case 1:
+	default:
+		return "", nil, nil, fmt.Errorf("%s: task sources %s and %s both take it", path, match[0].name, match[1].name)
+	}
+	ts, skipped, err = match[0].src.Load(path, o)
+	return match[0].name, ts, skipped, err
+}
+
+// sortedNames is Names under a held lock.
+func sortedNames() []string {
+	names := make([]string, 0, len(sources))
+	for n := range sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,100 @@
+package tasks
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/compactrl/compactrl/agent"
+)
+
+// withSources runs f with only the sources it registers.
+func withSources(t *testing.T, f func()) {
+	t.Helper()
+	mu.Lock()
+	saved := sources
+	sources = map[string]source{}
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		sources = saved
+		mu.Unlock()
+	}()
+	f()
+}
+
+func isDir(_ string, fi fs.FileInfo) bool { return fi.IsDir() }
+
+func named(name string) Source {
+	return SourceFunc(func(path string, o Options) ([]Task, []Skipped, error) {
+		return []Task{{Name: name + ":" + filepath.Base(path) + ":" + o.Root(), New: func(bool) agent.Environment { return nil }}},
+			[]Skipped{{Task: "x", Reason: "why"}}, nil
+	})
+}
+
+func TestOpenDispatchesOnDetect(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "i.jsonl")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withSources(t, func() {
+		Register("dirs", isDir, named("dirs"))
+		Register("files", func(p string, fi fs.FileInfo) bool { return !fi.IsDir() && strings.HasSuffix(p, ".jsonl") }, named("files"))
+		if got := Names(); len(got) != 2 || got[0] != "dirs" || got[1] != "files" {
+			t.Fatalf("Names = %v", got)
+		}
+		root := "/w"
+		name, ts, sk, err := Open(file, Options{WorkRoot: func() string { return root }})
+		if err != nil || name != "files" || len(ts) != 1 || ts[0].Name != "files:i.jsonl:/w" || len(sk) != 1 {
+			t.Fatalf("Open(file) = %q %+v %+v %v", name, ts, sk, err)
+		}
+		if name, _, _, err := Open(dir, Options{}); err != nil || name != "dirs" {
+			t.Fatalf("Open(dir) = %q %v", name, err)
+		}
+		other := filepath.Join(dir, "x.txt")
+		os.WriteFile(other, nil, 0o644)
+		if _, _, _, err := Open(other, Options{}); err == nil || !strings.Contains(err.Error(), "no task source takes it (registered: dirs, files)") {
+			t.Fatalf("unclaimed path: %v", err)
+		}
+		if _, _, _, err := Open(filepath.Join(dir, "missing"), Options{}); !os.IsNotExist(err) {
+			t.Fatalf("missing path: %v", err)
+		}
+		Register("alsodirs", isDir, named("alsodirs"))
+		if _, _, _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "alsodirs and dirs both take it") {
+			t.Fatalf("overlap: %v", err)
+		}
+	})
+}
+
+func TestRegisterRefusesDuplicatesAndNil(t *testing.T) {
+	withSources(t, func() {
+		Register("a", isDir, named("a"))
+		for name, f := range map[string]func(){
+			"twice":     func() { Register("a", isDir, named("a")) },
+			"no name":   func() { Register("", isDir, named("a")) },
+			"no detect": func() { Register("b", nil, named("b")) },
+			"no source": func() { Register("c", isDir, nil) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: no panic", name)
+					}
+				}()
+				f()
+			}()
+		}
+	})
+}
+
+func TestOptionsCallbacksMayBeNil(t *testing.T) {
+	var o Options
+	o.Warning("w")
+	o.Note("n")
+	if o.Root() != "" {
+		t.Fatal("Root of no WorkRoot")
+	}
+}
