@@ -11,20 +11,14 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
-)
-
-// Engine kinds a request may name (the same strings as infer/remote's).
-const (
-	KindSGLang   = "sglang"
-	KindVLLM     = "vllm"
-	KindLlamaCpp = "llamacpp"
+	"github.com/compactrl/compactrl/infer/remote"
 )
 
 // Engine is the inference endpoint a request's episode samples from: for
 // slime, its SGLang router.
 type Engine struct {
 	URL   string `json:"url"`
-	Kind  string `json:"kind"`
+	Kind  string `json:"kind"` // a registered engine kind (remote.Kinds)
 	Model string `json:"model,omitempty"`
 	// LogprobsMode is the --logprobs-mode a vLLM engine runs with
 	// ("raw_logprobs", "processed_logprobs"); absent: the server's
@@ -207,22 +201,21 @@ func (r *Request) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fieldErr("engine.url", "%q is not an http(s) URL", r.Engine.URL)
 	}
-	switch r.Engine.Kind {
-	case KindSGLang, KindVLLM, KindLlamaCpp:
-	case "":
-		return fieldErr("engine.kind", "required: sglang, vllm or llamacpp")
-	default:
-		return fieldErr("engine.kind", "%q: want sglang, vllm or llamacpp", r.Engine.Kind)
+	if r.Engine.Kind == "" {
+		return fieldErr("engine.kind", "required: %s", remote.KindList())
+	}
+	if _, ok := remote.LookupKind(r.Engine.Kind); !ok {
+		return fieldErr("engine.kind", "%q: want %s", r.Engine.Kind, remote.KindList())
 	}
 	switch r.Engine.LogprobsMode {
-	case "", "raw_logprobs", "processed_logprobs":
+	case "", remote.LogprobsRaw, remote.LogprobsProcessed:
 	default:
-		return fieldErr("engine.logprobs_mode", "%q: want raw_logprobs or processed_logprobs", r.Engine.LogprobsMode)
+		return fieldErr("engine.logprobs_mode", "%q: want %s or %s", r.Engine.LogprobsMode, remote.LogprobsRaw, remote.LogprobsProcessed)
 	}
 	switch r.Engine.SeedMode {
-	case "", "request", "none":
+	case "", remote.SeedRequest, remote.SeedNone:
 	default:
-		return fieldErr("engine.seed_mode", "%q: want request or none", r.Engine.SeedMode)
+		return fieldErr("engine.seed_mode", "%q: want %s or %s", r.Engine.SeedMode, remote.SeedRequest, remote.SeedNone)
 	}
 	s := r.Sampling
 	if s.Temperature != nil && !(*s.Temperature >= 0 && *s.Temperature <= agent.MaxTemperature) {

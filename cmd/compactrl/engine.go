@@ -150,28 +150,31 @@ func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 	return eps, nil
 }
 
-// checkSeeds asks every SGLang endpoint that is sent seeds whether it
-// honours them: one that predates sampling_seed would fail every request,
-// so it is refused; one without --enable-deterministic-inference ignores
-// the seed, which is said once (its episodes are not reproducible from
-// their seeds). An endpoint that cannot be asked is only warned about.
+// checkSeeds asks every endpoint whose engine may ignore or refuse seeds
+// (remote.SeedChecker: SGLang) whether it honours them: one that would
+// fail every request is refused; one that ignores the seed is said once
+// (its episodes are not reproducible from their seeds), as is one that
+// cannot be asked.
 func (s engineSpec) checkSeeds(ctx context.Context, eps []remote.Endpoint) error {
 	w := s.warn
 	if w == nil {
 		w = os.Stderr
 	}
 	for _, e := range eps {
-		if e.Kind != remote.KindSGLang || e.Seed == remote.SeedNone {
+		eng, err := e.Engine(nil)
+		if err != nil {
+			return fmt.Errorf("--engine: %w", err)
+		}
+		c, ok := eng.(remote.SeedChecker)
+		if !ok {
 			continue
 		}
-		honoured, known, err := remote.NewSGLang(e.URL, nil).SeedHonoured(ctx)
-		switch {
-		case err != nil:
-			fmt.Fprintf(w, "warning: sglang %s: cannot tell whether it honours seeds (%v); episodes may not be reproducible from their seeds\n", e.URL, err)
-		case !known:
-			return fmt.Errorf("--engine %s: this SGLang reports no enable_deterministic_inference, so it predates sampling_seed and would fail every request: pass --engine-seed %s", e.URL, remote.SeedNone)
-		case !honoured:
-			fmt.Fprintf(w, "warning: sglang %s runs without --enable-deterministic-inference: it ignores sampling_seed, so episodes are not reproducible from their seeds\n", e.URL)
+		warning, err := c.CheckSeeds(ctx)
+		if err != nil {
+			return fmt.Errorf("--engine %s: %w", e.URL, err)
+		}
+		if warning != "" {
+			fmt.Fprintf(w, "warning: %s\n", warning)
 		}
 	}
 	return nil

@@ -77,7 +77,7 @@ func newEvalCmd() (*cmdLine, *evalOptions) {
 	o.tasks.register(fs.FlagSet, "Harbor task directory, a directory of them, or a SWE-bench instances .jsonl (required)")
 	fs.StringVar(&o.policy, "policy", "engine", "engine (sample from --engine), oracle (run solution/solve.sh or the gold patch) or empty (submit at once)")
 	fs.StringVar(&o.engines, "engine", "", "engine base URL(s), comma-separated, e.g. http://127.0.0.1:8080,http://10.0.0.2:8080")
-	fs.StringVar(&o.kind, "engine-kind", remote.KindLlamaCpp, "engine kind: llamacpp, vllm or sglang")
+	fs.StringVar(&o.kind, "engine-kind", remote.KindLlamaCpp, "engine kind: "+remote.KindList())
 	fs.StringVar(&o.model, "model", "", "model name sent to vLLM")
 	fs.IntVar(&o.maxConc, "engine-concurrency", 0, "in-flight requests per engine (0: the pool's default)")
 	o.tok.register(fs.FlagSet)

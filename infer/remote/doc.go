@@ -67,6 +67,23 @@
 // agent.Tokenizer, and Guard makes a sampler fail (ErrUnavailable) once the
 // tokenizer has swallowed an error.
 //
+// Engine kinds: each kind (llamacpp, vllm, sglang) registers itself
+// (RegisterKind in its file's init) with its name and constructor; what it
+// can do beyond sampling is an optional interface its engine implements:
+// SamplingChecker (which sampling settings it can record q for: vLLM,
+// SGLang), SeedChecker (whether its server honours seeds: SGLang) and
+// TextCodec (the server tokenizes: llama.cpp, for Tokenizer). ParseEndpoint,
+// Endpoint.Engine, CheckSampling, DialTokenizer, compactrl's --engine-kind
+// and serve's engine.kind all read that registry, so adding a kind is one
+// engine and one registration line, in this package or a new one linked
+// into cmd/compactrl with a blank import:
+//
+//	func init() {
+//		remote.RegisterKind(remote.EngineKind{Name: "myengine", New: func(e remote.Endpoint, c *http.Client) infer.Sampler {
+//			return NewMyEngine(e.URL, e.Model, c)
+//		}})
+//	}
+//
 // Why net/http and not github.com/openai/openai-go: the fields this package
 // needs are all outside the OpenAI schema that client types — llama.cpp's
 // logprobs.content[] with id/prob, post_sampling_probs and samplers; vLLM's

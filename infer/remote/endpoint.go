@@ -10,7 +10,7 @@ import (
 	"github.com/compactrl/compactrl/infer"
 )
 
-// Engine kinds.
+// The engine kinds of this package (each registers itself: RegisterKind).
 const (
 	KindLlamaCpp = "llamacpp"
 	KindVLLM     = "vllm"
@@ -19,7 +19,7 @@ const (
 
 // Endpoint describes one inference server.
 type Endpoint struct {
-	Kind          string // KindLlamaCpp, KindVLLM or KindSGLang
+	Kind          string // a registered EngineKind: KindLlamaCpp, KindVLLM, KindSGLang, …
 	URL           string // base URL, e.g. http://10.0.0.5:8000
 	Model         string // vLLM's model name; unused by the others
 	MaxConcurrent int    // in-flight limit in a Pool; ≤ 0: DefaultMaxConcurrent
@@ -43,10 +43,8 @@ func ParseEndpoint(spec string) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("endpoint %q: want KIND=URL[,model=NAME][,max=N][,logprobs=MODE][,seed=request|none]", spec)
 	}
 	e := Endpoint{Kind: strings.TrimSpace(kind), URL: strings.TrimSpace(u)}
-	switch e.Kind {
-	case KindLlamaCpp, KindVLLM, KindSGLang:
-	default:
-		return Endpoint{}, fmt.Errorf("endpoint %q: kind %q is not %s, %s or %s", spec, e.Kind, KindLlamaCpp, KindVLLM, KindSGLang)
+	if err := CheckKind(e.Kind); err != nil {
+		return Endpoint{}, fmt.Errorf("endpoint %q: %w", spec, err)
 	}
 	pu, err := url.Parse(e.URL)
 	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -109,24 +107,11 @@ func (e Endpoint) Engine(client *http.Client) (infer.Sampler, error) {
 	if err := checkSeedMode(e.Seed); err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", e.URL, err)
 	}
-	noSeed := e.Seed == SeedNone
-	switch e.Kind {
-	case KindLlamaCpp:
-		l := NewLlamaCpp(e.URL, client)
-		l.NoSeed = noSeed
-		return l, nil
-	case KindVLLM:
-		v := NewVLLM(e.URL, e.Model, client)
-		v.LogprobsMode, v.NoSeed = e.LogprobsMode, noSeed
-		return v, nil
-	case KindSGLang:
-		s := NewSGLang(e.URL, client)
-		if noSeed {
-			s.SeedParam = ""
-		}
-		return s, nil
+	k, ok := LookupKind(e.Kind)
+	if !ok {
+		return nil, fmt.Errorf("endpoint %s: unknown kind %q", e.URL, e.Kind)
 	}
-	return nil, fmt.Errorf("endpoint %s: unknown kind %q", e.URL, e.Kind)
+	return k.New(e, httpClient(client)), nil
 }
 
 // Dial builds a Pool over endpoints, sharing client (nil: a fresh one).

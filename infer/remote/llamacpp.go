@@ -26,6 +26,14 @@ type LlamaCpp struct {
 	NoSeed bool
 }
 
+func init() {
+	RegisterKind(EngineKind{Name: KindLlamaCpp, New: func(e Endpoint, c *http.Client) infer.Sampler {
+		l := NewLlamaCpp(e.URL, c)
+		l.NoSeed = e.Seed == SeedNone
+		return l
+	}})
+}
+
 // NewLlamaCpp returns an engine for the server at baseURL (for example
 // http://127.0.0.1:8080). A nil client means a fresh http.Client.
 func NewLlamaCpp(baseURL string, client *http.Client) *LlamaCpp {
@@ -34,6 +42,45 @@ func NewLlamaCpp(baseURL string, client *http.Client) *LlamaCpp {
 
 // URL returns the server's base URL.
 func (l *LlamaCpp) URL() string { return l.url }
+
+var _ TextCodec = (*LlamaCpp)(nil)
+
+// Tokenize implements TextCodec with one POST /tokenize: no special
+// tokens added, none parsed from text.
+func (l *LlamaCpp) Tokenize(ctx context.Context, text string) ([]int, error) {
+	url := l.url + "/tokenize"
+	var out struct {
+		Tokens *[]int `json:"tokens"`
+	}
+	body := map[string]any{"content": text, "add_special": false, "parse_special": false}
+	if err := postJSON(ctx, l.client, url, body, &out); err != nil {
+		return nil, err
+	}
+	if out.Tokens == nil {
+		return nil, fmt.Errorf("%w: %s: no tokens field", ErrProtocol, url)
+	}
+	for i, id := range *out.Tokens {
+		if id < 0 {
+			return nil, fmt.Errorf("%w: %s: token %d is %d", ErrProtocol, url, i, id)
+		}
+	}
+	return *out.Tokens, nil
+}
+
+// Detokenize implements TextCodec with one POST /detokenize.
+func (l *LlamaCpp) Detokenize(ctx context.Context, ids []int) (string, error) {
+	url := l.url + "/detokenize"
+	var out struct {
+		Content *string `json:"content"`
+	}
+	if err := postJSON(ctx, l.client, url, map[string]any{"tokens": ids}, &out); err != nil {
+		return "", err
+	}
+	if out.Content == nil {
+		return "", fmt.Errorf("%w: %s: no content field", ErrProtocol, url)
+	}
+	return *out.Content, nil
+}
 
 // llamaSamplers is the whole sampler chain: temperature, then nucleus on
 // the tempered distribution, then the draw. Everything else (top-k, min-p,

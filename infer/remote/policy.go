@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"net/http"
 )
 
 // vLLM's --logprobs-mode values that matter here.
@@ -63,27 +64,41 @@ const (
 //     processed agree (top-k and penalties are always sent neutral).
 //   - SGLang: log softmax(z/T), before its top-p filter: any temperature,
 //     but no nucleus. No server flag changes this.
+//
+// Each engine kind says this itself (SamplingChecker); a kind whose
+// engine is none, or no registered kind, accepts every setting here.
 func CheckSampling(e Endpoint, temperature, topP float64) error {
-	nucleus := topP > 0 && topP < 1
-	if temperature == 0 {
+	k, ok := LookupKind(e.Kind)
+	if !ok {
 		return nil
 	}
-	switch e.Kind {
-	case KindVLLM:
-		if e.LogprobsMode == LogprobsProcessed || (temperature == 1 && !nucleus) {
-			return nil
-		}
-		return fmt.Errorf("vLLM at %s reports raw log-probs (its default --logprobs-mode %s, computed before temperature and top-p), "+
-			"not those of the distribution it samples from at temperature %v, top_p %v: start vLLM with --logprobs-mode %s "+
-			"and tell compactrl with --engine-logprobs-mode %s (serve: engine.logprobs_mode), or sample at temperature 1, top_p 1",
-			e.URL, LogprobsRaw, temperature, topP, LogprobsProcessed, LogprobsProcessed)
-	case KindSGLang:
-		if !nucleus {
-			return nil
-		}
-		return fmt.Errorf("SGLang at %s reports log softmax(z/T) before its top-p filter, not the log-probs of the nucleus it samples from "+
-			"at top_p %v, and has no flag that changes this: use top_p 1 with SGLang (or vLLM with --logprobs-mode %s, or llama.cpp)",
-			e.URL, topP, LogprobsProcessed)
+	if c, ok := k.New(e, http.DefaultClient).(SamplingChecker); ok {
+		return c.CheckSampling(temperature, topP)
 	}
 	return nil
+}
+
+// nucleus reports whether topP restricts sampling to a nucleus.
+func nucleus(topP float64) bool { return topP > 0 && topP < 1 }
+
+// CheckSampling implements SamplingChecker: raw log-probs (the default)
+// are q's only at temperature 1 without a nucleus.
+func (v *VLLM) CheckSampling(temperature, topP float64) error {
+	if temperature == 0 || v.LogprobsMode == LogprobsProcessed || (temperature == 1 && !nucleus(topP)) {
+		return nil
+	}
+	return fmt.Errorf("vLLM at %s reports raw log-probs (its default --logprobs-mode %s, computed before temperature and top-p), "+
+		"not those of the distribution it samples from at temperature %v, top_p %v: start vLLM with --logprobs-mode %s "+
+		"and tell compactrl with --engine-logprobs-mode %s (serve: engine.logprobs_mode), or sample at temperature 1, top_p 1",
+		v.url, LogprobsRaw, temperature, topP, LogprobsProcessed, LogprobsProcessed)
+}
+
+// CheckSampling implements SamplingChecker: any temperature, no nucleus.
+func (s *SGLang) CheckSampling(temperature, topP float64) error {
+	if temperature == 0 || !nucleus(topP) {
+		return nil
+	}
+	return fmt.Errorf("SGLang at %s reports log softmax(z/T) before its top-p filter, not the log-probs of the nucleus it samples from "+
+		"at top_p %v, and has no flag that changes this: use top_p 1 with SGLang (or vLLM with --logprobs-mode %s, or llama.cpp)",
+		s.url, topP, LogprobsProcessed)
 }

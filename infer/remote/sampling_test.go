@@ -171,6 +171,17 @@ func TestSGLangSeedHonoured(t *testing.T) {
 			if err != nil || h != tc.honoured || k != tc.known {
 				t.Fatalf("SeedHonoured = %v, %v, %v; want %v, %v", h, k, err, tc.honoured, tc.known)
 			}
+			// CheckSeeds (SeedChecker): a warning when seeds are ignored, an
+			// error when every request would fail, nothing with seed none.
+			warning, err := NewSGLang(srv.URL, nil).CheckSeeds(context.Background())
+			if (warning != "") != (tc.known && !tc.honoured) || (err != nil) != !tc.known {
+				t.Fatalf("CheckSeeds = %q, %v", warning, err)
+			}
+			noSeed := NewSGLang(srv.URL, nil)
+			noSeed.SeedParam = ""
+			if warning, err := noSeed.CheckSeeds(context.Background()); warning != "" || err != nil {
+				t.Fatalf("CheckSeeds without seeds = %q, %v", warning, err)
+			}
 		})
 	}
 }

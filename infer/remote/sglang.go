@@ -34,6 +34,16 @@ type SGLang struct {
 	SeedParam string
 }
 
+func init() {
+	RegisterKind(EngineKind{Name: KindSGLang, New: func(e Endpoint, c *http.Client) infer.Sampler {
+		s := NewSGLang(e.URL, c)
+		if e.Seed == SeedNone {
+			s.SeedParam = ""
+		}
+		return s
+	}})
+}
+
 // NewSGLang returns an engine for the server at baseURL. A nil client
 // means a fresh http.Client.
 func NewSGLang(baseURL string, client *http.Client) *SGLang {
@@ -64,7 +74,7 @@ func (s *SGLang) Sample(ctx context.Context, req infer.Request) (infer.Completio
 	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
-	if err := CheckSampling(Endpoint{Kind: KindSGLang, URL: s.url}, req.Temperature, req.TopP); err != nil {
+	if err := s.CheckSampling(req.Temperature, req.TopP); err != nil {
 		return infer.Completion{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	sp := map[string]any{
@@ -145,6 +155,29 @@ func sglangFinish(raw json.RawMessage) (string, error) {
 		return s, nil
 	}
 	return "", fmt.Errorf("finish_reason %s", raw)
+}
+
+var _ SeedChecker = (*SGLang)(nil)
+
+// CheckSeeds implements SeedChecker (nothing to check when no seed is
+// sent): a server that cannot be asked is a warning; one that predates
+// sampling_seed (SeedHonoured's known false) would fail every request, an
+// error; one without --enable-deterministic-inference ignores the seed, a
+// warning.
+func (s *SGLang) CheckSeeds(ctx context.Context) (warning string, err error) {
+	if s.SeedParam == "" {
+		return "", nil
+	}
+	honoured, known, err := s.SeedHonoured(ctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("sglang %s: cannot tell whether it honours seeds (%v); episodes may not be reproducible from their seeds", s.url, err), nil
+	case !known:
+		return "", fmt.Errorf("this SGLang reports no enable_deterministic_inference, so it predates sampling_seed and would fail every request: pass --engine-seed %s", SeedNone)
+	case !honoured:
+		return fmt.Sprintf("sglang %s runs without --enable-deterministic-inference: it ignores sampling_seed, so episodes are not reproducible from their seeds", s.url), nil
+	}
+	return "", nil
 }
 
 // SeedHonoured asks the server (GET /get_server_info, which lists its

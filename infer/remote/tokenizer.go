@@ -34,9 +34,8 @@ import (
 // prompt, the summary instruction and repeated observations are encoded many
 // times).
 type Tokenizer struct {
-	kind   string
+	codecs []TextCodec // one engine per endpoint
 	urls   []string
-	client *http.Client
 
 	// Attempts and Backoff govern retries of every call, across endpoints
 	// (defaults 4, 100ms doubling); Timeout bounds one attempt (default 30s).
@@ -56,34 +55,41 @@ type Tokenizer struct {
 
 const maxCacheIDs = 1 << 22
 
-// NewTokenizer returns a tokenizer for the server of kind (KindLlamaCpp;
-// see the type doc for why not the others) at baseURL. A nil client means
+// NewTokenizer returns a tokenizer for the server of kind (one whose engine
+// is a TextCodec: KindLlamaCpp; see the type doc for why not the others)
+// at baseURL. A nil client means
 // a fresh http.Client.
 func NewTokenizer(kind, baseURL string, client *http.Client) (*Tokenizer, error) {
 	return DialTokenizer(client, Endpoint{Kind: kind, URL: baseURL})
 }
 
-// DialTokenizer returns a tokenizer over endpoints (all KindLlamaCpp,
-// serving the same model), failing over from one to the next.
+// DialTokenizer returns a tokenizer over endpoints (all of one kind whose
+// engine is a TextCodec, KindLlamaCpp, serving the same model), failing
+// over from one to the next.
 func DialTokenizer(client *http.Client, endpoints ...Endpoint) (*Tokenizer, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("remote tokenizer: no endpoints")
 	}
 	kind := endpoints[0].Kind
-	switch kind {
-	case KindLlamaCpp:
-	case KindVLLM:
-		return nil, errors.New("remote tokenizer: vLLM's /tokenize turns special-token text in observations (\"<|im_end|>\") into control ids and cannot be told not to; tokenize locally with the model's tokenizer.json")
-	default:
-		return nil, fmt.Errorf("remote tokenizer: kind %q has no /tokenize endpoint here (want %s)", kind, KindLlamaCpp)
+	k, ok := LookupKind(kind)
+	if ok {
+		_, ok = k.New(endpoints[0], http.DefaultClient).(TextCodec)
 	}
-	t := &Tokenizer{kind: kind, client: httpClient(client),
-		Attempts: 4, Backoff: 100 * time.Millisecond, Timeout: 30 * time.Second,
+	switch {
+	case ok:
+	case k.NoTokenizer != "":
+		return nil, errors.New("remote tokenizer: " + k.NoTokenizer)
+	default:
+		return nil, fmt.Errorf("remote tokenizer: kind %q has no /tokenize endpoint here (want %s)", kind, orList(tokenizerKinds()))
+	}
+	client = httpClient(client)
+	t := &Tokenizer{Attempts: 4, Backoff: 100 * time.Millisecond, Timeout: 30 * time.Second,
 		base: context.Background(), encCache: map[string][]int{}}
 	for _, e := range endpoints {
 		if e.Kind != kind {
 			return nil, fmt.Errorf("remote tokenizer: endpoints of kinds %s and %s: one tokenizer needs one model", kind, e.Kind)
 		}
+		t.codecs = append(t.codecs, k.New(e, client).(TextCodec))
 		t.urls = append(t.urls, trimURL(e.URL))
 	}
 	return t, nil
@@ -95,7 +101,7 @@ func (t *Tokenizer) Bind(ctx context.Context) { t.base = ctx }
 
 // call runs f against the endpoints in turn until it succeeds, fails with a
 // non-retryable error, ctx ends, or Attempts attempts have failed.
-func (t *Tokenizer) call(ctx context.Context, f func(ctx context.Context, url string) error) error {
+func (t *Tokenizer) call(ctx context.Context, f func(ctx context.Context, c TextCodec) error) error {
 	t.mu.Lock()
 	start := t.next
 	t.mu.Unlock()
@@ -114,7 +120,7 @@ func (t *Tokenizer) call(ctx context.Context, f func(ctx context.Context, url st
 		}
 		i := (start + a) % len(t.urls)
 		actx, cancel := context.WithTimeout(ctx, t.Timeout)
-		err = f(actx, t.urls[i])
+		err = f(actx, t.codecs[i])
 		cancel()
 		if err == nil {
 			t.mu.Lock()
@@ -142,8 +148,8 @@ func (t *Tokenizer) EncodeContext(ctx context.Context, text string) ([]int, erro
 	}
 	t.mu.Unlock()
 	var ids []int
-	err := t.call(ctx, func(ctx context.Context, base string) (err error) {
-		ids, err = t.encodeOnce(ctx, base, text)
+	err := t.call(ctx, func(ctx context.Context, c TextCodec) (err error) {
+		ids, err = c.Tokenize(ctx, text)
 		return err
 	})
 	if err != nil {
@@ -161,62 +167,17 @@ func (t *Tokenizer) EncodeContext(ctx context.Context, text string) ([]int, erro
 	return ids, nil
 }
 
-// encodeOnce is one /tokenize request to the server at base.
-func (t *Tokenizer) encodeOnce(ctx context.Context, base, text string) ([]int, error) {
-	var ids []int
-	url := base + "/tokenize"
-	switch t.kind {
-	case KindLlamaCpp:
-		var out struct {
-			Tokens *[]int `json:"tokens"`
-		}
-		body := map[string]any{"content": text, "add_special": false, "parse_special": false}
-		if err := postJSON(ctx, t.client, url, body, &out); err != nil {
-			return nil, err
-		}
-		if out.Tokens == nil {
-			return nil, fmt.Errorf("%w: %s: no tokens field", ErrProtocol, url)
-		}
-		ids = *out.Tokens
-	}
-	for i, id := range ids {
-		if id < 0 {
-			return nil, fmt.Errorf("%w: %s: token %d is %d", ErrProtocol, url, i, id)
-		}
-	}
-	return ids, nil
-}
-
 // DecodeContext returns the text of ids.
 func (t *Tokenizer) DecodeContext(ctx context.Context, ids []int) (string, error) {
 	if len(ids) == 0 {
 		return "", nil
 	}
 	var text string
-	err := t.call(ctx, func(ctx context.Context, base string) (err error) {
-		text, err = t.decodeOnce(ctx, base, ids)
+	err := t.call(ctx, func(ctx context.Context, c TextCodec) (err error) {
+		text, err = c.Detokenize(ctx, ids)
 		return err
 	})
 	return text, err
-}
-
-// decodeOnce is one /detokenize request to the server at base.
-func (t *Tokenizer) decodeOnce(ctx context.Context, base string, ids []int) (string, error) {
-	url := base + "/detokenize"
-	switch t.kind {
-	case KindLlamaCpp:
-		var out struct {
-			Content *string `json:"content"`
-		}
-		if err := postJSON(ctx, t.client, url, map[string]any{"tokens": ids}, &out); err != nil {
-			return "", err
-		}
-		if out.Content == nil {
-			return "", fmt.Errorf("%w: %s: no content field", ErrProtocol, url)
-		}
-		return *out.Content, nil
-	}
-	return "", fmt.Errorf("remote tokenizer: kind %q has no /detokenize", t.kind)
 }
 
 // Encode is EncodeContext with the Bind context and no error: see the

@@ -30,6 +30,14 @@ type VLLM struct {
 	NoSeed bool
 }
 
+func init() {
+	RegisterKind(EngineKind{Name: KindVLLM, New: func(e Endpoint, c *http.Client) infer.Sampler {
+		v := NewVLLM(e.URL, e.Model, c)
+		v.LogprobsMode, v.NoSeed = e.LogprobsMode, e.Seed == SeedNone
+		return v
+	}, NoTokenizer: "vLLM's /tokenize turns special-token text in observations (\"<|im_end|>\") into control ids and cannot be told not to; tokenize locally with the model's tokenizer.json"})
+}
+
 // NewVLLM returns an engine for the server at baseURL serving model (the
 // name given to --served-model-name, or the model path). A nil client
 // means a fresh http.Client.
@@ -80,7 +88,7 @@ func (v *VLLM) Sample(ctx context.Context, req infer.Request) (infer.Completion,
 	if err := checkRequest(req, 0); err != nil {
 		return infer.Completion{}, err
 	}
-	if err := CheckSampling(Endpoint{Kind: KindVLLM, URL: v.url, LogprobsMode: v.LogprobsMode}, req.Temperature, req.TopP); err != nil {
+	if err := v.CheckSampling(req.Temperature, req.TopP); err != nil {
 		return infer.Completion{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	body := vllmRequest{
