@@ -13,8 +13,9 @@ import (
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-// taskFlags are eval's and serve's flags for real tasks (Harbor task
-// directories, SWE-bench JSONL) and the sandbox they run in.
+// taskFlags are eval's and serve's flags for real tasks (any registered
+// env/tasks source: Harbor task directories, SWE-bench JSONL) and the
+// sandbox they run in; load turns them into tasks.Options.
 type taskFlags struct {
 	tasks, repos          string
 	runner, image         string

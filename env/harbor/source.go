@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
@@ -15,7 +17,21 @@ import (
 // directory (one task, or a directory of them).
 func init() { tasks.Register("harbor", isTaskDir, tasks.SourceFunc(LoadTasks)) }
 
-func isTaskDir(_ string, fi fs.FileInfo) bool { return fi.IsDir() }
+// isTaskDir: a directory with a task.toml, or with one a level down, is
+// Harbor's; any other directory is too unless another source claims it
+// (LoadAll says what is wrong with it).
+func isTaskDir(path string, fi fs.FileInfo) tasks.Match {
+	if !fi.IsDir() {
+		return tasks.No
+	}
+	if _, err := os.Stat(filepath.Join(path, "task.toml")); err == nil {
+		return tasks.Yes
+	}
+	if m, _ := filepath.Glob(filepath.Join(path, "*", "task.toml")); len(m) > 0 {
+		return tasks.Yes
+	}
+	return tasks.Fallback
+}
 
 var (
 	_ tasks.Oracle      = (*Env)(nil)

@@ -89,6 +89,13 @@
 // (the episode scores 0 with a note), and neither file is ErrNoReward.
 // Primary is the scalar Harbor's jobs report: the "reward" key, else the
 // only key.
+//
+// # Task source
+//
+// The package registers itself with env/tasks as the source "harbor"
+// (source.go): `compactrl eval --tasks DIR` and `serve` load a directory
+// through LoadTasks, and the Env's Oracle, RewardNote and Close are the
+// optional capabilities tasks.Oracle, tasks.RewardNoter and tasks.Closer.
 package harbor
 
 import (

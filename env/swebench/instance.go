@@ -46,6 +46,11 @@
 // grading, so it refuses instances of the harness's repositories
 // (LocalRefusal) and serves custom instances (a test_cmd extension, or a
 // repository the harness does not know).
+//
+// The package registers itself with env/tasks as the task source
+// "swebench" (source.go): `compactrl eval --tasks FILE.jsonl` loads
+// instances through LoadTasks, and Env.Oracle (the gold patch) and Close
+// are tasks.Oracle and tasks.Closer.
 package swebench
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
@@ -14,7 +15,17 @@ import (
 // a file (JSONL of instances, see LoadInstances).
 func init() { tasks.Register("swebench", isInstanceFile, tasks.SourceFunc(LoadTasks)) }
 
-func isInstanceFile(_ string, fi fs.FileInfo) bool { return !fi.IsDir() }
+// isInstanceFile: a .jsonl file is SWE-bench's; any other file is too
+// unless another source claims it (LoadInstances says what is wrong with it).
+func isInstanceFile(path string, fi fs.FileInfo) tasks.Match {
+	switch {
+	case fi.IsDir():
+		return tasks.No
+	case strings.HasSuffix(path, ".jsonl"):
+		return tasks.Yes
+	}
+	return tasks.Fallback
+}
 
 var (
 	_ tasks.Oracle = (*Env)(nil)

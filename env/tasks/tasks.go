@@ -22,9 +22,12 @@
 //
 //	func init() { tasks.Register("mysuite", isSuiteFile, tasks.SourceFunc(load)) }
 //
-//	// isSuiteFile reports whether --tasks names one of this suite's files.
-//	func isSuiteFile(path string, fi fs.FileInfo) bool {
-//		return !fi.IsDir() && strings.HasSuffix(path, ".mysuite")
+//	// isSuiteFile says whether --tasks names one of this suite's files.
+//	func isSuiteFile(path string, fi fs.FileInfo) tasks.Match {
+//		if !fi.IsDir() && strings.HasSuffix(path, ".mysuite") {
+//			return tasks.Yes
+//		}
+//		return tasks.No
 //	}
 //
 //	func load(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
@@ -43,8 +46,10 @@
 //
 // and the command line links it in with a blank import (cmd/compactrl's
 // sources.go): `import _ "github.com/compactrl/compactrl/env/mysuite"`.
-// Detect functions must not overlap: Open refuses a path that two sources
-// claim.
+// A source says Yes to the paths that are surely its own and Fallback to
+// those it would read when no source says Yes (env/harbor: any directory,
+// env/swebench: any file), so a new source's files or directories go to
+// it; Open refuses a path that two sources claim at the same level.
 package tasks
 
 import (
@@ -145,8 +150,17 @@ type SourceFunc func(path string, o Options) ([]Task, []Skipped, error)
 // Load calls f.
 func (f SourceFunc) Load(path string, o Options) ([]Task, []Skipped, error) { return f(path, o) }
 
-// Detect reports whether a --tasks path (fi: its os.Stat) is a source's.
-type Detect func(path string, fi fs.FileInfo) bool
+// Detect says how surely a --tasks path (fi: its os.Stat) is a source's.
+type Detect func(path string, fi fs.FileInfo) Match
+
+// Match is a Detect's answer.
+type Match int
+
+const (
+	No       Match = iota // not this source's
+	Fallback              // this source reads such paths, if no source says Yes
+	Yes                   // this source's
+)
 
 // Optional capabilities of an environment a Task makes.
 type (
@@ -200,18 +214,24 @@ func Names() []string {
 	return sortedNames()
 }
 
-// Open loads path with the source whose detect accepts it and returns that
-// source's name with the tasks. The error of a path that cannot be read
-// (os.Stat's) or that no source, or more than one, accepts names it.
+// Open loads path with the source whose Detect says Yes to it, else the one
+// that says Fallback, and returns that source's name with the tasks. The
+// error of a path that cannot be read (os.Stat's), that no source takes,
+// or that two take at the same level names it.
 func Open(path string, o Options) (name string, ts []Task, skipped []Skipped, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	var match []source
+	var match []source // the sources of the best answer
+	best := Fallback
 	mu.RLock()
 	for _, n := range sortedNames() {
-		if s := sources[n]; s.detect(path, fi) {
+		s := sources[n]
+		switch m := s.detect(path, fi); {
+		case m > best:
+			best, match = m, []source{s}
+		case m == best:
 			match = append(match, s)
 		}
 	}

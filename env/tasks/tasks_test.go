@@ -25,7 +25,19 @@ func withSources(t *testing.T, f func()) {
 	f()
 }
 
-func isDir(_ string, fi fs.FileInfo) bool { return fi.IsDir() }
+func isDir(_ string, fi fs.FileInfo) Match {
+	if fi.IsDir() {
+		return Yes
+	}
+	return No
+}
+
+func anyFile(_ string, fi fs.FileInfo) Match {
+	if fi.IsDir() {
+		return No
+	}
+	return Fallback
+}
 
 func named(name string) Source {
 	return SourceFunc(func(path string, o Options) ([]Task, []Skipped, error) {
@@ -42,7 +54,12 @@ func TestOpenDispatchesOnDetect(t *testing.T) {
 	}
 	withSources(t, func() {
 		Register("dirs", isDir, named("dirs"))
-		Register("files", func(p string, fi fs.FileInfo) bool { return !fi.IsDir() && strings.HasSuffix(p, ".jsonl") }, named("files"))
+		Register("files", func(p string, fi fs.FileInfo) Match {
+			if !fi.IsDir() && strings.HasSuffix(p, ".jsonl") {
+				return Yes
+			}
+			return No
+		}, named("files"))
 		if got := Names(); len(got) != 2 || got[0] != "dirs" || got[1] != "files" {
 			t.Fatalf("Names = %v", got)
 		}
@@ -61,6 +78,14 @@ func TestOpenDispatchesOnDetect(t *testing.T) {
 		}
 		if _, _, _, err := Open(filepath.Join(dir, "missing"), Options{}); !os.IsNotExist(err) {
 			t.Fatalf("missing path: %v", err)
+		}
+		// A fallback takes what no source says Yes to, and only that.
+		Register("anyfile", anyFile, named("anyfile"))
+		if name, _, _, err := Open(other, Options{}); err != nil || name != "anyfile" {
+			t.Fatalf("Open(other) = %q %v", name, err)
+		}
+		if name, _, _, err := Open(file, Options{}); err != nil || name != "files" {
+			t.Fatalf("Open(file) with a fallback = %q %v", name, err)
 		}
 		Register("alsodirs", isDir, named("alsodirs"))
 		if _, _, _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "alsodirs and dirs both take it") {
