@@ -407,6 +407,10 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		e.sh.SetMetric("verifier_tampered", 1)
 		return e.zero("%d opens of the verifier's files by processes outside its run (first: pid %d %s opened %s while %s)", len(r.Violations), v.PID, v.Comm, v.Path, v.Phase), nil
 	}
+	// Before holders and leftovers: what killed test.sh is the clearer note.
+	if r.ExitCode > 128 && r.ExitCode < 128+65 {
+		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
+	}
 	if len(r.Holders) > 0 {
 		e.sh.SetMetric("verifier_tampered", 1)
 		return e.zero("processes still held the verifier's files open when test.sh exited: %s", strings.Join(r.Holders, ", ")), nil
@@ -414,9 +418,6 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	if r.Leftovers > 0 {
 		e.sh.SetMetric("verifier_stragglers", float64(r.Leftovers))
 		return e.zero("%d processes of the verifier's run outlived test.sh; any of them could have written the reward file", r.Leftovers), nil
-	}
-	if r.ExitCode > 128 && r.ExitCode < 128+65 {
-		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
 	}
 	return e.readVerdict(b.logsHost(ws), r.ExitCode)
 }
