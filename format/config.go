@@ -270,14 +270,7 @@ func (c LlamaConfig) CheckTensors(path string, ts []TensorInfo) error {
 				path, t.Name, t.Shape, shape, c.VocabSize, c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.KVHeads(), c.HeadDimension())
 		}
 	}
-	var missing []string
-	for n := range want {
-		if !seen[n] {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
+	if missing := unseen(want, seen); len(missing) > 0 {
 		more := ""
 		if len(missing) > 5 {
 			more = fmt.Sprintf(" and %d more", len(missing)-5)
@@ -365,4 +358,16 @@ func parseConfig(b []byte) (LlamaConfig, error) {
 		c.EosTokenID = &first
 	}
 	return c, nil
+}
+
+// unseen lists, sorted, the names in want that seen lacks.
+func unseen[V any](want map[string]V, seen map[string]bool) []string {
+	var missing []string
+	for n := range want {
+		if !seen[n] {
+			missing = append(missing, n)
+		}
+	}
+	sort.Strings(missing)
+	return missing
 }

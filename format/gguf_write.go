@@ -168,14 +168,7 @@ func ggufTensors(cfg LlamaConfig, ts []Tensor) ([]Tensor, error) {
 		}
 		out = append(out, Tensor{Name: name, Shape: shape, Data: data})
 	}
-	var missing []string
-	for n := range want {
-		if !seen[n] {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
+	if missing := unseen(want, seen); len(missing) > 0 {
 		return nil, fmt.Errorf("missing tensors %v", missing)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return ggufOrder(out[i].Name) < ggufOrder(out[j].Name) })

@@ -13,7 +13,10 @@ import (
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
-func TestExportGGUF(t *testing.T) {
+// tinyCheckpoint saves a one-layer model (random weights) in a fresh
+// directory and returns it with its tokenizer (not saved there).
+func tinyCheckpoint(t *testing.T) (string, *tokenizer.Tokenizer, *model.Model) {
+	t.Helper()
 	dir := t.TempDir()
 	tok, err := tokenizer.Train([]string{"hello world, hello agent"}, 270, []string{"<|endoftext|>"})
 	if err != nil {
@@ -26,6 +29,11 @@ func TestExportGGUF(t *testing.T) {
 	if err := m.Save(dir); err != nil {
 		t.Fatal(err)
 	}
+	return dir, tok, m
+}
+
+func TestExportGGUF(t *testing.T) {
+	dir, tok, m := tinyCheckpoint(t)
 	runCmd := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), env{strings.NewReader(""), &out, &errb}, args)

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/format"
-	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -20,18 +19,7 @@ import (
 // the bounds that the weights file does not hold are an error naming the
 // file and the tensor, found from the file's header before any allocation.
 func TestAbsurdModelConfigIsAnError(t *testing.T) {
-	dir := t.TempDir()
-	tok, err := tokenizer.Train([]string{"hello world, hello agent"}, 270, []string{"<|endoftext|>"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.New(model.Config{Vocab: tok.VocabSize(), Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 24, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir, tok, _ := tinyCheckpoint(t)
 	if err := tok.Save(filepath.Join(dir, tokenizer.File)); err != nil {
 		t.Fatal(err)
 	}
