@@ -165,3 +165,50 @@ func DemoConfig() Config {
 	c.Run = train.RunConfig{Dir: "runs/demo", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 256, CheckpointEvery: 10}
 	return c
 }
+
+// LongBase is where the long suite's base policy goes once one is made
+// (`compactrl pretrain --config configs/pretrain-long.yaml`); none is
+// shipped yet.
+const LongBase = "models/vault-long-base"
+
+// LongSuite is the long-horizon configuration of the vault suite
+// (configs/vault-long.yaml, configs/pretrain-long.yaml): PretrainConfig's
+// language (two facts from a pool of four keys, four noise lines a page)
+// over seven files of 2–4 pages, four distractor records, and the asked
+// facts spread (vault.Config.Spread): the first in file 1, the last in
+// file 7. At PretrainConfig's window (512 tokens, reserve 192) the
+// scripted expert compacts 5–12 times an episode (median 8 on held-out
+// seeds) and finds the first fact before its first compaction, so every
+// success carries that fact across at least five compaction boundaries
+// (docs/results.md, stop 14).
+func LongSuite() SuiteConfig {
+	return SuiteConfig{Name: "vault", Seeds: train.Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
+		Config: vault.Config{Files: 7, Pages: 3, Facts: 2, Keys: 4, Distractors: 4, NoiseLines: 4, Spread: true}}
+}
+
+// LongPretrainConfig is PretrainConfig on LongSuite: the same model and
+// warm start (the window, and so every sequence length, is unchanged),
+// with room for the long episodes (at most 16 compactions and 48 turns)
+// and the lossy expert at p = 0.95 instead of 0.5. Each summary re-draws
+// every fact it keeps, so the first fact survives c summaries with
+// probability p^c: at p = 0.5 the teacher passes 0.01 of the long
+// episodes, at p = 0.95 0.65, what p = 0.5 passes on the default suite (0.60–0.67).
+func LongPretrainConfig() Config {
+	c := PretrainConfig()
+	c.Suite = LongSuite()
+	c.Agent.MaxCompactions, c.Agent.MaxTurns = 16, 48
+	c.SFT.ExpertP = 0.95
+	c.Run.Dir = "runs/pretrain-long"
+	return c
+}
+
+// LongConfig is DemoConfig on LongSuite: 30 CompactionRL iterations of
+// 64 episodes from the long suite's base policy (LongBase, not shipped
+// yet), evaluated on 256 held-out episodes.
+func LongConfig() Config {
+	c := LongPretrainConfig()
+	c.Model.Init = LongBase
+	c.SFT.NoWarmStart()
+	c.Run = train.RunConfig{Dir: "runs/vault-long", Iterations: 30, Episodes: 64, Workers: 64, EvalEvery: 10, EvalEpisodes: 256, CheckpointEvery: 10}
+	return c
+}

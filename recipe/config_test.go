@@ -86,7 +86,8 @@ func TestConfigFilesMatchTheirFunctions(t *testing.T) {
 	for _, x := range []struct {
 		file string
 		want Config
-	}{{"../configs/demo.yaml", DemoConfig()}, {"../configs/pretrain.yaml", PretrainConfig()}} {
+	}{{"../configs/demo.yaml", DemoConfig()}, {"../configs/pretrain.yaml", PretrainConfig()},
+		{"../configs/vault-long.yaml", LongConfig()}, {"../configs/pretrain-long.yaml", LongPretrainConfig()}} {
 		t.Run(filepath.Base(x.file), func(t *testing.T) {
 			c, err := LoadConfig(x.file)
 			if err != nil {

@@ -42,6 +42,15 @@ type Config struct {
 	Distractors   int  `yaml:"distractors"`    // records of other keys, scattered like the facts
 	NoiseLines    int  `yaml:"noise_lines"`    // noise lines per page (the observation length)
 	PartialCredit bool `yaml:"partial_credit"` // reward = fraction of keys right instead of all-or-nothing
+	// Spread places the asked facts evenly over the files in reading order
+	// instead of on random pages: fact i (0-based, task order) is on a
+	// random page of file 1 + ⌊i·(Files−1)/(Facts−1)⌋, so the first is in
+	// file 1 and the last in the last file. An agent that reads in order
+	// then finds the first fact in its first segment and must carry it to
+	// the end of the vault: the long-horizon configuration
+	// (configs/vault-long.yaml). Off, the default, keeps every seed's vault
+	// as before.
+	Spread bool `yaml:"spread"`
 }
 
 // DefaultConfig needs 2–4 compactions of the scripted expert at the agent's
@@ -176,10 +185,15 @@ func New(cfg Config, seed int64) (*Env, error) {
 		i := rng.IntN(len(pg.lines) + 1)
 		pg.lines = slices.Insert(pg.lines, i, line)
 	}
-	for _, k := range e.keys {
+	for i, k := range e.keys {
 		v := strconv.Itoa(10 + rng.IntN(90))
 		e.truth[k] = v
-		fp := slots[rng.IntN(len(slots))]
+		var fp [2]int
+		if cfg.Spread {
+			fp = e.spreadSlot(i, rng)
+		} else {
+			fp = slots[rng.IntN(len(slots))]
+		}
 		e.where[k] = fp
 		insert(fp, "record "+Fact{k, v}.String())
 	}
@@ -193,6 +207,16 @@ func New(cfg Config, seed int64) (*Env, error) {
 	}
 	e.task = task
 	return e, nil
+}
+
+// spreadSlot is the (file, page) of asked fact i under Config.Spread: a
+// random page of file 1 + ⌊i·(Files−1)/(Facts−1)⌋ (file 1 when Facts is 1).
+func (e *Env) spreadSlot(i int, rng *rand.Rand) [2]int {
+	f := 0
+	if e.cfg.Facts > 1 {
+		f = i * (e.cfg.Files - 1) / (e.cfg.Facts - 1)
+	}
+	return [2]int{f + 1, 1 + rng.IntN(len(e.files[f]))}
 }
 
 func noiseLine(rng *rand.Rand) string {
@@ -335,7 +359,7 @@ func (e *Env) Metrics() map[string]float64 {
 	}
 }
 
-// ParseConfig reads knobs "files=5,pages=3,facts=4,keys=32,distractors=6,noise=5,partial=true"
+// ParseConfig reads knobs "files=5,pages=3,facts=4,keys=32,distractors=6,noise=5,partial=true,spread=true"
 // (any subset, in any order) over DefaultConfig; "" gives the default.
 func ParseConfig(spec string) (Config, error) {
 	c := DefaultConfig()
@@ -347,17 +371,17 @@ func ParseConfig(spec string) (Config, error) {
 		if !ok {
 			return c, fmt.Errorf("vault knob %q: want name=value", kv)
 		}
-		if k == "partial" {
+		if flag := map[string]*bool{"partial": &c.PartialCredit, "spread": &c.Spread}[k]; flag != nil {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return c, fmt.Errorf("vault knob partial=%q: %w", v, err)
+				return c, fmt.Errorf("vault knob %s=%q: %w", k, v, err)
 			}
-			c.PartialCredit = b
+			*flag = b
 			continue
 		}
 		dst := map[string]*int{"files": &c.Files, "pages": &c.Pages, "facts": &c.Facts, "keys": &c.Keys, "distractors": &c.Distractors, "noise": &c.NoiseLines}[k]
 		if dst == nil {
-			return c, fmt.Errorf("vault knob %q: unknown (files, pages, facts, keys, distractors, noise, partial)", k)
+			return c, fmt.Errorf("vault knob %q: unknown (files, pages, facts, keys, distractors, noise, partial, spread)", k)
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {

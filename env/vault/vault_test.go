@@ -342,7 +342,10 @@ func TestParseConfig(t *testing.T) {
 	if c, err := ParseConfig(""); err != nil || c != DefaultConfig() {
 		t.Fatalf("default: %+v %v", c, err)
 	}
-	for _, bad := range []string{"files", "rooms=3", "files=x", "files=0", "partial=maybe"} {
+	if c, err := ParseConfig("spread=true"); err != nil || !c.Spread || c.PartialCredit {
+		t.Fatalf("spread: %+v %v", c, err)
+	}
+	for _, bad := range []string{"files", "rooms=3", "files=x", "files=0", "partial=maybe", "spread=2"} {
 		if _, err := ParseConfig(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
@@ -445,5 +448,46 @@ func TestKeyPool(t *testing.T) {
 	}
 	if keys, values := FactWords(cfg); !slices.Equal(keys, pool) || len(values) != 90 || values[0] != "10" {
 		t.Fatalf("fact words %v, %d values", keys, len(values))
+	}
+}
+
+// Spread puts the first asked fact in file 1, the last in the last file
+// and the others evenly between, each on a page that exists; without it,
+// a seed's vault is what it always was (facts on random pages).
+func TestSpreadPlacesFactsInReadingOrder(t *testing.T) {
+	for _, c := range []struct{ files, facts int }{{7, 2}, {7, 3}, {5, 4}, {2, 3}, {4, 1}} {
+		cfg := Config{Files: c.files, Pages: 3, Facts: c.facts, Keys: 8, Distractors: 3, NoiseLines: 2, Spread: true}
+		for seed := int64(0); seed < 50; seed++ {
+			e, err := New(cfg, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range e.keys {
+				want := 1
+				if c.facts > 1 {
+					want = 1 + i*(c.files-1)/(c.facts-1)
+				}
+				w := e.where[k]
+				if w[0] != want || w[1] < 1 || w[1] > e.NumPages(w[0]) {
+					t.Fatalf("%+v seed %d: fact %d (%s) at file %d page %d, want file %d", cfg, seed, i, k, w[0], w[1], want)
+				}
+				if !strings.Contains(e.PageText(w[0], w[1]), "record "+k+" "+e.truth[k]) {
+					t.Fatalf("%+v seed %d: record of %s not on its page", cfg, seed, k)
+				}
+			}
+		}
+	}
+	// Off, placements are random: over 50 seeds the first fact is not
+	// always in file 1.
+	moved := false
+	for seed := int64(0); seed < 50 && !moved; seed++ {
+		e, err := New(Config{Files: 7, Pages: 3, Facts: 2, Keys: 4, Distractors: 4, NoiseLines: 4}, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = e.where[e.keys[0]][0] != 1
+	}
+	if !moved {
+		t.Error("without spread the first fact was in file 1 for 50 seeds")
 	}
 }
