@@ -181,6 +181,9 @@ func TestEvalKill9LeavesNoContainer(t *testing.T) {
 		os.WriteFile(filepath.Join(tasks, "hang-box", p), []byte(s), 0o755)
 	}
 	root := filepath.Join(t.TempDir(), "work")
+	// Whatever happens, nothing of the killed run may outlive the test
+	// (registered first, so it runs after the container's removal).
+	t.Cleanup(func() { sandbox.ReapRunDirs(root) })
 	args := []string{"eval", "--tasks", tasks, "--runner", "podman", "--policy", "oracle", "--out", filepath.Join(t.TempDir(), "run1"), "--work-root", root}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestEvalHelperProcess$")
 	cmd.Env = append(os.Environ(), "COMPACTRL_EVAL_HELPER="+strings.Join(args, "\x1f"))
