@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,10 +93,7 @@ func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
 	return c, nil
 }
 
-// Dir is the guarded directory on the host.
-func (c *GuardedDir) Dir() string { return c.dir }
-
-// Admit opens the channel to the processes f admits.
+// Admit opens the directory to the processes f admits.
 func (c *GuardedDir) Admit(f AdmitFunc) {
 	c.mu.Lock()
 	c.phase, c.admit = "admitted", f
@@ -123,20 +119,6 @@ func (c *GuardedDir) DeniedWhileClosed() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.denied
-}
-
-// Clear removes everything in the channel (left by an earlier phase).
-func (c *GuardedDir) Clear() error {
-	ents, err := os.ReadDir(c.dir)
-	if err != nil {
-		return fmt.Errorf("guarded dir %s: %w", c.dir, err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(c.dir, e.Name())); err != nil {
-			return fmt.Errorf("guarded dir %s: %w", c.dir, err)
-		}
-	}
-	return nil
 }
 
 // Close stops the guard and unmounts the tmpfs (lazily: a container that

@@ -20,9 +20,6 @@ func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
 	return nil, GuardAvailable()
 }
 
-// Dir is the guarded directory.
-func (c *GuardedDir) Dir() string { return "" }
-
 // Admit is a no-op here.
 func (c *GuardedDir) Admit(AdmitFunc) {}
 
@@ -34,9 +31,6 @@ func (c *GuardedDir) Violations() []ChannelOpen { return nil }
 
 // DeniedWhileClosed is 0 here.
 func (c *GuardedDir) DeniedWhileClosed() int { return 0 }
-
-// Clear is a no-op here.
-func (c *GuardedDir) Clear() error { return nil }
 
 // Close is a no-op here.
 func (c *GuardedDir) Close() error { return nil }

@@ -49,21 +49,6 @@ func procStat(pid int) (ppid, sid int, ok bool) {
 	return ppid, sid, err1 == nil && err2 == nil
 }
 
-// tracerPID is the TracerPid of pid's main thread (0: not traced).
-func tracerPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
-}
-
 // pidNS identifies pid's pid namespace ("" when gone).
 func pidNS(pid int) string {
 	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")

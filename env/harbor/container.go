@@ -376,6 +376,9 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	var guards []*sandbox.GuardedDir
 	if b.logs != nil {
 		guards = []*sandbox.GuardedDir{b.logs, b.tests}
+		// Opens the agent phase tried on the verifier's directories (all
+		// refused): a signal of a policy probing for the reward channel.
+		e.sh.SetMetric("verifier_dirs_refused_to_agent", float64(b.logs.DeniedWhileClosed()+b.tests.DeniedWhileClosed()))
 	}
 	cmd := "exec " + testsDir + "/test.sh > " + verifierDir + "/test-stdout.txt 2>&1"
 	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},

@@ -123,6 +123,9 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 	if m := e.Metrics(); m["verifier_guarded"] != 1 {
 		t.Errorf("verifier not guarded: %v", m)
 	}
+	if m := e.Metrics(); tc.task == "tamper-leftover-writer" && m["verifier_dirs_refused_to_agent"] == 0 {
+		t.Errorf("the agent phase's writes to /logs/verifier were not counted: %v", m)
+	}
 	if tc.task == "reward-json-two-keys" {
 		if m := e.Metrics(); m["reward/tests_passed"] != map[bool]float64{true: 3, false: 0}[tc.oracle] || m["reward/reward"] != st.Reward {
 			t.Errorf("reward.json's values not kept: %v", m)
