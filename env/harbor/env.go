@@ -304,8 +304,9 @@ func stragglers(out, nonce string) (int, string) {
 // or processes that outlived test.sh (which could have written the reward
 // file while test.sh did) score 0 with the reason in RewardNote and the
 // final observation. Only when the agent ran no command at all is a
-// missing reward the task's own fault, an error. A reward outside [0, 1] is
-// an error naming the task.
+// missing reward the task's own fault, an error; so is a reward beyond
+// ±MaxAbsReward (with commands run, 0 with a note). The verifier gets no
+// shared cache.
 func (e *Env) verify(ctx context.Context) (float64, error) {
 	ws := e.sh.Workspace()
 	tests := filepath.Join(ws, "tests")

@@ -479,8 +479,10 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 			return rep, err
 		}
 	}
+	// No shared cache: the tests run the patched code, which must not carry
+	// the test patch into a cache later episodes read.
 	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app,
-		Mounts: append([]sandbox.Mount{{Host: in, Target: "/in"}}, shelltask.CacheMounts(e.opts.CacheDir)...), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network})
+		Mounts: []sandbox.Mount{{Host: in, Target: "/in"}}, Limits: e.opts.Limits, Network: e.opts.Network})
 	if err != nil {
 		return rep, fmt.Errorf("start test sandbox: %w", err)
 	}

@@ -140,6 +140,22 @@ func TestResolution(t *testing.T) {
 			t.Fatalf("reward %v, report %+v", r, e.Report())
 		}
 	})
+	t.Run("the grading sandbox has no shared cache", func(t *testing.T) {
+		cache, err := sandbox.MkdirTemp("", "compactrl-swe-cache-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(cache) })
+		os.Chmod(cache, 0o777)
+		o := opts
+		o.CacheDir = cache
+		e := New(inst, o)
+		leak := "```bash\nprintf 'import shutil\\ntry:\\n    shutil.copy(\"/in/test.patch\", \"/cache/test.patch\")\\nexcept OSError:\\n    pass\\n' >> calc/ops.py\n```\n<submit/>"
+		episode(t, e, leak)
+		if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+			t.Fatalf("the patched code carried %v into the cache", ents)
+		}
+	})
 	t.Run("a broken patch does not apply", func(t *testing.T) {
 		e := New(inst, opts)
 		if r := episode(t, e, "```diff\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n```\n<submit/>"); r != 0 || e.Report().PatchApplied {
