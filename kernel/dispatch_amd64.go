@@ -10,9 +10,9 @@ const (
 	mr256, nr256 = 6, 16
 )
 
-var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, directBUnit: 1, dotT: dotTAVX512, useDotT: useDotT512, packT16: packT16, packAT: packAT512, expShift: expShift512, sigmoid: sigmoid512, max: max512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
+var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, directBUnit: 1, dotT: dotTAVX512, useDotT: useDotT512, packT: packT16, packTW: 16, packAT: packAT512, expShift: expShift512, sigmoid: sigmoid512, max: max512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
 
-var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, directB: true, directBUnit: 8, dotT: dotTVia(dotAVX2), useDotT: useDotTFew, packAT: packATGo, expShift: expShiftGo, sigmoid: sigmoidGo, max: maxGo, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
+var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, directB: true, directBUnit: 8, dotT: dotTVia(dotAVX2), useDotT: useDotTFew, packT: packT8, packTW: 8, packN: packN256, packAT: packATAVX2, expShift: expShiftAVX2, sigmoid: sigmoidAVX2, max: maxAVX2, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
 
 // available lists the code paths this CPU and OS support, fastest first.
 func available() []*impl {
@@ -83,6 +83,52 @@ var dotTiles512 = [4][4]func(k int, a []float32, lda int, b []float32, ldb int, 
 
 func dotTAVX512(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int) {
 	dotTiles512[mr-1][nb-1](k, a, lda, b, ldb, alpha, c, ldc)
+}
+
+// expShiftAVX2 runs the vector loop on whole vectors and the tail on a padded vector, so an
+// element's value never depends on its place in x; the tail's values are summed here (the
+// padding is left out whatever shift is).
+func expShiftAVX2(dst, x []float32, shift float32) float32 {
+	dst = dst[:len(x)]
+	n := len(x) &^ 7
+	sum := expShift256(dst[:n], x[:n], shift)
+	if n < len(x) {
+		var t [8]float32
+		copy(t[:], x[n:])
+		expShift256(t[:], t[:], shift)
+		for i := range len(x) - n {
+			dst[n+i] = t[i]
+			sum += t[i]
+		}
+	}
+	return sum
+}
+
+func sigmoidAVX2(dst, x []float32) {
+	dst = dst[:len(x)]
+	n := len(x) &^ 7
+	sigmoid256(dst[:n], x[:n])
+	if n < len(x) {
+		var t [8]float32
+		copy(t[:], x[n:])
+		sigmoid256(t[:], t[:])
+		copy(dst[n:], t[:])
+	}
+}
+
+// packATAVX2 packs w ≤ 8 columns of kc rows of transposed A (the AVX2 tile has 6 rows).
+func packATAVX2(kc int, a []float32, lda, w int, dst []float32) {
+	if kc == 0 {
+		return
+	}
+	_ = a[(kc-1)*lda+w-1]
+	_ = dst[kc*w-1]
+	packAT256(kc, a, lda, w, min(kc, (8+w-1)/w-1), dst)
+}
+
+func maxAVX2(x []float32) float32 {
+	n := len(x) &^ 7
+	return max(max256(x[:n]), maxGo(x[n:]))
 }
 
 func dotAVX2(x, y []float32) float32 {

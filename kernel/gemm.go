@@ -76,7 +76,7 @@ func packBWith(p *impl, transB bool, n, k int, b []float32, ldb int) *PackedB {
 	pb := &PackedB{p: p, n: n, k: k, np: np, data: make([]float32, k*np)}
 	for pc := 0; pc < k; pc += blockK {
 		kc := min(blockK, k-pc)
-		packB(p.packT16, pb.data[pc*np:pc*np+kc*np], b, ldb, transB, pc, kc, 0, n, p.nr)
+		packB(p, pb.data[pc*np:pc*np+kc*np], b, ldb, transB, pc, kc, 0, n)
 	}
 	return pb
 }
@@ -188,8 +188,13 @@ type impl struct {
 	max      func(x []float32) float32
 	// packAT packs w ≤ 16 columns of kc rows of A: dst[p·w + i] = a[p·lda + i].
 	packAT func(kc int, a []float32, lda, w int, dst []float32)
-	// packT16, when set, packs 16 columns of op(B) = Bᵀ: dst[p·ds + j] = b[j·ldb + p], j < 16, p < kc.
-	packT16 func(kc int, b []float32, ldb int, dst []float32, ds int)
+	// packT, when set, packs packTW columns of op(B) = Bᵀ: dst[p·ds + j] = b[j·ldb + p],
+	// j < packTW, p < kc.
+	packT  func(kc int, b []float32, ldb int, dst []float32, ds int)
+	packTW int
+	// packN, when set, packs a strip of nr = 16 columns of op(B) = B, w ≤ 16 of them read and
+	// the rest zero: dst[p·16 + j] = b[p·ldb + j].
+	packN func(kc int, b []float32, ldb, w int, dst []float32)
 	// peak runs iters rounds of independent FMAs and returns the flops done.
 	peak func(iters int) float64
 }
@@ -330,7 +335,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 			default:
 				ws.b = grow(ws.b, kc*ncPad)
 				bp = ws.b
-				packB(p.packT16, bp, g.b, g.ldb, g.transB, pc, kc, jc, nc, nr)
+				packB(p, bp, g.b, g.ldb, g.transB, pc, kc, jc, nc)
 			}
 			for ic := m0; ic < m1; ic += mcMax {
 				mc := min(mcMax, m1-ic)
@@ -390,42 +395,49 @@ func scaleC(beta float32, c []float32, ldc, m0, m1, n0, n1 int) {
 	}
 }
 
-// packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as strips of nr columns: strip s holds element
-// (p, s·nr+j) at dst[s·kc + p·nr + j]; columns past nc are zero. t16, if not nil, packs 16
-// transposed columns at a time.
-func packB(t16 func(kc int, b []float32, ldb int, dst []float32, ds int), dst, b []float32, ldb int, trans bool, pc, kc, jc, nc, nr int) {
+// packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as strips of p.nr columns: strip s holds
+// element (q, s·nr+j) at dst[s·kc + q·nr + j]; columns past nc are zero. p.packT, if set, packs
+// p.packTW transposed columns at a time, p.packN a whole strip of B.
+func packB(p *impl, dst, b []float32, ldb int, trans bool, pc, kc, jc, nc int) {
+	nr := p.nr
 	for s := 0; s < nc; s += nr {
 		w := min(nr, nc-s)
 		d := dst[s*kc : s*kc+nr*kc]
 		if trans {
-			// op(B)[p, j] = B[j, p]: row j of B holds column j of the strip. Blocks of 8 values
-			// of p keep the 8 destination rows in L1 while all w source rows are read.
+			// op(B)[q, j] = B[j, q]: row j of B holds column j of the strip. Blocks of 8 values
+			// of q keep the 8 destination rows in L1 while all w source rows are read.
 			j0 := 0
-			if t16 != nil {
-				for ; j0+16 <= w; j0 += 16 {
-					t16(kc, b[(jc+s+j0)*ldb+pc:], ldb, d[j0:], nr)
+			if p.packT != nil {
+				for ; j0+p.packTW <= w; j0 += p.packTW {
+					p.packT(kc, b[(jc+s+j0)*ldb+pc:], ldb, d[j0:], nr)
 				}
 			}
-			for p0 := 0; p0 < kc; p0 += 8 {
-				pe := min(p0+8, kc)
+			for q0 := 0; q0 < kc; q0 += 8 {
+				qe := min(q0+8, kc)
 				for j := j0; j < w; j++ {
 					off := (jc+s+j)*ldb + pc
-					for p, v := range b[off+p0 : off+pe] {
-						d[(p0+p)*nr+j] = v
+					for q, v := range b[off+q0 : off+qe] {
+						d[(q0+q)*nr+j] = v
 					}
 				}
 			}
 			if w < nr {
-				for p := range kc {
-					clear(d[p*nr+w : p*nr+nr])
+				for q := range kc {
+					clear(d[q*nr+w : q*nr+nr])
 				}
 			}
 			continue
 		}
-		for p := range kc {
-			row := (pc + p) * ldb
-			copy(d[p*nr:p*nr+w], b[row+jc+s:row+jc+s+w])
-			clear(d[p*nr+w : p*nr+nr])
+		if p.packN != nil && kc > 0 {
+			// The last row may end before w values past its start only if ldb < w, which a
+			// matrix of nc ≥ w columns cannot have.
+			p.packN(kc, b[pc*ldb+jc+s:(pc+kc-1)*ldb+jc+s+w], ldb, w, d)
+			continue
+		}
+		for q := range kc {
+			row := (pc + q) * ldb
+			copy(d[q*nr:q*nr+w], b[row+jc+s:row+jc+s+w])
+			clear(d[q*nr+w : q*nr+nr])
 		}
 	}
 }

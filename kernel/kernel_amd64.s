@@ -5849,6 +5849,555 @@ maxred:
 DATA f32_ff800000<>+0(SB)/4, $0xff800000
 GLOBL f32_ff800000<>(SB), RODATA|NOPTR, $4
 
+// func packT8(kc int, b []float32, ldb int, dst []float32, ds int)
+// Requires: AVX
+TEXT ·packT8(SB), NOSPLIT, $0-72
+	MOVQ kc+0(FP), AX
+	MOVQ b_base+8(FP), CX
+	MOVQ ldb+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ dst_base+40(FP), BX
+	MOVQ ds+64(FP), SI
+	SHLQ $0x02, SI
+	MOVQ AX, R8
+	SHRQ $0x03, R8
+	JZ   packT8tail
+
+packT8loop:
+	MOVQ       CX, DI
+	VMOVUPS    (DI), Y0
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y1
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y2
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y3
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y4
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y5
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y6
+	ADDQ       DX, DI
+	VMOVUPS    (DI), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VPERM2F128 $0x20, Y3, Y1, Y7
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VPERM2F128 $0x20, Y5, Y8, Y3
+	VPERM2F128 $0x31, Y5, Y8, Y5
+	VPERM2F128 $0x20, Y4, Y0, Y8
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	MOVQ       BX, DI
+	VMOVUPS    Y6, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y7, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y3, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y8, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y2, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y1, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y5, (DI)
+	ADDQ       SI, DI
+	VMOVUPS    Y0, (DI)
+	ADDQ       $0x20, CX
+	MOVQ       SI, DI
+	SHLQ       $0x03, DI
+	ADDQ       DI, BX
+	DECQ       R8
+	JNZ        packT8loop
+
+packT8tail:
+	ANDQ       $0x07, AX
+	JZ         packT8done
+	MOVQ       AX, R8
+	LEAQ       lanemask256<>+0(SB), DI
+	NEGQ       AX
+	VMOVUPS    32(DI)(AX*4), Y0
+	MOVQ       CX, DI
+	VMASKMOVPS (DI), Y0, Y1
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y2
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y3
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y4
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y5
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y6
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y7
+	ADDQ       DX, DI
+	VMASKMOVPS (DI), Y0, Y0
+	VUNPCKLPS  Y2, Y1, Y8
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y0, Y7, Y6
+	VUNPCKHPS  Y0, Y7, Y0
+	VSHUFPS    $0x44, Y2, Y8, Y7
+	VSHUFPS    $0xee, Y2, Y8, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y8
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y0, Y5, Y6
+	VSHUFPS    $0xee, Y0, Y5, Y0
+	VPERM2F128 $0x20, Y3, Y7, Y5
+	VPERM2F128 $0x31, Y3, Y7, Y3
+	VPERM2F128 $0x20, Y4, Y2, Y7
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VPERM2F128 $0x20, Y6, Y8, Y4
+	VPERM2F128 $0x31, Y6, Y8, Y6
+	VPERM2F128 $0x20, Y0, Y1, Y8
+	VPERM2F128 $0x31, Y0, Y1, Y0
+	MOVQ       BX, DI
+	VMOVUPS    Y5, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000001
+	JLE        packT8done
+	VMOVUPS    Y7, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000002
+	JLE        packT8done
+	VMOVUPS    Y4, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000003
+	JLE        packT8done
+	VMOVUPS    Y8, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000004
+	JLE        packT8done
+	VMOVUPS    Y3, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000005
+	JLE        packT8done
+	VMOVUPS    Y2, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000006
+	JLE        packT8done
+	VMOVUPS    Y6, (DI)
+	ADDQ       SI, DI
+	CMPQ       R8, $0x00000007
+	JLE        packT8done
+	VMOVUPS    Y0, (DI)
+
+packT8done:
+	VZEROUPPER
+	RET
+
+DATA lanemask256<>+0(SB)/4, $0xffffffff
+DATA lanemask256<>+4(SB)/4, $0xffffffff
+DATA lanemask256<>+8(SB)/4, $0xffffffff
+DATA lanemask256<>+12(SB)/4, $0xffffffff
+DATA lanemask256<>+16(SB)/4, $0xffffffff
+DATA lanemask256<>+20(SB)/4, $0xffffffff
+DATA lanemask256<>+24(SB)/4, $0xffffffff
+DATA lanemask256<>+28(SB)/4, $0xffffffff
+DATA lanemask256<>+32(SB)/4, $0x00000000
+DATA lanemask256<>+36(SB)/4, $0x00000000
+DATA lanemask256<>+40(SB)/4, $0x00000000
+DATA lanemask256<>+44(SB)/4, $0x00000000
+DATA lanemask256<>+48(SB)/4, $0x00000000
+DATA lanemask256<>+52(SB)/4, $0x00000000
+DATA lanemask256<>+56(SB)/4, $0x00000000
+DATA lanemask256<>+60(SB)/4, $0x00000000
+GLOBL lanemask256<>(SB), RODATA|NOPTR, $64
+
+// func packAT256(kc int, a []float32, lda int, w int, tail int, dst []float32)
+// Requires: AVX
+TEXT ·packAT256(SB), NOSPLIT, $0-80
+	MOVQ    kc+0(FP), AX
+	MOVQ    a_base+8(FP), CX
+	MOVQ    lda+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    w+40(FP), BX
+	MOVQ    tail+48(FP), SI
+	MOVQ    dst_base+56(FP), DI
+	MOVQ    BX, R8
+	SHLQ    $0x02, R8
+	LEAQ    lanemask256<>+0(SB), R9
+	NEGQ    BX
+	VMOVUPS 32(R9)(BX*4), Y0
+	SUBQ    SI, AX
+	JZ      packAT256tail
+
+packAT256loop:
+	VMASKMOVPS (CX), Y0, Y1
+	VMOVUPS    Y1, (DI)
+	ADDQ       DX, CX
+	ADDQ       R8, DI
+	DECQ       AX
+	JNZ        packAT256loop
+
+packAT256tail:
+	TESTQ SI, SI
+	JZ    packAT256done
+
+packAT256masked:
+	VMASKMOVPS (CX), Y0, Y1
+	VMASKMOVPS Y1, Y0, (DI)
+	ADDQ       DX, CX
+	ADDQ       R8, DI
+	DECQ       SI
+	JNZ        packAT256masked
+
+packAT256done:
+	VZEROUPPER
+	RET
+
+// func packN256(kc int, b []float32, ldb int, w int, dst []float32)
+// Requires: AVX, CMOV
+TEXT ·packN256(SB), NOSPLIT, $0-72
+	MOVQ    kc+0(FP), AX
+	MOVQ    b_base+8(FP), CX
+	MOVQ    ldb+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    w+40(FP), BX
+	MOVQ    dst_base+48(FP), SI
+	MOVQ    $0x00000008, DI
+	CMPQ    BX, DI
+	CMOVQLT BX, DI
+	SUBQ    DI, BX
+	LEAQ    lanemask256<>+0(SB), R8
+	NEGQ    DI
+	VMOVUPS 32(R8)(DI*4), Y0
+	LEAQ    lanemask256<>+0(SB), DI
+	NEGQ    BX
+	VMOVUPS 32(DI)(BX*4), Y1
+	TESTQ   AX, AX
+	JZ      packN256done
+
+packN256loop:
+	VMASKMOVPS (CX), Y0, Y2
+	VMASKMOVPS 32(CX), Y1, Y3
+	VMOVUPS    Y2, (SI)
+	VMOVUPS    Y3, 32(SI)
+	ADDQ       DX, CX
+	ADDQ       $0x00000040, SI
+	DECQ       AX
+	JNZ        packN256loop
+
+packN256done:
+	VZEROUPPER
+	RET
+
+// func expShift256(dst []float32, x []float32, shift float32) float32
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·expShift256(SB), NOSPLIT, $0-60
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         x_len+32(FP), DX
+	VBROADCASTSS shift+48(FP), Y0
+	VMOVUPS      x8_c2b00000<>+0(SB), Y1
+	VMOVUPS      x8_42b20000<>+0(SB), Y2
+	VXORPS       Y3, Y3, Y3
+	SHRQ         $0x03, DX
+	JZ           exp256done
+
+exp256loop:
+	VMOVUPS      (CX), Y4
+	VSUBPS       Y0, Y4, Y4
+	VCMPPS       $0x05, x8_c2ae0000<>+0(SB), Y4, Y5
+	VMAXPS       Y4, Y1, Y4
+	VMINPS       Y4, Y2, Y4
+	VMULPS       x8_3fb8aa3b<>+0(SB), Y4, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS x8_3f318000<>+0(SB), Y6, Y4
+	VFNMADD231PS x8_b95e8083<>+0(SB), Y6, Y4
+	VMOVUPS      x8_3ab60b61<>+0(SB), Y7
+	VFMADD213PS  x8_3c088889<>+0(SB), Y4, Y7
+	VFMADD213PS  x8_3d2aaaab<>+0(SB), Y4, Y7
+	VFMADD213PS  x8_3e2aaaab<>+0(SB), Y4, Y7
+	VFMADD213PS  x8_3f000000<>+0(SB), Y4, Y7
+	VFMADD213PS  x8_3f800000<>+0(SB), Y4, Y7
+	VFMADD213PS  x8_3f800000<>+0(SB), Y4, Y7
+	VCVTTPS2DQ   Y6, Y6
+	VPSRAD       $0x01, Y6, Y4
+	VPSUBD       Y4, Y6, Y6
+	VPADDD       x8_0000007f<>+0(SB), Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       x8_0000007f<>+0(SB), Y6, Y6
+	VPSLLD       $0x17, Y6, Y6
+	VMULPS       Y4, Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VANDPS       Y5, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VMOVUPS      Y7, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, AX
+	DECQ         DX
+	JNZ          exp256loop
+
+exp256done:
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	MOVSS        X0, ret+56(FP)
+	VZEROUPPER
+	RET
+
+DATA x8_c2b00000<>+0(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+4(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+8(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+12(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+16(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+20(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+24(SB)/4, $0xc2b00000
+DATA x8_c2b00000<>+28(SB)/4, $0xc2b00000
+GLOBL x8_c2b00000<>(SB), RODATA|NOPTR, $32
+
+DATA x8_42b20000<>+0(SB)/4, $0x42b20000
+DATA x8_42b20000<>+4(SB)/4, $0x42b20000
+DATA x8_42b20000<>+8(SB)/4, $0x42b20000
+DATA x8_42b20000<>+12(SB)/4, $0x42b20000
+DATA x8_42b20000<>+16(SB)/4, $0x42b20000
+DATA x8_42b20000<>+20(SB)/4, $0x42b20000
+DATA x8_42b20000<>+24(SB)/4, $0x42b20000
+DATA x8_42b20000<>+28(SB)/4, $0x42b20000
+GLOBL x8_42b20000<>(SB), RODATA|NOPTR, $32
+
+DATA x8_c2ae0000<>+0(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+4(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+8(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+12(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+16(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+20(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+24(SB)/4, $0xc2ae0000
+DATA x8_c2ae0000<>+28(SB)/4, $0xc2ae0000
+GLOBL x8_c2ae0000<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3fb8aa3b<>+0(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+4(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+8(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+12(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+16(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+20(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+24(SB)/4, $0x3fb8aa3b
+DATA x8_3fb8aa3b<>+28(SB)/4, $0x3fb8aa3b
+GLOBL x8_3fb8aa3b<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3f318000<>+0(SB)/4, $0x3f318000
+DATA x8_3f318000<>+4(SB)/4, $0x3f318000
+DATA x8_3f318000<>+8(SB)/4, $0x3f318000
+DATA x8_3f318000<>+12(SB)/4, $0x3f318000
+DATA x8_3f318000<>+16(SB)/4, $0x3f318000
+DATA x8_3f318000<>+20(SB)/4, $0x3f318000
+DATA x8_3f318000<>+24(SB)/4, $0x3f318000
+DATA x8_3f318000<>+28(SB)/4, $0x3f318000
+GLOBL x8_3f318000<>(SB), RODATA|NOPTR, $32
+
+DATA x8_b95e8083<>+0(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+4(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+8(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+12(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+16(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+20(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+24(SB)/4, $0xb95e8083
+DATA x8_b95e8083<>+28(SB)/4, $0xb95e8083
+GLOBL x8_b95e8083<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3ab60b61<>+0(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+4(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+8(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+12(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+16(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+20(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+24(SB)/4, $0x3ab60b61
+DATA x8_3ab60b61<>+28(SB)/4, $0x3ab60b61
+GLOBL x8_3ab60b61<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3c088889<>+0(SB)/4, $0x3c088889
+DATA x8_3c088889<>+4(SB)/4, $0x3c088889
+DATA x8_3c088889<>+8(SB)/4, $0x3c088889
+DATA x8_3c088889<>+12(SB)/4, $0x3c088889
+DATA x8_3c088889<>+16(SB)/4, $0x3c088889
+DATA x8_3c088889<>+20(SB)/4, $0x3c088889
+DATA x8_3c088889<>+24(SB)/4, $0x3c088889
+DATA x8_3c088889<>+28(SB)/4, $0x3c088889
+GLOBL x8_3c088889<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3d2aaaab<>+0(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+4(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+8(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+12(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+16(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+20(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+24(SB)/4, $0x3d2aaaab
+DATA x8_3d2aaaab<>+28(SB)/4, $0x3d2aaaab
+GLOBL x8_3d2aaaab<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3e2aaaab<>+0(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+4(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+8(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+12(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+16(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+20(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+24(SB)/4, $0x3e2aaaab
+DATA x8_3e2aaaab<>+28(SB)/4, $0x3e2aaaab
+GLOBL x8_3e2aaaab<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3f000000<>+0(SB)/4, $0x3f000000
+DATA x8_3f000000<>+4(SB)/4, $0x3f000000
+DATA x8_3f000000<>+8(SB)/4, $0x3f000000
+DATA x8_3f000000<>+12(SB)/4, $0x3f000000
+DATA x8_3f000000<>+16(SB)/4, $0x3f000000
+DATA x8_3f000000<>+20(SB)/4, $0x3f000000
+DATA x8_3f000000<>+24(SB)/4, $0x3f000000
+DATA x8_3f000000<>+28(SB)/4, $0x3f000000
+GLOBL x8_3f000000<>(SB), RODATA|NOPTR, $32
+
+DATA x8_3f800000<>+0(SB)/4, $0x3f800000
+DATA x8_3f800000<>+4(SB)/4, $0x3f800000
+DATA x8_3f800000<>+8(SB)/4, $0x3f800000
+DATA x8_3f800000<>+12(SB)/4, $0x3f800000
+DATA x8_3f800000<>+16(SB)/4, $0x3f800000
+DATA x8_3f800000<>+20(SB)/4, $0x3f800000
+DATA x8_3f800000<>+24(SB)/4, $0x3f800000
+DATA x8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL x8_3f800000<>(SB), RODATA|NOPTR, $32
+
+DATA x8_0000007f<>+0(SB)/4, $0x0000007f
+DATA x8_0000007f<>+4(SB)/4, $0x0000007f
+DATA x8_0000007f<>+8(SB)/4, $0x0000007f
+DATA x8_0000007f<>+12(SB)/4, $0x0000007f
+DATA x8_0000007f<>+16(SB)/4, $0x0000007f
+DATA x8_0000007f<>+20(SB)/4, $0x0000007f
+DATA x8_0000007f<>+24(SB)/4, $0x0000007f
+DATA x8_0000007f<>+28(SB)/4, $0x0000007f
+GLOBL x8_0000007f<>(SB), RODATA|NOPTR, $32
+
+// func sigmoid256(dst []float32, x []float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·sigmoid256(SB), NOSPLIT, $0-48
+	MOVQ    dst_base+0(FP), AX
+	MOVQ    x_base+24(FP), CX
+	MOVQ    x_len+32(FP), DX
+	VMOVUPS x8_c2b00000<>+0(SB), Y0
+	VMOVUPS x8_42b20000<>+0(SB), Y1
+	VMOVUPS x8_3f800000<>+0(SB), Y2
+	SHRQ    $0x03, DX
+	JZ      sig256done
+
+sig256loop:
+	VMOVUPS      (CX), Y3
+	VXORPS       x8_80000000<>+0(SB), Y3, Y3
+	VCMPPS       $0x05, x8_c2ae0000<>+0(SB), Y3, Y4
+	VMAXPS       Y3, Y0, Y3
+	VMINPS       Y3, Y1, Y3
+	VMULPS       x8_3fb8aa3b<>+0(SB), Y3, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS x8_3f318000<>+0(SB), Y5, Y3
+	VFNMADD231PS x8_b95e8083<>+0(SB), Y5, Y3
+	VMOVUPS      x8_3ab60b61<>+0(SB), Y6
+	VFMADD213PS  x8_3c088889<>+0(SB), Y3, Y6
+	VFMADD213PS  x8_3d2aaaab<>+0(SB), Y3, Y6
+	VFMADD213PS  x8_3e2aaaab<>+0(SB), Y3, Y6
+	VFMADD213PS  x8_3f000000<>+0(SB), Y3, Y6
+	VFMADD213PS  x8_3f800000<>+0(SB), Y3, Y6
+	VFMADD213PS  x8_3f800000<>+0(SB), Y3, Y6
+	VCVTTPS2DQ   Y5, Y5
+	VPSRAD       $0x01, Y5, Y3
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       x8_0000007f<>+0(SB), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       x8_0000007f<>+0(SB), Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VMULPS       Y3, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VANDPS       Y4, Y6, Y6
+	VADDPS       Y2, Y6, Y6
+	VDIVPS       Y6, Y2, Y6
+	VMOVUPS      Y6, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, AX
+	DECQ         DX
+	JNZ          sig256loop
+
+sig256done:
+	VZEROUPPER
+	RET
+
+DATA x8_80000000<>+0(SB)/4, $0x80000000
+DATA x8_80000000<>+4(SB)/4, $0x80000000
+DATA x8_80000000<>+8(SB)/4, $0x80000000
+DATA x8_80000000<>+12(SB)/4, $0x80000000
+DATA x8_80000000<>+16(SB)/4, $0x80000000
+DATA x8_80000000<>+20(SB)/4, $0x80000000
+DATA x8_80000000<>+24(SB)/4, $0x80000000
+DATA x8_80000000<>+28(SB)/4, $0x80000000
+GLOBL x8_80000000<>(SB), RODATA|NOPTR, $32
+
+// func max256(x []float32) float32
+// Requires: AVX, SSE
+TEXT ·max256(SB), NOSPLIT, $0-28
+	MOVQ    x_base+0(FP), AX
+	MOVQ    x_len+8(FP), CX
+	VMOVUPS x8_ff800000<>+0(SB), Y0
+	VMOVAPS Y0, Y1
+
+max256two:
+	CMPQ   CX, $0x00000010
+	JL     max256one
+	VMAXPS (AX), Y0, Y0
+	VMAXPS 32(AX), Y1, Y1
+	ADDQ   $0x00000040, AX
+	SUBQ   $0x00000010, CX
+	JMP    max256two
+
+max256one:
+	CMPQ   CX, $0x00000008
+	JL     max256red
+	VMAXPS (AX), Y0, Y0
+
+max256red:
+	VMAXPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VMAXPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VMAXSS       X0, X1, X1
+	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA x8_ff800000<>+0(SB)/4, $0xff800000
+DATA x8_ff800000<>+4(SB)/4, $0xff800000
+DATA x8_ff800000<>+8(SB)/4, $0xff800000
+DATA x8_ff800000<>+12(SB)/4, $0xff800000
+DATA x8_ff800000<>+16(SB)/4, $0xff800000
+DATA x8_ff800000<>+20(SB)/4, $0xff800000
+DATA x8_ff800000<>+24(SB)/4, $0xff800000
+DATA x8_ff800000<>+28(SB)/4, $0xff800000
+GLOBL x8_ff800000<>(SB), RODATA|NOPTR, $32
+
 // func dot512(x []float32, y []float32) float32
 // Requires: AVX, AVX512F, AVX512VL, BMI2, SSE
 TEXT ·dot512(SB), NOSPLIT, $0-52

@@ -173,6 +173,24 @@ func sigmoid512(dst []float32, x []float32)
 // max_i x[i], −Inf for an empty x.
 func max512(x []float32) float32
 
+// dst[p·ds + j] = b[j·ldb + p] for j < 8, p < kc.
+func packT8(kc int, b []float32, ldb int, dst []float32, ds int)
+
+// dst[p·w + i] = a[p·lda + i] for i < w ≤ 8, p < kc; the last tail rows stored under a mask.
+func packAT256(kc int, a []float32, lda int, w int, tail int, dst []float32)
+
+// dst[p·16 + j] = b[p·ldb + j] for j < w ≤ 16 (0 for w ≤ j < 16), p < kc.
+func packN256(kc int, b []float32, ldb int, w int, dst []float32)
+
+// dst[i] = e^(x[i]−shift) over the whole vectors of x; returns their sum (the caller does the tail).
+func expShift256(dst []float32, x []float32, shift float32) float32
+
+// dst[i] = 1/(1 + e^(−x[i])) over the whole vectors of x (the caller does the tail).
+func sigmoid256(dst []float32, x []float32)
+
+// max over the whole vectors of x, −Inf if none (the caller does the tail).
+func max256(x []float32) float32
+
 // Σ x[i]·y[i] for i < len(x).
 func dot512(x []float32, y []float32) float32
 

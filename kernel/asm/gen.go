@@ -47,6 +47,12 @@ func main() {
 	expShift()
 	sigmoid()
 	maxVec()
+	packT8()
+	packAT256()
+	packN256()
+	expShift256()
+	sigmoid256()
+	max256()
 	dot(true)
 	dot(false)
 	axpy(true)
@@ -894,6 +900,369 @@ func peak(wide bool) {
 	DECQ(n)
 	JNZ(LabelRef("peak_" + s))
 	Label("peakdone_" + s)
+	VZEROUPPER()
+	RET()
+}
+
+// mem256 is the 32-byte read-only vector of eight copies of the 32-bit pattern bits, for the
+// AVX2 kernels: ymm operands cannot broadcast a scalar from memory as zmm ones can, and the
+// 16 ymm registers leave no room to hold every constant.
+var mem256 = map[uint32]Mem{}
+
+func const256(bits uint32) Mem {
+	m, ok := mem256[bits]
+	if !ok {
+		m = GLOBL(fmt.Sprintf("x8_%08x", bits), RODATA|NOPTR)
+		for i := range 8 {
+			DATA(4*i, U32(bits))
+		}
+		mem256[bits] = m
+	}
+	return m
+}
+
+func f256(v float32) Mem { return const256(math.Float32bits(v)) }
+
+// laneMask256 is sixteen int32 lanes, eight all-ones then eight zeros: the 32 bytes at byte offset
+// 4·(8−w) are the VMASKMOVPS mask of the first w lanes (0 ≤ w ≤ 8).
+var laneMask256 Mem
+
+func maskTable256() Mem {
+	if laneMask256.Symbol.Name == "" {
+		laneMask256 = GLOBL("lanemask256", RODATA|NOPTR)
+		for i := range 16 {
+			v := uint32(0)
+			if i < 8 {
+				v = 0xffffffff
+			}
+			DATA(4*i, U32(v))
+		}
+	}
+	return laneMask256
+}
+
+// loadMask256 sets m to the VMASKMOVPS mask of the first w lanes (w a register, 0 ≤ w ≤ 8; it is
+// clobbered).
+func loadMask256(w Register, m VecVirtual) {
+	t := maskTable256()
+	base := GP64()
+	LEAQ(t, base)
+	NEGQ(w)
+	VMOVUPS(Mem{Base: base, Index: w, Scale: 4, Disp: 32}, m)
+}
+
+// expCore256 is expCore on ymm lanes with the same operations in the same order, so each lane
+// equals the zmm kernel's bit for bit: VSCALEFPS, which AVX2 lacks, becomes two multiplications
+// by powers of two built in the exponent field, 2^⌊n/2⌋ (exact) and then 2^⌈n/2⌉ (the one
+// rounding, as VSCALEFPS's), each within the normal range for every n the clamp allows
+// (−127 … 128). lo and hi are −88 and 89 in registers: VMAXPS and VMINPS return their second
+// source for a NaN, which must be v.
+func expCore256(lo, hi, v VecVirtual) VecVirtual {
+	m := YMM()
+	VCMPPS(Imm(5), f256(-87), v, m) // v ≥ −87 or NaN
+	VMAXPS(v, lo, v)
+	VMINPS(v, hi, v)
+	t := YMM()
+	VMULPS(f256(1.44269504088896341), v, t)
+	VROUNDPS(Imm(0), t, t)
+	VFNMADD231PS(f256(0.693359375), t, v)
+	VFNMADD231PS(f256(-2.12194440e-4), t, v)
+	p := YMM()
+	VMOVUPS(f256(1.0/720), p)
+	for _, k := range []float32{1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1} {
+		VFMADD213PS(f256(k), v, p)
+	}
+	VFMADD213PS(f256(1), v, p)
+	n1 := YMM()
+	VCVTTPS2DQ(t, t)
+	VPSRAD(Imm(1), t, n1)
+	VPSUBD(n1, t, t)
+	VPADDD(const256(127), n1, n1)
+	VPSLLD(Imm(23), n1, n1)
+	VPADDD(const256(127), t, t)
+	VPSLLD(Imm(23), t, t)
+	VMULPS(n1, p, p)
+	VMULPS(t, p, p)
+	VANDPS(m, p, p)
+	return p
+}
+
+// elementwise256 emits the loop of a lane-wise kernel over the whole ymm vectors of x (dst as
+// long): the caller runs the tail on a padded vector.
+func elementwise256(name string, dp, xp, n Register, f func(v VecVirtual) VecVirtual) {
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "done"))
+	Label(name + "loop")
+	v := YMM()
+	VMOVUPS(Mem{Base: xp}, v)
+	VMOVUPS(f(v), Mem{Base: dp})
+	ADDQ(U32(32), xp)
+	ADDQ(U32(32), dp)
+	DECQ(n)
+	JNZ(LabelRef(name + "loop"))
+	Label(name + "done")
+}
+
+// expShift256 emits expShift256(dst, x, shift) float32: dst[i] = e^(x[i]−shift) over the whole
+// vectors of x (expCore256), returning their sum.
+func expShift256() {
+	TEXT("expShift256", NOSPLIT, "func(dst, x []float32, shift float32) float32")
+	Doc("dst[i] = e^(x[i]−shift) over the whole vectors of x; returns their sum (the caller does the tail).")
+	dp := Load(Param("dst").Base(), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
+	sh := YMM()
+	VBROADCASTSS(paramAddr("shift"), sh)
+	lo, hi := YMM(), YMM()
+	VMOVUPS(f256(-88), lo)
+	VMOVUPS(f256(89), hi)
+	sum := YMM()
+	VXORPS(sum, sum, sum)
+	elementwise256("exp256", dp, xp, n, func(v VecVirtual) VecVirtual {
+		VSUBPS(sh, v, v)
+		p := expCore256(lo, hi, v)
+		VADDPS(p, sum, sum)
+		return p
+	})
+	Store(hsum(false, sum), ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// sigmoid256 emits sigmoid256(dst, x): dst[i] = 1/(1 + e^(−x[i])) over the whole vectors of x.
+func sigmoid256() {
+	TEXT("sigmoid256", NOSPLIT, "func(dst, x []float32)")
+	Doc("dst[i] = 1/(1 + e^(−x[i])) over the whole vectors of x (the caller does the tail).")
+	dp := Load(Param("dst").Base(), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
+	lo, hi, one := YMM(), YMM(), YMM()
+	VMOVUPS(f256(-88), lo)
+	VMOVUPS(f256(89), hi)
+	VMOVUPS(f256(1), one)
+	elementwise256("sig256", dp, xp, n, func(v VecVirtual) VecVirtual {
+		VXORPS(f256(float32(math.Copysign(0, -1))), v, v)
+		p := expCore256(lo, hi, v)
+		VADDPS(one, p, p)
+		VDIVPS(p, one, p)
+		return p
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// max256 emits max256(x) float32 = max over the whole vectors of x (−Inf if none).
+func max256() {
+	TEXT("max256", NOSPLIT, "func(x []float32) float32")
+	Doc("max over the whole vectors of x, −Inf if none (the caller does the tail).")
+	xp := Load(Param("x").Base(), GP64())
+	n := GP64()
+	Load(Param("x").Len(), n)
+	a0, a1 := YMM(), YMM()
+	VMOVUPS(f256(float32(math.Inf(-1))), a0)
+	VMOVAPS(a0, a1)
+	Label("max256two")
+	CMPQ(n, U32(16))
+	JL(LabelRef("max256one"))
+	VMAXPS(Mem{Base: xp}, a0, a0)
+	VMAXPS(Mem{Base: xp, Disp: 32}, a1, a1)
+	ADDQ(U32(64), xp)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("max256two"))
+	Label("max256one")
+	CMPQ(n, U32(8))
+	JL(LabelRef("max256red"))
+	VMAXPS(Mem{Base: xp}, a0, a0)
+	Label("max256red")
+	VMAXPS(a1, a0, a0)
+	x := XMM()
+	VEXTRACTF128(Imm(1), a0, x)
+	VMAXPS(a0.AsX(), x, x)
+	u := XMM()
+	VMOVHLPS(x, x, u)
+	VMAXPS(u, x, x)
+	VMOVSHDUP(x, u)
+	VMAXSS(u, x, x)
+	Store(x, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// packAT256 emits packAT256(kc, a, lda, w, tail, dst): dst[p·w + i] = a[p·lda + i] for i < w ≤ 8,
+// p < kc. Rows are loaded under the mask of w lanes; the first kc − tail rows are stored whole
+// (each spills 8 − w lanes, which the rows after it overwrite), the last tail rows under the mask.
+// The caller sets tail to min(kc, ⌈8/w⌉ − 1), so that nothing is written past dst[kc·w].
+func packAT256() {
+	TEXT("packAT256", NOSPLIT, "func(kc int, a []float32, lda, w, tail int, dst []float32)")
+	Doc("dst[p·w + i] = a[p·lda + i] for i < w ≤ 8, p < kc; the last tail rows stored under a mask.")
+	kc := Load(Param("kc"), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	lda := Load(Param("lda"), GP64())
+	SHLQ(Imm(2), lda)
+	w := GP64()
+	Load(Param("w"), w)
+	tail := Load(Param("tail"), GP64())
+	dp := Load(Param("dst").Base(), GP64())
+	m := YMM()
+	ws := GP64()
+	MOVQ(w, ws)
+	SHLQ(Imm(2), ws)
+	loadMask256(w, m)
+	v := YMM()
+	SUBQ(tail, kc)
+	JZ(LabelRef("packAT256tail"))
+	Label("packAT256loop")
+	VMASKMOVPS(Mem{Base: ap}, m, v)
+	VMOVUPS(v, Mem{Base: dp})
+	ADDQ(lda, ap)
+	ADDQ(ws, dp)
+	DECQ(kc)
+	JNZ(LabelRef("packAT256loop"))
+	Label("packAT256tail")
+	TESTQ(tail, tail)
+	JZ(LabelRef("packAT256done"))
+	Label("packAT256masked")
+	VMASKMOVPS(Mem{Base: ap}, m, v)
+	VMASKMOVPS(v, m, Mem{Base: dp})
+	ADDQ(lda, ap)
+	ADDQ(ws, dp)
+	DECQ(tail)
+	JNZ(LabelRef("packAT256masked"))
+	Label("packAT256done")
+	VZEROUPPER()
+	RET()
+}
+
+// packN256 emits packN256(kc, b, ldb, w, dst): dst[p·16 + j] = b[p·ldb + j] for j < w ≤ 16 and
+// 0 for w ≤ j < 16, p < kc: a packed 16-column strip of op(B) = B (the AVX2 tile's width),
+// each row moved as two vectors loaded under the masks of its first w lanes.
+func packN256() {
+	TEXT("packN256", NOSPLIT, "func(kc int, b []float32, ldb, w int, dst []float32)")
+	Doc("dst[p·16 + j] = b[p·ldb + j] for j < w ≤ 16 (0 for w ≤ j < 16), p < kc.")
+	kc := Load(Param("kc"), GP64())
+	bp := Load(Param("b").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(Imm(2), ldb)
+	w := GP64()
+	Load(Param("w"), w)
+	dp := Load(Param("dst").Base(), GP64())
+	w0, w1 := GP64(), GP64()
+	MOVQ(U32(8), w0)
+	CMPQ(w, w0)
+	CMOVQLT(w, w0)
+	MOVQ(w, w1)
+	SUBQ(w0, w1)
+	m0, m1 := YMM(), YMM()
+	loadMask256(w0, m0)
+	loadMask256(w1, m1)
+	v0, v1 := YMM(), YMM()
+	TESTQ(kc, kc)
+	JZ(LabelRef("packN256done"))
+	Label("packN256loop")
+	VMASKMOVPS(Mem{Base: bp}, m0, v0)
+	VMASKMOVPS(Mem{Base: bp, Disp: 32}, m1, v1)
+	VMOVUPS(v0, Mem{Base: dp})
+	VMOVUPS(v1, Mem{Base: dp, Disp: 32})
+	ADDQ(ldb, bp)
+	ADDQ(U32(64), dp)
+	DECQ(kc)
+	JNZ(LabelRef("packN256loop"))
+	Label("packN256done")
+	VZEROUPPER()
+	RET()
+}
+
+// transpose8 transposes the 8×8 block of rows r (ymm) and returns its rows.
+func transpose8(r []VecVirtual) []VecVirtual {
+	a := make([]VecVirtual, 8)
+	for i := 0; i < 8; i += 2 {
+		a[i], a[i+1] = YMM(), YMM()
+		VUNPCKLPS(r[i+1], r[i], a[i])
+		VUNPCKHPS(r[i+1], r[i], a[i+1])
+	}
+	// b[4g+q], 128-bit half h, lane L: rows 4g…4g+3 of column 4h+q, row 4g+L.
+	b := make([]VecVirtual, 8)
+	for g := 0; g < 8; g += 4 {
+		for h := range 2 {
+			b[g+2*h], b[g+2*h+1] = YMM(), YMM()
+			VSHUFPS(Imm(0x44), a[g+h+2], a[g+h], b[g+2*h])
+			VSHUFPS(Imm(0xEE), a[g+h+2], a[g+h], b[g+2*h+1])
+		}
+	}
+	t := make([]VecVirtual, 8)
+	for q := range 4 {
+		t[q], t[4+q] = YMM(), YMM()
+		VPERM2F128(Imm(0x20), b[4+q], b[q], t[q])
+		VPERM2F128(Imm(0x31), b[4+q], b[q], t[4+q])
+	}
+	return t
+}
+
+// packT8 emits packT8(kc, b, ldb, dst, ds): dst[p·ds + j] = b[j·ldb + p] for j < 8, p < kc, the
+// packing of 8 columns of op(B) = Bᵀ, in 8×8 blocks transposed in registers. The kc%8 tail is
+// loaded under a mask and only its rows are stored.
+func packT8() {
+	TEXT("packT8", NOSPLIT, "func(kc int, b []float32, ldb int, dst []float32, ds int)")
+	Doc("dst[p·ds + j] = b[j·ldb + p] for j < 8, p < kc.")
+	kc := GP64()
+	Load(Param("kc"), kc)
+	bp := Load(Param("b").Base(), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(Imm(2), ldb)
+	dp := Load(Param("dst").Base(), GP64())
+	ds := Load(Param("ds"), GP64())
+	SHLQ(Imm(2), ds)
+	ptr := GP64()
+	block := func(mask VecVirtual, rem Register) {
+		r := make([]VecVirtual, 8)
+		MOVQ(bp, ptr)
+		for j := range r {
+			r[j] = YMM()
+			if mask != nil {
+				VMASKMOVPS(Mem{Base: ptr}, mask, r[j])
+			} else {
+				VMOVUPS(Mem{Base: ptr}, r[j])
+			}
+			if j < 7 {
+				ADDQ(ldb, ptr)
+			}
+		}
+		t := transpose8(r)
+		MOVQ(dp, ptr)
+		for p, v := range t {
+			if mask != nil && p > 0 {
+				CMPQ(rem, U32(p))
+				JLE(LabelRef("packT8done"))
+			}
+			VMOVUPS(v, Mem{Base: ptr})
+			if p < 7 {
+				ADDQ(ds, ptr)
+			}
+		}
+	}
+	full := GP64()
+	MOVQ(kc, full)
+	SHRQ(Imm(3), full)
+	JZ(LabelRef("packT8tail"))
+	Label("packT8loop")
+	block(nil, nil)
+	ADDQ(Imm(32), bp)
+	MOVQ(ds, ptr)
+	SHLQ(Imm(3), ptr)
+	ADDQ(ptr, dp)
+	DECQ(full)
+	JNZ(LabelRef("packT8loop"))
+	Label("packT8tail")
+	ANDQ(Imm(7), kc)
+	JZ(LabelRef("packT8done"))
+	rem := GP64()
+	MOVQ(kc, rem)
+	m := YMM()
+	loadMask256(kc, m)
+	block(m, rem)
+	Label("packT8done")
 	VZEROUPPER()
 	RET()
 }
