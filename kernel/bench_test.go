@@ -273,7 +273,7 @@ func BenchmarkMicroKernel(b *testing.B) {
 				a, bm, c := randSlice(r, p.mr*kc), randSlice(r, p.nr*kc), make([]float32, p.mr*p.nr)
 				cpu0 := cputime.Process()
 				for b.Loop() {
-					p.micro(p.mr, p.nr, kc, a, 1, p.mr, bm, p.nr, c, p.nr, 1)
+					p.micro(p.mr, p.nr, kc, a, 1, p.mr, bm, p.nr, c, p.nr, 1, false)
 				}
 				reportFlops(b, 2*float64(p.mr*p.nr*kc), cpu0)
 			})

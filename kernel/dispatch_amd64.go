@@ -26,7 +26,7 @@ func available() []*impl {
 	return append(out, generic)
 }
 
-type tileFunc func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+type tileFunc func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 var tiles512 = [mr512][nr512 / 16]tileFunc{
 	{gemm512m1n1, gemm512m1n2, gemm512m1n3, gemm512m1n4},
@@ -48,27 +48,29 @@ var tiles256 = [mr256][nr256 / 8]tileFunc{
 
 // micro512 runs the AVX-512 tile of nr columns: whole zmm vectors, the last under a mask, so it
 // reads and writes only the nr columns of B and C.
-func micro512(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
+func micro512(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, zc bool) {
 	nv := (nr + 15) / 16
 	rem := nr - 16*(nv-1)
-	tiles512[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, uint32(1)<<rem-1)
+	tiles512[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, uint32(1)<<rem-1, zc)
 }
 
 // micro256 runs the AVX2 tile on whole ymm vectors: B is a zero-padded packed strip, or op(B) in
 // place when n is a multiple of 8; a tile whose width is not a whole number of vectors runs on a
 // scratch copy of its part of C, copied back after, so that every element of C gets the same
 // fused multiply-add as in a whole tile (batch-invariant rows whatever the column edges).
-func micro256(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
+func micro256(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, zc bool) {
 	nv := (nr + 7) / 8
 	if nr%8 == 0 {
-		tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, 0)
+		tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, c, ldc, alpha, 0, zc)
 		return
 	}
 	var t [mr256 * nr256]float32
-	for i := range mr {
-		copy(t[i*nr256:i*nr256+nr], c[i*ldc:i*ldc+nr])
+	if !zc {
+		for i := range mr {
+			copy(t[i*nr256:i*nr256+nr], c[i*ldc:i*ldc+nr])
+		}
 	}
-	tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, t[:], nr256, alpha, 0)
+	tiles256[mr-1][nv-1](kc, a, ars, aps, b, bs, t[:], nr256, alpha, 0, zc)
 	for i := range mr {
 		copy(c[i*ldc:i*ldc+nr], t[i*nr256:i*nr256+nr])
 	}

@@ -50,7 +50,12 @@ var neonTiles = [neonMR]func(kc int, a []float32, ars, aps int, b []float32, bs 
 // microNEON runs the mr×16 tile: B is a zero-padded packed strip, or op(B) in place when the
 // tile is whole (directBUnit = 16). A tile narrower than 16 columns runs on a scratch copy of its
 // part of C, copied back after, so every element gets the operations of a whole tile.
-func microNEON(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
+func microNEON(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, zc bool) {
+	if zc {
+		for i := range mr {
+			clear(c[i*ldc : i*ldc+nr])
+		}
+	}
 	if nr == neonNR {
 		neonTiles[mr-1](kc, a, ars, aps, b, bs, c, ldc, alpha)
 		return

@@ -155,15 +155,19 @@ const (
 	blockK = 256
 	blockM = 48 // rounded down to a multiple of mr
 	blockN = 2048
-	// parallelFlops is the product size (2·m·n·k, here about 50 µs of one core) below which Gemm
-	// stays on the calling goroutine; each further goroutine needs as much work again.
-	parallelFlops = 1 << 23
+	// parallelFlops is the product size (2·m·n·k, here about 6 µs of one core) below which Gemm
+	// stays on the calling goroutine; each further goroutine needs as much work again. Starting
+	// and joining a goroutine costs about a microsecond, so a batched decode step's products
+	// (32×688×256: 11 Mflop) split across cores.
+	parallelFlops = 1 << 20
 )
 
 // microKernel computes C[0:mr, 0:nr] += alpha·Σ_p A(i,p)·b[p·bs+j] where A(i,p) = a[i·ars + p·aps]
 // reads op(A) in place (ars = lda, aps = 1, or transposed ars = 1, aps = lda) and b is a kc×nr
-// block with row stride bs (a packed, zero-padded strip, or op(B) itself).
-type microKernel func(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32)
+// block with row stride bs (a packed, zero-padded strip, or op(B) itself). With zc, C's tile is
+// taken as zero and not read (the first block of k when beta = 0): every element gets the value
+// it would get after C was cleared, bit for bit.
+type microKernel func(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, zc bool)
 
 // impl is one code path: the tile shape and micro-kernel used by the blocked driver.
 type impl struct {
@@ -306,10 +310,14 @@ func (g *gemmArgs) exec(nt int) {
 
 // run computes rows m0..m1 and columns n0..n1 of C.
 func (g *gemmArgs) run(m0, m1, n0, n1 int) {
-	scaleC(g.beta, g.c, g.ldc, m0, m1, n0, n1)
+	if g.k == 0 || g.alpha == 0 || g.beta != 0 {
+		scaleC(g.beta, g.c, g.ldc, m0, m1, n0, n1)
+	}
 	if g.k == 0 || g.alpha == 0 {
 		return
 	}
+	// With beta = 0 the tiles of the first block of k write C instead of adding to it.
+	zc := g.beta == 0
 	p := g.p
 	mr, nr := p.mr, p.nr
 	ws := workspaces.Get().(*workspace)
@@ -362,9 +370,9 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 						mrr := min(mr, mc-ir)
 						c := g.c[(ic+ir)*g.ldc+jc+jr:]
 						if g.transA {
-							p.micro(mrr, nrr, kc, ap[ir*kc:], 1, mrr, bj, bs, c, g.ldc, g.alpha)
+							p.micro(mrr, nrr, kc, ap[ir*kc:], 1, mrr, bj, bs, c, g.ldc, g.alpha, zc && pc == 0)
 						} else {
-							p.micro(mrr, nrr, kc, g.a[(ic+ir)*g.lda+pc:], g.lda, 1, bj, bs, c, g.ldc, g.alpha)
+							p.micro(mrr, nrr, kc, g.a[(ic+ir)*g.lda+pc:], g.lda, 1, bj, bs, c, g.ldc, g.alpha, zc && pc == 0)
 						}
 					}
 				}

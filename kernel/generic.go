@@ -17,9 +17,12 @@ const goNR = 8
 // row at a time (rowGo). A tile narrower than goNR runs whole on a scratch copy of its part of C,
 // copied back after: its strip of B is a packed, zero-padded one (B is read in place only when n
 // is a multiple of goNR), and every element gets the operations of a whole tile.
-func microGo(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32) {
+func microGo(mr, nr, kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, zc bool) {
 	for i := range mr {
 		ai, ci := a[i*ars:], c[i*ldc:]
+		if zc {
+			clear(ci[:nr])
+		}
 		if nr == goNR {
 			rowGo(kc, ai, aps, b, bs, ci, alpha)
 			continue

@@ -2,9 +2,9 @@
 
 #include "textflag.h"
 
-// func gemm512m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m1n1(SB), NOSPLIT, $0-120
+TEXT ·gemm512m1n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -36,15 +36,26 @@ loop_512_1_1:
 
 done_512_1_1:
 	VBROADCASTSS alpha+112(FP), Z2
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_1_1
 	VMOVUPS.Z    (DI), K1, Z1
 	VFMADD231PS  Z0, Z2, Z1
 	VMOVUPS      Z1, K1, (DI)
+	JMP          ret_512_1_1
+
+zc_512_1_1:
+	VPXORD      Z1, Z1, Z1
+	VFMADD231PS Z0, Z2, Z1
+	VMOVUPS     Z1, K1, (DI)
+
+ret_512_1_1:
 	VZEROUPPER
 	RET
 
-// func gemm512m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m1n2(SB), NOSPLIT, $0-120
+TEXT ·gemm512m1n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -80,18 +91,32 @@ loop_512_1_2:
 
 done_512_1_2:
 	VBROADCASTSS alpha+112(FP), Z4
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_1_2
 	VMOVUPS      (DI), Z2
 	VFMADD231PS  Z0, Z4, Z2
 	VMOVUPS      Z2, (DI)
 	VMOVUPS.Z    64(DI), K1, Z2
 	VFMADD231PS  Z1, Z4, Z2
 	VMOVUPS      Z2, K1, 64(DI)
+	JMP          ret_512_1_2
+
+zc_512_1_2:
+	VPXORD      Z2, Z2, Z2
+	VFMADD231PS Z0, Z4, Z2
+	VMOVUPS     Z2, (DI)
+	VPXORD      Z2, Z2, Z2
+	VFMADD231PS Z1, Z4, Z2
+	VMOVUPS     Z2, K1, 64(DI)
+
+ret_512_1_2:
 	VZEROUPPER
 	RET
 
-// func gemm512m1n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m1n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m1n3(SB), NOSPLIT, $0-120
+TEXT ·gemm512m1n3(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -131,6 +156,9 @@ loop_512_1_3:
 
 done_512_1_3:
 	VBROADCASTSS alpha+112(FP), Z6
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_1_3
 	VMOVUPS      (DI), Z3
 	VFMADD231PS  Z0, Z6, Z3
 	VMOVUPS      Z3, (DI)
@@ -140,12 +168,26 @@ done_512_1_3:
 	VMOVUPS.Z    128(DI), K1, Z3
 	VFMADD231PS  Z2, Z6, Z3
 	VMOVUPS      Z3, K1, 128(DI)
+	JMP          ret_512_1_3
+
+zc_512_1_3:
+	VPXORD      Z3, Z3, Z3
+	VFMADD231PS Z0, Z6, Z3
+	VMOVUPS     Z3, (DI)
+	VPXORD      Z3, Z3, Z3
+	VFMADD231PS Z1, Z6, Z3
+	VMOVUPS     Z3, 64(DI)
+	VPXORD      Z3, Z3, Z3
+	VFMADD231PS Z2, Z6, Z3
+	VMOVUPS     Z3, K1, 128(DI)
+
+ret_512_1_3:
 	VZEROUPPER
 	RET
 
-// func gemm512m1n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m1n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m1n4(SB), NOSPLIT, $0-120
+TEXT ·gemm512m1n4(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -189,6 +231,9 @@ loop_512_1_4:
 
 done_512_1_4:
 	VBROADCASTSS alpha+112(FP), Z8
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_1_4
 	VMOVUPS      (DI), Z4
 	VFMADD231PS  Z0, Z8, Z4
 	VMOVUPS      Z4, (DI)
@@ -201,12 +246,29 @@ done_512_1_4:
 	VMOVUPS.Z    192(DI), K1, Z4
 	VFMADD231PS  Z3, Z8, Z4
 	VMOVUPS      Z4, K1, 192(DI)
+	JMP          ret_512_1_4
+
+zc_512_1_4:
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z0, Z8, Z4
+	VMOVUPS     Z4, (DI)
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z1, Z8, Z4
+	VMOVUPS     Z4, 64(DI)
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z2, Z8, Z4
+	VMOVUPS     Z4, 128(DI)
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z3, Z8, Z4
+	VMOVUPS     Z4, K1, 192(DI)
+
+ret_512_1_4:
 	VZEROUPPER
 	RET
 
-// func gemm512m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m2n1(SB), NOSPLIT, $0-120
+TEXT ·gemm512m2n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -243,6 +305,9 @@ loop_512_2_1:
 
 done_512_2_1:
 	VBROADCASTSS alpha+112(FP), Z3
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_2_1
 	VMOVUPS.Z    (R8), K1, Z2
 	VFMADD231PS  Z0, Z3, Z2
 	VMOVUPS      Z2, K1, (R8)
@@ -250,12 +315,24 @@ done_512_2_1:
 	VMOVUPS.Z    (R8), K1, Z2
 	VFMADD231PS  Z1, Z3, Z2
 	VMOVUPS      Z2, K1, (R8)
+	JMP          ret_512_2_1
+
+zc_512_2_1:
+	VPXORD      Z2, Z2, Z2
+	VFMADD231PS Z0, Z3, Z2
+	VMOVUPS     Z2, K1, (R8)
+	ADDQ        R9, R8
+	VPXORD      Z2, Z2, Z2
+	VFMADD231PS Z1, Z3, Z2
+	VMOVUPS     Z2, K1, (R8)
+
+ret_512_2_1:
 	VZEROUPPER
 	RET
 
-// func gemm512m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m2n2(SB), NOSPLIT, $0-120
+TEXT ·gemm512m2n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -299,6 +376,9 @@ loop_512_2_2:
 
 done_512_2_2:
 	VBROADCASTSS alpha+112(FP), Z6
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_2_2
 	VMOVUPS      (R8), Z4
 	VFMADD231PS  Z0, Z6, Z4
 	VMOVUPS      Z4, (R8)
@@ -312,12 +392,30 @@ done_512_2_2:
 	VMOVUPS.Z    64(R8), K1, Z4
 	VFMADD231PS  Z3, Z6, Z4
 	VMOVUPS      Z4, K1, 64(R8)
+	JMP          ret_512_2_2
+
+zc_512_2_2:
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z0, Z6, Z4
+	VMOVUPS     Z4, (R8)
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z1, Z6, Z4
+	VMOVUPS     Z4, K1, 64(R8)
+	ADDQ        R9, R8
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z2, Z6, Z4
+	VMOVUPS     Z4, (R8)
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z3, Z6, Z4
+	VMOVUPS     Z4, K1, 64(R8)
+
+ret_512_2_2:
 	VZEROUPPER
 	RET
 
-// func gemm512m2n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m2n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m2n3(SB), NOSPLIT, $0-120
+TEXT ·gemm512m2n3(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -368,6 +466,9 @@ loop_512_2_3:
 
 done_512_2_3:
 	VBROADCASTSS alpha+112(FP), Z9
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_2_3
 	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z0, Z9, Z6
 	VMOVUPS      Z6, (R8)
@@ -387,12 +488,36 @@ done_512_2_3:
 	VMOVUPS.Z    128(R8), K1, Z6
 	VFMADD231PS  Z5, Z9, Z6
 	VMOVUPS      Z6, K1, 128(R8)
+	JMP          ret_512_2_3
+
+zc_512_2_3:
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z0, Z9, Z6
+	VMOVUPS     Z6, (R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z1, Z9, Z6
+	VMOVUPS     Z6, 64(R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z2, Z9, Z6
+	VMOVUPS     Z6, K1, 128(R8)
+	ADDQ        R9, R8
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z3, Z9, Z6
+	VMOVUPS     Z6, (R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z4, Z9, Z6
+	VMOVUPS     Z6, 64(R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z5, Z9, Z6
+	VMOVUPS     Z6, K1, 128(R8)
+
+ret_512_2_3:
 	VZEROUPPER
 	RET
 
-// func gemm512m2n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m2n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m2n4(SB), NOSPLIT, $0-120
+TEXT ·gemm512m2n4(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -450,6 +575,9 @@ loop_512_2_4:
 
 done_512_2_4:
 	VBROADCASTSS alpha+112(FP), Z12
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_2_4
 	VMOVUPS      (R8), Z8
 	VFMADD231PS  Z0, Z12, Z8
 	VMOVUPS      Z8, (R8)
@@ -475,12 +603,42 @@ done_512_2_4:
 	VMOVUPS.Z    192(R8), K1, Z8
 	VFMADD231PS  Z7, Z12, Z8
 	VMOVUPS      Z8, K1, 192(R8)
+	JMP          ret_512_2_4
+
+zc_512_2_4:
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z0, Z12, Z8
+	VMOVUPS     Z8, (R8)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z1, Z12, Z8
+	VMOVUPS     Z8, 64(R8)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z2, Z12, Z8
+	VMOVUPS     Z8, 128(R8)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z3, Z12, Z8
+	VMOVUPS     Z8, K1, 192(R8)
+	ADDQ        R9, R8
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z4, Z12, Z8
+	VMOVUPS     Z8, (R8)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z5, Z12, Z8
+	VMOVUPS     Z8, 64(R8)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z6, Z12, Z8
+	VMOVUPS     Z8, 128(R8)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z7, Z12, Z8
+	VMOVUPS     Z8, K1, 192(R8)
+
+ret_512_2_4:
 	VZEROUPPER
 	RET
 
-// func gemm512m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m3n1(SB), NOSPLIT, $0-120
+TEXT ·gemm512m3n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -522,6 +680,9 @@ loop_512_3_1:
 
 done_512_3_1:
 	VBROADCASTSS alpha+112(FP), Z4
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_3_1
 	VMOVUPS.Z    (R8), K1, Z3
 	VFMADD231PS  Z0, Z4, Z3
 	VMOVUPS      Z3, K1, (R8)
@@ -533,12 +694,28 @@ done_512_3_1:
 	VMOVUPS.Z    (R8), K1, Z3
 	VFMADD231PS  Z2, Z4, Z3
 	VMOVUPS      Z3, K1, (R8)
+	JMP          ret_512_3_1
+
+zc_512_3_1:
+	VPXORD      Z3, Z3, Z3
+	VFMADD231PS Z0, Z4, Z3
+	VMOVUPS     Z3, K1, (R8)
+	ADDQ        R9, R8
+	VPXORD      Z3, Z3, Z3
+	VFMADD231PS Z1, Z4, Z3
+	VMOVUPS     Z3, K1, (R8)
+	ADDQ        R9, R8
+	VPXORD      Z3, Z3, Z3
+	VFMADD231PS Z2, Z4, Z3
+	VMOVUPS     Z3, K1, (R8)
+
+ret_512_3_1:
 	VZEROUPPER
 	RET
 
-// func gemm512m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m3n2(SB), NOSPLIT, $0-120
+TEXT ·gemm512m3n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -590,6 +767,9 @@ loop_512_3_2:
 
 done_512_3_2:
 	VBROADCASTSS alpha+112(FP), Z8
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_3_2
 	VMOVUPS      (R8), Z6
 	VFMADD231PS  Z0, Z8, Z6
 	VMOVUPS      Z6, (R8)
@@ -610,12 +790,37 @@ done_512_3_2:
 	VMOVUPS.Z    64(R8), K1, Z6
 	VFMADD231PS  Z5, Z8, Z6
 	VMOVUPS      Z6, K1, 64(R8)
+	JMP          ret_512_3_2
+
+zc_512_3_2:
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z0, Z8, Z6
+	VMOVUPS     Z6, (R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z1, Z8, Z6
+	VMOVUPS     Z6, K1, 64(R8)
+	ADDQ        R9, R8
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z2, Z8, Z6
+	VMOVUPS     Z6, (R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z3, Z8, Z6
+	VMOVUPS     Z6, K1, 64(R8)
+	ADDQ        R9, R8
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z4, Z8, Z6
+	VMOVUPS     Z6, (R8)
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z5, Z8, Z6
+	VMOVUPS     Z6, K1, 64(R8)
+
+ret_512_3_2:
 	VZEROUPPER
 	RET
 
-// func gemm512m3n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m3n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m3n3(SB), NOSPLIT, $0-120
+TEXT ·gemm512m3n3(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -677,6 +882,9 @@ loop_512_3_3:
 
 done_512_3_3:
 	VBROADCASTSS alpha+112(FP), Z12
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_3_3
 	VMOVUPS      (R8), Z9
 	VFMADD231PS  Z0, Z12, Z9
 	VMOVUPS      Z9, (R8)
@@ -706,12 +914,46 @@ done_512_3_3:
 	VMOVUPS.Z    128(R8), K1, Z9
 	VFMADD231PS  Z8, Z12, Z9
 	VMOVUPS      Z9, K1, 128(R8)
+	JMP          ret_512_3_3
+
+zc_512_3_3:
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z0, Z12, Z9
+	VMOVUPS     Z9, (R8)
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z1, Z12, Z9
+	VMOVUPS     Z9, 64(R8)
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z2, Z12, Z9
+	VMOVUPS     Z9, K1, 128(R8)
+	ADDQ        R9, R8
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z3, Z12, Z9
+	VMOVUPS     Z9, (R8)
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z4, Z12, Z9
+	VMOVUPS     Z9, 64(R8)
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z5, Z12, Z9
+	VMOVUPS     Z9, K1, 128(R8)
+	ADDQ        R9, R8
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z6, Z12, Z9
+	VMOVUPS     Z9, (R8)
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z7, Z12, Z9
+	VMOVUPS     Z9, 64(R8)
+	VPXORD      Z9, Z9, Z9
+	VFMADD231PS Z8, Z12, Z9
+	VMOVUPS     Z9, K1, 128(R8)
+
+ret_512_3_3:
 	VZEROUPPER
 	RET
 
-// func gemm512m3n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m3n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m3n4(SB), NOSPLIT, $0-120
+TEXT ·gemm512m3n4(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -783,6 +1025,9 @@ loop_512_3_4:
 
 done_512_3_4:
 	VBROADCASTSS alpha+112(FP), Z16
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_3_4
 	VMOVUPS      (R8), Z12
 	VFMADD231PS  Z0, Z16, Z12
 	VMOVUPS      Z12, (R8)
@@ -821,12 +1066,55 @@ done_512_3_4:
 	VMOVUPS.Z    192(R8), K1, Z12
 	VFMADD231PS  Z11, Z16, Z12
 	VMOVUPS      Z12, K1, 192(R8)
+	JMP          ret_512_3_4
+
+zc_512_3_4:
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z0, Z16, Z12
+	VMOVUPS     Z12, (R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z1, Z16, Z12
+	VMOVUPS     Z12, 64(R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z2, Z16, Z12
+	VMOVUPS     Z12, 128(R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z3, Z16, Z12
+	VMOVUPS     Z12, K1, 192(R8)
+	ADDQ        R9, R8
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z4, Z16, Z12
+	VMOVUPS     Z12, (R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z5, Z16, Z12
+	VMOVUPS     Z12, 64(R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z6, Z16, Z12
+	VMOVUPS     Z12, 128(R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z7, Z16, Z12
+	VMOVUPS     Z12, K1, 192(R8)
+	ADDQ        R9, R8
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z8, Z16, Z12
+	VMOVUPS     Z12, (R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z9, Z16, Z12
+	VMOVUPS     Z12, 64(R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z10, Z16, Z12
+	VMOVUPS     Z12, 128(R8)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z11, Z16, Z12
+	VMOVUPS     Z12, K1, 192(R8)
+
+ret_512_3_4:
 	VZEROUPPER
 	RET
 
-// func gemm512m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m4n1(SB), NOSPLIT, $0-120
+TEXT ·gemm512m4n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -876,6 +1164,9 @@ loop_512_4_1:
 
 done_512_4_1:
 	VBROADCASTSS alpha+112(FP), Z5
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_4_1
 	VMOVUPS.Z    (R9), K1, Z4
 	VFMADD231PS  Z0, Z5, Z4
 	VMOVUPS      Z4, K1, (R9)
@@ -891,12 +1182,32 @@ done_512_4_1:
 	VMOVUPS.Z    (R9), K1, Z4
 	VFMADD231PS  Z3, Z5, Z4
 	VMOVUPS      Z4, K1, (R9)
+	JMP          ret_512_4_1
+
+zc_512_4_1:
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z0, Z5, Z4
+	VMOVUPS     Z4, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z1, Z5, Z4
+	VMOVUPS     Z4, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z2, Z5, Z4
+	VMOVUPS     Z4, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z4, Z4, Z4
+	VFMADD231PS Z3, Z5, Z4
+	VMOVUPS     Z4, K1, (R9)
+
+ret_512_4_1:
 	VZEROUPPER
 	RET
 
-// func gemm512m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m4n2(SB), NOSPLIT, $0-120
+TEXT ·gemm512m4n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -959,6 +1270,9 @@ loop_512_4_2:
 
 done_512_4_2:
 	VBROADCASTSS alpha+112(FP), Z10
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_4_2
 	VMOVUPS      (R9), Z8
 	VFMADD231PS  Z0, Z10, Z8
 	VMOVUPS      Z8, (R9)
@@ -986,12 +1300,44 @@ done_512_4_2:
 	VMOVUPS.Z    64(R9), K1, Z8
 	VFMADD231PS  Z7, Z10, Z8
 	VMOVUPS      Z8, K1, 64(R9)
+	JMP          ret_512_4_2
+
+zc_512_4_2:
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z0, Z10, Z8
+	VMOVUPS     Z8, (R9)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z1, Z10, Z8
+	VMOVUPS     Z8, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z2, Z10, Z8
+	VMOVUPS     Z8, (R9)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z3, Z10, Z8
+	VMOVUPS     Z8, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z4, Z10, Z8
+	VMOVUPS     Z8, (R9)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z5, Z10, Z8
+	VMOVUPS     Z8, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z6, Z10, Z8
+	VMOVUPS     Z8, (R9)
+	VPXORD      Z8, Z8, Z8
+	VFMADD231PS Z7, Z10, Z8
+	VMOVUPS     Z8, K1, 64(R9)
+
+ret_512_4_2:
 	VZEROUPPER
 	RET
 
-// func gemm512m4n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m4n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m4n3(SB), NOSPLIT, $0-120
+TEXT ·gemm512m4n3(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1067,6 +1413,9 @@ loop_512_4_3:
 
 done_512_4_3:
 	VBROADCASTSS alpha+112(FP), Z15
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_4_3
 	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z0, Z15, Z12
 	VMOVUPS      Z12, (R9)
@@ -1106,12 +1455,56 @@ done_512_4_3:
 	VMOVUPS.Z    128(R9), K1, Z12
 	VFMADD231PS  Z11, Z15, Z12
 	VMOVUPS      Z12, K1, 128(R9)
+	JMP          ret_512_4_3
+
+zc_512_4_3:
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z0, Z15, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z1, Z15, Z12
+	VMOVUPS     Z12, 64(R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z2, Z15, Z12
+	VMOVUPS     Z12, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z3, Z15, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z4, Z15, Z12
+	VMOVUPS     Z12, 64(R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z5, Z15, Z12
+	VMOVUPS     Z12, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z6, Z15, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z7, Z15, Z12
+	VMOVUPS     Z12, 64(R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z8, Z15, Z12
+	VMOVUPS     Z12, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z9, Z15, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z10, Z15, Z12
+	VMOVUPS     Z12, 64(R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z11, Z15, Z12
+	VMOVUPS     Z12, K1, 128(R9)
+
+ret_512_4_3:
 	VZEROUPPER
 	RET
 
-// func gemm512m4n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m4n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m4n4(SB), NOSPLIT, $0-120
+TEXT ·gemm512m4n4(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1200,6 +1593,9 @@ loop_512_4_4:
 
 done_512_4_4:
 	VBROADCASTSS alpha+112(FP), Z20
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_4_4
 	VMOVUPS      (R9), Z16
 	VFMADD231PS  Z0, Z20, Z16
 	VMOVUPS      Z16, (R9)
@@ -1251,12 +1647,68 @@ done_512_4_4:
 	VMOVUPS.Z    192(R9), K1, Z16
 	VFMADD231PS  Z15, Z20, Z16
 	VMOVUPS      Z16, K1, 192(R9)
+	JMP          ret_512_4_4
+
+zc_512_4_4:
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z0, Z20, Z16
+	VMOVUPS     Z16, (R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z1, Z20, Z16
+	VMOVUPS     Z16, 64(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z2, Z20, Z16
+	VMOVUPS     Z16, 128(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z3, Z20, Z16
+	VMOVUPS     Z16, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z4, Z20, Z16
+	VMOVUPS     Z16, (R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z5, Z20, Z16
+	VMOVUPS     Z16, 64(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z6, Z20, Z16
+	VMOVUPS     Z16, 128(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z7, Z20, Z16
+	VMOVUPS     Z16, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z8, Z20, Z16
+	VMOVUPS     Z16, (R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z9, Z20, Z16
+	VMOVUPS     Z16, 64(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z10, Z20, Z16
+	VMOVUPS     Z16, 128(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z11, Z20, Z16
+	VMOVUPS     Z16, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z12, Z20, Z16
+	VMOVUPS     Z16, (R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z13, Z20, Z16
+	VMOVUPS     Z16, 64(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z14, Z20, Z16
+	VMOVUPS     Z16, 128(R9)
+	VPXORD      Z16, Z16, Z16
+	VFMADD231PS Z15, Z20, Z16
+	VMOVUPS     Z16, K1, 192(R9)
+
+ret_512_4_4:
 	VZEROUPPER
 	RET
 
-// func gemm512m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m5n1(SB), NOSPLIT, $0-120
+TEXT ·gemm512m5n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1311,6 +1763,9 @@ loop_512_5_1:
 
 done_512_5_1:
 	VBROADCASTSS alpha+112(FP), Z6
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_5_1
 	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z0, Z6, Z5
 	VMOVUPS      Z5, K1, (R9)
@@ -1330,12 +1785,36 @@ done_512_5_1:
 	VMOVUPS.Z    (R9), K1, Z5
 	VFMADD231PS  Z4, Z6, Z5
 	VMOVUPS      Z5, K1, (R9)
+	JMP          ret_512_5_1
+
+zc_512_5_1:
+	VPXORD      Z5, Z5, Z5
+	VFMADD231PS Z0, Z6, Z5
+	VMOVUPS     Z5, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z5, Z5, Z5
+	VFMADD231PS Z1, Z6, Z5
+	VMOVUPS     Z5, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z5, Z5, Z5
+	VFMADD231PS Z2, Z6, Z5
+	VMOVUPS     Z5, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z5, Z5, Z5
+	VFMADD231PS Z3, Z6, Z5
+	VMOVUPS     Z5, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z5, Z5, Z5
+	VFMADD231PS Z4, Z6, Z5
+	VMOVUPS     Z5, K1, (R9)
+
+ret_512_5_1:
 	VZEROUPPER
 	RET
 
-// func gemm512m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m5n2(SB), NOSPLIT, $0-120
+TEXT ·gemm512m5n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1406,6 +1885,9 @@ loop_512_5_2:
 
 done_512_5_2:
 	VBROADCASTSS alpha+112(FP), Z12
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_5_2
 	VMOVUPS      (R9), Z10
 	VFMADD231PS  Z0, Z12, Z10
 	VMOVUPS      Z10, (R9)
@@ -1440,12 +1922,51 @@ done_512_5_2:
 	VMOVUPS.Z    64(R9), K1, Z10
 	VFMADD231PS  Z9, Z12, Z10
 	VMOVUPS      Z10, K1, 64(R9)
+	JMP          ret_512_5_2
+
+zc_512_5_2:
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z0, Z12, Z10
+	VMOVUPS     Z10, (R9)
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z1, Z12, Z10
+	VMOVUPS     Z10, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z2, Z12, Z10
+	VMOVUPS     Z10, (R9)
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z3, Z12, Z10
+	VMOVUPS     Z10, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z4, Z12, Z10
+	VMOVUPS     Z10, (R9)
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z5, Z12, Z10
+	VMOVUPS     Z10, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z6, Z12, Z10
+	VMOVUPS     Z10, (R9)
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z7, Z12, Z10
+	VMOVUPS     Z10, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z8, Z12, Z10
+	VMOVUPS     Z10, (R9)
+	VPXORD      Z10, Z10, Z10
+	VFMADD231PS Z9, Z12, Z10
+	VMOVUPS     Z10, K1, 64(R9)
+
+ret_512_5_2:
 	VZEROUPPER
 	RET
 
-// func gemm512m5n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m5n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m5n3(SB), NOSPLIT, $0-120
+TEXT ·gemm512m5n3(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1532,6 +2053,9 @@ loop_512_5_3:
 
 done_512_5_3:
 	VBROADCASTSS alpha+112(FP), Z18
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_5_3
 	VMOVUPS      (R9), Z15
 	VFMADD231PS  Z0, Z18, Z15
 	VMOVUPS      Z15, (R9)
@@ -1581,12 +2105,66 @@ done_512_5_3:
 	VMOVUPS.Z    128(R9), K1, Z15
 	VFMADD231PS  Z14, Z18, Z15
 	VMOVUPS      Z15, K1, 128(R9)
+	JMP          ret_512_5_3
+
+zc_512_5_3:
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z0, Z18, Z15
+	VMOVUPS     Z15, (R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z1, Z18, Z15
+	VMOVUPS     Z15, 64(R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z2, Z18, Z15
+	VMOVUPS     Z15, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z3, Z18, Z15
+	VMOVUPS     Z15, (R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z4, Z18, Z15
+	VMOVUPS     Z15, 64(R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z5, Z18, Z15
+	VMOVUPS     Z15, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z6, Z18, Z15
+	VMOVUPS     Z15, (R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z7, Z18, Z15
+	VMOVUPS     Z15, 64(R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z8, Z18, Z15
+	VMOVUPS     Z15, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z9, Z18, Z15
+	VMOVUPS     Z15, (R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z10, Z18, Z15
+	VMOVUPS     Z15, 64(R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z11, Z18, Z15
+	VMOVUPS     Z15, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z12, Z18, Z15
+	VMOVUPS     Z15, (R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z13, Z18, Z15
+	VMOVUPS     Z15, 64(R9)
+	VPXORD      Z15, Z15, Z15
+	VFMADD231PS Z14, Z18, Z15
+	VMOVUPS     Z15, K1, 128(R9)
+
+ret_512_5_3:
 	VZEROUPPER
 	RET
 
-// func gemm512m5n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m5n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m5n4(SB), NOSPLIT, $0-120
+TEXT ·gemm512m5n4(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1689,6 +2267,9 @@ loop_512_5_4:
 
 done_512_5_4:
 	VBROADCASTSS alpha+112(FP), Z24
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_5_4
 	VMOVUPS      (R9), Z20
 	VFMADD231PS  Z0, Z24, Z20
 	VMOVUPS      Z20, (R9)
@@ -1753,12 +2334,81 @@ done_512_5_4:
 	VMOVUPS.Z    192(R9), K1, Z20
 	VFMADD231PS  Z19, Z24, Z20
 	VMOVUPS      Z20, K1, 192(R9)
+	JMP          ret_512_5_4
+
+zc_512_5_4:
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z0, Z24, Z20
+	VMOVUPS     Z20, (R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z1, Z24, Z20
+	VMOVUPS     Z20, 64(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z2, Z24, Z20
+	VMOVUPS     Z20, 128(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z3, Z24, Z20
+	VMOVUPS     Z20, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z4, Z24, Z20
+	VMOVUPS     Z20, (R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z5, Z24, Z20
+	VMOVUPS     Z20, 64(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z6, Z24, Z20
+	VMOVUPS     Z20, 128(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z7, Z24, Z20
+	VMOVUPS     Z20, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z8, Z24, Z20
+	VMOVUPS     Z20, (R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z9, Z24, Z20
+	VMOVUPS     Z20, 64(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z10, Z24, Z20
+	VMOVUPS     Z20, 128(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z11, Z24, Z20
+	VMOVUPS     Z20, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z12, Z24, Z20
+	VMOVUPS     Z20, (R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z13, Z24, Z20
+	VMOVUPS     Z20, 64(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z14, Z24, Z20
+	VMOVUPS     Z20, 128(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z15, Z24, Z20
+	VMOVUPS     Z20, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z16, Z24, Z20
+	VMOVUPS     Z20, (R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z17, Z24, Z20
+	VMOVUPS     Z20, 64(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z18, Z24, Z20
+	VMOVUPS     Z20, 128(R9)
+	VPXORD      Z20, Z20, Z20
+	VFMADD231PS Z19, Z24, Z20
+	VMOVUPS     Z20, K1, 192(R9)
+
+ret_512_5_4:
 	VZEROUPPER
 	RET
 
-// func gemm512m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m6n1(SB), NOSPLIT, $0-120
+TEXT ·gemm512m6n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1818,6 +2468,9 @@ loop_512_6_1:
 
 done_512_6_1:
 	VBROADCASTSS alpha+112(FP), Z7
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_6_1
 	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z0, Z7, Z6
 	VMOVUPS      Z6, K1, (R9)
@@ -1841,12 +2494,40 @@ done_512_6_1:
 	VMOVUPS.Z    (R9), K1, Z6
 	VFMADD231PS  Z5, Z7, Z6
 	VMOVUPS      Z6, K1, (R9)
+	JMP          ret_512_6_1
+
+zc_512_6_1:
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z0, Z7, Z6
+	VMOVUPS     Z6, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z1, Z7, Z6
+	VMOVUPS     Z6, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z2, Z7, Z6
+	VMOVUPS     Z6, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z3, Z7, Z6
+	VMOVUPS     Z6, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z4, Z7, Z6
+	VMOVUPS     Z6, K1, (R9)
+	ADDQ        R10, R9
+	VPXORD      Z6, Z6, Z6
+	VFMADD231PS Z5, Z7, Z6
+	VMOVUPS     Z6, K1, (R9)
+
+ret_512_6_1:
 	VZEROUPPER
 	RET
 
-// func gemm512m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m6n2(SB), NOSPLIT, $0-120
+TEXT ·gemm512m6n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -1925,6 +2606,9 @@ loop_512_6_2:
 
 done_512_6_2:
 	VBROADCASTSS alpha+112(FP), Z14
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_6_2
 	VMOVUPS      (R9), Z12
 	VFMADD231PS  Z0, Z14, Z12
 	VMOVUPS      Z12, (R9)
@@ -1966,12 +2650,58 @@ done_512_6_2:
 	VMOVUPS.Z    64(R9), K1, Z12
 	VFMADD231PS  Z11, Z14, Z12
 	VMOVUPS      Z12, K1, 64(R9)
+	JMP          ret_512_6_2
+
+zc_512_6_2:
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z0, Z14, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z1, Z14, Z12
+	VMOVUPS     Z12, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z2, Z14, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z3, Z14, Z12
+	VMOVUPS     Z12, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z4, Z14, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z5, Z14, Z12
+	VMOVUPS     Z12, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z6, Z14, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z7, Z14, Z12
+	VMOVUPS     Z12, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z8, Z14, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z9, Z14, Z12
+	VMOVUPS     Z12, K1, 64(R9)
+	ADDQ        R10, R9
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z10, Z14, Z12
+	VMOVUPS     Z12, (R9)
+	VPXORD      Z12, Z12, Z12
+	VFMADD231PS Z11, Z14, Z12
+	VMOVUPS     Z12, K1, 64(R9)
+
+ret_512_6_2:
 	VZEROUPPER
 	RET
 
-// func gemm512m6n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m6n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m6n3(SB), NOSPLIT, $0-120
+TEXT ·gemm512m6n3(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2069,6 +2799,9 @@ loop_512_6_3:
 
 done_512_6_3:
 	VBROADCASTSS alpha+112(FP), Z21
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_6_3
 	VMOVUPS      (R9), Z18
 	VFMADD231PS  Z0, Z21, Z18
 	VMOVUPS      Z18, (R9)
@@ -2128,12 +2861,76 @@ done_512_6_3:
 	VMOVUPS.Z    128(R9), K1, Z18
 	VFMADD231PS  Z17, Z21, Z18
 	VMOVUPS      Z18, K1, 128(R9)
+	JMP          ret_512_6_3
+
+zc_512_6_3:
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z0, Z21, Z18
+	VMOVUPS     Z18, (R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z1, Z21, Z18
+	VMOVUPS     Z18, 64(R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z2, Z21, Z18
+	VMOVUPS     Z18, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z3, Z21, Z18
+	VMOVUPS     Z18, (R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z4, Z21, Z18
+	VMOVUPS     Z18, 64(R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z5, Z21, Z18
+	VMOVUPS     Z18, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z6, Z21, Z18
+	VMOVUPS     Z18, (R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z7, Z21, Z18
+	VMOVUPS     Z18, 64(R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z8, Z21, Z18
+	VMOVUPS     Z18, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z9, Z21, Z18
+	VMOVUPS     Z18, (R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z10, Z21, Z18
+	VMOVUPS     Z18, 64(R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z11, Z21, Z18
+	VMOVUPS     Z18, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z12, Z21, Z18
+	VMOVUPS     Z18, (R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z13, Z21, Z18
+	VMOVUPS     Z18, 64(R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z14, Z21, Z18
+	VMOVUPS     Z18, K1, 128(R9)
+	ADDQ        R10, R9
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z15, Z21, Z18
+	VMOVUPS     Z18, (R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z16, Z21, Z18
+	VMOVUPS     Z18, 64(R9)
+	VPXORD      Z18, Z18, Z18
+	VFMADD231PS Z17, Z21, Z18
+	VMOVUPS     Z18, K1, 128(R9)
+
+ret_512_6_3:
 	VZEROUPPER
 	RET
 
-// func gemm512m6n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm512m6n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·gemm512m6n4(SB), NOSPLIT, $0-120
+TEXT ·gemm512m6n4(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2250,6 +3047,9 @@ loop_512_6_4:
 
 done_512_6_4:
 	VBROADCASTSS alpha+112(FP), Z28
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_512_6_4
 	VMOVUPS      (R9), Z24
 	VFMADD231PS  Z0, Z28, Z24
 	VMOVUPS      Z24, (R9)
@@ -2327,12 +3127,94 @@ done_512_6_4:
 	VMOVUPS.Z    192(R9), K1, Z24
 	VFMADD231PS  Z23, Z28, Z24
 	VMOVUPS      Z24, K1, 192(R9)
+	JMP          ret_512_6_4
+
+zc_512_6_4:
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z0, Z28, Z24
+	VMOVUPS     Z24, (R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z1, Z28, Z24
+	VMOVUPS     Z24, 64(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z2, Z28, Z24
+	VMOVUPS     Z24, 128(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z3, Z28, Z24
+	VMOVUPS     Z24, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z4, Z28, Z24
+	VMOVUPS     Z24, (R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z5, Z28, Z24
+	VMOVUPS     Z24, 64(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z6, Z28, Z24
+	VMOVUPS     Z24, 128(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z7, Z28, Z24
+	VMOVUPS     Z24, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z8, Z28, Z24
+	VMOVUPS     Z24, (R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z9, Z28, Z24
+	VMOVUPS     Z24, 64(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z10, Z28, Z24
+	VMOVUPS     Z24, 128(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z11, Z28, Z24
+	VMOVUPS     Z24, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z12, Z28, Z24
+	VMOVUPS     Z24, (R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z13, Z28, Z24
+	VMOVUPS     Z24, 64(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z14, Z28, Z24
+	VMOVUPS     Z24, 128(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z15, Z28, Z24
+	VMOVUPS     Z24, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z16, Z28, Z24
+	VMOVUPS     Z24, (R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z17, Z28, Z24
+	VMOVUPS     Z24, 64(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z18, Z28, Z24
+	VMOVUPS     Z24, 128(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z19, Z28, Z24
+	VMOVUPS     Z24, K1, 192(R9)
+	ADDQ        R10, R9
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z20, Z28, Z24
+	VMOVUPS     Z24, (R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z21, Z28, Z24
+	VMOVUPS     Z24, 64(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z22, Z28, Z24
+	VMOVUPS     Z24, 128(R9)
+	VPXORD      Z24, Z24, Z24
+	VFMADD231PS Z23, Z28, Z24
+	VMOVUPS     Z24, K1, 192(R9)
+
+ret_512_6_4:
 	VZEROUPPER
 	RET
 
-// func gemm256m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m1n1(SB), NOSPLIT, $0-120
+TEXT ·gemm256m1n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2362,15 +3244,26 @@ loop_256_1_1:
 
 done_256_1_1:
 	VBROADCASTSS alpha+112(FP), Y2
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_1_1
 	VMOVUPS      (DI), Y1
 	VFMADD231PS  Y0, Y2, Y1
 	VMOVUPS      Y1, (DI)
+	JMP          ret_256_1_1
+
+zc_256_1_1:
+	VXORPS      Y1, Y1, Y1
+	VFMADD231PS Y0, Y2, Y1
+	VMOVUPS     Y1, (DI)
+
+ret_256_1_1:
 	VZEROUPPER
 	RET
 
-// func gemm256m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m1n2(SB), NOSPLIT, $0-120
+TEXT ·gemm256m1n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2403,18 +3296,32 @@ loop_256_1_2:
 
 done_256_1_2:
 	VBROADCASTSS alpha+112(FP), Y4
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_1_2
 	VMOVUPS      (DI), Y2
 	VFMADD231PS  Y0, Y4, Y2
 	VMOVUPS      Y2, (DI)
 	VMOVUPS      32(DI), Y2
 	VFMADD231PS  Y1, Y4, Y2
 	VMOVUPS      Y2, 32(DI)
+	JMP          ret_256_1_2
+
+zc_256_1_2:
+	VXORPS      Y2, Y2, Y2
+	VFMADD231PS Y0, Y4, Y2
+	VMOVUPS     Y2, (DI)
+	VXORPS      Y2, Y2, Y2
+	VFMADD231PS Y1, Y4, Y2
+	VMOVUPS     Y2, 32(DI)
+
+ret_256_1_2:
 	VZEROUPPER
 	RET
 
-// func gemm256m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m2n1(SB), NOSPLIT, $0-120
+TEXT ·gemm256m2n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2449,6 +3356,9 @@ loop_256_2_1:
 
 done_256_2_1:
 	VBROADCASTSS alpha+112(FP), Y3
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_2_1
 	VMOVUPS      (R8), Y2
 	VFMADD231PS  Y0, Y3, Y2
 	VMOVUPS      Y2, (R8)
@@ -2456,12 +3366,24 @@ done_256_2_1:
 	VMOVUPS      (R8), Y2
 	VFMADD231PS  Y1, Y3, Y2
 	VMOVUPS      Y2, (R8)
+	JMP          ret_256_2_1
+
+zc_256_2_1:
+	VXORPS      Y2, Y2, Y2
+	VFMADD231PS Y0, Y3, Y2
+	VMOVUPS     Y2, (R8)
+	ADDQ        R9, R8
+	VXORPS      Y2, Y2, Y2
+	VFMADD231PS Y1, Y3, Y2
+	VMOVUPS     Y2, (R8)
+
+ret_256_2_1:
 	VZEROUPPER
 	RET
 
-// func gemm256m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m2n2(SB), NOSPLIT, $0-120
+TEXT ·gemm256m2n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2501,6 +3423,9 @@ loop_256_2_2:
 
 done_256_2_2:
 	VBROADCASTSS alpha+112(FP), Y6
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_2_2
 	VMOVUPS      (R8), Y4
 	VFMADD231PS  Y0, Y6, Y4
 	VMOVUPS      Y4, (R8)
@@ -2514,12 +3439,30 @@ done_256_2_2:
 	VMOVUPS      32(R8), Y4
 	VFMADD231PS  Y3, Y6, Y4
 	VMOVUPS      Y4, 32(R8)
+	JMP          ret_256_2_2
+
+zc_256_2_2:
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y0, Y6, Y4
+	VMOVUPS     Y4, (R8)
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y1, Y6, Y4
+	VMOVUPS     Y4, 32(R8)
+	ADDQ        R9, R8
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y2, Y6, Y4
+	VMOVUPS     Y4, (R8)
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y3, Y6, Y4
+	VMOVUPS     Y4, 32(R8)
+
+ret_256_2_2:
 	VZEROUPPER
 	RET
 
-// func gemm256m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m3n1(SB), NOSPLIT, $0-120
+TEXT ·gemm256m3n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2559,6 +3502,9 @@ loop_256_3_1:
 
 done_256_3_1:
 	VBROADCASTSS alpha+112(FP), Y4
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_3_1
 	VMOVUPS      (R8), Y3
 	VFMADD231PS  Y0, Y4, Y3
 	VMOVUPS      Y3, (R8)
@@ -2570,12 +3516,28 @@ done_256_3_1:
 	VMOVUPS      (R8), Y3
 	VFMADD231PS  Y2, Y4, Y3
 	VMOVUPS      Y3, (R8)
+	JMP          ret_256_3_1
+
+zc_256_3_1:
+	VXORPS      Y3, Y3, Y3
+	VFMADD231PS Y0, Y4, Y3
+	VMOVUPS     Y3, (R8)
+	ADDQ        R9, R8
+	VXORPS      Y3, Y3, Y3
+	VFMADD231PS Y1, Y4, Y3
+	VMOVUPS     Y3, (R8)
+	ADDQ        R9, R8
+	VXORPS      Y3, Y3, Y3
+	VFMADD231PS Y2, Y4, Y3
+	VMOVUPS     Y3, (R8)
+
+ret_256_3_1:
 	VZEROUPPER
 	RET
 
-// func gemm256m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m3n2(SB), NOSPLIT, $0-120
+TEXT ·gemm256m3n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2622,6 +3584,9 @@ loop_256_3_2:
 
 done_256_3_2:
 	VBROADCASTSS alpha+112(FP), Y8
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_3_2
 	VMOVUPS      (R8), Y6
 	VFMADD231PS  Y0, Y8, Y6
 	VMOVUPS      Y6, (R8)
@@ -2642,12 +3607,37 @@ done_256_3_2:
 	VMOVUPS      32(R8), Y6
 	VFMADD231PS  Y5, Y8, Y6
 	VMOVUPS      Y6, 32(R8)
+	JMP          ret_256_3_2
+
+zc_256_3_2:
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y0, Y8, Y6
+	VMOVUPS     Y6, (R8)
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y1, Y8, Y6
+	VMOVUPS     Y6, 32(R8)
+	ADDQ        R9, R8
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y2, Y8, Y6
+	VMOVUPS     Y6, (R8)
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y3, Y8, Y6
+	VMOVUPS     Y6, 32(R8)
+	ADDQ        R9, R8
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y4, Y8, Y6
+	VMOVUPS     Y6, (R8)
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y5, Y8, Y6
+	VMOVUPS     Y6, 32(R8)
+
+ret_256_3_2:
 	VZEROUPPER
 	RET
 
-// func gemm256m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m4n1(SB), NOSPLIT, $0-120
+TEXT ·gemm256m4n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2695,6 +3685,9 @@ loop_256_4_1:
 
 done_256_4_1:
 	VBROADCASTSS alpha+112(FP), Y5
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_4_1
 	VMOVUPS      (R9), Y4
 	VFMADD231PS  Y0, Y5, Y4
 	VMOVUPS      Y4, (R9)
@@ -2710,12 +3703,32 @@ done_256_4_1:
 	VMOVUPS      (R9), Y4
 	VFMADD231PS  Y3, Y5, Y4
 	VMOVUPS      Y4, (R9)
+	JMP          ret_256_4_1
+
+zc_256_4_1:
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y0, Y5, Y4
+	VMOVUPS     Y4, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y1, Y5, Y4
+	VMOVUPS     Y4, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y2, Y5, Y4
+	VMOVUPS     Y4, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y4, Y4, Y4
+	VFMADD231PS Y3, Y5, Y4
+	VMOVUPS     Y4, (R9)
+
+ret_256_4_1:
 	VZEROUPPER
 	RET
 
-// func gemm256m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m4n2(SB), NOSPLIT, $0-120
+TEXT ·gemm256m4n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2772,6 +3785,9 @@ loop_256_4_2:
 
 done_256_4_2:
 	VBROADCASTSS alpha+112(FP), Y10
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_4_2
 	VMOVUPS      (R9), Y8
 	VFMADD231PS  Y0, Y10, Y8
 	VMOVUPS      Y8, (R9)
@@ -2799,12 +3815,44 @@ done_256_4_2:
 	VMOVUPS      32(R9), Y8
 	VFMADD231PS  Y7, Y10, Y8
 	VMOVUPS      Y8, 32(R9)
+	JMP          ret_256_4_2
+
+zc_256_4_2:
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y0, Y10, Y8
+	VMOVUPS     Y8, (R9)
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y1, Y10, Y8
+	VMOVUPS     Y8, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y2, Y10, Y8
+	VMOVUPS     Y8, (R9)
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y3, Y10, Y8
+	VMOVUPS     Y8, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y4, Y10, Y8
+	VMOVUPS     Y8, (R9)
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y5, Y10, Y8
+	VMOVUPS     Y8, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y6, Y10, Y8
+	VMOVUPS     Y8, (R9)
+	VXORPS      Y8, Y8, Y8
+	VFMADD231PS Y7, Y10, Y8
+	VMOVUPS     Y8, 32(R9)
+
+ret_256_4_2:
 	VZEROUPPER
 	RET
 
-// func gemm256m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m5n1(SB), NOSPLIT, $0-120
+TEXT ·gemm256m5n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2857,6 +3905,9 @@ loop_256_5_1:
 
 done_256_5_1:
 	VBROADCASTSS alpha+112(FP), Y6
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_5_1
 	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y0, Y6, Y5
 	VMOVUPS      Y5, (R9)
@@ -2876,12 +3927,36 @@ done_256_5_1:
 	VMOVUPS      (R9), Y5
 	VFMADD231PS  Y4, Y6, Y5
 	VMOVUPS      Y5, (R9)
+	JMP          ret_256_5_1
+
+zc_256_5_1:
+	VXORPS      Y5, Y5, Y5
+	VFMADD231PS Y0, Y6, Y5
+	VMOVUPS     Y5, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y5, Y5, Y5
+	VFMADD231PS Y1, Y6, Y5
+	VMOVUPS     Y5, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y5, Y5, Y5
+	VFMADD231PS Y2, Y6, Y5
+	VMOVUPS     Y5, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y5, Y5, Y5
+	VFMADD231PS Y3, Y6, Y5
+	VMOVUPS     Y5, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y5, Y5, Y5
+	VFMADD231PS Y4, Y6, Y5
+	VMOVUPS     Y5, (R9)
+
+ret_256_5_1:
 	VZEROUPPER
 	RET
 
-// func gemm256m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m5n2(SB), NOSPLIT, $0-120
+TEXT ·gemm256m5n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -2945,6 +4020,9 @@ loop_256_5_2:
 
 done_256_5_2:
 	VBROADCASTSS alpha+112(FP), Y12
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_5_2
 	VMOVUPS      (R9), Y10
 	VFMADD231PS  Y0, Y12, Y10
 	VMOVUPS      Y10, (R9)
@@ -2979,12 +4057,51 @@ done_256_5_2:
 	VMOVUPS      32(R9), Y10
 	VFMADD231PS  Y9, Y12, Y10
 	VMOVUPS      Y10, 32(R9)
+	JMP          ret_256_5_2
+
+zc_256_5_2:
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y0, Y12, Y10
+	VMOVUPS     Y10, (R9)
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y1, Y12, Y10
+	VMOVUPS     Y10, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y2, Y12, Y10
+	VMOVUPS     Y10, (R9)
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y3, Y12, Y10
+	VMOVUPS     Y10, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y4, Y12, Y10
+	VMOVUPS     Y10, (R9)
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y5, Y12, Y10
+	VMOVUPS     Y10, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y6, Y12, Y10
+	VMOVUPS     Y10, (R9)
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y7, Y12, Y10
+	VMOVUPS     Y10, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y8, Y12, Y10
+	VMOVUPS     Y10, (R9)
+	VXORPS      Y10, Y10, Y10
+	VFMADD231PS Y9, Y12, Y10
+	VMOVUPS     Y10, 32(R9)
+
+ret_256_5_2:
 	VZEROUPPER
 	RET
 
-// func gemm256m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m6n1(SB), NOSPLIT, $0-120
+TEXT ·gemm256m6n1(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -3042,6 +4159,9 @@ loop_256_6_1:
 
 done_256_6_1:
 	VBROADCASTSS alpha+112(FP), Y7
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_6_1
 	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y0, Y7, Y6
 	VMOVUPS      Y6, (R9)
@@ -3065,12 +4185,40 @@ done_256_6_1:
 	VMOVUPS      (R9), Y6
 	VFMADD231PS  Y5, Y7, Y6
 	VMOVUPS      Y6, (R9)
+	JMP          ret_256_6_1
+
+zc_256_6_1:
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y0, Y7, Y6
+	VMOVUPS     Y6, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y1, Y7, Y6
+	VMOVUPS     Y6, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y2, Y7, Y6
+	VMOVUPS     Y6, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y3, Y7, Y6
+	VMOVUPS     Y6, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y4, Y7, Y6
+	VMOVUPS     Y6, (R9)
+	ADDQ        R10, R9
+	VXORPS      Y6, Y6, Y6
+	VFMADD231PS Y5, Y7, Y6
+	VMOVUPS     Y6, (R9)
+
+ret_256_6_1:
 	VZEROUPPER
 	RET
 
-// func gemm256m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+// func gemm256m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 // Requires: AVX, FMA3, MMX+
-TEXT ·gemm256m6n2(SB), NOSPLIT, $0-120
+TEXT ·gemm256m6n2(SB), NOSPLIT, $0-121
 	MOVQ       kc+0(FP), AX
 	MOVQ       a_base+8(FP), CX
 	MOVQ       ars+32(FP), DX
@@ -3141,6 +4289,9 @@ loop_256_6_2:
 
 done_256_6_2:
 	VBROADCASTSS alpha+112(FP), Y14
+	MOVBLZX      zc+120(FP), AX
+	TESTL        AX, AX
+	JNZ          zc_256_6_2
 	VMOVUPS      (R9), Y12
 	VFMADD231PS  Y0, Y14, Y12
 	VMOVUPS      Y12, (R9)
@@ -3182,6 +4333,52 @@ done_256_6_2:
 	VMOVUPS      32(R9), Y12
 	VFMADD231PS  Y11, Y14, Y12
 	VMOVUPS      Y12, 32(R9)
+	JMP          ret_256_6_2
+
+zc_256_6_2:
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y0, Y14, Y12
+	VMOVUPS     Y12, (R9)
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y1, Y14, Y12
+	VMOVUPS     Y12, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y2, Y14, Y12
+	VMOVUPS     Y12, (R9)
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y3, Y14, Y12
+	VMOVUPS     Y12, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y4, Y14, Y12
+	VMOVUPS     Y12, (R9)
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y5, Y14, Y12
+	VMOVUPS     Y12, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y6, Y14, Y12
+	VMOVUPS     Y12, (R9)
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y7, Y14, Y12
+	VMOVUPS     Y12, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y8, Y14, Y12
+	VMOVUPS     Y12, (R9)
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y9, Y14, Y12
+	VMOVUPS     Y12, 32(R9)
+	ADDQ        R10, R9
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y10, Y14, Y12
+	VMOVUPS     Y12, (R9)
+	VXORPS      Y12, Y12, Y12
+	VFMADD231PS Y11, Y14, Y12
+	VMOVUPS     Y12, 32(R9)
+
+ret_256_6_2:
 	VZEROUPPER
 	RET
 

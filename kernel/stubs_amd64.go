@@ -3,112 +3,112 @@
 package kernel
 
 // C[0:1, 0:1 vectors] += alpha · A · B block.
-func gemm512m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:1, 0:2 vectors] += alpha · A · B block.
-func gemm512m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:1, 0:3 vectors] += alpha · A · B block.
-func gemm512m1n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m1n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:1, 0:4 vectors] += alpha · A · B block.
-func gemm512m1n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m1n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:2, 0:1 vectors] += alpha · A · B block.
-func gemm512m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:2, 0:2 vectors] += alpha · A · B block.
-func gemm512m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:2, 0:3 vectors] += alpha · A · B block.
-func gemm512m2n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m2n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:2, 0:4 vectors] += alpha · A · B block.
-func gemm512m2n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m2n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:3, 0:1 vectors] += alpha · A · B block.
-func gemm512m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:3, 0:2 vectors] += alpha · A · B block.
-func gemm512m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:3, 0:3 vectors] += alpha · A · B block.
-func gemm512m3n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m3n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:3, 0:4 vectors] += alpha · A · B block.
-func gemm512m3n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m3n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:4, 0:1 vectors] += alpha · A · B block.
-func gemm512m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:4, 0:2 vectors] += alpha · A · B block.
-func gemm512m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:4, 0:3 vectors] += alpha · A · B block.
-func gemm512m4n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m4n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:4, 0:4 vectors] += alpha · A · B block.
-func gemm512m4n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m4n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:5, 0:1 vectors] += alpha · A · B block.
-func gemm512m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:5, 0:2 vectors] += alpha · A · B block.
-func gemm512m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:5, 0:3 vectors] += alpha · A · B block.
-func gemm512m5n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m5n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:5, 0:4 vectors] += alpha · A · B block.
-func gemm512m5n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m5n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:6, 0:1 vectors] += alpha · A · B block.
-func gemm512m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:6, 0:2 vectors] += alpha · A · B block.
-func gemm512m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:6, 0:3 vectors] += alpha · A · B block.
-func gemm512m6n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m6n3(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:6, 0:4 vectors] += alpha · A · B block.
-func gemm512m6n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm512m6n4(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:1, 0:1 vectors] += alpha · A · B block.
-func gemm256m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m1n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:1, 0:2 vectors] += alpha · A · B block.
-func gemm256m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m1n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:2, 0:1 vectors] += alpha · A · B block.
-func gemm256m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m2n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:2, 0:2 vectors] += alpha · A · B block.
-func gemm256m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m2n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:3, 0:1 vectors] += alpha · A · B block.
-func gemm256m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m3n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:3, 0:2 vectors] += alpha · A · B block.
-func gemm256m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m3n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:4, 0:1 vectors] += alpha · A · B block.
-func gemm256m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m4n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:4, 0:2 vectors] += alpha · A · B block.
-func gemm256m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m4n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:5, 0:1 vectors] += alpha · A · B block.
-func gemm256m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m5n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:5, 0:2 vectors] += alpha · A · B block.
-func gemm256m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m5n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:6, 0:1 vectors] += alpha · A · B block.
-func gemm256m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m6n1(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // C[0:6, 0:2 vectors] += alpha · A · B block.
-func gemm256m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)
+func gemm256m6n2(kc int, a []float32, ars int, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)
 
 // c[i·ldc+j] += alpha · (row i of a · row j of b), for i < 1, j < 1.
 func dotT512m1n1(k int, a []float32, lda int, b []float32, ldb int, alpha float32, c []float32, ldc int)

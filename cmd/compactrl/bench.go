@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strings"
 
 	"github.com/compactrl/compactrl/bench"
+	"github.com/compactrl/compactrl/kernel"
 )
 
 // runBench dispatches the benchmarks:
@@ -26,7 +29,7 @@ const benchModelExample = "compactrl bench model --threads 2"
 func runBenchModel(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("bench model", "bench model [flags]")
 	fs.about = "Measures, in one run at one thread count and one shape: built-in training tokens/s\nagainst PyTorch, batched decode tokens/s against llama.cpp on the exported GGUF, and\nkernel GEMM GFLOP/s against the measured float32 FMA peak."
-	fs.examples = []string{benchModelExample, "compactrl bench model --skip-torch --skip-llama --json"}
+	fs.examples = []string{benchModelExample, "compactrl bench model --threads 2 --paths all", "compactrl bench model --skip-torch --skip-llama --json"}
 	o := bench.DefaultOptions()
 	o.Model.KVHeads, o.Model.FFN, o.Model.TiedEmbeddings = 0, 0, false // 0: derived after parsing
 	bindBenchFlags(fs, &o)
@@ -34,8 +37,19 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 	llamaArgs := fs.String("llama-args", "", "extra llama-server flags, space-separated (e.g. \"-fa off -ctk f32 -ctv f32\")")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a Markdown table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (built-in engine only; the references are subprocesses) to FILE")
+	paths := fs.String("paths", "", "kernel code paths to measure side by side, comma-separated, or \"all\" (those this CPU supports: "+strings.Join(kernel.Paths(), ", ")+"); one process each with "+kernel.EnvPath+" set, the references run once (default: the path in use)")
 	if _, err := fs.parse(e, args); err != nil {
 		return err
+	}
+	if *paths != "" {
+		if *cpuProfile != "" {
+			return fmt.Errorf("bench model: --cpuprofile profiles one process; it cannot be combined with --paths")
+		}
+		list, err := benchPaths(*paths)
+		if err != nil {
+			return err
+		}
+		return benchEachPath(ctx, e, list, withoutFlag(args, "paths"), *asJSON)
 	}
 	if o.Model.KVHeads == 0 {
 		o.Model.KVHeads = o.Model.Heads
@@ -59,6 +73,90 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 		return enc.Encode(r)
 	}
 	return r.WriteTable(e.stdout)
+}
+
+// benchPaths reads --paths: "all" is every path this CPU supports.
+func benchPaths(spec string) ([]string, error) {
+	if spec == "all" {
+		return kernel.Paths(), nil
+	}
+	var out []string
+	for _, p := range strings.Split(spec, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(kernel.Paths(), p) {
+			return nil, fmt.Errorf("bench model --paths: %q is not a kernel path of this CPU (it supports %s)", p, strings.Join(kernel.Paths(), ", "))
+		}
+		if slices.Contains(out, p) {
+			return nil, fmt.Errorf("bench model --paths: %q given twice", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// benchEachPath runs `compactrl bench model ARGS --json` once per kernel
+// path in a child process (the path is fixed when a process starts) and
+// prints the reports side by side. Only the first child runs the PyTorch
+// and llama.cpp references: they do not depend on the path.
+func benchEachPath(ctx context.Context, e env, paths, args []string, asJSON bool) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench model --paths: %w", err)
+	}
+	var reports []*bench.Report
+	for i, p := range paths {
+		child := append([]string{"bench", "model"}, withoutFlag(args, "json")...)
+		child = append(child, "--json")
+		if i > 0 {
+			child = append(child, "--skip-torch", "--skip-llama")
+		}
+		fmt.Fprintf(e.stderr, "bench: kernel path %s (%d of %d)\n", p, i+1, len(paths))
+		cmd := exec.CommandContext(ctx, self, child...)
+		cmd.Env = append(os.Environ(), kernel.EnvPath+"="+p)
+		cmd.Stderr = e.stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("bench model on kernel path %s: %w", p, err)
+		}
+		var r bench.Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			return fmt.Errorf("bench model on kernel path %s: reading its report: %w", p, err)
+		}
+		if r.KernelPath != p {
+			return fmt.Errorf("bench model: the run for kernel path %s measured path %s", p, r.KernelPath)
+		}
+		reports = append(reports, &r)
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	return bench.WritePathsTable(e.stdout, reports)
+}
+
+// withoutFlag returns args without the flag name (-name, --name, with its
+// value as -name=v or as the next argument; a boolean's form -name=v only).
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		bare := strings.TrimLeft(a, "-")
+		switch {
+		case a == "--":
+			return append(out, args[i:]...)
+		case !strings.HasPrefix(a, "-"):
+			out = append(out, a)
+		case bare == name:
+			if name != "json" && i+1 < len(args) {
+				i++
+			}
+		case strings.HasPrefix(bare, name+"="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // bindBenchFlags binds bench model's shape and engine flags into o (its

@@ -24,7 +24,7 @@ const (
 // prefetchC makes the GEMM tiles prefetch their tile of C before the k loop.
 const prefetchC = true
 
-const gemmSig = "func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32)"
+const gemmSig = "func(kc int, a []float32, ars, aps int, b []float32, bs int, c []float32, ldc int, alpha float32, mask uint32, zc bool)"
 
 func main() {
 	for mr := 1; mr <= mr512; mr++ {
@@ -196,23 +196,45 @@ func gemmTile(wide bool, mr, nv int) {
 	Label(done)
 	VBROADCASTSS(paramAddr("alpha"), bc)
 	t := bv[0]
-	for i := range mr {
-		for j := range nv {
-			m := Mem{Base: cp, Disp: vbytes * j}
-			if wide && j == nv-1 {
-				VMOVUPS_Z(m, K1, t)
-				VFMADD231PS(acc[i][j], bc, t)
-				VMOVUPS(t, K1, m)
-			} else {
-				VMOVUPS(m, t)
-				VFMADD231PS(acc[i][j], bc, t)
-				VMOVUPS(t, m)
+	// zc: C is taken as zero, not read (beta = 0 and the first block of k): the sum is
+	// alpha·acc + 0 in one FMA, as it is after C was cleared.
+	zc := GP32()
+	MOVBLZX(paramAddr("zc"), zc)
+	zeroStore := fmt.Sprintf("zc_%s_%d_%d", suffix(wide), mr, nv)
+	ret := fmt.Sprintf("ret_%s_%d_%d", suffix(wide), mr, nv)
+	TESTL(zc, zc)
+	JNZ(LabelRef(zeroStore))
+	store := func(zeroC bool) {
+		for i := range mr {
+			for j := range nv {
+				m := Mem{Base: cp, Disp: vbytes * j}
+				if zeroC {
+					zero(wide, t)
+				}
+				if wide && j == nv-1 {
+					if !zeroC {
+						VMOVUPS_Z(m, K1, t)
+					}
+					VFMADD231PS(acc[i][j], bc, t)
+					VMOVUPS(t, K1, m)
+				} else {
+					if !zeroC {
+						VMOVUPS(m, t)
+					}
+					VFMADD231PS(acc[i][j], bc, t)
+					VMOVUPS(t, m)
+				}
+			}
+			if i < mr-1 {
+				ADDQ(ldc, cp)
 			}
 		}
-		if i < mr-1 {
-			ADDQ(ldc, cp)
-		}
 	}
+	store(false)
+	JMP(LabelRef(ret))
+	Label(zeroStore)
+	store(true)
+	Label(ret)
 	VZEROUPPER()
 	RET()
 }

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WritePathsTable renders the reports of one bench run per kernel code path
+// (the same options, COMPACTRL_KERNEL set per process) side by side: one
+// column per path, each cell the path's value and its ratio to the
+// reference of its row. The references (PyTorch, llama.cpp) do not depend
+// on the path: they come from the first report that has them. GEMM ratios
+// are against each path's own FMA peak, measured in its own run.
+func WritePathsTable(w io.Writer, rs []*Report) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("bench paths table: no reports")
+	}
+	first := rs[0]
+	for _, r := range rs[1:] {
+		if len(r.Gemm) != len(first.Gemm) || r.Threads != first.Threads || r.Model != first.Model {
+			return fmt.Errorf("bench paths table: the %s report measured other shapes or threads than the %s one", r.KernelPath, first.KernelPath)
+		}
+	}
+	var torch []TorchResult
+	var llama *LlamaResult
+	for _, r := range rs {
+		if len(torch) == 0 && len(r.Torch) > 0 {
+			torch = r.Torch
+		}
+		if llama == nil && r.Llama != nil {
+			llama = r.Llama
+		}
+	}
+	var b strings.Builder
+	c := first.Model
+	fmt.Fprintf(&b, "%s · %s · %d threads · %s · one process per kernel path\n\n", first.Date, first.Machine, first.Threads, first.GoVersion)
+	fmt.Fprintf(&b, "Model: d=%d, %d layers, %d heads (%d KV), FFN %d, vocab %d, %.2fM parameters, float32. Training: batch %d × seq %d. Decode: %d sequences, %d-token prompts, %d new tokens.\n\n",
+		c.Dim, c.Layers, c.Heads, c.KVHeads, c.FFN, c.Vocab, float64(first.Params)/1e6, first.Batch, first.Seq, first.DecodeBatch, first.Prompt, first.DecodeTokens)
+	b.WriteString("| measurement | reference |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %s |", r.KernelPath)
+	}
+	b.WriteString("\n|---|---|")
+	for range rs {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	row := func(what, refName string, ref float64, val func(r *Report) float64) {
+		refCell := refName
+		if ref > 0 {
+			refCell = fmt.Sprintf("%s: %s", refName, num(ref))
+		}
+		fmt.Fprintf(&b, "| %s | %s |", what, refCell)
+		for _, r := range rs {
+			v := val(r)
+			if ref > 0 {
+				fmt.Fprintf(&b, " %s (%.2f×) |", num(v), v/ref)
+			} else {
+				fmt.Fprintf(&b, " %s |", num(v))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(torch) == 0 {
+		row("training tokens/s", "PyTorch (skipped)", 0, func(r *Report) float64 { return r.Train.Value })
+	}
+	for _, t := range torch {
+		row("training tokens/s", t.Label(), t.Train.Value, func(r *Report) float64 { return r.Train.Value })
+	}
+	llamaName, llamaDec, llamaGen := "llama.cpp (skipped)", 0.0, 0.0
+	if llama != nil {
+		llamaName, llamaDec, llamaGen = llama.Engine, llama.Rate.Decode.Value, llama.Rate.Generate.Value
+	}
+	row(fmt.Sprintf("batch-%d decode tokens/s", first.DecodeBatch), llamaName, llamaDec, func(r *Report) float64 { return r.Decode.Decode.Value })
+	row(fmt.Sprintf("batch-%d generate tokens/s", first.DecodeBatch), llamaName, llamaGen, func(r *Report) float64 { return r.Decode.Generate.Value })
+	for i, g := range first.Gemm {
+		fmt.Fprintf(&b, "| GEMM %s GFLOP/s | the path's FMA peak |", g.Shape.Name)
+		for _, r := range rs {
+			v := r.Gemm[i].GFLOPS.Value
+			fmt.Fprintf(&b, " %s (%.0f%%) |", num(v), 100*v/r.PeakGFLOPS)
+		}
+		b.WriteString("\n")
+	}
+	row(fmt.Sprintf("float32 FMA peak, %d threads, GFLOP/s", first.Threads), "", 0, func(r *Report) float64 { return r.PeakGFLOPS })
+	b.WriteString("\nLoad average (1 min) before → after each path's run:")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %s %.2f → %.2f;", r.KernelPath, r.Load1Start, r.Load1End)
+	}
+	b.WriteString("\nRates are medians of the timed runs; ratios are against the row's reference (GEMM: the path's own measured peak).\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
