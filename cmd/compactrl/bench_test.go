@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/compactrl/compactrl/kernel"
 )
 
 func TestBenchModelCLI(t *testing.T) {
@@ -31,9 +34,54 @@ func TestBenchModelCLI(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Threads != 1 || r.Model.KVHeads != 1 {
 		t.Fatalf("json %+v %v:\n%s", r, err, out.String())
 	}
-	for _, bad := range [][]string{{"bench"}, {"bench", "model", "--threads", "0", "--skip-torch", "--skip-llama"}, {"bench", "model", "extra"}} {
+	// --paths runs this binary (acting as the CLI) once per path and puts the reports side by side.
+	t.Setenv("COMPACTRL_TEST_AS_CLI", "1")
+	out.Reset()
+	if code := run(context.Background(), env{stdout: &out, stderr: &errb}, append(tiny, "--paths", "all")); code != 0 {
+		t.Fatalf("--paths all exit %d: %s", code, errb.String())
+	}
+	header := "| measurement | reference | " + strings.Join(kernel.Paths(), " | ") + " |"
+	if !strings.Contains(out.String(), header) || !strings.Contains(out.String(), "| GEMM 256³ GFLOP/s | the path's FMA peak |") {
+		t.Fatalf("--paths all table lacks %q:\n%s", header, out.String())
+	}
+	for _, bad := range [][]string{{"bench"}, {"bench", "model", "--threads", "0", "--skip-torch", "--skip-llama"}, {"bench", "model", "extra"},
+		append(append([]string{}, tiny...), "--paths", "go", "--cpuprofile", "x")} {
 		if code := run(context.Background(), env{stdout: &out, stderr: &errb}, bad); code == 0 {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestWithoutFlag(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"paths", []string{"--threads", "2", "--paths", "all", "--skip-torch"}, []string{"--threads", "2", "--skip-torch"}},
+		{"paths", []string{"--paths=avx2,go", "-threads=1"}, []string{"-threads=1"}},
+		{"paths", []string{"-paths", "go"}, nil},
+		{"json", []string{"--json", "--threads", "2"}, []string{"--threads", "2"}},
+		{"json", []string{"--json=true", "x"}, []string{"x"}},
+		{"paths", []string{"--threads", "2", "--", "--paths"}, []string{"--threads", "2", "--", "--paths"}},
+	} {
+		if got := withoutFlag(c.in, c.name); !slices.Equal(got, c.want) {
+			t.Errorf("withoutFlag(%q, %s) = %q, want %q", c.in, c.name, got, c.want)
+		}
+	}
+}
+
+func TestBenchPaths(t *testing.T) {
+	all, err := benchPaths("all")
+	if err != nil || !slices.Equal(all, kernel.Paths()) {
+		t.Fatalf("benchPaths(all) = %v, %v; want %v", all, err, kernel.Paths())
+	}
+	if got, err := benchPaths("go"); err != nil || !slices.Equal(got, []string{"go"}) {
+		t.Errorf("benchPaths(go) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"go,go", "sse9", ""} {
+		if _, err := benchPaths(bad); err == nil {
+			t.Errorf("benchPaths(%q) gave no error", bad)
 		}
 	}
 }
