@@ -40,6 +40,13 @@ var benchShapes = []struct {
 	{"decode_1x1024x256", false, false, 1, 1024, 256},
 	{"decode_1x1024x256_tB", false, true, 1, 1024, 256},
 	{"decode_4x1024x256_tB", false, true, 4, 1024, 256},
+	// The shapes of `compactrl bench model` (d=256, FFN 688, vocab 1024, batch 8 × seq 512, 32
+	// sequences decoding): its GEMM table's rows, so that a regression there shows here.
+	{"model_xWgT_4096x688x256_tB", false, true, 4096, 688, 256},
+	{"model_xWdT_4096x256x688_tB", false, true, 4096, 256, 688},
+	{"model_head_4096x1024x256_tB", false, true, 4096, 1024, 256},
+	{"model_dWg_688x256x4096_tA", true, false, 688, 256, 4096},
+	{"model_decode_32x688x256_tB", false, true, 32, 688, 256},
 }
 
 func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32)) {
@@ -245,6 +252,13 @@ func BenchmarkVector(b *testing.B) {
 				for b.Loop() {
 					p.expShift(d, x, 3)
 				}
+			})
+			b.Run(fmt.Sprintf("%s/max/n=%d", p.name, n), func(b *testing.B) {
+				var s float32
+				for b.Loop() {
+					s += p.max(x)
+				}
+				_ = s
 			})
 		}
 	}
