@@ -47,6 +47,10 @@ var benchShapes = []struct {
 	{"model_head_4096x1024x256_tB", false, true, 4096, 1024, 256},
 	{"model_dWg_688x256x4096_tA", true, false, 688, 256, 4096},
 	{"model_decode_32x688x256_tB", false, true, 32, 688, 256},
+	// The demo's policy (d=64, FFN 176) on a training micro-batch of 4096 tokens: weight gradient
+	// dW = dyᵀ·x and dx = dy·W of the FFN's down projection.
+	{"vault_dW_176x64x4096_tA", true, false, 176, 64, 4096},
+	{"vault_dx_4096x64x176", false, false, 4096, 64, 176},
 }
 
 func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32)) {
