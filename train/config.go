@@ -105,29 +105,50 @@ type SFTConfig struct {
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
+// The settings of the estimator (estimator, gamma, alpha, lambda, eps,
+// group_by_task, mask_overlong, scaled_returns), of the PPO clip
+// (clip_low, clip_high, dual_clip) and of the value clip (value_clip) are
+// package rl's own structs, inlined under the same keys and validated by
+// rl (docs/design.md §1.7–1.10); the rest are the trainer's.
 type RLConfig struct {
-	Estimator       string  `yaml:"estimator"` // one of rl.EstimatorNames()
-	Gamma           float64 `yaml:"gamma"`
-	Lambda          float64 `yaml:"lambda"` // fixed λ; 0 uses λ = 1 − 1/(α·l)
-	Alpha           float64 `yaml:"alpha"`
-	GroupSize       int     `yaml:"group_size"`    // rollouts per task (grpo needs > 1)
-	LossAggMode     string  `yaml:"loss_agg_mode"` // one of rl.LossAggModes() (verl's loss_agg_mode; formerly loss_mode)
-	ClipLow         float64 `yaml:"clip_low"`
-	ClipHigh        float64 `yaml:"clip_high"`
-	DualClip        float64 `yaml:"dual_clip"` // c > 1 bounds the loss for negative advantages; 0 off
-	MaskOverlong    bool    `yaml:"mask_overlong"`
-	SummaryTraining bool    `yaml:"summary_training"` // false masks summary tokens out of the loss
-	PPOEpochs       int     `yaml:"ppo_epochs"`       // passes over one iteration's rollouts
-	MiniBatches     int     `yaml:"mini_batches"`     // optimiser steps per epoch
-	MicroBatch      int     `yaml:"micro_batch"`      // segments per forward/backward (memory only: never changes the update)
-	LR              float64 `yaml:"lr"`
-	WarmupSteps     int     `yaml:"warmup_steps"`
-	WeightDecay     float64 `yaml:"weight_decay"`
-	GradClip        float64 `yaml:"grad_clip"`
-	CriticLR        float64 `yaml:"critic_lr"`
-	CriticWarmup    int     `yaml:"critic_warmup"` // value-only steps before the first policy update
-	ValueUpdates    int     `yaml:"value_updates"` // value steps per policy step
-	ValueClip       float64 `yaml:"value_clip"`
+	rl.AdvantageConfig `yaml:",inline"`
+	rl.PPOConfig       `yaml:",inline"`
+	rl.ValueConfig     `yaml:",inline"`
+	GroupSize          int            `yaml:"group_size"`       // rollouts per task (grpo needs > 1)
+	LossAggMode        rl.Aggregation `yaml:"loss_agg_mode"`    // one of rl.LossAggModes() (verl's loss_agg_mode; formerly loss_mode)
+	SummaryTraining    bool           `yaml:"summary_training"` // false masks summary tokens out of the loss
+	PPOEpochs          int            `yaml:"ppo_epochs"`       // passes over one iteration's rollouts
+	MiniBatches        int            `yaml:"mini_batches"`     // optimiser steps per epoch
+	MicroBatch         int            `yaml:"micro_batch"`      // segments per forward/backward (memory only: never changes the update)
+	LR                 float64        `yaml:"lr"`
+	WarmupSteps        int            `yaml:"warmup_steps"`
+	WeightDecay        float64        `yaml:"weight_decay"`
+	GradClip           float64        `yaml:"grad_clip"`
+	CriticLR           float64        `yaml:"critic_lr"`
+	CriticWarmup       int            `yaml:"critic_warmup"` // value-only steps before the first policy update
+	ValueUpdates       int            `yaml:"value_updates"` // value steps per policy step
+}
+
+// validate checks the rl section: rl's own structs by rl's Validate, the
+// trainer's settings here; errors name the field by its YAML path.
+func (c RLConfig) validate(episodes int) error {
+	for _, v := range []interface{ Validate() error }{c.AdvantageConfig, c.PPOConfig, c.ValueConfig} {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("rl.%w", err)
+		}
+	}
+	if _, err := rl.ParseAggregation(string(c.LossAggMode)); err != nil {
+		return fmt.Errorf("rl.loss_agg_mode: %w", err)
+	}
+	switch {
+	case !c.Estimator.UsesValues() && c.GroupSize < 2:
+		return fmt.Errorf("rl.group_size: %d must be at least 2 for estimator %s", c.GroupSize, c.Estimator)
+	case episodes%c.GroupSize != 0:
+		return fmt.Errorf("run.episodes: %d must be a multiple of rl.group_size %d", episodes, c.GroupSize)
+	case c.GradClip < 0 || c.WeightDecay < 0:
+		return fmt.Errorf("rl.grad_clip %g and weight_decay %g must not be negative", c.GradClip, c.WeightDecay)
+	}
+	return nil
 }
 
 // RunConfig is the run: length, evaluation, workers, outputs.
@@ -155,12 +176,12 @@ func DefaultConfig() Config {
 		Agent: AgentConfig{Config: agent.DefaultConfig(), EvalTemperature: 0},
 		SFT:   SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopyLen: 128},
 		RL: RLConfig{
-			Estimator: "cross-gae", Gamma: 1, Lambda: 0, Alpha: 1.5, GroupSize: 1,
-			LossAggMode: "token-mean", ClipLow: 0.2, ClipHigh: 0.28, DualClip: 0,
-			MaskOverlong: true, SummaryTraining: true,
+			AdvantageConfig: rl.DefaultAdvantageConfig(), PPOConfig: rl.DefaultPPOConfig(),
+			ValueConfig: rl.ValueConfig{ValueClip: 0.2},
+			GroupSize:   1, LossAggMode: rl.TokenMean, SummaryTraining: true,
 			PPOEpochs: 1, MiniBatches: 1, MicroBatch: 4,
 			LR: 1e-4, WarmupSteps: 0, WeightDecay: 0, GradClip: 1,
-			CriticLR: 1e-3, CriticWarmup: 50, ValueUpdates: 2, ValueClip: 0.2,
+			CriticLR: 1e-3, CriticWarmup: 50, ValueUpdates: 2,
 		},
 		Run: RunConfig{Dir: "runs/default", Iterations: 10, Episodes: 16, Workers: 2, EvalEvery: 5, EvalEpisodes: 32, CheckpointEvery: 5},
 	}
@@ -292,15 +313,6 @@ func checkFinite(v reflect.Value, path string) error {
 // what ran).
 func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
 
-func oneOf(field, v string, allowed []string) error {
-	for _, a := range allowed {
-		if v == a {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
-}
-
 // Upper bounds of the run config's counts and rates: far past any real
 // run, small enough that nothing overflows (a timeout in nanoseconds) or
 // is sized absurdly (workers, batches) before the run starts.
@@ -309,7 +321,7 @@ const (
 	maxBatch     = 1 << 16 // batch sizes, group size, workers, threads
 	maxTimeoutS  = 30 * 24 * 3600
 	maxLR        = 10
-	maxClipOrMag = 1e6 // clip_high, dual_clip, grad_clip, value_clip, alpha
+	maxClipOrMag = 1e6 // grad_clip
 )
 
 // checkRanges reports the first integer or float field above its bound, by
@@ -351,9 +363,7 @@ func (c Config) checkRanges() error {
 		{"agent.temperature", c.Agent.Temperature, agent.MaxTemperature}, {"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
 		{"agent.top_p", c.Agent.TopP, 1},
 		{"sft.lr", c.SFT.LR, maxLR}, {"rl.lr", c.RL.LR, maxLR}, {"rl.critic_lr", c.RL.CriticLR, maxLR},
-		{"rl.alpha", c.RL.Alpha, maxClipOrMag}, {"rl.clip_high", c.RL.ClipHigh, maxClipOrMag},
-		{"rl.dual_clip", c.RL.DualClip, maxClipOrMag}, {"rl.grad_clip", c.RL.GradClip, maxClipOrMag},
-		{"rl.weight_decay", c.RL.WeightDecay, 1}, {"rl.value_clip", c.RL.ValueClip, maxClipOrMag},
+		{"rl.grad_clip", c.RL.GradClip, maxClipOrMag}, {"rl.weight_decay", c.RL.WeightDecay, 1},
 		{"run.episode_timeout_s", c.Run.EpisodeTimeoutS, maxTimeoutS},
 	} {
 		if f.v > f.max {
@@ -421,8 +431,7 @@ func (c Config) Validate() error {
 		nonneg("run.eval_episodes", c.Run.EvalEpisodes),
 		nonneg("run.checkpoint_every", c.Run.CheckpointEvery),
 		nonneg("run.threads", c.Run.Threads),
-		oneOf("rl.estimator", c.RL.Estimator, rl.EstimatorNames()),
-		oneOf("rl.loss_agg_mode", c.RL.LossAggMode, rl.LossAggModes()),
+		c.RL.validate(c.Run.Episodes),
 	} {
 		if e != nil {
 			return e
@@ -457,22 +466,6 @@ func (c Config) Validate() error {
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
 		return fmt.Errorf("learning rates must not be negative (sft.lr %g, rl.lr %g, rl.critic_lr %g)", c.SFT.LR, c.RL.LR, c.RL.CriticLR)
-	case c.RL.Gamma <= 0 || c.RL.Gamma > 1:
-		return fmt.Errorf("rl.gamma: %g must be in (0, 1]", c.RL.Gamma)
-	case c.RL.Lambda < 0 || c.RL.Lambda > 1:
-		return fmt.Errorf("rl.lambda: %g must be in [0, 1] (0: derived from alpha)", c.RL.Lambda)
-	case c.RL.Lambda == 0 && c.RL.Alpha <= 0:
-		return fmt.Errorf("rl.alpha: %g must be positive when rl.lambda is 0", c.RL.Alpha)
-	case c.RL.ClipLow <= 0 || c.RL.ClipLow >= 1 || c.RL.ClipHigh <= 0:
-		return fmt.Errorf("rl.clip_low %g must be in (0, 1) and rl.clip_high %g positive", c.RL.ClipLow, c.RL.ClipHigh)
-	case c.RL.DualClip != 0 && c.RL.DualClip <= 1:
-		return fmt.Errorf("rl.dual_clip: %g must be 0 (off) or above 1", c.RL.DualClip)
-	case (c.RL.Estimator == "grpo" || c.RL.Estimator == "dr-grpo") && c.RL.GroupSize < 2:
-		return fmt.Errorf("rl.group_size: %d must be at least 2 for estimator %s", c.RL.GroupSize, c.RL.Estimator)
-	case c.Run.Episodes%c.RL.GroupSize != 0:
-		return fmt.Errorf("run.episodes: %d must be a multiple of rl.group_size %d", c.Run.Episodes, c.RL.GroupSize)
-	case c.RL.GradClip < 0 || c.RL.WeightDecay < 0 || c.RL.ValueClip < 0:
-		return fmt.Errorf("rl.grad_clip %g, weight_decay %g, value_clip %g must not be negative", c.RL.GradClip, c.RL.WeightDecay, c.RL.ValueClip)
 	case c.Run.Dir == "":
 		return errors.New("run.dir: must be set")
 	}

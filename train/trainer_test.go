@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/rl"
 )
 
 func testConfig(t *testing.T) Config {
@@ -115,8 +116,8 @@ func TestTrainingRaisesReward(t *testing.T) {
 // The update must not depend on how a step is cut into micro-batches: loss
 // weights are fixed over the whole optimiser step.
 func TestMicroBatchSizeDoesNotChangeUpdate(t *testing.T) {
-	for _, mode := range []string{"token-mean", "seq-mean-token-mean"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []rl.Aggregation{rl.TokenMean, rl.SeqMeanTokenMean} {
+		t.Run(string(mode), func(t *testing.T) {
 			var weights [][]float64
 			var metrics [][]map[string]any
 			for _, mb := range []int{1, 3, 1000} {
