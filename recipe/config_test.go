@@ -37,25 +37,25 @@ func TestParseConfigUnknownFieldNamed(t *testing.T) {
 
 func TestValidateNamesField(t *testing.T) {
 	for yml, field := range map[string]string{
-		"rl: {estimator: ppo}":                                            "rl.estimator",
-		"rl: {loss_agg_mode: sum}":                                        "rl.loss_agg_mode",
-		"rl: {loss_mode: sum}":                                            "rl.loss_agg_mode",
-		"agent: {context: 100, reserve: 200}":                             "agent.reserve",
-		"rl: {estimator: grpo}":                                           "rl.group_size",
-		"sft: {expert_p: 1.5}":                                            "sft.expert_p",
-		"run: {workers: 0}":                                               "run.workers",
-		"rl: {gamma: 1.5}":                                                "rl.gamma",
-		"rl: {lambda: 0.9}":                                               "rl.lambda",
-		"rl: {clip_low: 1}":                                               "rl.clip_low",
-		"rl: {value_clip: -1}":                                            "rl.value_clip",
-		"rl: {group_size: 3}":                                             "run.episodes",
-		"suite: {train_seed_start: 5, test_seed_start: 5}":                "suite.test_seed_start",
-		"model: {rope_theta: -1}":                                         "model.rope_theta",
-		"sft: {recall_steps: -1}":                                         "sft.recall_steps",
-		"sft: {recall_steps: 5, copy_len: 1}":                             "sft.copy_len",
-		"sft: {recall_keys: 33}":                                          "sft.recall_keys",
-		"sft: {recall_len: -1}":                                           "sft.recall_len",
-		"sft: {recall_goal: true, recall_steps: 0, recall_mix: 0}":        "sft.recall_goal",
+		"rl: {estimator: ppo}":                                     "rl.estimator",
+		"rl: {loss_agg_mode: sum}":                                 "rl.loss_agg_mode",
+		"rl: {loss_mode: sum}":                                     "rl.loss_agg_mode",
+		"agent: {context: 100, reserve: 200}":                      "agent.reserve",
+		"rl: {estimator: grpo}":                                    "rl.group_size",
+		"sft: {expert_p: 1.5}":                                     "sft.expert_p",
+		"run: {workers: 0}":                                        "run.workers",
+		"rl: {gamma: 1.5}":                                         "rl.gamma",
+		"rl: {lambda: 0.9}":                                        "rl.lambda",
+		"rl: {clip_low: 1}":                                        "rl.clip_low",
+		"rl: {value_clip: -1}":                                     "rl.value_clip",
+		"rl: {group_size: 3}":                                      "run.episodes",
+		"suite: {train_seed_start: 5, test_seed_start: 5}":         "suite.test_seed_start",
+		"model: {rope_theta: -1}":                                  "model.rope_theta",
+		"sft: {recall_steps: -1}":                                  "sft.recall_steps",
+		"sft: {recall_steps: 5, copy_len: 1}":                      "sft.copy_len",
+		"sft: {recall_keys: 33}":                                   "sft.recall_keys",
+		"sft: {recall_len: -1}":                                    "sft.recall_len",
+		"sft: {recall_goal: true, recall_steps: 0, recall_mix: 0}": "sft.recall_goal",
 		"sft: {recall_goal: true, recall_steps: 5, recall_unknown: true}": "sft.recall_goal",
 		"sft: {recall_goal: true, recall_steps: 5, recall_keys: 2}":       "sft.recall_goal",
 	} {
@@ -125,6 +125,38 @@ func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
 	}
 }
 
+// The observation cap has one name, max_observation_tokens (YAML, serve's
+// JSON, the flag --max-observation-tokens, errors); the former YAML key
+// observation_cap is still read, with a deprecation notice; giving both is
+// an error; the written config carries the new key.
+func TestObservationCapIsADeprecatedAlias(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader("agent:\n  observation_cap: 40\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agent.MaxObservationTokens != 40 || len(c.Deprecations) != 1 || !strings.Contains(c.Deprecations[0], "agent.observation_cap is deprecated, read as agent.max_observation_tokens") {
+		t.Errorf("observation_cap read as %d, notices %q", c.Agent.MaxObservationTokens, c.Deprecations)
+	}
+	y, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), "max_observation_tokens: 40") || strings.Contains(string(y), "observation_cap") {
+		t.Errorf("written config:\n%s", y)
+	}
+	if _, err := ParseConfig(strings.NewReader("agent:\n  observation_cap: 4\n  max_observation_tokens: 4\n")); err == nil || !strings.Contains(err.Error(), "agent.observation_cap and agent.max_observation_tokens") {
+		t.Errorf("both keys: err = %v", err)
+	}
+	_, err = ParseConfig(strings.NewReader("agent:\n  max_observation_tokens: -1\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "agent.max_observation_tokens: -1") {
+		t.Errorf("negative cap: err = %v", err)
+	}
+	_, err = ParseConfig(strings.NewReader("agent:\n  context: 0\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "agent.context: 0") {
+		t.Errorf("context 0: err = %v", err)
+	}
+}
+
 // The former key rl.loss_mode is still read, as rl.loss_agg_mode, with a
 // deprecation notice that the trainer logs; giving both is an error; the
 // new key alone reads silently; a written config carries the new key only.
@@ -180,7 +212,7 @@ func TestConfigNumbersRangeChecked(t *testing.T) {
 		{"run:\n  iterations: 100000000000\n", "run.iterations: 100000000000 is above the limit"},
 		{"agent:\n  context: 1099511627776\n", "agent.context: 1099511627776 is above the limit"},
 		{"agent:\n  max_turns: 1000000000000\n", "agent.max_turns: 1000000000000 is above the limit"},
-		{"agent:\n  top_p: 1.5\n", "agent.top_p: 1.5 is above the limit 1"},
+		{"agent:\n  top_p: 1.5\n", "agent.top_p: 1.5 must be in [0, 1]"},
 		{"run:\n  iterations: 0\nagent:\n  eval_temperature: 1e300\n", "agent.eval_temperature: 1e+300 is above the limit"},
 		{"rl:\n  lr: 1e300\n", "rl.lr: 1e+300 is above the limit"},
 		{"rl:\n  grad_clip: 1e300\n", "rl.grad_clip: 1e+300 is above the limit"},

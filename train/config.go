@@ -43,7 +43,7 @@ type Seeds struct {
 
 // AgentConfig is the compaction-aware agent loop (docs/design.md §1): the
 // loop's own agent.Config (context, reserve, keep_last, max_compactions,
-// max_turns, max_action_tokens, max_summary_tokens, observation_cap,
+// max_turns, max_action_tokens, max_summary_tokens, max_observation_tokens,
 // temperature, no_compaction, the prompts, …) inlined under the same keys,
 // and the settings only training has.
 type AgentConfig struct {
@@ -191,6 +191,7 @@ func DefaultConfig() Config {
 // each under its new name, with a deprecation notice.
 var renamed = []struct{ section, old, new string }{
 	{"rl", "loss_mode", "loss_agg_mode"},
+	{"agent", "observation_cap", "max_observation_tokens"},
 }
 
 // DecodeYAML decodes the YAML document b over dst (a pointer to a config
@@ -331,12 +332,6 @@ func (c Config) checkRanges() error {
 		field  string
 		v, max int
 	}{
-		{"agent.context", c.Agent.Window, agent.MaxContextTokens}, {"agent.reserve", c.Agent.Reserve, agent.MaxContextTokens},
-		{"agent.max_action_tokens", c.Agent.MaxActionTokens, agent.MaxContextTokens},
-		{"agent.max_summary_tokens", c.Agent.MaxSummaryTokens, agent.MaxContextTokens},
-		{"agent.observation_cap", c.Agent.MaxObservationTokens, agent.MaxContextTokens},
-		{"agent.keep_last", c.Agent.KeepLast, agent.MaxCount}, {"agent.max_compactions", c.Agent.MaxCompactions, agent.MaxCount},
-		{"agent.max_turns", c.Agent.MaxTurns, agent.MaxCount}, {"agent.max_format_errors", c.Agent.MaxFormatErrors, agent.MaxCount},
 		{"sft.episodes", c.SFT.Episodes, maxSteps}, {"sft.steps", c.SFT.Steps, maxSteps},
 		{"sft.batch_size", c.SFT.BatchSize, maxBatch}, {"sft.copy_steps", c.SFT.CopySteps, maxSteps},
 		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, maxBatch},
@@ -360,8 +355,7 @@ func (c Config) checkRanges() error {
 		field  string
 		v, max float64
 	}{
-		{"agent.temperature", c.Agent.Temperature, agent.MaxTemperature}, {"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
-		{"agent.top_p", c.Agent.TopP, 1},
+		{"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
 		{"sft.lr", c.SFT.LR, maxLR}, {"rl.lr", c.RL.LR, maxLR}, {"rl.critic_lr", c.RL.CriticLR, maxLR},
 		{"rl.grad_clip", c.RL.GradClip, maxClipOrMag}, {"rl.weight_decay", c.RL.WeightDecay, 1},
 		{"run.episode_timeout_s", c.Run.EpisodeTimeoutS, maxTimeoutS},
@@ -369,9 +363,6 @@ func (c Config) checkRanges() error {
 		if f.v > f.max {
 			return fmt.Errorf("%s: %g is above the limit %g", f.field, f.v, f.max)
 		}
-	}
-	if c.Agent.TopP < 0 {
-		return fmt.Errorf("agent.top_p: %g must be in [0, 1]", c.Agent.TopP)
 	}
 	return nil
 }
@@ -394,18 +385,17 @@ func (c Config) Validate() error {
 	if err := checkFinite(reflect.ValueOf(c), ""); err != nil {
 		return err
 	}
+	if err := c.Agent.Validate(); err != nil {
+		var fe *agent.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("agent.%w", fe)
+		}
+		return fmt.Errorf("agent: %w", err)
+	}
 	if err := c.checkRanges(); err != nil {
 		return err
 	}
 	for _, e := range []error{
-		pos("agent.context", c.Agent.Window),
-		pos("agent.reserve", c.Agent.Reserve),
-		nonneg("agent.keep_last", c.Agent.KeepLast),
-		nonneg("agent.max_compactions", c.Agent.MaxCompactions),
-		pos("agent.max_turns", c.Agent.MaxTurns),
-		pos("agent.max_action_tokens", c.Agent.MaxActionTokens),
-		pos("agent.max_summary_tokens", c.Agent.MaxSummaryTokens),
-		nonneg("agent.observation_cap", c.Agent.MaxObservationTokens),
 		nonneg("sft.episodes", c.SFT.Episodes),
 		nonneg("sft.steps", c.SFT.Steps),
 		nonneg("sft.copy_steps", c.SFT.CopySteps),
@@ -440,10 +430,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.Seeds.TestSeedStart <= c.Seeds.TrainSeedStart:
 		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Seeds.TestSeedStart, c.Seeds.TrainSeedStart)
-	case c.Agent.Reserve >= c.Agent.Window:
-		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Window)
-	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
-		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
 	case c.Run.Iterations > 0 && c.Agent.Temperature != 1:
 		// The sampler's log-probs and the scorer's are at temperature 1: the
 		// PPO ratio describes the sampling policy only there.
@@ -452,6 +438,8 @@ func (c Config) Validate() error {
 		// Likewise: nucleus sampling is not the policy whose log-probs the
 		// trainer scores.
 		return fmt.Errorf("agent.top_p: %g must be 1 for RL (run.iterations %d): the PPO ratio needs the policy's own distribution", c.Agent.TopP, c.Run.Iterations)
+	case c.Agent.EvalTemperature < 0:
+		return fmt.Errorf("agent.eval_temperature: %g must not be negative", c.Agent.EvalTemperature)
 	case c.Run.EpisodeTimeoutS < 0:
 		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
