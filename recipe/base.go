@@ -201,8 +201,8 @@ func phaseLosses(r io.Reader, n int) (map[string]float64, error) {
 			return nil, fmt.Errorf("pretraining curve record %d: %w", line, err)
 		}
 		byPhase[rec.Phase] = append(byPhase[rec.Phase], rec.Loss)
-		if rec.RecallLoss != nil {
-			byPhase[rec.Phase+"-recall"] = append(byPhase[rec.Phase+"-recall"], *rec.RecallLoss)
+		if rec.MixedLoss != nil {
+			byPhase[rec.Phase+"-recall"] = append(byPhase[rec.Phase+"-recall"], *rec.MixedLoss)
 		}
 	}
 	out := map[string]float64{}

@@ -70,38 +70,7 @@ type SFTConfig struct {
 	// before it is asked to copy keys and values into summaries (0: none).
 	CopySteps int `yaml:"copy_steps"`
 	CopyLen   int `yaml:"copy_len"`
-	CopyBatch int `yaml:"copy_batch"` // sequences a copy step, and a recall step unless recall_batch (0: batch_size)
-	// RecallSteps optimiser steps of recall pretraining follow: demonstration
-	// segments with up to RecallExtra synthetic record lines spliced in, then
-	// a found line querying every record fact of the context, the loss on
-	// the values (the key → value lookup summaries and answers need; 0: none).
-	RecallSteps int `yaml:"recall_steps"`
-	RecallExtra int `yaml:"recall_extra"`
-	// RecallKeys is the key pool of the synthetic record lines: the first
-	// RecallKeys of the vault's 32 key words (0: the suite's pool). A
-	// wider pool than the suite's gives more queries a sequence and a
-	// lookup that cannot lean on a handful of memorised keys.
-	RecallKeys int `yaml:"recall_keys"`
-	// RecallLen is the longest recall sequence (0: CopyLen). Shorter
-	// sequences cost less a step for the same number of queried values.
-	RecallLen   int `yaml:"recall_len"`
-	RecallBatch int `yaml:"recall_batch"` // sequences a recall step (0: copy_batch)
-	// RecallMix recall sequences over whole windows join every SFT batch,
-	// so that imitating the demonstrations does not unlearn the lookup
-	// (0: none).
-	RecallMix int `yaml:"recall_mix"`
-	// RecallUnknown also queries keys with no record in the recall
-	// context, answered "?" as a summary does (off: every query has a
-	// value in the context).
-	RecallUnknown bool `yaml:"recall_unknown"`
-	// RecallGoal makes every recall sequence a summary's goal and found
-	// lines: the goal of the demonstration the window comes from, then its
-	// keys in task order, each answered with its value where the context
-	// shows one (a record line, real or spliced, or an earlier found line)
-	// and "?" where it does not; the loss on the values and "?" only (off:
-	// the found line queries the context's record facts). It replaces
-	// recall_unknown, which it cannot be combined with.
-	RecallGoal bool `yaml:"recall_goal"`
+	CopyBatch int `yaml:"copy_batch"` // sequences a copy step (0: batch_size)
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
@@ -318,8 +287,8 @@ func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
 // run, small enough that nothing overflows (a timeout in nanoseconds) or
 // is sized absurdly (workers, batches) before the run starts.
 const (
-	maxSteps     = 1 << 24 // optimiser steps, iterations, episodes of a phase
-	maxBatch     = 1 << 16 // batch sizes, group size, workers, threads
+	MaxSteps     = 1 << 24 // optimiser steps, iterations, episodes of a phase
+	MaxBatch     = 1 << 16 // batch sizes, group size, workers, threads
 	maxTimeoutS  = 30 * 24 * 3600
 	maxLR        = 10
 	maxClipOrMag = 1e6 // grad_clip
@@ -332,20 +301,17 @@ func (c Config) checkRanges() error {
 		field  string
 		v, max int
 	}{
-		{"sft.episodes", c.SFT.Episodes, maxSteps}, {"sft.steps", c.SFT.Steps, maxSteps},
-		{"sft.batch_size", c.SFT.BatchSize, maxBatch}, {"sft.copy_steps", c.SFT.CopySteps, maxSteps},
-		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, maxBatch},
-		{"sft.recall_steps", c.SFT.RecallSteps, maxSteps}, {"sft.recall_extra", c.SFT.RecallExtra, maxBatch},
-		{"sft.recall_len", c.SFT.RecallLen, agent.MaxContextTokens}, {"sft.recall_batch", c.SFT.RecallBatch, maxBatch},
-		{"sft.recall_mix", c.SFT.RecallMix, maxBatch},
-		{"rl.group_size", c.RL.GroupSize, maxBatch}, {"rl.ppo_epochs", c.RL.PPOEpochs, maxBatch},
-		{"rl.mini_batches", c.RL.MiniBatches, maxBatch}, {"rl.micro_batch", c.RL.MicroBatch, maxBatch},
-		{"rl.warmup_steps", c.RL.WarmupSteps, maxSteps}, {"rl.critic_warmup", c.RL.CriticWarmup, maxSteps},
-		{"rl.value_updates", c.RL.ValueUpdates, maxBatch},
-		{"run.iterations", c.Run.Iterations, maxSteps}, {"run.episodes", c.Run.Episodes, maxSteps},
-		{"run.workers", c.Run.Workers, maxBatch}, {"run.eval_every", c.Run.EvalEvery, maxSteps},
-		{"run.eval_episodes", c.Run.EvalEpisodes, maxSteps}, {"run.checkpoint_every", c.Run.CheckpointEvery, maxSteps},
-		{"run.threads", c.Run.Threads, maxBatch},
+		{"sft.episodes", c.SFT.Episodes, MaxSteps}, {"sft.steps", c.SFT.Steps, MaxSteps},
+		{"sft.batch_size", c.SFT.BatchSize, MaxBatch}, {"sft.copy_steps", c.SFT.CopySteps, MaxSteps},
+		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, MaxBatch},
+		{"rl.group_size", c.RL.GroupSize, MaxBatch}, {"rl.ppo_epochs", c.RL.PPOEpochs, MaxBatch},
+		{"rl.mini_batches", c.RL.MiniBatches, MaxBatch}, {"rl.micro_batch", c.RL.MicroBatch, MaxBatch},
+		{"rl.warmup_steps", c.RL.WarmupSteps, MaxSteps}, {"rl.critic_warmup", c.RL.CriticWarmup, MaxSteps},
+		{"rl.value_updates", c.RL.ValueUpdates, MaxBatch},
+		{"run.iterations", c.Run.Iterations, MaxSteps}, {"run.episodes", c.Run.Episodes, MaxSteps},
+		{"run.workers", c.Run.Workers, MaxBatch}, {"run.eval_every", c.Run.EvalEvery, MaxSteps},
+		{"run.eval_episodes", c.Run.EvalEpisodes, MaxSteps}, {"run.checkpoint_every", c.Run.CheckpointEvery, MaxSteps},
+		{"run.threads", c.Run.Threads, MaxBatch},
 	} {
 		if f.v > f.max {
 			return fmt.Errorf("%s: %d is above the limit %d", f.field, f.v, f.max)
@@ -400,12 +366,6 @@ func (c Config) Validate() error {
 		nonneg("sft.steps", c.SFT.Steps),
 		nonneg("sft.copy_steps", c.SFT.CopySteps),
 		nonneg("sft.copy_batch", c.SFT.CopyBatch),
-		nonneg("sft.recall_steps", c.SFT.RecallSteps),
-		nonneg("sft.recall_extra", c.SFT.RecallExtra),
-		nonneg("sft.recall_keys", c.SFT.RecallKeys),
-		nonneg("sft.recall_len", c.SFT.RecallLen),
-		nonneg("sft.recall_batch", c.SFT.RecallBatch),
-		nonneg("sft.recall_mix", c.SFT.RecallMix),
 		pos("sft.batch_size", c.SFT.BatchSize),
 		pos("rl.group_size", c.RL.GroupSize),
 		pos("rl.ppo_epochs", c.RL.PPOEpochs),
@@ -444,12 +404,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
-	case c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix > 0 && c.SFT.CopyLen < 2:
-		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", c.SFT.CopyLen)
-	case c.SFT.RecallGoal && c.SFT.RecallSteps+c.SFT.RecallMix == 0:
-		return errors.New("sft.recall_goal: needs sft.recall_steps or sft.recall_mix > 0")
-	case c.SFT.RecallGoal && c.SFT.RecallUnknown:
-		return errors.New("sft.recall_goal: replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
+	case c.SFT.CopySteps > 0 && c.SFT.CopyLen < 2:
+		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
@@ -460,9 +416,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// NoWarmStart turns every warm-start phase off (copy, recall, SFT and the
-// recall sequences mixed into it): a run that starts from a base policy
-// trains it by RL only.
+// NoWarmStart turns the trainer's warm-start phases off (copy and SFT): a
+// run that starts from a base policy trains it by RL only (a recipe turns
+// its ExtraExamples off too).
 func (c *SFTConfig) NoWarmStart() {
-	c.Steps, c.CopySteps, c.RecallSteps, c.RecallMix = 0, 0, 0, 0
+	c.Steps, c.CopySteps = 0, 0
 }

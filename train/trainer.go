@@ -28,10 +28,10 @@ type Trainer struct {
 	// paper initialises it from the policy checkpoint.
 	NewCritic func(ctx context.Context, p Policy) (Model, error)
 	Collector Collector
-	Expert    ExpertCollector // nil, or no SFT, copy or recall steps: no warm start
-	// Recall makes the sequences of recall pretraining (SFT.RecallSteps,
-	// SFT.RecallMix) in the suite's fact language; nil without them.
-	Recall RecallSource
+	Expert    ExpertCollector // nil, or no SFT, copy or extra steps: no warm start
+	// Extra are the warm start's extra supervised sequences (a suite's own
+	// pretraining task); nil: none.
+	Extra *ExtraExamples
 	// ConfigYAML is the whole config of the run (the recipe's, of which
 	// Cfg is the trainer's part), recorded as RUN_DIR/config.yaml and in
 	// every checkpoint; nil records Cfg's YAML.
@@ -106,7 +106,7 @@ type item struct {
 	ep, seg int
 	seq     Sequence
 	toks    []rl.Token
-	recall  bool // a synthetic recall sequence (warm start), not a demonstration segment
+	extra   bool // an extra supervised sequence (warm start: ExtraExamples), not a demonstration segment
 }
 
 func (t *Trainer) now() time.Time {
