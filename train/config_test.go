@@ -2,6 +2,7 @@ package train
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -86,5 +87,54 @@ func TestRLSectionDecodesIntoRLStructs(t *testing.T) {
 	}
 	if math.IsNaN(c.RL.LambdaFor(10)) || c.RL.LambdaFor(10) != 0.9 {
 		t.Errorf("λ = %v, want the fixed 0.9", c.RL.LambdaFor(10))
+	}
+}
+
+// DecodeYAML is strict and names the field: unknown keys, non-integer
+// values of integer fields (inlined structs included), both names of a
+// renamed key; an empty document changes nothing.
+func TestDecodeYAMLNamesTheField(t *testing.T) {
+	for _, c := range []struct{ yml, want string }{
+		{"agent:\n  context: 512.5\n", `agent.context: "512.5" is not an integer`},
+		{"agent:\n  max_turns: 3.5\n", `agent.max_turns: "3.5" is not an integer`},
+		{"rl:\n  group_size: 2.5\n", `rl.group_size: "2.5" is not an integer`},
+		{"rl:\n  nope: 1\n", "field nope not found"},
+		{"rl:\n  loss_mode: token-mean\n  loss_agg_mode: token-mean\n", "rl.loss_mode and rl.loss_agg_mode are the same setting"},
+	} {
+		c0 := DefaultConfig()
+		if _, err := DecodeYAML([]byte(c.yml), &c0); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.yml, err, c.want)
+		}
+	}
+	c := DefaultConfig()
+	if notes, err := DecodeYAML([]byte("  \n"), &c); err != nil || notes != nil || !reflect.DeepEqual(c, DefaultConfig()) {
+		t.Errorf("empty document: %v %v", notes, err)
+	}
+}
+
+// CheckFinite names a NaN or infinite float by its YAML path, through
+// inlined structs (rl's estimator settings, the agent loop's).
+func TestCheckFiniteNamesThePath(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.RL.Gamma = math.NaN() }, "rl.gamma: NaN"},
+		{func(c *Config) { c.RL.ClipHigh = math.Inf(1) }, "rl.clip_high: +Inf"},
+		{func(c *Config) { c.Agent.Temperature = math.Inf(-1) }, "agent.temperature: -Inf"},
+		{func(c *Config) { c.Agent.EvalTemperature = math.NaN() }, "agent.eval_temperature: NaN"},
+		{func(c *Config) { c.SFT.LR = math.NaN() }, "sft.lr: NaN"},
+	} {
+		cfg := DefaultConfig()
+		c.set(&cfg)
+		if err := CheckFinite(cfg); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("CheckFinite: %v, want %q", err, c.want)
+		}
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("Validate: %v, want %q", err, c.want)
+		}
+	}
+	if err := CheckFinite(DefaultConfig()); err != nil {
+		t.Errorf("defaults: %v", err)
 	}
 }
