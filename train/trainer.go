@@ -76,7 +76,7 @@ type EvalResult struct {
 	Episodes       int     `json:"episodes"`
 	Pass1Compact   float64 `json:"pass1_compact"`
 	Pass1Single    float64 `json:"pass1_single"`
-	SummaryQuality float64 `json:"summary_quality"` // mean over compacted episodes that summarised; NaN if none
+	SummaryQuality float64 `json:"summary_quality"` // mean of the agent loop's summary_quality (an environment that grades summaries: agent.SummaryScorer) over the episodes that have one; NaN if none
 	Compactions    float64 `json:"compactions"`     // per episode, with compaction
 	// PassCompacted is pass@1 over the episodes that compacted at least once.
 	PassCompacted float64 `json:"pass_compacted"`
@@ -504,14 +504,14 @@ func (s *epSums) addScored(e *episode.Episode) {
 		p = 1
 	}
 	s.pass += p
-	c := e.Metrics["compactions"]
+	c := e.Metrics[agent.MetricCompactions]
 	s.compactions += c
 	if c > 0 {
 		s.compacted++
 		s.passCompacted += int(p)
 	}
-	s.turns += e.Metrics["turns"]
-	if q, ok := e.Metrics["summary_quality"]; ok {
+	s.turns += e.Metrics[agent.MetricTurns]
+	if q, ok := e.Metrics[agent.MetricSummaryQuality]; ok {
 		s.quality += q
 		s.withQuality++
 	}
