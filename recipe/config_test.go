@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -125,62 +126,61 @@ func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
 	}
 }
 
-// The observation cap has one name, max_observation_tokens (YAML, serve's
-// JSON, the flag --max-observation-tokens, errors); the former YAML key
-// observation_cap is still read, with a deprecation notice; giving both is
-// an error; the written config carries the new key.
-func TestObservationCapIsADeprecatedAlias(t *testing.T) {
-	c, err := ParseConfig(strings.NewReader("agent:\n  observation_cap: 40\n"))
-	if err != nil {
-		t.Fatal(err)
+// A former key is still read under its new name, with a deprecation
+// notice (that the trainer logs, below); giving both is an error; the new
+// key alone reads silently; a written config carries the new key only.
+// rl.loss_mode is rl.loss_agg_mode; agent.observation_cap is
+// agent.max_observation_tokens, the observation cap's one name (YAML,
+// serve's JSON, the flag --max-observation-tokens, errors).
+func TestDeprecatedKeyAliases(t *testing.T) {
+	var c Config
+	for _, r := range []struct {
+		section, old, new, value string
+		got                      func(Config) string
+	}{
+		{"rl", "loss_mode", "loss_agg_mode", "seq-mean-token-sum", func(c Config) string { return string(c.RL.LossAggMode) }},
+		{"agent", "observation_cap", "max_observation_tokens", "40", func(c Config) string { return fmt.Sprint(c.Agent.MaxObservationTokens) }},
+	} {
+		doc := func(keys ...string) string {
+			y := r.section + ":\n"
+			for _, k := range keys {
+				y += "  " + k + ": " + r.value + "\n"
+			}
+			return y
+		}
+		old, err := ParseConfig(strings.NewReader(doc(r.old)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		notice := r.section + "." + r.old + " is deprecated, read as " + r.section + "." + r.new
+		if r.got(old) != r.value || len(old.Deprecations) != 1 || !strings.Contains(old.Deprecations[0], notice) {
+			t.Errorf("%s read as %q, notices %q", r.old, r.got(old), old.Deprecations)
+		}
+		y, err := old.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(y), r.new+": "+r.value) || strings.Contains(string(y), " "+r.old+":") {
+			t.Errorf("written config:\n%s", y)
+		}
+		if n, err := ParseConfig(strings.NewReader(doc(r.new))); err != nil || r.got(n) != r.value || n.Deprecations != nil {
+			t.Errorf("%s: %q, %v, notices %q", r.new, r.got(n), err, n.Deprecations)
+		}
+		_, err = ParseConfig(strings.NewReader(doc(r.old, r.new)))
+		if err == nil || !strings.Contains(err.Error(), r.section+"."+r.old+" and "+r.section+"."+r.new) {
+			t.Errorf("both keys: err = %v", err)
+		}
+		if r.old == "loss_mode" {
+			c = old
+		}
 	}
-	if c.Agent.MaxObservationTokens != 40 || len(c.Deprecations) != 1 || !strings.Contains(c.Deprecations[0], "agent.observation_cap is deprecated, read as agent.max_observation_tokens") {
-		t.Errorf("observation_cap read as %d, notices %q", c.Agent.MaxObservationTokens, c.Deprecations)
-	}
-	y, err := c.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(y), "max_observation_tokens: 40") || strings.Contains(string(y), "observation_cap") {
-		t.Errorf("written config:\n%s", y)
-	}
-	if _, err := ParseConfig(strings.NewReader("agent:\n  observation_cap: 4\n  max_observation_tokens: 4\n")); err == nil || !strings.Contains(err.Error(), "agent.observation_cap and agent.max_observation_tokens") {
-		t.Errorf("both keys: err = %v", err)
-	}
-	_, err = ParseConfig(strings.NewReader("agent:\n  max_observation_tokens: -1\n"))
-	if err == nil || !strings.HasPrefix(err.Error(), "agent.max_observation_tokens: -1") {
-		t.Errorf("negative cap: err = %v", err)
-	}
-	_, err = ParseConfig(strings.NewReader("agent:\n  context: 0\n"))
-	if err == nil || !strings.HasPrefix(err.Error(), "agent.context: 0") {
-		t.Errorf("context 0: err = %v", err)
-	}
-}
-
-// The former key rl.loss_mode is still read, as rl.loss_agg_mode, with a
-// deprecation notice that the trainer logs; giving both is an error; the
-// new key alone reads silently; a written config carries the new key only.
-func TestLossModeIsADeprecatedAliasOfLossAggMode(t *testing.T) {
-	c, err := ParseConfig(strings.NewReader("rl:\n  loss_mode: seq-mean-token-sum\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.RL.LossAggMode != "seq-mean-token-sum" || len(c.Deprecations) != 1 || !strings.Contains(c.Deprecations[0], "rl.loss_mode is deprecated") {
-		t.Errorf("loss_mode read as %q, notices %q", c.RL.LossAggMode, c.Deprecations)
-	}
-	y, err := c.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(y), "loss_agg_mode: seq-mean-token-sum") || strings.Contains(string(y), "loss_mode:") {
-		t.Errorf("written config:\n%s", y)
-	}
-	if n, err := ParseConfig(strings.NewReader("rl:\n  loss_agg_mode: seq-mean-token-sum\n")); err != nil || n.RL.LossAggMode != "seq-mean-token-sum" || n.Deprecations != nil {
-		t.Errorf("loss_agg_mode: %+v, %v", n.RL, err)
-	}
-	_, err = ParseConfig(strings.NewReader("rl:\n  loss_mode: token-mean\n  loss_agg_mode: token-mean\n"))
-	if err == nil || !strings.Contains(err.Error(), "rl.loss_mode and rl.loss_agg_mode") {
-		t.Errorf("both keys: err = %v", err)
+	for yml, want := range map[string]string{
+		"agent:\n  max_observation_tokens: -1\n": "agent.max_observation_tokens: -1",
+		"agent:\n  context: 0\n":                 "agent.context: 0",
+	} {
+		if _, err := ParseConfig(strings.NewReader(yml)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", yml, err, want)
+		}
 	}
 	// The trainer writes the notice where the run logs.
 	c.Run.Dir, c.Run.Iterations, c.Run.EvalEpisodes = t.TempDir(), 0, 0

@@ -1,7 +1,6 @@
 package recipe
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -353,13 +352,12 @@ func TestWarmStartPhases(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			recs, err := train.ReadSFTCurve(f)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var phases []string
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				var r train.SFTRecord
-				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-					t.Fatal(err)
-				}
+			for _, r := range recs {
 				if r.Tokens == 0 || r.Loss <= 0 {
 					t.Errorf("%s step %d: %d tokens, loss %g", r.Phase, r.Step, r.Tokens, r.Loss)
 				}

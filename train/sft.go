@@ -2,8 +2,10 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -29,6 +31,23 @@ type SFTRecord struct {
 	// have always had (the vault recipe's extra sequences are its recall
 	// sequences), which package report and recipe's model card read.
 	MixedLoss *float64 `json:"recall_loss,omitempty"`
+}
+
+// ReadSFTCurve reads a warm-start curve (RUN_DIR/sft.jsonl, a base
+// policy's pretrain.jsonl): one SFTRecord a line. A bad line is an error
+// naming it.
+func ReadSFTCurve(r io.Reader) ([]SFTRecord, error) {
+	dec := json.NewDecoder(r)
+	var recs []SFTRecord
+	for line := 1; ; line++ {
+		var rec SFTRecord
+		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
+			return recs, nil
+		} else if err != nil {
+			return recs, fmt.Errorf("record %d: %w", line, err)
+		}
+		recs = append(recs, rec)
+	}
 }
 
 // sftItems are the optimised tokens of the demonstrations: every mask-1

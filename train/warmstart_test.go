@@ -1,9 +1,7 @@
 package train
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -36,14 +34,9 @@ func readSFT(t *testing.T, dir string) []SFTRecord {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var recs []SFTRecord
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r SFTRecord
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
+	recs, err := ReadSFTCurve(f)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return recs
 }
