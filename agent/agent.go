@@ -69,7 +69,7 @@ func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, err
 
 // NewWithFormat is New with any Format, e.g. a real model's ChatFormat.
 func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if tok == nil || s == nil || f == nil {

@@ -80,7 +80,7 @@ func (a *Agent) deriveBudget(resumeTurn int) (Budget, error) {
 	}
 	b.StepMax = cfg.MaxActionTokens + b.ObservationCap + b.StepMarkers
 	if cfg.Window-b.ResumeMax < cfg.Reserve {
-		return b, fmt.Errorf("window %d − resumed context %d (system %d + resume turn %d + summary %d) < reserve %d: a compaction could not make room",
+		return b, fmt.Errorf("context %d − resumed context %d (system %d + resume turn %d + summary %d) < reserve %d: a compaction could not make room",
 			cfg.Window, b.ResumeMax, len(a.system), resumeTurn, cfg.MaxSummaryTokens, cfg.Reserve)
 	}
 	return b, nil

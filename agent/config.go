@@ -12,7 +12,7 @@ import (
 // content, not a default (callers that want the environment's system prompt
 // set it, as DefaultConfig leaves it empty).
 type Config struct {
-	Window  int `yaml:"context"` // C: the context window
+	Window  int `yaml:"context"` // C: the context window; its one name outside Go is context (YAML, flag --context, serve's JSON, errors)
 	Reserve int `yaml:"reserve"` // T_comp: compact before a policy call when C − |h| < T_comp
 
 	KeepLast        int `yaml:"keep_last"`         // k: steps re-included after a compaction (reduced until they fit)
@@ -24,7 +24,10 @@ type Config struct {
 	MaxSummaryTokens int `yaml:"max_summary_tokens"` // S: tokens one summary may sample (its stop token included)
 	// MaxObservationTokens caps one observation's content (head + tail with
 	// a marker). 0 derives the largest cap the reserve allows (see Budget).
-	MaxObservationTokens int `yaml:"observation_cap"`
+	// Its one name is max_observation_tokens (YAML, serve's JSON, errors;
+	// the flag --max-observation-tokens); train's config still reads the
+	// former YAML key observation_cap, with a deprecation notice.
+	MaxObservationTokens int `yaml:"max_observation_tokens"`
 
 	// NoCompaction is the baseline: never compact; the episode ends
 	// overlong when the window is full.
@@ -70,54 +73,51 @@ const (
 	MaxTemperature = 100
 )
 
-func (c Config) validate() error {
+// FieldError is an unusable setting of Config, named by its key: the YAML
+// key, which serve's JSON (agent.KEY) and the flags (--key-with-dashes)
+// share.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Validate is the one check of the settings' ranges (the budget's
+// inequalities are Budget's). It returns every unusable setting as a
+// *FieldError, joined in field order; errors.As finds the first.
+func (c Config) Validate() error {
 	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
 	for _, f := range []struct {
-		name   string
-		v, max int
+		name        string
+		v, min, max int
 	}{
-		{"window", c.Window, MaxContextTokens}, {"reserve", c.Reserve, MaxContextTokens},
-		{"max_action_tokens", c.MaxActionTokens, MaxContextTokens}, {"max_summary_tokens", c.MaxSummaryTokens, MaxContextTokens},
-		{"max_observation_tokens", c.MaxObservationTokens, MaxContextTokens},
-		{"keep_last", c.KeepLast, MaxCount}, {"max_compactions", c.MaxCompactions, MaxCount},
-		{"max_turns", c.MaxTurns, MaxCount}, {"max_format_errors", c.MaxFormatErrors, MaxCount},
+		{"context", c.Window, 1, MaxContextTokens}, {"reserve", c.Reserve, 1, MaxContextTokens},
+		{"keep_last", c.KeepLast, 0, MaxCount}, {"max_compactions", c.MaxCompactions, 0, MaxCount},
+		{"max_turns", c.MaxTurns, 1, MaxCount}, {"max_format_errors", c.MaxFormatErrors, 1, MaxCount},
+		{"max_action_tokens", c.MaxActionTokens, 1, MaxContextTokens}, {"max_summary_tokens", c.MaxSummaryTokens, 1, MaxContextTokens},
+		{"max_observation_tokens", c.MaxObservationTokens, 0, MaxContextTokens},
 	} {
-		if f.v > f.max {
-			errs = append(errs, fmt.Errorf("%s %d is above the limit %d", f.name, f.v, f.max))
+		switch {
+		case f.v > f.max:
+			bad(f.name, "%d is above the limit %d", f.v, f.max)
+		case f.v < f.min && f.min == 0:
+			bad(f.name, "%d must not be negative", f.v)
+		case f.v < f.min:
+			bad(f.name, "%d must be positive", f.v)
 		}
 	}
+	if c.Window > 0 && c.Reserve >= c.Window {
+		bad("reserve", "%d must be below context %d", c.Reserve, c.Window)
+	}
 	if !(c.Temperature >= 0 && c.Temperature <= MaxTemperature) {
-		errs = append(errs, fmt.Errorf("temperature %v must be in [0, %d]", c.Temperature, MaxTemperature))
+		bad("temperature", "%v must be in [0, %d]", c.Temperature, MaxTemperature)
 	}
 	if !(c.TopP >= 0 && c.TopP <= 1) {
-		errs = append(errs, fmt.Errorf("top_p %v must be in [0, 1]", c.TopP))
-	}
-	if c.Window <= 0 {
-		errs = append(errs, fmt.Errorf("window %d must be positive", c.Window))
-	}
-	if c.Reserve <= 0 || c.Reserve >= c.Window {
-		errs = append(errs, fmt.Errorf("reserve %d must be in (0, window %d)", c.Reserve, c.Window))
-	}
-	if c.KeepLast < 0 {
-		errs = append(errs, fmt.Errorf("keep_last %d must be ≥ 0", c.KeepLast))
-	}
-	if c.MaxCompactions < 0 {
-		errs = append(errs, fmt.Errorf("max_compactions %d must be ≥ 0", c.MaxCompactions))
-	}
-	if c.MaxTurns <= 0 {
-		errs = append(errs, fmt.Errorf("max_turns %d must be positive", c.MaxTurns))
-	}
-	if c.MaxFormatErrors <= 0 {
-		errs = append(errs, fmt.Errorf("max_format_errors %d must be positive", c.MaxFormatErrors))
-	}
-	if c.MaxActionTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_action_tokens %d must be positive", c.MaxActionTokens))
-	}
-	if c.MaxSummaryTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_summary_tokens %d must be positive", c.MaxSummaryTokens))
-	}
-	if c.MaxObservationTokens < 0 {
-		errs = append(errs, fmt.Errorf("max_observation_tokens %d must be ≥ 0", c.MaxObservationTokens))
+		bad("top_p", "%v must be in [0, 1]", c.TopP)
 	}
 	return errors.Join(errs...)
 }

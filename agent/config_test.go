@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -22,7 +23,7 @@ max_turns: 30
 max_format_errors: 5
 max_action_tokens: 16
 max_summary_tokens: 48
-observation_cap: 40
+max_observation_tokens: 40
 no_compaction: true
 temperature: 0.5
 top_p: 0.9
@@ -74,7 +75,7 @@ resume_text: go on
 // only their lower ends were checked).
 func TestConfigUpperBounds(t *testing.T) {
 	for name, set := range map[string]func(*Config){
-		"window":            func(c *Config) { c.Window = MaxContextTokens + 1 },
+		"context":           func(c *Config) { c.Window = MaxContextTokens + 1 },
 		"max_turns":         func(c *Config) { c.MaxTurns = MaxCount + 1 },
 		"max_compactions":   func(c *Config) { c.MaxCompactions = 1 << 40 },
 		"temperature":       func(c *Config) { c.Temperature = math.NaN() },
@@ -84,8 +85,10 @@ func TestConfigUpperBounds(t *testing.T) {
 	} {
 		cfg := testConfig()
 		set(&cfg)
-		if _, err := New(cfg, byteTok{}, testTmpl, &randSampler{}); err == nil || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
-			t.Errorf("%s: %v", name, err)
+		_, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
+		var fe *FieldError
+		if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) || fe.Field != strings.TrimSpace(name) {
+			t.Errorf("%s: %v, want an ErrConfig with a FieldError naming it", name, err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -191,18 +190,15 @@ func ReadBaseInfo(dir string) (BaseInfo, error) {
 // pretraining curve, and "sft-recall" for the recall sequences mixed into
 // SFT batches.
 func phaseLosses(r io.Reader, n int) (map[string]float64, error) {
-	dec := json.NewDecoder(r)
+	recs, err := train.ReadSFTCurve(r)
+	if err != nil {
+		return nil, fmt.Errorf("pretraining curve: %w", err)
+	}
 	byPhase := map[string][]float64{}
-	for line := 1; ; line++ {
-		var rec train.SFTRecord
-		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("pretraining curve record %d: %w", line, err)
-		}
+	for _, rec := range recs {
 		byPhase[rec.Phase] = append(byPhase[rec.Phase], rec.Loss)
-		if rec.RecallLoss != nil {
-			byPhase[rec.Phase+"-recall"] = append(byPhase[rec.Phase+"-recall"], *rec.RecallLoss)
+		if rec.MixedLoss != nil {
+			byPhase[rec.Phase+"-recall"] = append(byPhase[rec.Phase+"-recall"], *rec.MixedLoss)
 		}
 	}
 	out := map[string]float64{}

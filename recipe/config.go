@@ -17,22 +17,38 @@ import (
 // method and the run itself. The agent, sft, rl and run sections are the
 // trainer's (package train); model is the built-in engine's. It is read
 // from YAML strictly (an unknown field is an error naming it); fields left
-// out keep DefaultConfig's values. The sft section's recall_* knobs shape
-// recall pretraining's sequences, which FactTokens makes from the suite's
-// fact language; sft.recall_goal makes each one a summary's goal and found
-// lines (the goal's keys in task order, each its value in the context or
-// "?"), off in the shipped recipes.
+// out keep DefaultConfig's values. The sft section's recall_* knobs
+// (RecallConfig) shape recall pretraining's sequences, which FactTokens
+// makes from the suite's fact language and the trainer gets as its extra
+// warm-start sequences; sft.recall_goal makes each one a summary's goal
+// and found lines (the goal's keys in task order, each its value in the
+// context or "?"), off in the shipped recipes.
 type Config struct {
 	Seed  int64               `yaml:"seed"`
 	Model builtin.ModelConfig `yaml:"model"`
 	Suite SuiteConfig         `yaml:"suite"`
 	Agent train.AgentConfig   `yaml:"agent"`
-	SFT   train.SFTConfig     `yaml:"sft"`
+	SFT   SFTConfig           `yaml:"sft"`
 	RL    train.RLConfig      `yaml:"rl"`
 	Run   train.RunConfig     `yaml:"run"`
 	// Deprecations are the notices of reading the config (a former key
 	// name used); the Trainer writes them to its log.
 	Deprecations []string `yaml:"-"`
+}
+
+// SFTConfig is the sft section: the trainer's warm start and the vault
+// suite's recall pretraining, inlined under the same keys.
+type SFTConfig struct {
+	train.SFTConfig `yaml:",inline"`
+	RecallConfig    `yaml:",inline"`
+}
+
+// NoWarmStart turns every warm-start phase off (copy, recall, SFT and the
+// recall sequences mixed into it): a run that starts from a base policy
+// trains it by RL only.
+func (c *SFTConfig) NoWarmStart() {
+	c.SFTConfig.NoWarmStart()
+	c.RecallSteps, c.RecallMix = 0, 0
 }
 
 // SuiteConfig selects the built-in long-horizon suite and its difficulty
@@ -46,7 +62,7 @@ type SuiteConfig struct {
 
 // Train is the trainer's part of the config.
 func (c Config) Train() train.Config {
-	return train.Config{Seed: c.Seed, Seeds: c.Suite.Seeds, Agent: c.Agent, SFT: c.SFT, RL: c.RL, Run: c.Run, Deprecations: c.Deprecations}
+	return train.Config{Seed: c.Seed, Seeds: c.Suite.Seeds, Agent: c.Agent, SFT: c.SFT.SFTConfig, RL: c.RL, Run: c.Run, Deprecations: c.Deprecations}
 }
 
 // DefaultConfig is the demo-sized default: the trainer's defaults (the
@@ -60,7 +76,7 @@ func DefaultConfig() Config {
 		Seed:  t.Seed,
 		Model: builtin.ModelConfig{Preset: "tiny"},
 		Suite: SuiteConfig{Name: "vault", Seeds: t.Seeds, Config: vault.DefaultConfig()},
-		Agent: t.Agent, SFT: t.SFT, RL: t.RL, Run: t.Run,
+		Agent: t.Agent, SFT: SFTConfig{SFTConfig: t.SFT}, RL: t.RL, Run: t.Run,
 	}
 }
 
@@ -116,13 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("suite.name: %q is not a built-in suite (known: vault)", c.Suite.Name)
 	case c.Suite.Config.Validate() != nil:
 		return fmt.Errorf("suite: %w", c.Suite.Config.Validate())
-	case c.SFT.RecallKeys > vault.KeyWords():
-		return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", c.SFT.RecallKeys, vault.KeyWords())
-	case c.SFT.RecallGoal && c.SFT.RecallKeys > 0 && c.SFT.RecallKeys < suiteKeys:
-		// A goal asks for the suite's keys: each must be one recall can write.
-		return fmt.Errorf("sft.recall_goal: sft.recall_keys %d must be 0 or at least the suite's %d keys (the goals' keys)", c.SFT.RecallKeys, suiteKeys)
 	}
-	return nil
+	return c.SFT.RecallConfig.validate(c.SFT.SFTConfig, suiteKeys)
 }
 
 // PretrainConfig is the recipe of the shipped base policy
@@ -141,8 +152,8 @@ func PretrainConfig() Config {
 	a := &c.Agent
 	a.Window, a.Reserve, a.KeepLast, a.MaxCompactions, a.MaxTurns = 512, 192, 2, 3, 30
 	a.MaxActionTokens, a.MaxSummaryTokens, a.EvalTemperature = 16, 48, 1
-	c.SFT = train.SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
-		CopySteps: 800, CopyLen: 512, CopyBatch: 32, RecallSteps: 1200, RecallExtra: 6}
+	c.SFT = SFTConfig{SFTConfig: train.SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
+		CopySteps: 800, CopyLen: 512, CopyBatch: 32}, RecallConfig: RecallConfig{RecallSteps: 1200, RecallExtra: 6}}
 	c.RL.MiniBatches, c.RL.MicroBatch = 4, 8
 	c.RL.LR, c.RL.CriticLR, c.RL.CriticWarmup = 1e-3, 1e-3, 20
 	c.Run = train.RunConfig{Dir: "runs/pretrain", Iterations: 0, Episodes: 64, Workers: 64, EvalEpisodes: 512}

@@ -2,6 +2,7 @@ package recipe
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -37,22 +38,25 @@ func TestParseConfigUnknownFieldNamed(t *testing.T) {
 
 func TestValidateNamesField(t *testing.T) {
 	for yml, field := range map[string]string{
-		"rl: {estimator: ppo}":                                            "rl.estimator",
-		"rl: {loss_agg_mode: sum}":                                        "rl.loss_agg_mode",
-		"rl: {loss_mode: sum}":                                            "rl.loss_agg_mode",
-		"agent: {context: 100, reserve: 200}":                             "agent.reserve",
-		"rl: {estimator: grpo}":                                           "rl.group_size",
-		"sft: {expert_p: 1.5}":                                            "sft.expert_p",
-		"run: {workers: 0}":                                               "run.workers",
-		"rl: {gamma: 0}":                                                  "rl.gamma",
-		"rl: {group_size: 3}":                                             "run.episodes",
-		"suite: {train_seed_start: 5, test_seed_start: 5}":                "suite.test_seed_start",
-		"model: {rope_theta: -1}":                                         "model.rope_theta",
-		"sft: {recall_steps: -1}":                                         "sft.recall_steps",
-		"sft: {recall_steps: 5, copy_len: 1}":                             "sft.copy_len",
-		"sft: {recall_keys: 33}":                                          "sft.recall_keys",
-		"sft: {recall_len: -1}":                                           "sft.recall_len",
-		"sft: {recall_goal: true, recall_steps: 0, recall_mix: 0}":        "sft.recall_goal",
+		"rl: {estimator: ppo}":                                     "rl.estimator",
+		"rl: {loss_agg_mode: sum}":                                 "rl.loss_agg_mode",
+		"rl: {loss_mode: sum}":                                     "rl.loss_agg_mode",
+		"agent: {context: 100, reserve: 200}":                      "agent.reserve",
+		"rl: {estimator: grpo}":                                    "rl.group_size",
+		"sft: {expert_p: 1.5}":                                     "sft.expert_p",
+		"run: {workers: 0}":                                        "run.workers",
+		"rl: {gamma: 1.5}":                                         "rl.gamma",
+		"rl: {lambda: 0.9}":                                        "rl.lambda",
+		"rl: {clip_low: 1}":                                        "rl.clip_low",
+		"rl: {value_clip: -1}":                                     "rl.value_clip",
+		"rl: {group_size: 3}":                                      "run.episodes",
+		"suite: {train_seed_start: 5, test_seed_start: 5}":         "suite.test_seed_start",
+		"model: {rope_theta: -1}":                                  "model.rope_theta",
+		"sft: {recall_steps: -1}":                                  "sft.recall_steps",
+		"sft: {recall_steps: 5, copy_len: 1}":                      "sft.copy_len",
+		"sft: {recall_keys: 33}":                                   "sft.recall_keys",
+		"sft: {recall_len: -1}":                                    "sft.recall_len",
+		"sft: {recall_goal: true, recall_steps: 0, recall_mix: 0}": "sft.recall_goal",
 		"sft: {recall_goal: true, recall_steps: 5, recall_unknown: true}": "sft.recall_goal",
 		"sft: {recall_goal: true, recall_steps: 5, recall_keys: 2}":       "sft.recall_goal",
 	} {
@@ -122,30 +126,61 @@ func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
 	}
 }
 
-// The former key rl.loss_mode is still read, as rl.loss_agg_mode, with a
-// deprecation notice that the trainer logs; giving both is an error; the
-// new key alone reads silently; a written config carries the new key only.
-func TestLossModeIsADeprecatedAliasOfLossAggMode(t *testing.T) {
-	c, err := ParseConfig(strings.NewReader("rl:\n  loss_mode: seq-mean-token-sum\n"))
-	if err != nil {
-		t.Fatal(err)
+// A former key is still read under its new name, with a deprecation
+// notice (that the trainer logs, below); giving both is an error; the new
+// key alone reads silently; a written config carries the new key only.
+// rl.loss_mode is rl.loss_agg_mode; agent.observation_cap is
+// agent.max_observation_tokens, the observation cap's one name (YAML,
+// serve's JSON, the flag --max-observation-tokens, errors).
+func TestDeprecatedKeyAliases(t *testing.T) {
+	var c Config
+	for _, r := range []struct {
+		section, old, new, value string
+		got                      func(Config) string
+	}{
+		{"rl", "loss_mode", "loss_agg_mode", "seq-mean-token-sum", func(c Config) string { return string(c.RL.LossAggMode) }},
+		{"agent", "observation_cap", "max_observation_tokens", "40", func(c Config) string { return fmt.Sprint(c.Agent.MaxObservationTokens) }},
+	} {
+		doc := func(keys ...string) string {
+			y := r.section + ":\n"
+			for _, k := range keys {
+				y += "  " + k + ": " + r.value + "\n"
+			}
+			return y
+		}
+		old, err := ParseConfig(strings.NewReader(doc(r.old)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		notice := r.section + "." + r.old + " is deprecated, read as " + r.section + "." + r.new
+		if r.got(old) != r.value || len(old.Deprecations) != 1 || !strings.Contains(old.Deprecations[0], notice) {
+			t.Errorf("%s read as %q, notices %q", r.old, r.got(old), old.Deprecations)
+		}
+		y, err := old.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(y), r.new+": "+r.value) || strings.Contains(string(y), " "+r.old+":") {
+			t.Errorf("written config:\n%s", y)
+		}
+		if n, err := ParseConfig(strings.NewReader(doc(r.new))); err != nil || r.got(n) != r.value || n.Deprecations != nil {
+			t.Errorf("%s: %q, %v, notices %q", r.new, r.got(n), err, n.Deprecations)
+		}
+		_, err = ParseConfig(strings.NewReader(doc(r.old, r.new)))
+		if err == nil || !strings.Contains(err.Error(), r.section+"."+r.old+" and "+r.section+"."+r.new) {
+			t.Errorf("both keys: err = %v", err)
+		}
+		if r.old == "loss_mode" {
+			c = old
+		}
 	}
-	if c.RL.LossAggMode != "seq-mean-token-sum" || len(c.Deprecations) != 1 || !strings.Contains(c.Deprecations[0], "rl.loss_mode is deprecated") {
-		t.Errorf("loss_mode read as %q, notices %q", c.RL.LossAggMode, c.Deprecations)
-	}
-	y, err := c.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(y), "loss_agg_mode: seq-mean-token-sum") || strings.Contains(string(y), "loss_mode:") {
-		t.Errorf("written config:\n%s", y)
-	}
-	if n, err := ParseConfig(strings.NewReader("rl:\n  loss_agg_mode: seq-mean-token-sum\n")); err != nil || n.RL.LossAggMode != "seq-mean-token-sum" || n.Deprecations != nil {
-		t.Errorf("loss_agg_mode: %+v, %v", n.RL, err)
-	}
-	_, err = ParseConfig(strings.NewReader("rl:\n  loss_mode: token-mean\n  loss_agg_mode: token-mean\n"))
-	if err == nil || !strings.Contains(err.Error(), "rl.loss_mode and rl.loss_agg_mode") {
-		t.Errorf("both keys: err = %v", err)
+	for yml, want := range map[string]string{
+		"agent:\n  max_observation_tokens: -1\n": "agent.max_observation_tokens: -1",
+		"agent:\n  context: 0\n":                 "agent.context: 0",
+	} {
+		if _, err := ParseConfig(strings.NewReader(yml)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: err = %v, want %q", yml, err, want)
+		}
 	}
 	// The trainer writes the notice where the run logs.
 	c.Run.Dir, c.Run.Iterations, c.Run.EvalEpisodes = t.TempDir(), 0, 0
@@ -177,7 +212,7 @@ func TestConfigNumbersRangeChecked(t *testing.T) {
 		{"run:\n  iterations: 100000000000\n", "run.iterations: 100000000000 is above the limit"},
 		{"agent:\n  context: 1099511627776\n", "agent.context: 1099511627776 is above the limit"},
 		{"agent:\n  max_turns: 1000000000000\n", "agent.max_turns: 1000000000000 is above the limit"},
-		{"agent:\n  top_p: 1.5\n", "agent.top_p: 1.5 is above the limit 1"},
+		{"agent:\n  top_p: 1.5\n", "agent.top_p: 1.5 must be in [0, 1]"},
 		{"run:\n  iterations: 0\nagent:\n  eval_temperature: 1e300\n", "agent.eval_temperature: 1e+300 is above the limit"},
 		{"rl:\n  lr: 1e300\n", "rl.lr: 1e+300 is above the limit"},
 		{"rl:\n  grad_clip: 1e300\n", "rl.grad_clip: 1e+300 is above the limit"},

@@ -11,6 +11,132 @@ import (
 	"github.com/compactrl/compactrl/train"
 )
 
+// RecallConfig is recall pretraining, the vault suite's extra warm-start
+// sequences (train.ExtraExamples): demonstration windows with synthetic
+// record lines spliced in, then a found line querying their facts, the
+// loss on the values — the key → value lookup summaries and answers need.
+// Its keys are the sft section's recall_* (Config inlines it beside
+// train.SFTConfig); RecallSource turns it into the trainer's schedule.
+type RecallConfig struct {
+	// RecallSteps optimiser steps of recall pretraining follow copy
+	// pretraining: demonstration segments with up to RecallExtra
+	// synthetic record lines spliced in, then a found line querying every
+	// record fact of the context, the loss on the values (0: none).
+	RecallSteps int `yaml:"recall_steps"`
+	RecallExtra int `yaml:"recall_extra"`
+	// RecallKeys is the key pool of the synthetic record lines: the first
+	// RecallKeys of the vault's 32 key words (0: the suite's pool). A
+	// wider pool than the suite's gives more queries a sequence and a
+	// lookup that cannot lean on a handful of memorised keys.
+	RecallKeys int `yaml:"recall_keys"`
+	// RecallLen is the longest recall sequence (0: sft.copy_len). Shorter
+	// sequences cost less a step for the same number of queried values.
+	RecallLen   int `yaml:"recall_len"`
+	RecallBatch int `yaml:"recall_batch"` // sequences a recall step (0: sft.copy_batch, else sft.batch_size)
+	// RecallMix recall sequences over whole windows join every SFT batch,
+	// so that imitating the demonstrations does not unlearn the lookup
+	// (0: none).
+	RecallMix int `yaml:"recall_mix"`
+	// RecallUnknown also queries keys with no record in the recall
+	// context, answered "?" as a summary does (off: every query has a
+	// value in the context).
+	RecallUnknown bool `yaml:"recall_unknown"`
+	// RecallGoal makes every recall sequence a summary's goal and found
+	// lines: the goal of the demonstration the window comes from, then its
+	// keys in task order, each answered with its value where the context
+	// shows one (a record line, real or spliced, or an earlier found line)
+	// and "?" where it does not; the loss on the values and "?" only (off:
+	// the found line queries the context's record facts). It replaces
+	// recall_unknown, which it cannot be combined with.
+	RecallGoal bool `yaml:"recall_goal"`
+}
+
+// validate checks the recall knobs, by their YAML paths, against the
+// trainer's warm start sft and the suite's key count.
+func (c RecallConfig) validate(sft train.SFTConfig, suiteKeys int) error {
+	for _, f := range []struct {
+		field  string
+		v, max int
+	}{
+		{"sft.recall_steps", c.RecallSteps, train.MaxSteps}, {"sft.recall_extra", c.RecallExtra, train.MaxBatch},
+		{"sft.recall_keys", c.RecallKeys, vault.KeyWords()}, {"sft.recall_len", c.RecallLen, agent.MaxContextTokens},
+		{"sft.recall_batch", c.RecallBatch, train.MaxBatch}, {"sft.recall_mix", c.RecallMix, train.MaxBatch},
+	} {
+		switch {
+		case f.v < 0:
+			return fmt.Errorf("%s: %d must not be negative", f.field, f.v)
+		case f.v > f.max && f.field == "sft.recall_keys":
+			return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", f.v, f.max)
+		case f.v > f.max:
+			return fmt.Errorf("%s: %d is above the limit %d", f.field, f.v, f.max)
+		}
+	}
+	switch {
+	case c.used() && sft.CopyLen < 2:
+		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", sft.CopyLen)
+	case c.RecallGoal && !c.used():
+		return errors.New("sft.recall_goal: needs sft.recall_steps or sft.recall_mix > 0")
+	case c.RecallGoal && c.RecallUnknown:
+		return errors.New("sft.recall_goal: replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
+	case c.RecallGoal && c.RecallKeys > 0 && c.RecallKeys < suiteKeys:
+		// A goal asks for the suite's keys: each must be one recall can write.
+		return fmt.Errorf("sft.recall_goal: sft.recall_keys %d must be 0 or at least the suite's %d keys (the goals' keys)", c.RecallKeys, suiteKeys)
+	}
+	return nil
+}
+
+// RecallSource is recall pretraining as the trainer's extra warm-start
+// sequences: ft's fact language, shaped by c, scheduled over sft's
+// batches; nil when c has neither steps nor mixed sequences.
+func (c RecallConfig) RecallSource(ft *FactTokens, sft train.SFTConfig) *train.ExtraExamples {
+	if !c.used() {
+		return nil
+	}
+	src := recallSource{ft: ft, cfg: c, length: sft.CopyLen}
+	if c.RecallLen > 0 {
+		src.length = c.RecallLen
+	}
+	batch := sft.CopyBatchSize()
+	if c.RecallBatch > 0 {
+		batch = c.RecallBatch
+	}
+	return &train.ExtraExamples{Source: src, Phase: "recall", Title: "recall pretraining", Steps: c.RecallSteps, Batch: batch, Mix: c.RecallMix}
+}
+
+// used reports whether the warm start draws recall sequences.
+func (c RecallConfig) used() bool { return c.RecallSteps+c.RecallMix > 0 }
+
+// recallSource is a train.ExampleSource of recall sequences.
+type recallSource struct {
+	ft     *FactTokens
+	cfg    RecallConfig
+	length int
+}
+
+// Examples draws d.N recall sequences: in the phase of their own, over
+// windows growing from 5% of the longest over its first 60% of steps;
+// mixed into imitation batches, over whole windows.
+func (s recallSource) Examples(corpus [][]int, d train.ExampleDraw, r *rand.Rand) []train.Example {
+	reach := 1.0
+	if !d.Mixed {
+		reach = min(1, 0.05+float64(d.Step)/(0.6*float64(d.Steps)))
+	}
+	return s.ft.RecallBatch(corpus, RecallDraw{N: d.N, Length: s.length, Extra: s.cfg.RecallExtra, Reach: reach,
+		Unknown: s.cfg.RecallUnknown, Goal: s.cfg.RecallGoal}, r)
+}
+
+// RecallDraw is one draw of recall sequences: N sequences of at most
+// Length tokens over windows of Reach (a fraction) of the longest, each
+// with 1 … Extra synthetic facts spliced in; with Unknown, facts absent
+// from the context are queried too; with Goal, the query is the found line
+// of a summary of the window's demonstration: its goal's keys in task
+// order, answered with their values in the context or "?".
+type RecallDraw struct {
+	N, Length, Extra int
+	Reach            float64
+	Unknown, Goal    bool
+}
+
 // FactTokens is the suite's fact language in token ids: the pieces of a
 // "record k v" line and of a summary's "found:" line. Recall pretraining
 // splices synthetic record lines into demonstration segments and queries
@@ -129,9 +255,9 @@ func (f *FactTokens) facts(seq []int) []fact {
 // show too rarely (most of their found-line values are "?") for a small
 // model to pick up.
 //
-// It is the suite's train.RecallSource: d gives n, length, extra, reach and
-// unknown.
-func (ft *FactTokens) RecallBatch(segs [][]int, d train.RecallDraw, r *rand.Rand) []train.Example {
+// d gives n, length, extra, reach, unknown and goal; RecallSource draws
+// it for the trainer.
+func (ft *FactTokens) RecallBatch(segs [][]int, d RecallDraw, r *rand.Rand) []train.Example {
 	if len(segs) == 0 {
 		return nil
 	}
@@ -154,13 +280,13 @@ func (ft *FactTokens) RecallBatch(segs [][]int, d train.RecallDraw, r *rand.Rand
 
 // window is a random window of reach·length tokens (at least 8) of a
 // random corpus sequence, the whole sequence if shorter.
-func window(segs [][]int, d train.RecallDraw, r *rand.Rand) []int {
+func window(segs [][]int, d RecallDraw, r *rand.Rand) []int {
 	return cut(segs[r.IntN(len(segs))], d, r)
 }
 
 // cut is a random window of reach·length tokens (at least 8) of seg, the
 // whole of seg if shorter.
-func cut(seg []int, d train.RecallDraw, r *rand.Rand) []int {
+func cut(seg []int, d RecallDraw, r *rand.Rand) []int {
 	if wl := max(8, int(d.Reach*float64(d.Length))); wl < len(seg) {
 		lo := r.IntN(len(seg) - wl + 1)
 		seg = seg[lo : lo+wl]

@@ -24,7 +24,7 @@ import (
 // copied from g. This is the lookup of summaries and answers as they are
 // written — for each asked key in order, its value if the context has it,
 // else "?" — rather than a list of whichever facts the context holds.
-func (ft *FactTokens) goalBatch(segs [][]int, d train.RecallDraw, r *rand.Rand) []train.Example {
+func (ft *FactTokens) goalBatch(segs [][]int, d RecallDraw, r *rand.Rand) []train.Example {
 	batch := make([]train.Example, 0, d.N)
 	// A corpus without goals (or of sequences too long to query) yields
 	// nothing rather than looping.

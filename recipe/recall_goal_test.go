@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/compactrl/compactrl/train"
 )
 
 // With recall_goal every recall sequence ends in a summary's goal and
@@ -38,7 +36,7 @@ func TestRecallGoalAnswersTheGoalsKeysInOrder(t *testing.T) {
 	pair := regexp.MustCompile(` ([a-z]+) (\d+|\?)`)
 	r := rand.New(rand.NewPCG(5, 6))
 	values, unknown, distractors := 0, 0, 0
-	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 64, Length: 96, Extra: 4, Reach: 1, Goal: true}, r) {
+	for _, it := range ft.RecallBatch(segs, RecallDraw{N: 64, Length: 96, Extra: 4, Reach: 1, Goal: true}, r) {
 		all := slices.Concat(it.Prompt, it.Response)
 		if len(all) > 96 {
 			t.Fatalf("sequence of %d tokens, limit 96", len(all))

@@ -8,7 +8,6 @@ import (
 
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/tokenizer"
-	"github.com/compactrl/compactrl/train"
 )
 
 // Every recall query asks for a fact the context states exactly once (its
@@ -31,7 +30,7 @@ func TestRecallBatchQueriesTheContextsFacts(t *testing.T) {
 	record := regexp.MustCompile(`record ([a-z]+) (\d+)\n`)
 	query := regexp.MustCompile(` ([a-z]+) (\d+|\?)`)
 	queried, unknown := 0, 0
-	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 64, Length: 60, Extra: 4, Reach: 1, Unknown: true}, r) {
+	for _, it := range ft.RecallBatch(segs, RecallDraw{N: 64, Length: 60, Extra: 4, Reach: 1, Unknown: true}, r) {
 		all := append(append([]int(nil), it.Prompt...), it.Response...)
 		if len(all) > 60 {
 			t.Fatalf("sequence of %d tokens, limit 60", len(all))
@@ -86,7 +85,7 @@ func TestRecallBatchWithoutUnknownKeys(t *testing.T) {
 	tok, ft := defaultFactTokens(t)
 	segs := [][]int{tok.Encode("file 1 page 1\nnote 3: the pump hums near the gate\nrecord dune 56\nnote 4: the fan clicks near the east door\n")}
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, it := range ft.RecallBatch(segs, train.RecallDraw{N: 32, Length: 60, Extra: 3, Reach: 1}, r) {
+	for _, it := range ft.RecallBatch(segs, RecallDraw{N: 32, Length: 60, Extra: 3, Reach: 1}, r) {
 		if text := tok.Decode(it.Response); strings.Contains(text, "?") {
 			t.Fatalf("a query answered ? without recall_unknown: %q", text)
 		}

@@ -1,7 +1,6 @@
 package recipe
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,7 +26,7 @@ func nanoConfig(t *testing.T) Config {
 	c.Run.Dir = t.TempDir()
 	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: 64}
 	c.Suite.Files, c.Suite.Pages, c.Suite.Facts = 2, 1, 1
-	c.SFT = train.SFTConfig{Episodes: 4, Steps: 3, BatchSize: 4, LR: 3e-3, ExpertP: 0.6}
+	c.SFT = SFTConfig{SFTConfig: train.SFTConfig{Episodes: 4, Steps: 3, BatchSize: 4, LR: 3e-3, ExpertP: 0.6}}
 	c.RL.CriticWarmup = 2
 	c.Run = train.RunConfig{Dir: c.Run.Dir, Iterations: 2, Episodes: 4, Workers: 4, EvalEvery: 1, EvalEpisodes: 4, CheckpointEvery: 1}
 	return c
@@ -342,7 +341,7 @@ func TestWarmStartPhases(t *testing.T) {
 			defer s.Close()
 			// Recall's record lines draw from all 32 key words, whatever the
 			// suite's pool.
-			if n := len(s.Trainer.Recall.(*FactTokens).Keys); n != 32 {
+			if n := len(s.Trainer.Extra.Source.(recallSource).ft.Keys); n != 32 {
 				t.Fatalf("%d recall keys with a suite pool of %d, want 32", n, cfg.Suite.Keys)
 			}
 			if _, err := s.Trainer.Run(t.Context()); err != nil {
@@ -353,19 +352,18 @@ func TestWarmStartPhases(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
+			recs, err := train.ReadSFTCurve(f)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var phases []string
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				var r train.SFTRecord
-				if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-					t.Fatal(err)
-				}
+			for _, r := range recs {
 				if r.Tokens == 0 || r.Loss <= 0 {
 					t.Errorf("%s step %d: %d tokens, loss %g", r.Phase, r.Step, r.Tokens, r.Loss)
 				}
 				// SFT batches carry recall_mix recall sequences, with their own loss.
-				if (r.Phase == "sft") != (r.RecallLoss != nil) || (r.RecallLoss != nil && *r.RecallLoss <= 0) {
-					t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.RecallLoss)
+				if (r.Phase == "sft") != (r.MixedLoss != nil) || (r.MixedLoss != nil && *r.MixedLoss <= 0) {
+					t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.MixedLoss)
 				}
 				phases = append(phases, r.Phase)
 			}

@@ -118,7 +118,7 @@ func (s *Setup) newTrainer(opts builtin.Options, progress, log io.Writer) (*trai
 			return builtin.NewCritic(b.M, opts), nil
 		},
 	}
-	if tr.Recall, err = s.recall(); err != nil {
+	if tr.Extra, err = s.recall(); err != nil {
 		return nil, err
 	}
 	if cfg.Model.Init != "" {
@@ -140,11 +140,12 @@ func (s *Setup) saveTokenizer() error {
 	return nil
 }
 
-// recall is the suite's fact language (sft.recall_keys keys, if set) when
-// the warm start has recall steps or mixes recall in; nil otherwise.
-func (s *Setup) recall() (train.RecallSource, error) {
+// recall is recall pretraining in the suite's fact language (sft.recall_keys
+// keys, if set) when the warm start has recall steps or mixes recall in;
+// nil otherwise.
+func (s *Setup) recall() (*train.ExtraExamples, error) {
 	cfg := s.Cfg
-	if cfg.SFT.RecallSteps+cfg.SFT.RecallMix <= 0 {
+	if !cfg.SFT.used() {
 		return nil, nil
 	}
 	vc := cfg.Suite.Config
@@ -155,5 +156,5 @@ func (s *Setup) recall() (train.RecallSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sft.recall_steps: %w", err)
 	}
-	return f, nil
+	return cfg.SFT.RecallSource(f, cfg.SFT.SFTConfig), nil
 }

@@ -7,25 +7,33 @@ import (
 	"github.com/compactrl/compactrl/episode"
 )
 
-// AdvantageConfig configures ComputeAdvantages.
+// AdvantageConfig configures ComputeAdvantages. It is the one definition
+// of these settings: the YAML keys are those of a training config's rl
+// section (train.RLConfig inlines this struct), the flags of `compactrl
+// advantages` have the same names, and Validate is the one check of their
+// ranges, its errors naming each setting by its key.
 type AdvantageConfig struct {
-	Estimator Estimator
-	// Gamma is the discount γ ∈ [0, 1].
-	Gamma float64
+	Estimator Estimator `yaml:"estimator"` // one of EstimatorNames()
+	// Gamma is the discount γ ∈ [0, 1]. γ = 0 is a legal discount: every
+	// optimised token's advantage is then its own δ_i = r_i − V_i, and the
+	// cross-segment factor (γλ)^{N_{>s}} is 0 for all but the last
+	// trainable segment (docs/design.md §1.7).
+	Gamma float64 `yaml:"gamma"`
 	// Alpha > 0 selects the length-adaptive λ = max(0, 1 − 1/(α·l)), l the
 	// episode's optimised-token count; Alpha == 0 selects the fixed Lambda.
-	Alpha float64
-	// Lambda is the fixed λ ∈ [0, 1], used when Alpha == 0.
-	Lambda float64
+	Alpha float64 `yaml:"alpha"`
+	// Lambda is the fixed λ ∈ [0, 1], used when Alpha == 0; it must be 0
+	// while Alpha > 0 (it would be ignored).
+	Lambda float64 `yaml:"lambda"`
 	// Eps is the ε of GRPO's (R − mean)/(std + ε).
-	Eps float64
+	Eps float64 `yaml:"eps"`
 	// GroupByTask groups GRPO episodes by Task instead of Group.
-	GroupByTask bool
+	GroupByTask bool `yaml:"group_by_task"`
 	// MaskOverlong masks overlong episodes (infra_error ones always are).
-	MaskOverlong bool
+	MaskOverlong bool `yaml:"mask_overlong"`
 	// ScaledReturns makes the critic target Â + V instead of A^loc + V
 	// (the two differ only under cross-gae).
-	ScaledReturns bool
+	ScaledReturns bool `yaml:"scaled_returns"`
 }
 
 // DefaultAdvantageConfig is docs/design.md §1.7's default: cross-gae, γ = 1,
@@ -34,10 +42,11 @@ func DefaultAdvantageConfig() AdvantageConfig {
 	return AdvantageConfig{Estimator: CrossGAE, Gamma: 1, Alpha: 1.5, Eps: 1e-6, MaskOverlong: true}
 }
 
-// Validate checks the configuration's ranges.
+// Validate checks the configuration's ranges. Its errors name the setting
+// by its YAML key ("gamma: …").
 func (c AdvantageConfig) Validate() error {
 	if _, err := ParseEstimator(string(c.Estimator)); err != nil {
-		return err
+		return fmt.Errorf("estimator: %w", err)
 	}
 	return c.validateParams()
 }
@@ -45,17 +54,17 @@ func (c AdvantageConfig) Validate() error {
 // validateParams checks the ranges of everything but the estimator's name,
 // which the named estimator functions do not read.
 func (c AdvantageConfig) validateParams() error {
-	if !(c.Gamma >= 0 && c.Gamma <= 1) {
-		return fmt.Errorf("gamma %v not in [0, 1]", c.Gamma)
-	}
-	if !(c.Alpha >= 0) || math.IsInf(c.Alpha, 0) {
-		return fmt.Errorf("alpha %v: want a finite value ≥ 0 (0 selects the fixed lambda)", c.Alpha)
-	}
-	if c.Alpha == 0 && !(c.Lambda >= 0 && c.Lambda <= 1) {
-		return fmt.Errorf("lambda %v not in [0, 1]", c.Lambda)
-	}
-	if !(c.Eps >= 0) || math.IsInf(c.Eps, 0) {
-		return fmt.Errorf("eps %v: want a finite value ≥ 0", c.Eps)
+	switch {
+	case !(c.Gamma >= 0 && c.Gamma <= 1):
+		return fmt.Errorf("gamma: %v must be in [0, 1]", c.Gamma)
+	case !(c.Alpha >= 0) || math.IsInf(c.Alpha, 0):
+		return fmt.Errorf("alpha: %v: want a finite value ≥ 0 (0 selects the fixed lambda)", c.Alpha)
+	case !(c.Lambda >= 0 && c.Lambda <= 1):
+		return fmt.Errorf("lambda: %v must be in [0, 1]", c.Lambda)
+	case c.Alpha > 0 && c.Lambda != 0:
+		return fmt.Errorf("lambda: %v is used only with alpha 0 (alpha %v selects λ = 1 − 1/(α·l)); set alpha to 0 for a fixed λ", c.Lambda, c.Alpha)
+	case !(c.Eps >= 0) || math.IsInf(c.Eps, 0):
+		return fmt.Errorf("eps: %v: want a finite value ≥ 0", c.Eps)
 	}
 	return nil
 }

@@ -89,13 +89,17 @@ type namedSlice struct {
 	v    []float64
 }
 
-// PPOConfig configures PPOLoss.
+// PPOConfig configures PPOLoss. It is the one definition of these
+// settings: the YAML keys are those of a training config's rl section
+// (train.RLConfig inlines this struct), and Validate the one check of
+// their ranges, its errors naming each by its key.
 type PPOConfig struct {
 	// ClipLow and ClipHigh are ε_low and ε_high: ρ is clipped to
 	// [1−ε_low, 1+ε_high].
-	ClipLow, ClipHigh float64
+	ClipLow  float64 `yaml:"clip_low"`
+	ClipHigh float64 `yaml:"clip_high"`
 	// DualClip is the dual-clip constant c > 1; 0 turns it off.
-	DualClip float64
+	DualClip float64 `yaml:"dual_clip"`
 }
 
 // DefaultPPOConfig is the paper's setting: ε_low 0.2, ε_high 0.28, no dual clip.
@@ -104,13 +108,13 @@ func DefaultPPOConfig() PPOConfig { return PPOConfig{ClipLow: 0.2, ClipHigh: 0.2
 // Validate checks the configuration's ranges.
 func (c PPOConfig) Validate() error {
 	if !(c.ClipLow >= 0 && c.ClipLow < 1) {
-		return fmt.Errorf("clip low %v not in [0, 1)", c.ClipLow)
+		return fmt.Errorf("clip_low: %v must be in [0, 1)", c.ClipLow)
 	}
 	if !(c.ClipHigh >= 0) || math.IsInf(c.ClipHigh, 0) {
-		return fmt.Errorf("clip high %v: want a finite value ≥ 0", c.ClipHigh)
+		return fmt.Errorf("clip_high: %v: want a finite value ≥ 0", c.ClipHigh)
 	}
 	if (c.DualClip != 0 && !(c.DualClip > 1)) || math.IsInf(c.DualClip, 0) {
-		return fmt.Errorf("dual clip %v: want c > 1, or 0 for off", c.DualClip)
+		return fmt.Errorf("dual_clip: %v: want c > 1, or 0 for off", c.DualClip)
 	}
 	return nil
 }
@@ -234,11 +238,20 @@ func PPOLoss(tokens []Token, logp []float64, cfg PPOConfig) (loss float64, grad 
 	return loss, grad, st, nil
 }
 
-// ValueConfig configures ValueLoss.
+// ValueConfig configures ValueLoss; its YAML key is that of a training
+// config's rl section (train.RLConfig inlines it).
 type ValueConfig struct {
-	// Clip is ε_v: V is clipped to [V_old − ε_v, V_old + ε_v]; 0 turns
-	// clipping off.
-	Clip float64
+	// ValueClip is ε_v: V is clipped to [V_old − ε_v, V_old + ε_v]; 0
+	// turns clipping off.
+	ValueClip float64 `yaml:"value_clip"`
+}
+
+// Validate checks the configuration's range.
+func (c ValueConfig) Validate() error {
+	if !(c.ValueClip >= 0) || math.IsInf(c.ValueClip, 0) {
+		return fmt.Errorf("value_clip: %v: want a finite value ≥ 0 (0: off)", c.ValueClip)
+	}
+	return nil
 }
 
 // ValueStats are per-token statistics of one ValueLoss call.
@@ -271,8 +284,8 @@ func ValueLoss(tokens []Token, v []float64, cfg ValueConfig) (loss float64, grad
 	if len(v) != len(tokens) {
 		return 0, nil, st, fmt.Errorf("value loss: %d values for %d tokens", len(v), len(tokens))
 	}
-	if !(cfg.Clip >= 0) || math.IsInf(cfg.Clip, 0) {
-		return 0, nil, st, fmt.Errorf("value loss: clip %v: want a finite value ≥ 0", cfg.Clip)
+	if err := cfg.Validate(); err != nil {
+		return 0, nil, st, fmt.Errorf("value loss: %w", err)
 	}
 	grad = make([]float64, len(tokens))
 	st.Tokens = len(tokens)
@@ -285,8 +298,8 @@ func ValueLoss(tokens []Token, v []float64, cfg ValueConfig) (loss float64, grad
 		e := d * d
 		st.SqErrSum += e
 		g := d
-		if cfg.Clip > 0 {
-			vc := t.OldValue + math.Max(-cfg.Clip, math.Min(cfg.Clip, v[i]-t.OldValue))
+		if cfg.ValueClip > 0 {
+			vc := t.OldValue + math.Max(-cfg.ValueClip, math.Min(cfg.ValueClip, v[i]-t.OldValue))
 			dc := vc - t.Return
 			if dc*dc > e {
 				e, g = dc*dc, 0

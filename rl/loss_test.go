@@ -317,7 +317,7 @@ func TestPPOLossBadInput(t *testing.T) {
 }
 
 func TestValueLoss(t *testing.T) {
-	cfg := ValueConfig{Clip: 0.5}
+	cfg := ValueConfig{ValueClip: 0.5}
 	// G = 1, V_old = 0.
 	cases := []struct{ v, want, grad float64 }{
 		{0.25, 0.5 * 0.75 * 0.75, -0.75}, // inside the clip range
@@ -345,7 +345,7 @@ func TestValueLoss(t *testing.T) {
 	}
 	for _, clip := range []float64{0, 0.5} {
 		t.Run(fmt.Sprintf("finite-difference,clip=%v", clip), func(t *testing.T) {
-			_, g, st, err := ValueLoss(toks, v, ValueConfig{Clip: clip})
+			_, g, st, err := ValueLoss(toks, v, ValueConfig{ValueClip: clip})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -361,8 +361,8 @@ func TestValueLoss(t *testing.T) {
 				vp, vm := append([]float64(nil), v...), append([]float64(nil), v...)
 				vp[i] += h
 				vm[i] -= h
-				Lp, _, _, _ := ValueLoss(toks, vp, ValueConfig{Clip: clip})
-				Lm, _, _, _ := ValueLoss(toks, vm, ValueConfig{Clip: clip})
+				Lp, _, _, _ := ValueLoss(toks, vp, ValueConfig{ValueClip: clip})
+				Lm, _, _, _ := ValueLoss(toks, vm, ValueConfig{ValueClip: clip})
 				if fd := (Lp - Lm) / (2 * h); math.Abs(fd-g[i]) > 1e-6*(1+math.Abs(g[i])) {
 					t.Errorf("clip %v token %d: analytic %v, finite difference %v", clip, i, g[i], fd)
 				}

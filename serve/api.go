@@ -217,40 +217,33 @@ func (r *Request) Validate() error {
 	default:
 		return fieldErr("engine.seed_mode", "%q: want %s or %s", r.Engine.SeedMode, remote.SeedRequest, remote.SeedNone)
 	}
-	s := r.Sampling
-	if s.Temperature != nil && !(*s.Temperature >= 0 && *s.Temperature <= agent.MaxTemperature) {
-		return fieldErr("sampling.temperature", "%v: want a value in [0, %d]", *s.Temperature, agent.MaxTemperature)
-	}
-	if s.TopP != nil && !(*s.TopP > 0 && *s.TopP <= 1) {
+	// The agent settings' ranges are agent.Config.Validate's, checked on
+	// the merged configuration (AgentConfig); only what the engines
+	// need beyond them is checked here.
+	if s := r.Sampling; s.TopP != nil && *s.TopP == 0 {
 		return fieldErr("sampling.top_p", "%v: want a value in (0, 1]", *s.TopP)
-	}
-	if s.MaxNewTokens != nil && (*s.MaxNewTokens <= 0 || *s.MaxNewTokens > agent.MaxContextTokens) {
-		return fieldErr("sampling.max_new_tokens", "%d: want an integer in [1, %d]", *s.MaxNewTokens, agent.MaxContextTokens)
-	}
-	a := r.Agent
-	for _, f := range []struct {
-		name     string
-		v        *int
-		min, max int
-	}{
-		{"agent.context", a.Context, 1, agent.MaxContextTokens}, {"agent.reserve", a.Reserve, 1, agent.MaxContextTokens},
-		{"agent.keep_last", a.KeepLast, 0, agent.MaxCount}, {"agent.max_compactions", a.MaxCompactions, 0, agent.MaxCount},
-		{"agent.max_turns", a.MaxTurns, 1, agent.MaxCount}, {"agent.max_summary_tokens", a.MaxSummaryTokens, 1, agent.MaxContextTokens},
-		{"agent.max_observation_tokens", a.MaxObservationTokens, 0, agent.MaxContextTokens},
-		{"agent.max_format_errors", a.MaxFormatErrors, 1, agent.MaxCount},
-	} {
-		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
-			return fieldErr(f.name, "%d: want an integer in [%d, %d]", *f.v, f.min, f.max)
-		}
-	}
-	if a.Context != nil && a.Reserve != nil && *a.Reserve >= *a.Context {
-		return fieldErr("agent.reserve", "%d must be below agent.context %d", *a.Reserve, *a.Context)
 	}
 	return nil
 }
 
-// AgentConfig applies the request's sampling and agent fields to base.
-func (r *Request) AgentConfig(base agent.Config) agent.Config {
+// requestField is the request field of an agent.Config key: the sampling
+// settings are under sampling (max_action_tokens is max_new_tokens, as
+// slime calls it), the rest under agent.
+func requestField(key string) string {
+	switch key {
+	case "temperature", "top_p":
+		return "sampling." + key
+	case "max_action_tokens":
+		return "sampling.max_new_tokens"
+	}
+	return "agent." + key
+}
+
+// AgentConfig applies the request's sampling and agent fields to base and
+// checks the result (agent.Config.Validate); a bad setting is a
+// *FieldError naming the request field it came from, or the server's
+// default it conflicts with.
+func (r *Request) AgentConfig(base agent.Config) (agent.Config, error) {
 	c := base
 	set := func(dst *int, v *int) {
 		if v != nil {
@@ -276,7 +269,14 @@ func (r *Request) AgentConfig(base agent.Config) agent.Config {
 	if r.Sampling.TopP != nil {
 		c.TopP = *r.Sampling.TopP
 	}
-	return c
+	if err := c.Validate(); err != nil {
+		var fe *agent.FieldError
+		if !errors.As(err, &fe) {
+			return c, fieldErr("agent", "%v", err)
+		}
+		return c, fieldErr(requestField(fe.Field), "%s", fe.Msg)
+	}
+	return c, nil
 }
 
 // Seed is the episode's seed: sampling.seed, else the rollout_id.

@@ -169,6 +169,12 @@ func TestServeBadRequest400NamesField(t *testing.T) {
 		{strings.Replace(good, `"max_new_tokens":8`, `"max_new_tokens":1000000000000`, 1), "sampling.max_new_tokens"},
 		{strings.Replace(good, `"context":256`, `"context":4294967296000`, 1), "agent.context"},
 		{strings.Replace(good, `"keep_last":2`, `"keep_last":9000000000`, 1), "agent.keep_last"},
+		// One name per knob, checked by agent.Config.Validate on the
+		// request merged with the server's defaults.
+		{strings.Replace(good, `"keep_last":2`, `"keep_last":2,"max_observation_tokens":-1`, 1), "agent.max_observation_tokens"},
+		{strings.Replace(good, `"keep_last":2`, `"keep_last":2,"observation_cap":8`, 1), "observation_cap"}, // never a JSON name
+		{strings.Replace(good, `"context":256,"reserve":96`, `"context":0`, 1), "agent.context"},
+		{strings.Replace(good, `"context":256,"reserve":96`, `"context":64`, 1), "agent.reserve"}, // the default reserve no longer fits
 	}
 	for _, c := range cases {
 		name := c.field // repeated names get Go's #01, #02 suffixes

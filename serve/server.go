@@ -244,10 +244,12 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 	}
 	var runner rollout.Runner
 	if err == nil {
-		cfg := req.AgentConfig(s.cfg.Agent)
-		var field string
-		if runner, field, err = s.f.Runner(r.Context(), req.Engine, cfg); err != nil {
-			err = &FieldError{Field: field, Msg: err.Error()}
+		var cfg agent.Config
+		if cfg, err = req.AgentConfig(s.cfg.Agent); err == nil {
+			var field string
+			if runner, field, err = s.f.Runner(r.Context(), req.Engine, cfg); err != nil {
+				err = &FieldError{Field: field, Msg: err.Error()}
+			}
 		}
 	}
 	if err != nil {

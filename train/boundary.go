@@ -88,22 +88,32 @@ type Example struct {
 	Targets []int // positions into Response
 }
 
-// RecallDraw is what a RecallSource is asked for: N sequences of at most
-// Length tokens over windows of Reach (a fraction) of the longest, each with
-// 1 … Extra synthetic facts spliced in; with Unknown, facts absent from the
-// context are queried too; with Goal, the query is the found line of a
-// summary of the window's demonstration: its goal's keys in task order,
-// answered with their values in the context or "?".
-type RecallDraw struct {
-	N, Length, Extra int
-	Reach            float64
-	Unknown, Goal    bool
+// ExampleDraw is what an ExampleSource is asked for: N sequences, for
+// step Step of a phase of Steps optimiser steps of their own (a source may
+// grow its sequences over the phase), or, Mixed, to join an imitation
+// batch (Step and Steps 0).
+type ExampleDraw struct {
+	N, Step, Steps int
+	Mixed          bool
 }
 
-// RecallSource makes the sequences of recall pretraining in a suite's fact
-// language: windows of corpus (demonstration token sequences) with
-// synthetic facts spliced in, then a query of the context's facts whose
-// values are the targets. Its draws come from r only.
-type RecallSource interface {
-	RecallBatch(corpus [][]int, d RecallDraw, r *rand.Rand) []Example
+// ExampleSource makes extra supervised sequences for the warm start from
+// the text of the demonstrations (corpus: each demonstration segment's
+// prompt ⊕ response): a suite's own pretraining task, such as the vault
+// recipe's lookup of facts in the context (package recipe). Its draws
+// come from r only.
+type ExampleSource interface {
+	Examples(corpus [][]int, d ExampleDraw, r *rand.Rand) []Example
+}
+
+// ExtraExamples schedules an ExampleSource in the warm start: Steps
+// optimiser steps of Batch of its sequences, after copy pretraining and
+// before imitation, then Mix of them joined to every imitation batch
+// (which keeps what they teach while the policy imitates). Phase names the
+// phase in RUN_DIR/sft.jsonl, Title in the progress bar.
+type ExtraExamples struct {
+	Source       ExampleSource
+	Phase, Title string
+	Steps, Batch int
+	Mix          int
 }

@@ -43,7 +43,7 @@ type Seeds struct {
 
 // AgentConfig is the compaction-aware agent loop (docs/design.md §1): the
 // loop's own agent.Config (context, reserve, keep_last, max_compactions,
-// max_turns, max_action_tokens, max_summary_tokens, observation_cap,
+// max_turns, max_action_tokens, max_summary_tokens, max_observation_tokens,
 // temperature, no_compaction, the prompts, …) inlined under the same keys,
 // and the settings only training has.
 type AgentConfig struct {
@@ -70,64 +70,54 @@ type SFTConfig struct {
 	// before it is asked to copy keys and values into summaries (0: none).
 	CopySteps int `yaml:"copy_steps"`
 	CopyLen   int `yaml:"copy_len"`
-	CopyBatch int `yaml:"copy_batch"` // sequences a copy step, and a recall step unless recall_batch (0: batch_size)
-	// RecallSteps optimiser steps of recall pretraining follow: demonstration
-	// segments with up to RecallExtra synthetic record lines spliced in, then
-	// a found line querying every record fact of the context, the loss on
-	// the values (the key → value lookup summaries and answers need; 0: none).
-	RecallSteps int `yaml:"recall_steps"`
-	RecallExtra int `yaml:"recall_extra"`
-	// RecallKeys is the key pool of the synthetic record lines: the first
-	// RecallKeys of the vault's 32 key words (0: the suite's pool). A
-	// wider pool than the suite's gives more queries a sequence and a
-	// lookup that cannot lean on a handful of memorised keys.
-	RecallKeys int `yaml:"recall_keys"`
-	// RecallLen is the longest recall sequence (0: CopyLen). Shorter
-	// sequences cost less a step for the same number of queried values.
-	RecallLen   int `yaml:"recall_len"`
-	RecallBatch int `yaml:"recall_batch"` // sequences a recall step (0: copy_batch)
-	// RecallMix recall sequences over whole windows join every SFT batch,
-	// so that imitating the demonstrations does not unlearn the lookup
-	// (0: none).
-	RecallMix int `yaml:"recall_mix"`
-	// RecallUnknown also queries keys with no record in the recall
-	// context, answered "?" as a summary does (off: every query has a
-	// value in the context).
-	RecallUnknown bool `yaml:"recall_unknown"`
-	// RecallGoal makes every recall sequence a summary's goal and found
-	// lines: the goal of the demonstration the window comes from, then its
-	// keys in task order, each answered with its value where the context
-	// shows one (a record line, real or spliced, or an earlier found line)
-	// and "?" where it does not; the loss on the values and "?" only (off:
-	// the found line queries the context's record facts). It replaces
-	// recall_unknown, which it cannot be combined with.
-	RecallGoal bool `yaml:"recall_goal"`
+	CopyBatch int `yaml:"copy_batch"` // sequences a copy step (0: batch_size)
 }
 
 // RLConfig is the method: rollouts, advantages, loss and optimisation.
+// The settings of the estimator (estimator, gamma, alpha, lambda, eps,
+// group_by_task, mask_overlong, scaled_returns), of the PPO clip
+// (clip_low, clip_high, dual_clip) and of the value clip (value_clip) are
+// package rl's own structs, inlined under the same keys and validated by
+// rl (docs/design.md §1.7–1.10); the rest are the trainer's.
 type RLConfig struct {
-	Estimator       string  `yaml:"estimator"` // one of rl.EstimatorNames()
-	Gamma           float64 `yaml:"gamma"`
-	Lambda          float64 `yaml:"lambda"` // fixed λ; 0 uses λ = 1 − 1/(α·l)
-	Alpha           float64 `yaml:"alpha"`
-	GroupSize       int     `yaml:"group_size"`    // rollouts per task (grpo needs > 1)
-	LossAggMode     string  `yaml:"loss_agg_mode"` // one of rl.LossAggModes() (verl's loss_agg_mode; formerly loss_mode)
-	ClipLow         float64 `yaml:"clip_low"`
-	ClipHigh        float64 `yaml:"clip_high"`
-	DualClip        float64 `yaml:"dual_clip"` // c > 1 bounds the loss for negative advantages; 0 off
-	MaskOverlong    bool    `yaml:"mask_overlong"`
-	SummaryTraining bool    `yaml:"summary_training"` // false masks summary tokens out of the loss
-	PPOEpochs       int     `yaml:"ppo_epochs"`       // passes over one iteration's rollouts
-	MiniBatches     int     `yaml:"mini_batches"`     // optimiser steps per epoch
-	MicroBatch      int     `yaml:"micro_batch"`      // segments per forward/backward (memory only: never changes the update)
-	LR              float64 `yaml:"lr"`
-	WarmupSteps     int     `yaml:"warmup_steps"`
-	WeightDecay     float64 `yaml:"weight_decay"`
-	GradClip        float64 `yaml:"grad_clip"`
-	CriticLR        float64 `yaml:"critic_lr"`
-	CriticWarmup    int     `yaml:"critic_warmup"` // value-only steps before the first policy update
-	ValueUpdates    int     `yaml:"value_updates"` // value steps per policy step
-	ValueClip       float64 `yaml:"value_clip"`
+	rl.AdvantageConfig `yaml:",inline"`
+	rl.PPOConfig       `yaml:",inline"`
+	rl.ValueConfig     `yaml:",inline"`
+	GroupSize          int            `yaml:"group_size"`       // rollouts per task (grpo needs > 1)
+	LossAggMode        rl.Aggregation `yaml:"loss_agg_mode"`    // one of rl.LossAggModes() (verl's loss_agg_mode; formerly loss_mode)
+	SummaryTraining    bool           `yaml:"summary_training"` // false masks summary tokens out of the loss
+	PPOEpochs          int            `yaml:"ppo_epochs"`       // passes over one iteration's rollouts
+	MiniBatches        int            `yaml:"mini_batches"`     // optimiser steps per epoch
+	MicroBatch         int            `yaml:"micro_batch"`      // segments per forward/backward (memory only: never changes the update)
+	LR                 float64        `yaml:"lr"`
+	WarmupSteps        int            `yaml:"warmup_steps"`
+	WeightDecay        float64        `yaml:"weight_decay"`
+	GradClip           float64        `yaml:"grad_clip"`
+	CriticLR           float64        `yaml:"critic_lr"`
+	CriticWarmup       int            `yaml:"critic_warmup"` // value-only steps before the first policy update
+	ValueUpdates       int            `yaml:"value_updates"` // value steps per policy step
+}
+
+// validate checks the rl section: rl's own structs by rl's Validate, the
+// trainer's settings here; errors name the field by its YAML path.
+func (c RLConfig) validate(episodes int) error {
+	for _, v := range []interface{ Validate() error }{c.AdvantageConfig, c.PPOConfig, c.ValueConfig} {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("rl.%w", err)
+		}
+	}
+	if _, err := rl.ParseAggregation(string(c.LossAggMode)); err != nil {
+		return fmt.Errorf("rl.loss_agg_mode: %w", err)
+	}
+	switch {
+	case !c.Estimator.UsesValues() && c.GroupSize < 2:
+		return fmt.Errorf("rl.group_size: %d must be at least 2 for estimator %s", c.GroupSize, c.Estimator)
+	case episodes%c.GroupSize != 0:
+		return fmt.Errorf("run.episodes: %d must be a multiple of rl.group_size %d", episodes, c.GroupSize)
+	case c.GradClip < 0 || c.WeightDecay < 0:
+		return fmt.Errorf("rl.grad_clip %g and weight_decay %g must not be negative", c.GradClip, c.WeightDecay)
+	}
+	return nil
 }
 
 // RunConfig is the run: length, evaluation, workers, outputs.
@@ -155,12 +145,12 @@ func DefaultConfig() Config {
 		Agent: AgentConfig{Config: agent.DefaultConfig(), EvalTemperature: 0},
 		SFT:   SFTConfig{Episodes: 64, Steps: 200, BatchSize: 8, LR: 3e-3, ExpertP: 0.6, CopyLen: 128},
 		RL: RLConfig{
-			Estimator: "cross-gae", Gamma: 1, Lambda: 0, Alpha: 1.5, GroupSize: 1,
-			LossAggMode: "token-mean", ClipLow: 0.2, ClipHigh: 0.28, DualClip: 0,
-			MaskOverlong: true, SummaryTraining: true,
+			AdvantageConfig: rl.DefaultAdvantageConfig(), PPOConfig: rl.DefaultPPOConfig(),
+			ValueConfig: rl.ValueConfig{ValueClip: 0.2},
+			GroupSize:   1, LossAggMode: rl.TokenMean, SummaryTraining: true,
 			PPOEpochs: 1, MiniBatches: 1, MicroBatch: 4,
 			LR: 1e-4, WarmupSteps: 0, WeightDecay: 0, GradClip: 1,
-			CriticLR: 1e-3, CriticWarmup: 50, ValueUpdates: 2, ValueClip: 0.2,
+			CriticLR: 1e-3, CriticWarmup: 50, ValueUpdates: 2,
 		},
 		Run: RunConfig{Dir: "runs/default", Iterations: 10, Episodes: 16, Workers: 2, EvalEvery: 5, EvalEpisodes: 32, CheckpointEvery: 5},
 	}
@@ -170,6 +160,7 @@ func DefaultConfig() Config {
 // each under its new name, with a deprecation notice.
 var renamed = []struct{ section, old, new string }{
 	{"rl", "loss_mode", "loss_agg_mode"},
+	{"agent", "observation_cap", "max_observation_tokens"},
 }
 
 // DecodeYAML decodes the YAML document b over dst (a pointer to a config
@@ -292,24 +283,15 @@ func checkFinite(v reflect.Value, path string) error {
 // what ran).
 func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }
 
-func oneOf(field, v string, allowed []string) error {
-	for _, a := range allowed {
-		if v == a {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s: %q is not one of %s", field, v, strings.Join(allowed, ", "))
-}
-
 // Upper bounds of the run config's counts and rates: far past any real
 // run, small enough that nothing overflows (a timeout in nanoseconds) or
 // is sized absurdly (workers, batches) before the run starts.
 const (
-	maxSteps     = 1 << 24 // optimiser steps, iterations, episodes of a phase
-	maxBatch     = 1 << 16 // batch sizes, group size, workers, threads
+	MaxSteps     = 1 << 24 // optimiser steps, iterations, episodes of a phase
+	MaxBatch     = 1 << 16 // batch sizes, group size, workers, threads
 	maxTimeoutS  = 30 * 24 * 3600
 	maxLR        = 10
-	maxClipOrMag = 1e6 // clip_high, dual_clip, grad_clip, value_clip, alpha
+	maxClipOrMag = 1e6 // grad_clip
 )
 
 // checkRanges reports the first integer or float field above its bound, by
@@ -319,26 +301,17 @@ func (c Config) checkRanges() error {
 		field  string
 		v, max int
 	}{
-		{"agent.context", c.Agent.Window, agent.MaxContextTokens}, {"agent.reserve", c.Agent.Reserve, agent.MaxContextTokens},
-		{"agent.max_action_tokens", c.Agent.MaxActionTokens, agent.MaxContextTokens},
-		{"agent.max_summary_tokens", c.Agent.MaxSummaryTokens, agent.MaxContextTokens},
-		{"agent.observation_cap", c.Agent.MaxObservationTokens, agent.MaxContextTokens},
-		{"agent.keep_last", c.Agent.KeepLast, agent.MaxCount}, {"agent.max_compactions", c.Agent.MaxCompactions, agent.MaxCount},
-		{"agent.max_turns", c.Agent.MaxTurns, agent.MaxCount}, {"agent.max_format_errors", c.Agent.MaxFormatErrors, agent.MaxCount},
-		{"sft.episodes", c.SFT.Episodes, maxSteps}, {"sft.steps", c.SFT.Steps, maxSteps},
-		{"sft.batch_size", c.SFT.BatchSize, maxBatch}, {"sft.copy_steps", c.SFT.CopySteps, maxSteps},
-		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, maxBatch},
-		{"sft.recall_steps", c.SFT.RecallSteps, maxSteps}, {"sft.recall_extra", c.SFT.RecallExtra, maxBatch},
-		{"sft.recall_len", c.SFT.RecallLen, agent.MaxContextTokens}, {"sft.recall_batch", c.SFT.RecallBatch, maxBatch},
-		{"sft.recall_mix", c.SFT.RecallMix, maxBatch},
-		{"rl.group_size", c.RL.GroupSize, maxBatch}, {"rl.ppo_epochs", c.RL.PPOEpochs, maxBatch},
-		{"rl.mini_batches", c.RL.MiniBatches, maxBatch}, {"rl.micro_batch", c.RL.MicroBatch, maxBatch},
-		{"rl.warmup_steps", c.RL.WarmupSteps, maxSteps}, {"rl.critic_warmup", c.RL.CriticWarmup, maxSteps},
-		{"rl.value_updates", c.RL.ValueUpdates, maxBatch},
-		{"run.iterations", c.Run.Iterations, maxSteps}, {"run.episodes", c.Run.Episodes, maxSteps},
-		{"run.workers", c.Run.Workers, maxBatch}, {"run.eval_every", c.Run.EvalEvery, maxSteps},
-		{"run.eval_episodes", c.Run.EvalEpisodes, maxSteps}, {"run.checkpoint_every", c.Run.CheckpointEvery, maxSteps},
-		{"run.threads", c.Run.Threads, maxBatch},
+		{"sft.episodes", c.SFT.Episodes, MaxSteps}, {"sft.steps", c.SFT.Steps, MaxSteps},
+		{"sft.batch_size", c.SFT.BatchSize, MaxBatch}, {"sft.copy_steps", c.SFT.CopySteps, MaxSteps},
+		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, MaxBatch},
+		{"rl.group_size", c.RL.GroupSize, MaxBatch}, {"rl.ppo_epochs", c.RL.PPOEpochs, MaxBatch},
+		{"rl.mini_batches", c.RL.MiniBatches, MaxBatch}, {"rl.micro_batch", c.RL.MicroBatch, MaxBatch},
+		{"rl.warmup_steps", c.RL.WarmupSteps, MaxSteps}, {"rl.critic_warmup", c.RL.CriticWarmup, MaxSteps},
+		{"rl.value_updates", c.RL.ValueUpdates, MaxBatch},
+		{"run.iterations", c.Run.Iterations, MaxSteps}, {"run.episodes", c.Run.Episodes, MaxSteps},
+		{"run.workers", c.Run.Workers, MaxBatch}, {"run.eval_every", c.Run.EvalEvery, MaxSteps},
+		{"run.eval_episodes", c.Run.EvalEpisodes, MaxSteps}, {"run.checkpoint_every", c.Run.CheckpointEvery, MaxSteps},
+		{"run.threads", c.Run.Threads, MaxBatch},
 	} {
 		if f.v > f.max {
 			return fmt.Errorf("%s: %d is above the limit %d", f.field, f.v, f.max)
@@ -348,20 +321,14 @@ func (c Config) checkRanges() error {
 		field  string
 		v, max float64
 	}{
-		{"agent.temperature", c.Agent.Temperature, agent.MaxTemperature}, {"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
-		{"agent.top_p", c.Agent.TopP, 1},
+		{"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
 		{"sft.lr", c.SFT.LR, maxLR}, {"rl.lr", c.RL.LR, maxLR}, {"rl.critic_lr", c.RL.CriticLR, maxLR},
-		{"rl.alpha", c.RL.Alpha, maxClipOrMag}, {"rl.clip_high", c.RL.ClipHigh, maxClipOrMag},
-		{"rl.dual_clip", c.RL.DualClip, maxClipOrMag}, {"rl.grad_clip", c.RL.GradClip, maxClipOrMag},
-		{"rl.weight_decay", c.RL.WeightDecay, 1}, {"rl.value_clip", c.RL.ValueClip, maxClipOrMag},
+		{"rl.grad_clip", c.RL.GradClip, maxClipOrMag}, {"rl.weight_decay", c.RL.WeightDecay, 1},
 		{"run.episode_timeout_s", c.Run.EpisodeTimeoutS, maxTimeoutS},
 	} {
 		if f.v > f.max {
 			return fmt.Errorf("%s: %g is above the limit %g", f.field, f.v, f.max)
 		}
-	}
-	if c.Agent.TopP < 0 {
-		return fmt.Errorf("agent.top_p: %g must be in [0, 1]", c.Agent.TopP)
 	}
 	return nil
 }
@@ -384,28 +351,21 @@ func (c Config) Validate() error {
 	if err := checkFinite(reflect.ValueOf(c), ""); err != nil {
 		return err
 	}
+	if err := c.Agent.Validate(); err != nil {
+		var fe *agent.FieldError
+		if errors.As(err, &fe) {
+			return fmt.Errorf("agent.%w", fe)
+		}
+		return fmt.Errorf("agent: %w", err)
+	}
 	if err := c.checkRanges(); err != nil {
 		return err
 	}
 	for _, e := range []error{
-		pos("agent.context", c.Agent.Window),
-		pos("agent.reserve", c.Agent.Reserve),
-		nonneg("agent.keep_last", c.Agent.KeepLast),
-		nonneg("agent.max_compactions", c.Agent.MaxCompactions),
-		pos("agent.max_turns", c.Agent.MaxTurns),
-		pos("agent.max_action_tokens", c.Agent.MaxActionTokens),
-		pos("agent.max_summary_tokens", c.Agent.MaxSummaryTokens),
-		nonneg("agent.observation_cap", c.Agent.MaxObservationTokens),
 		nonneg("sft.episodes", c.SFT.Episodes),
 		nonneg("sft.steps", c.SFT.Steps),
 		nonneg("sft.copy_steps", c.SFT.CopySteps),
 		nonneg("sft.copy_batch", c.SFT.CopyBatch),
-		nonneg("sft.recall_steps", c.SFT.RecallSteps),
-		nonneg("sft.recall_extra", c.SFT.RecallExtra),
-		nonneg("sft.recall_keys", c.SFT.RecallKeys),
-		nonneg("sft.recall_len", c.SFT.RecallLen),
-		nonneg("sft.recall_batch", c.SFT.RecallBatch),
-		nonneg("sft.recall_mix", c.SFT.RecallMix),
 		pos("sft.batch_size", c.SFT.BatchSize),
 		pos("rl.group_size", c.RL.GroupSize),
 		pos("rl.ppo_epochs", c.RL.PPOEpochs),
@@ -421,8 +381,7 @@ func (c Config) Validate() error {
 		nonneg("run.eval_episodes", c.Run.EvalEpisodes),
 		nonneg("run.checkpoint_every", c.Run.CheckpointEvery),
 		nonneg("run.threads", c.Run.Threads),
-		oneOf("rl.estimator", c.RL.Estimator, rl.EstimatorNames()),
-		oneOf("rl.loss_agg_mode", c.RL.LossAggMode, rl.LossAggModes()),
+		c.RL.validate(c.Run.Episodes),
 	} {
 		if e != nil {
 			return e
@@ -431,10 +390,6 @@ func (c Config) Validate() error {
 	switch {
 	case c.Seeds.TestSeedStart <= c.Seeds.TrainSeedStart:
 		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Seeds.TestSeedStart, c.Seeds.TrainSeedStart)
-	case c.Agent.Reserve >= c.Agent.Window:
-		return fmt.Errorf("agent.reserve: %d must be below agent.context %d", c.Agent.Reserve, c.Agent.Window)
-	case c.Agent.Temperature < 0 || c.Agent.EvalTemperature < 0:
-		return fmt.Errorf("agent.temperature: %g / eval_temperature %g must not be negative", c.Agent.Temperature, c.Agent.EvalTemperature)
 	case c.Run.Iterations > 0 && c.Agent.Temperature != 1:
 		// The sampler's log-probs and the scorer's are at temperature 1: the
 		// PPO ratio describes the sampling policy only there.
@@ -443,45 +398,27 @@ func (c Config) Validate() error {
 		// Likewise: nucleus sampling is not the policy whose log-probs the
 		// trainer scores.
 		return fmt.Errorf("agent.top_p: %g must be 1 for RL (run.iterations %d): the PPO ratio needs the policy's own distribution", c.Agent.TopP, c.Run.Iterations)
+	case c.Agent.EvalTemperature < 0:
+		return fmt.Errorf("agent.eval_temperature: %g must not be negative", c.Agent.EvalTemperature)
 	case c.Run.EpisodeTimeoutS < 0:
 		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
-	case c.SFT.CopySteps+c.SFT.RecallSteps+c.SFT.RecallMix > 0 && c.SFT.CopyLen < 2:
-		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", c.SFT.CopyLen)
-	case c.SFT.RecallGoal && c.SFT.RecallSteps+c.SFT.RecallMix == 0:
-		return errors.New("sft.recall_goal: needs sft.recall_steps or sft.recall_mix > 0")
-	case c.SFT.RecallGoal && c.SFT.RecallUnknown:
-		return errors.New("sft.recall_goal: replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
+	case c.SFT.CopySteps > 0 && c.SFT.CopyLen < 2:
+		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return errors.New("sft.episodes: must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
 		return fmt.Errorf("learning rates must not be negative (sft.lr %g, rl.lr %g, rl.critic_lr %g)", c.SFT.LR, c.RL.LR, c.RL.CriticLR)
-	case c.RL.Gamma <= 0 || c.RL.Gamma > 1:
-		return fmt.Errorf("rl.gamma: %g must be in (0, 1]", c.RL.Gamma)
-	case c.RL.Lambda < 0 || c.RL.Lambda > 1:
-		return fmt.Errorf("rl.lambda: %g must be in [0, 1] (0: derived from alpha)", c.RL.Lambda)
-	case c.RL.Lambda == 0 && c.RL.Alpha <= 0:
-		return fmt.Errorf("rl.alpha: %g must be positive when rl.lambda is 0", c.RL.Alpha)
-	case c.RL.ClipLow <= 0 || c.RL.ClipLow >= 1 || c.RL.ClipHigh <= 0:
-		return fmt.Errorf("rl.clip_low %g must be in (0, 1) and rl.clip_high %g positive", c.RL.ClipLow, c.RL.ClipHigh)
-	case c.RL.DualClip != 0 && c.RL.DualClip <= 1:
-		return fmt.Errorf("rl.dual_clip: %g must be 0 (off) or above 1", c.RL.DualClip)
-	case (c.RL.Estimator == "grpo" || c.RL.Estimator == "dr-grpo") && c.RL.GroupSize < 2:
-		return fmt.Errorf("rl.group_size: %d must be at least 2 for estimator %s", c.RL.GroupSize, c.RL.Estimator)
-	case c.Run.Episodes%c.RL.GroupSize != 0:
-		return fmt.Errorf("run.episodes: %d must be a multiple of rl.group_size %d", c.Run.Episodes, c.RL.GroupSize)
-	case c.RL.GradClip < 0 || c.RL.WeightDecay < 0 || c.RL.ValueClip < 0:
-		return fmt.Errorf("rl.grad_clip %g, weight_decay %g, value_clip %g must not be negative", c.RL.GradClip, c.RL.WeightDecay, c.RL.ValueClip)
 	case c.Run.Dir == "":
 		return errors.New("run.dir: must be set")
 	}
 	return nil
 }
 
-// NoWarmStart turns every warm-start phase off (copy, recall, SFT and the
-// recall sequences mixed into it): a run that starts from a base policy
-// trains it by RL only.
+// NoWarmStart turns the trainer's warm-start phases off (copy and SFT): a
+// run that starts from a base policy trains it by RL only (a recipe turns
+// its ExtraExamples off too).
 func (c *SFTConfig) NoWarmStart() {
-	c.Steps, c.CopySteps, c.RecallSteps, c.RecallMix = 0, 0, 0, 0
+	c.Steps, c.CopySteps = 0, 0
 }

@@ -3,8 +3,8 @@
 // compacted rollouts. It knows no suite and no engine: the policy and
 // critic are Models (score, forward-backward with per-token weights,
 // optimiser step, publish weights; docs/design.md §2), rollouts come from a
-// Collector, demonstrations from an ExpertCollector, recall pretraining's
-// sequences from a RecallSource. The built-in engine behind Model and
+// Collector, demonstrations from an ExpertCollector, a suite's own extra
+// supervised sequences (ExtraExamples) from an ExampleSource. The built-in engine behind Model and
 // Policy is package train/builtin; the built-in vault suite's recipe (the
 // whole run config, Build, the suite, base policies) is package recipe.
 //

@@ -10,27 +10,13 @@ import (
 	"github.com/compactrl/compactrl/rl"
 )
 
-func (t *Trainer) advantageConfig() rl.AdvantageConfig {
-	c := rl.DefaultAdvantageConfig()
-	c.Estimator = rl.Estimator(t.Cfg.RL.Estimator)
-	c.Gamma = t.Cfg.RL.Gamma
-	c.MaskOverlong = t.Cfg.RL.MaskOverlong
-	if t.Cfg.RL.Lambda > 0 {
-		c.Alpha, c.Lambda = 0, t.Cfg.RL.Lambda
-	} else {
-		c.Alpha = t.Cfg.RL.Alpha
-	}
-	return c
-}
-
 // advantages runs the configured estimator over the iteration's episodes
 // (values already scored) and attaches each item's optimised tokens.
 func (t *Trainer) advantages(eps []episode.Episode, items []*item) error {
-	if err := rl.ComputeAdvantages(eps, t.advantageConfig()); err != nil {
+	if err := rl.ComputeAdvantages(eps, t.Cfg.RL.AdvantageConfig); err != nil {
 		return fmt.Errorf("advantages: %w", err)
 	}
-	critic := rl.Estimator(t.Cfg.RL.Estimator).UsesValues()
-	toks, err := rl.StepTokens(eps, rl.StepConfig{Agg: rl.Aggregation(t.Cfg.RL.LossAggMode), MaskOverlong: t.Cfg.RL.MaskOverlong, Critic: critic})
+	toks, err := rl.StepTokens(eps, rl.StepConfig{Agg: t.Cfg.RL.LossAggMode, MaskOverlong: t.Cfg.RL.MaskOverlong, Critic: t.Cfg.RL.Estimator.UsesValues()})
 	if err != nil {
 		return fmt.Errorf("step tokens: %w", err)
 	}
@@ -98,10 +84,9 @@ type policyStats struct {
 // accumulated gradient is the same for any micro-batch size.
 func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, error) {
 	var st policyStats
-	if _, err := weigh(mb, rl.Aggregation(t.Cfg.RL.LossAggMode)); err != nil {
+	if _, err := weigh(mb, t.Cfg.RL.LossAggMode); err != nil {
 		return st, err
 	}
-	pc := rl.PPOConfig{ClipLow: t.Cfg.RL.ClipLow, ClipHigh: t.Cfg.RL.ClipHigh, DualClip: t.Cfg.RL.DualClip}
 	n, err := t.forEachMicro(ctx, t.Policy, mb, true, func(it *item, out Output) ([]float64, error) {
 		if len(out.Logprobs) != len(it.seq.Response) || len(out.Entropy) != len(it.seq.Response) {
 			return nil, fmt.Errorf("policy returned %d log-probs and %d entropies for %d response tokens", len(out.Logprobs), len(out.Entropy), len(it.seq.Response))
@@ -112,7 +97,7 @@ func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, erro
 			st.entropy += out.Entropy[tk.Pos]
 			st.maxDiff = math.Max(st.maxDiff, math.Abs(lp[k]-tk.OldLogp))
 		}
-		loss, g, ps, err := rl.PPOLoss(it.toks, lp, pc)
+		loss, g, ps, err := rl.PPOLoss(it.toks, lp, t.Cfg.RL.PPOConfig)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +132,7 @@ func (t *Trainer) valueStep(ctx context.Context, mb []*item, clip float64) (valu
 	if _, err := weigh(mb, rl.TokenMean); err != nil {
 		return st, err
 	}
-	vc := rl.ValueConfig{Clip: clip}
+	vc := rl.ValueConfig{ValueClip: clip}
 	n, err := t.forEachMicro(ctx, t.critic, mb, true, func(it *item, out Output) ([]float64, error) {
 		if len(out.Values) != len(it.seq.Response) {
 			return nil, fmt.Errorf("critic returned %d values for %d response tokens", len(out.Values), len(it.seq.Response))
@@ -266,7 +251,7 @@ func (t *Trainer) optimise(ctx context.Context, it int, eps []episode.Episode, m
 func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, items []*item, m *Metrics) (int, error) {
 	// Without a value-based estimator (grpo, dr-grpo: SUPO-style) the
 	// critic is neither scored nor trained.
-	usesValues := rl.Estimator(t.Cfg.RL.Estimator).UsesValues()
+	usesValues := t.Cfg.RL.Estimator.UsesValues()
 	tokens, err := t.score(ctx, it, eps, items, m, usesValues)
 	if err != nil {
 		return tokens, err

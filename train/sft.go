@@ -2,8 +2,10 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,15 +20,34 @@ import (
 
 // SFTRecord is one line of RUN_DIR/sft.jsonl: one warm-start step.
 type SFTRecord struct {
-	Phase    string  `json:"phase"` // "copy" (induction pretraining), "recall" (recall pretraining) or "sft"
+	Phase    string  `json:"phase"` // "copy" (induction pretraining), ExtraExamples.Phase, or "sft"
 	Step     int     `json:"step"`
 	Loss     float64 `json:"loss"` // mean −log π over the step's optimised tokens
 	Tokens   int     `json:"tokens"`
 	GradNorm float64 `json:"grad_norm"`
 	LR       float64 `json:"lr"`
-	// RecallLoss is the mean −log π over the recall sequences mixed into
-	// an SFT step (sft.recall_mix); absent without them.
-	RecallLoss *float64 `json:"recall_loss,omitempty"`
+	// MixedLoss is the mean −log π over the ExtraExamples' sequences mixed
+	// into an SFT step; absent without them. Its key is the one the files
+	// have always had (the vault recipe's extra sequences are its recall
+	// sequences), which package report and recipe's model card read.
+	MixedLoss *float64 `json:"recall_loss,omitempty"`
+}
+
+// ReadSFTCurve reads a warm-start curve (RUN_DIR/sft.jsonl, a base
+// policy's pretrain.jsonl): one SFTRecord a line. A bad line is an error
+// naming it.
+func ReadSFTCurve(r io.Reader) ([]SFTRecord, error) {
+	dec := json.NewDecoder(r)
+	var recs []SFTRecord
+	for line := 1; ; line++ {
+		var rec SFTRecord
+		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
+			return recs, nil
+		} else if err != nil {
+			return recs, fmt.Errorf("record %d: %w", line, err)
+		}
+		recs = append(recs, rec)
+	}
 }
 
 // sftItems are the optimised tokens of the demonstrations: every mask-1
@@ -65,13 +86,13 @@ func sftItems(demos []episode.Episode, lm bool) []*item {
 //	L = −(1/|M|) Σ_{t∈M} log π_θ(t)
 //
 // over a batch's target tokens M (token-mean over the batch, fixed before
-// micro-batching; sftPhase): copy pretraining, recall pretraining, then
+// micro-batching; sftPhase): copy pretraining, the ExtraExamples' phase, then
 // imitation of the demonstrations. Every draw comes from generators seeded
 // by (Seed, purposeSFT, phase). The weights are published at the end.
 func (t *Trainer) warmStart(ctx context.Context) error {
 	defer func() { _ = t.Policy.Publish(ctx) }()
 	sft := t.Cfg.SFT
-	if t.Expert == nil || sft.Steps+sft.CopySteps+sft.RecallSteps == 0 {
+	if t.Expert == nil || sft.Steps+sft.CopySteps+t.extraSteps() == 0 {
 		return nil
 	}
 	demos, err := t.demonstrations(ctx)
@@ -87,16 +108,15 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 		return err
 	}
 	defer w.Close()
-	// Copy and recall pretraining draw windows from the same text, in
-	// batches of the same size.
+	// Copy pretraining and the extra sequences draw from the same text.
 	var corpus [][]int
-	if sft.CopySteps+sft.RecallSteps+sft.RecallMix > 0 {
+	if sft.CopySteps+t.extraSteps()+t.extraMix() > 0 {
 		corpus = copyCorpus(demos)
 	}
 	if err := t.copyPhase(ctx, w, corpus); err != nil {
 		return err
 	}
-	if err := t.recallPhase(ctx, w, corpus); err != nil {
+	if err := t.extraPhase(ctx, w, corpus); err != nil {
 		return err
 	}
 	return t.imitationPhase(ctx, w, items, corpus)
@@ -137,22 +157,29 @@ func (t *Trainer) sftRand(idx ...int64) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(splitmix.Chain(append([]int64{t.Cfg.Seed, purposeSFT}, idx...)...)), 0))
 }
 
-// pretrainBatch is the number of sequences of a copy step, and of a recall
-// step unless RecallBatch is set.
-func (c SFTConfig) pretrainBatch() int {
+// CopyBatchSize is the number of sequences of a copy step: CopyBatch,
+// else BatchSize.
+func (c SFTConfig) CopyBatchSize() int {
 	if c.CopyBatch == 0 {
 		return c.BatchSize
 	}
 	return c.CopyBatch
 }
 
-// recallDraw is the recall source's draw of n sequences at reach.
-func (c SFTConfig) recallDraw(n int, reach float64) RecallDraw {
-	length := c.CopyLen
-	if c.RecallLen > 0 {
-		length = c.RecallLen
+// extraSteps and extraMix are the ExtraExamples' steps of their own and
+// sequences a mixed imitation batch (0 without them).
+func (t *Trainer) extraSteps() int {
+	if t.Extra == nil {
+		return 0
 	}
-	return RecallDraw{N: n, Length: length, Extra: c.RecallExtra, Reach: reach, Unknown: c.RecallUnknown, Goal: c.RecallGoal}
+	return t.Extra.Steps
+}
+
+func (t *Trainer) extraMix() int {
+	if t.Extra == nil {
+		return 0
+	}
+	return t.Extra.Mix
 }
 
 // copyPhase is CopySteps of induction pretraining (copyBatch); the gap
@@ -168,49 +195,37 @@ func (t *Trainer) copyPhase(ctx context.Context, w *metricsWriter, corpus [][]in
 	next := func() []*item {
 		reach := min(1, float64(step)/(0.6*float64(sft.CopySteps)))
 		step++
-		return copyBatch(corpus, sft.pretrainBatch(), sft.CopyLen, reach, r)
+		return copyBatch(corpus, sft.CopyBatchSize(), sft.CopyLen, reach, r)
 	}
 	return t.sftPhase(ctx, w, "copy", "copy pretraining", sft.CopySteps, next)
 }
 
-// recallPhase is RecallSteps of recall pretraining on the Recall source's
-// sequences, their windows growing from 5% of the longest over the first
-// 60% of the steps.
-func (t *Trainer) recallPhase(ctx context.Context, w *metricsWriter, corpus [][]int) error {
-	sft := t.Cfg.SFT
-	if sft.RecallSteps == 0 {
+// extraPhase is the ExtraExamples' Steps steps of their own, on Batch
+// sequences a step, each draw told its step of the phase.
+func (t *Trainer) extraPhase(ctx context.Context, w *metricsWriter, corpus [][]int) error {
+	x := t.Extra
+	if x == nil || x.Steps == 0 {
 		return nil
 	}
-	if t.Recall == nil {
-		return errors.New("warm start: sft.recall_steps needs the suite's fact language (Trainer.Recall)")
-	}
 	r := t.sftRand(-3)
-	n := sft.pretrainBatch()
-	if sft.RecallBatch > 0 {
-		n = sft.RecallBatch
-	}
 	step := 0
 	next := func() []*item {
-		reach := min(1, 0.05+float64(step)/(0.6*float64(sft.RecallSteps)))
+		d := ExampleDraw{N: x.Batch, Step: step, Steps: x.Steps}
 		step++
-		return t.recallItems(corpus, sft.recallDraw(n, reach), r)
+		return t.extraItems(corpus, d, r)
 	}
-	return t.sftPhase(ctx, w, "recall", "recall pretraining", sft.RecallSteps, next)
+	return t.sftPhase(ctx, w, x.Phase, x.Title, x.Steps, next)
 }
 
 // imitationPhase is Steps of SFT on batches of BatchSize demonstration
 // segments, walking through seeded permutations of them, each batch joined
-// by RecallMix recall sequences over whole windows (which keep the lookup
-// trained while the policy imitates the demonstrations).
+// by the ExtraExamples' Mix sequences.
 func (t *Trainer) imitationPhase(ctx context.Context, w *metricsWriter, items []*item, corpus [][]int) error {
 	sft := t.Cfg.SFT
 	var order []*item
 	epoch := 0
 	var mixRand *rand.Rand
-	if sft.RecallMix > 0 {
-		if t.Recall == nil {
-			return errors.New("warm start: sft.recall_mix needs the suite's fact language (Trainer.Recall)")
-		}
+	if t.extraMix() > 0 {
 		mixRand = t.sftRand(-4)
 	}
 	next := func() []*item {
@@ -224,7 +239,7 @@ func (t *Trainer) imitationPhase(ctx context.Context, w *metricsWriter, items []
 		batch := order[:min(sft.BatchSize, len(items))]
 		order = order[len(batch):]
 		if mixRand != nil {
-			batch = append(slices.Clone(batch), t.recallItems(corpus, sft.recallDraw(sft.RecallMix, 1), mixRand)...)
+			batch = append(slices.Clone(batch), t.extraItems(corpus, ExampleDraw{N: t.Extra.Mix, Mixed: true}, mixRand)...)
 		}
 		return batch
 	}
@@ -246,7 +261,7 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 		}
 		rec.Phase, rec.Step = phase, step
 		if phase != "sft" {
-			rec.RecallLoss = nil // only mixed-in recall sequences have a loss of their own
+			rec.MixedLoss = nil // only mixed-in extra sequences have a loss of their own
 		}
 		if err := w.Write(rec); err != nil {
 			return err
@@ -262,14 +277,14 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 //
 // with the weights fixed over the whole batch before micro-batching. Its
 // record has the loss, |M|, the gradient norm, the rate, and the mean
-// −log π over the recall sequences' targets if the batch has any.
+// −log π over the extra sequences' targets if the batch has any.
 func (t *Trainer) sftStep(ctx context.Context, batch []*item, rate float64) (SFTRecord, error) {
 	n, err := weigh(batch, rl.TokenMean)
 	if err != nil {
 		return SFTRecord{}, err
 	}
-	var loss, recallNLL float64
-	recallToks := 0
+	var loss, extraNLL float64
+	extraToks := 0
 	if _, err := t.forEachMicro(ctx, t.Policy, batch, true, func(it *item, out Output) ([]float64, error) {
 		if len(out.Logprobs) != len(it.seq.Response) {
 			return nil, fmt.Errorf("policy returned %d log-probs for %d response tokens", len(out.Logprobs), len(it.seq.Response))
@@ -278,9 +293,9 @@ func (t *Trainer) sftStep(ctx context.Context, batch []*item, rate float64) (SFT
 		for _, tk := range it.toks {
 			loss -= tk.Weight * out.Logprobs[tk.Pos]
 			d[tk.Pos] = -tk.Weight
-			if it.recall {
-				recallNLL -= out.Logprobs[tk.Pos]
-				recallToks++
+			if it.extra {
+				extraNLL -= out.Logprobs[tk.Pos]
+				extraToks++
 			}
 		}
 		return d, nil
@@ -295,20 +310,20 @@ func (t *Trainer) sftStep(ctx context.Context, batch []*item, rate float64) (SFT
 		return SFTRecord{}, fmt.Errorf("loss %v", loss)
 	}
 	rec := SFTRecord{Loss: loss, Tokens: n, GradNorm: gn, LR: rate}
-	if recallToks > 0 {
-		v := recallNLL / float64(recallToks)
-		rec.RecallLoss = &v
+	if extraToks > 0 {
+		v := extraNLL / float64(extraToks)
+		rec.MixedLoss = &v
 	}
 	return rec, nil
 }
 
-// recallItems are the Recall source's sequences of draw d as items, the
+// extraItems are the ExampleSource's sequences of draw d as items, the
 // loss on their targets.
-func (t *Trainer) recallItems(corpus [][]int, d RecallDraw, r *rand.Rand) []*item {
-	exs := t.Recall.RecallBatch(corpus, d, r)
+func (t *Trainer) extraItems(corpus [][]int, d ExampleDraw, r *rand.Rand) []*item {
+	exs := t.Extra.Source.Examples(corpus, d, r)
 	items := make([]*item, len(exs))
 	for i, ex := range exs {
-		it := &item{ep: i, seq: ex.Sequence, recall: true}
+		it := &item{ep: i, seq: ex.Sequence, extra: true}
 		for _, p := range ex.Targets {
 			it.toks = append(it.toks, rl.Token{Ep: i, Pos: p})
 		}

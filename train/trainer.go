@@ -28,10 +28,10 @@ type Trainer struct {
 	// paper initialises it from the policy checkpoint.
 	NewCritic func(ctx context.Context, p Policy) (Model, error)
 	Collector Collector
-	Expert    ExpertCollector // nil, or no SFT, copy or recall steps: no warm start
-	// Recall makes the sequences of recall pretraining (SFT.RecallSteps,
-	// SFT.RecallMix) in the suite's fact language; nil without them.
-	Recall RecallSource
+	Expert    ExpertCollector // nil, or no SFT, copy or extra steps: no warm start
+	// Extra are the warm start's extra supervised sequences (a suite's own
+	// pretraining task); nil: none.
+	Extra *ExtraExamples
 	// ConfigYAML is the whole config of the run (the recipe's, of which
 	// Cfg is the trainer's part), recorded as RUN_DIR/config.yaml and in
 	// every checkpoint; nil records Cfg's YAML.
@@ -76,7 +76,7 @@ type EvalResult struct {
 	Episodes       int     `json:"episodes"`
 	Pass1Compact   float64 `json:"pass1_compact"`
 	Pass1Single    float64 `json:"pass1_single"`
-	SummaryQuality float64 `json:"summary_quality"` // mean over compacted episodes that summarised; NaN if none
+	SummaryQuality float64 `json:"summary_quality"` // mean of the agent loop's summary_quality (an environment that grades summaries: agent.SummaryScorer) over the episodes that have one; NaN if none
 	Compactions    float64 `json:"compactions"`     // per episode, with compaction
 	// PassCompacted is pass@1 over the episodes that compacted at least once.
 	PassCompacted float64 `json:"pass_compacted"`
@@ -106,7 +106,7 @@ type item struct {
 	ep, seg int
 	seq     Sequence
 	toks    []rl.Token
-	recall  bool // a synthetic recall sequence (warm start), not a demonstration segment
+	extra   bool // an extra supervised sequence (warm start: ExtraExamples), not a demonstration segment
 }
 
 func (t *Trainer) now() time.Time {
@@ -504,14 +504,14 @@ func (s *epSums) addScored(e *episode.Episode) {
 		p = 1
 	}
 	s.pass += p
-	c := e.Metrics["compactions"]
+	c := e.Metrics[agent.MetricCompactions]
 	s.compactions += c
 	if c > 0 {
 		s.compacted++
 		s.passCompacted += int(p)
 	}
-	s.turns += e.Metrics["turns"]
-	if q, ok := e.Metrics["summary_quality"]; ok {
+	s.turns += e.Metrics[agent.MetricTurns]
+	if q, ok := e.Metrics[agent.MetricSummaryQuality]; ok {
 		s.quality += q
 		s.withQuality++
 	}

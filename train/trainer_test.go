@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/rl"
 )
 
 func testConfig(t *testing.T) Config {
@@ -115,8 +118,8 @@ func TestTrainingRaisesReward(t *testing.T) {
 // The update must not depend on how a step is cut into micro-batches: loss
 // weights are fixed over the whole optimiser step.
 func TestMicroBatchSizeDoesNotChangeUpdate(t *testing.T) {
-	for _, mode := range []string{"token-mean", "seq-mean-token-mean"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []rl.Aggregation{rl.TokenMean, rl.SeqMeanTokenMean} {
+		t.Run(string(mode), func(t *testing.T) {
 			var weights [][]float64
 			var metrics [][]map[string]any
 			for _, mb := range []int{1, 3, 1000} {
@@ -398,5 +401,84 @@ func TestRestartedWarmStartRewritesItsCurve(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "\n"); n != 5 {
 		t.Errorf("sft.jsonl has %d records after a restart, want 5", n)
+	}
+}
+
+// Update optimises on episodes collected elsewhere (an external rollout
+// service): it builds the critic on first use, warms it up once, updates
+// the policy, and does not publish; episodes with nothing to train leave
+// the weights as they were.
+func TestUpdateOnCollectedEpisodes(t *testing.T) {
+	cfg := testConfig(t)
+	env := newMemoryTask()
+	tr := newTestTrainer(cfg, env)
+	critics := 0
+	newCritic := tr.NewCritic
+	tr.NewCritic = func(ctx context.Context, p Policy) (Model, error) { critics++; return newCritic(ctx, p) }
+	pol := tr.Policy.(*bigram)
+	if err := pol.Publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seeds := []int64{1, 2, 3, 4}
+	eps, err := env.Collect(context.Background(), Rollouts{Sampler: pol.Sampler(), Seeds: seeds, SampleSeeds: seeds, Temperature: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range eps {
+		eps[j].Group = fmt.Sprint(j)
+	}
+	before := slices.Clone(pol.W)
+	published := slices.Clone(pol.pub)
+	m, err := tr.Update(context.Background(), 0, slices.Clone(eps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if critics != 1 || !tr.state.CriticWarmed || m.Segments == 0 || m.TokensOptimised == 0 || math.IsNaN(m.PolicyLoss) || math.IsNaN(m.ValueLoss) {
+		t.Fatalf("critics %d, warmed %v, metrics %+v", critics, tr.state.CriticWarmed, m)
+	}
+	if slices.Equal(before, pol.W) {
+		t.Fatal("the policy did not change")
+	}
+	if !slices.Equal(published, pol.pub) {
+		t.Fatal("Update published the weights")
+	}
+	// A second update reuses the critic; masked episodes train nothing.
+	for j := range eps {
+		eps[j].Status = episode.StatusInfraError
+	}
+	after := slices.Clone(pol.W)
+	if m, err = tr.Update(context.Background(), 1, eps); err != nil {
+		t.Fatal(err)
+	}
+	if critics != 1 || m.Segments != 0 || !slices.Equal(after, pol.W) {
+		t.Fatalf("masked episodes: critics %d, segments %d, weights changed %v", critics, m.Segments, !slices.Equal(after, pol.W))
+	}
+}
+
+// ResolveCheckpoint takes a checkpoint directory as it is and a run
+// directory as its latest checkpoint (whose state is the run's last
+// iteration); anything else is an error naming the directory and the
+// cause.
+func TestResolveCheckpoint(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations, cfg.Run.EvalEvery, cfg.Run.EvalEpisodes = 2, 0, 0
+	if _, err := newTestTrainer(cfg, newMemoryTask()).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ckpt, err := ResolveCheckpoint(cfg.Run.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadState(ckpt)
+	if err != nil || st.Iteration != cfg.Run.Iterations {
+		t.Fatalf("latest checkpoint %s: state %+v, %v; want iteration %d", ckpt, st, err, cfg.Run.Iterations)
+	}
+	if again, err := ResolveCheckpoint(ckpt); err != nil || again != ckpt {
+		t.Errorf("a checkpoint directory resolved to %q, %v", again, err)
+	}
+	empty := t.TempDir()
+	_, err = ResolveCheckpoint(empty)
+	if err == nil || !strings.Contains(err.Error(), empty) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("empty directory: %v, want an error naming it that wraps os.ErrNotExist", err)
 	}
 }

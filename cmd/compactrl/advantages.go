@@ -22,15 +22,18 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("advantages", "advantages [flags] < episodes.jsonl > episodes-with-advantages.jsonl")
 	fs.examples = []string{"compactrl advantages --estimator cross-gae < runs/x/episodes.jsonl > adv.jsonl",
 		"compactrl advantages --estimator grpo --group-by-task < episodes.jsonl > adv.jsonl"}
-	def := rl.DefaultAdvantageConfig()
-	est := fs.String("estimator", string(def.Estimator), fmt.Sprintf("advantage estimator: one of %v", rl.EstimatorNames()))
-	gamma := fs.Float64("gamma", def.Gamma, "discount γ in [0, 1]")
-	lambda := fs.Float64("lambda", 0, "fixed GAE λ in [0, 1] (instead of the length-adaptive λ)")
-	alpha := fs.Float64("alpha", def.Alpha, "length-adaptive λ = 1 − 1/(α·l), l the episode's optimised tokens")
-	eps := fs.Float64("eps", def.Eps, "ε of grpo's (R − mean)/(std + ε)")
-	byTask := fs.Bool("group-by-task", false, "grpo groups: episodes of one task (default: the group field)")
-	noMask := fs.Bool("no-mask-overlong", false, "give overlong episodes advantages (default: masked, zero); infra_error episodes are always masked")
-	scaled := fs.Bool("scaled-returns", false, "critic target Â + V instead of A^loc + V (cross-gae)")
+	// The flags are rl.AdvantageConfig's settings under their YAML names
+	// (a training config's rl section), bound into the struct; rl's
+	// Validate is their one check.
+	cfg := rl.DefaultAdvantageConfig()
+	est := fs.String("estimator", string(cfg.Estimator), fmt.Sprintf("advantage estimator: one of %v", rl.EstimatorNames()))
+	fs.Float64Var(&cfg.Gamma, "gamma", cfg.Gamma, "discount γ in [0, 1] (0 is legal: each token's advantage is its own δ)")
+	fs.Float64Var(&cfg.Lambda, "lambda", cfg.Lambda, "fixed GAE λ in [0, 1] (instead of the length-adaptive λ; implies --alpha 0)")
+	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "length-adaptive λ = 1 − 1/(α·l), l the episode's optimised tokens (0: the fixed --lambda)")
+	fs.Float64Var(&cfg.Eps, "eps", cfg.Eps, "ε of grpo's (R − mean)/(std + ε)")
+	fs.BoolVar(&cfg.GroupByTask, "group-by-task", cfg.GroupByTask, "grpo groups: episodes of one task (default: the group field)")
+	noMask := fs.Bool("no-mask-overlong", !cfg.MaskOverlong, "give overlong episodes advantages (default: masked, zero); infra_error episodes are always masked")
+	fs.BoolVar(&cfg.ScaledReturns, "scaled-returns", cfg.ScaledReturns, "critic target Â + V instead of A^loc + V (cross-gae)")
 	unknown := fs.Bool("allow-unknown-fields", false, "ignore (and drop) JSON fields outside the episode schema instead of rejecting the line")
 	fs.about = "Episodes come on stdin; the GAE estimators stream, grpo and dr-grpo hold all episodes (a group's members may be anywhere)."
 	if _, err := fs.parse(e, args); err != nil {
@@ -38,20 +41,10 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["lambda"] && set["alpha"] {
-		return errors.New("--lambda and --alpha exclude each other")
+	if set["lambda"] && !set["alpha"] {
+		cfg.Alpha = 0 // a fixed λ asked for
 	}
-
-	cfg := def
-	var err error
-	if cfg.Estimator, err = rl.ParseEstimator(*est); err != nil {
-		return err
-	}
-	cfg.Gamma, cfg.Alpha, cfg.Eps = *gamma, *alpha, *eps
-	if set["lambda"] {
-		cfg.Alpha, cfg.Lambda = 0, *lambda
-	}
-	cfg.GroupByTask, cfg.MaskOverlong, cfg.ScaledReturns = *byTask, !*noMask, *scaled
+	cfg.Estimator, cfg.MaskOverlong = rl.Estimator(*est), !*noMask
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -59,6 +52,7 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	r := episode.NewReader(e.stdin)
 	r.AllowUnknownFields = *unknown
 	w := episode.NewWriter(e.stdout)
+	var err error
 	if cfg.Estimator.UsesValues() {
 		err = advantagesStreamed(ctx, r, w, cfg)
 	} else {

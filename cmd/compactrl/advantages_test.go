@@ -182,9 +182,9 @@ func TestAdvantagesCLIErrors(t *testing.T) {
 			"line 2: segments[0].values: length 2, want 0 or 3"},
 		{"missing values", noValues, nil, `line 1: episode "a": segments[2].values`},
 		{"grpo bad line", advInput + "{}\n", []string{"--estimator", "grpo"}, "line 3: id: missing"},
-		{"lambda and alpha", advInput, []string{"--lambda", "0.5", "--alpha", "2"}, "exclude each other"},
+		{"lambda and alpha", advInput, []string{"--lambda", "0.5", "--alpha", "2"}, "lambda: 0.5 is used only with alpha 0"},
 		{"estimator", advInput, []string{"--estimator", "ppo"}, `unknown estimator "ppo"`},
-		{"gamma range", advInput, []string{"--gamma", "2"}, "gamma 2 not in [0, 1]"},
+		{"gamma range", advInput, []string{"--gamma", "2"}, "gamma: 2 must be in [0, 1]"},
 		{"args", advInput, []string{"x.jsonl"}, "unexpected arguments"},
 		{"flag", advInput, []string{"--nope"}, "flag provided but not defined"},
 	} {
@@ -312,4 +312,24 @@ func TestAdvantagesCLIRandomEpisodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// γ = 0 is a legal discount (docs/design.md §1.7) on the command line as in
+// a training config: each optimised token's advantage is its own
+// δ_i = r_i − V_i, and (γλ)^{N_{>s}} = 0 zeroes every trainable segment
+// but the last. Episode a, cross-gae:
+//
+//	segment 2: p2 δ = 2 − 1.5 = 0.5, p1 δ = 0 − 1 = −1; returns δ + V = [0 0 2]
+//	segment 0: p1 δ = 2 − 0.5 = 1.5, p0 δ = 0 − 1 = −1, both scaled by 0^2 = 0;
+//	           returns A^loc + V = [0 2 0]
+func TestAdvantagesCLIGammaZero(t *testing.T) {
+	out, stderr, code := runCLI(t, advInput, "--gamma", "0")
+	if code != 0 {
+		t.Fatalf("--gamma 0: exit %d: %s", code, stderr)
+	}
+	s := readEpisodes(t, out)[0].Segments
+	wantVec(t, "a adv[2]", s[2].Advantages, []float64{0, -1, 0.5})
+	wantVec(t, "a ret[2]", s[2].Returns, []float64{0, 0, 2})
+	wantVec(t, "a adv[0]", s[0].Advantages, []float64{0, 0, 0})
+	wantVec(t, "a ret[0]", s[0].Returns, []float64{0, 2, 0})
 }

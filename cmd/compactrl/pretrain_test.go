@@ -65,7 +65,7 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 		t.Errorf("pretrain.jsonl has %d records, want 3+3+6", n)
 	}
 	var rec train.SFTRecord
-	if err := json.Unmarshal([]byte(strings.Split(string(b), "\n")[6]), &rec); err != nil || rec.Phase != "sft" || rec.RecallLoss == nil {
+	if err := json.Unmarshal([]byte(strings.Split(string(b), "\n")[6]), &rec); err != nil || rec.Phase != "sft" || rec.MixedLoss == nil {
 		t.Errorf("first SFT record %+v (%v): want a recall loss of the mixed-in sequences", rec, err)
 	}
 

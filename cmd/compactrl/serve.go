@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
-	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/sandbox"
@@ -45,7 +43,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	f := &serveFactory{tok: o.tok, maxConc: o.maxConc, seed: o.seed, flags: o.engine, agents: map[serveKey]*agent.Agent{}}
 	cfg := o.agent
-	if err := o.loadTasks(e, f, &cfg); err != nil {
+	what, err := o.loadTasks(e, f, &cfg)
+	if err != nil {
 		return err
 	}
 	if err := o.prompts.apply(&cfg); err != nil {
@@ -64,10 +63,6 @@ func runServe(ctx context.Context, e env, args []string) error {
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
-	}
-	what := strconv.Itoa(len(f.tasks)) + " tasks"
-	if f.vault != nil {
-		what = "vault seeds"
 	}
 	fmt.Fprintf(e.stdout, "serving on http://%s (tasks %s: %s; %d episodes at once, queue %d)\n", ln.Addr(), o.tasks.tasks, what, o.maxEpisodes, o.queue)
 	err = srv.Serve(ctx, ln, o.drainTimeout)
@@ -151,36 +146,37 @@ func (o *serveOptions) validate() error {
 	return nil
 }
 
-// loadTasks gives f the vault suite (and cfg its system prompt) or the
-// --tasks directory or JSONL in a checked sandbox.
-func (o *serveOptions) loadTasks(e env, f *serveFactory, cfg *agent.Config) error {
-	if name, knobs, _ := strings.Cut(o.tasks.tasks, ":"); name == "vault" {
-		vc, err := vault.ParseConfig(knobs)
-		if err != nil {
-			return fmt.Errorf("--tasks vault: %w", err)
+// loadTasks gives f its tasks.Suite — a registered generated suite
+// (--tasks NAME[:KNOBS], with cfg its system prompt if it has one), else
+// the --tasks directory or JSONL in a checked sandbox — and says what it
+// serves.
+func (o *serveOptions) loadTasks(e env, f *serveFactory, cfg *agent.Config) (string, error) {
+	name, s, ok, err := tasks.OpenSuite(o.tasks.tasks)
+	if err != nil {
+		return "", fmt.Errorf("--tasks: %w", err)
+	}
+	if ok {
+		f.suite = s
+		if p, ok := s.(tasks.SystemPrompter); ok {
+			cfg.SystemPrompt = p.SystemPrompt()
 		}
-		f.vault = &vc
-		cfg.SystemPrompt = vault.SystemPrompt
-		return nil
+		return "the " + name + " suite", nil
 	}
 	sb, err := o.tasks.sandbox(false)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if b, ok := sb.(sandbox.Bubblewrap); ok {
 		if err := b.Available(); err != nil {
-			return fmt.Errorf("--runner bwrap: %w", err)
+			return "", fmt.Errorf("--runner bwrap: %w", err)
 		}
 	}
 	runnable, _, err := o.tasks.load(e, "serve", sb, o.tasks.limits(), nil)
 	if err != nil {
-		return err
+		return "", err
 	}
-	f.tasks = map[string]tasks.Task{}
-	for _, t := range runnable {
-		f.tasks[t.Name] = t
-	}
-	return nil
+	f.suite = tasks.Named(runnable)
+	return strconv.Itoa(len(runnable)) + " tasks", nil
 }
 
 // serveFactory implements serve.Factory with eval's task loading and
@@ -191,8 +187,7 @@ type serveFactory struct {
 	flags   engineFlags
 	maxConc int
 	seed    int64
-	vault   *vault.Config
-	tasks   map[string]tasks.Task
+	suite   tasks.Suite
 	metrics *serve.Metrics
 
 	mu     sync.Mutex
@@ -240,31 +235,6 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 	return a, "", nil
 }
 
-func (f *serveFactory) vaultSeed(id string) (int64, bool) {
-	s, err := strconv.ParseInt(id, 10, 64)
-	return s, err == nil && s >= 0
-}
+func (f *serveFactory) HasTask(id string) bool { return f.suite.Has(id) }
 
-func (f *serveFactory) HasTask(id string) bool {
-	if f.vault != nil {
-		_, ok := f.vaultSeed(id)
-		return ok
-	}
-	_, ok := f.tasks[id]
-	return ok
-}
-
-func (f *serveFactory) Env(id string, _ int64) (agent.Environment, error) {
-	if f.vault != nil {
-		s, ok := f.vaultSeed(id)
-		if !ok {
-			return nil, fmt.Errorf("vault task_id %q is not a seed", id)
-		}
-		return vault.New(*f.vault, s)
-	}
-	t, ok := f.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("unknown task %q", id)
-	}
-	return t.New(false), nil
-}
+func (f *serveFactory) Env(id string, _ int64) (agent.Environment, error) { return f.suite.Env(id) }

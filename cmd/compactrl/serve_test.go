@@ -450,6 +450,8 @@ func TestServeChatTemplateAndEngineFlags(t *testing.T) {
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-retries", "0"}, "--engine-retries"},
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-seed", "7"}, "--engine-seed"},
 		{[]string{"--tasks", "vault", "--template", "1,2,3,4,5,6", "--engine-logprobs-mode", "processed"}, "--engine-logprobs-mode"},
+		// The suite's knobs are checked by the suite (env/tasks registry).
+		{[]string{"--tasks", "vault:nope=1", "--template", "1,2,3,4,5,6"}, "--tasks: vault: "},
 	} {
 		t.Run(x.want, func(t *testing.T) {
 			_, stderr, code := runCmd(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, x.args...)...)

@@ -50,6 +50,27 @@
 // those it would read when no source says Yes (env/harbor: any directory,
 // env/swebench: any file), so a new source's files or directories go to
 // it; Open refuses a path that two sources claim at the same level.
+//
+// # Adding a generated suite
+//
+// A suite whose tasks are made rather than read (the built-in vault: each
+// task id is a seed) is one package and one registration line too; serve
+// takes it as --tasks NAME[:KNOBS] and answers each task_id through its
+// Suite, asking SystemPrompter for the suite's own system prompt:
+//
+//	func init() { tasks.RegisterSuite("mysuite", open) }
+//
+//	func open(knobs string) (tasks.Suite, error) {
+//		cfg, err := parseKnobs(knobs)
+//		if err != nil {
+//			return nil, err
+//		}
+//		return suite{cfg}, nil // Has(id) bool, Env(id) (agent.Environment, error)
+//	}
+//
+// with the same blank import in cmd/compactrl's sources.go (env/vault's
+// suite.go is the example). Named makes the tasks a Source loaded the same
+// kind of Suite, so the command line has one code path for both.
 package tasks
 
 import (

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -122,4 +123,36 @@ func TestOptionsCallbacksMayBeNil(t *testing.T) {
 	if o.Root() != "" {
 		t.Fatal("Root of no WorkRoot")
 	}
+}
+
+// A generated suite registered by name opens from NAME[:KNOBS]; anything
+// else is not a suite (a path for Open); bad knobs are an error naming it.
+func TestOpenSuite(t *testing.T) {
+	RegisterSuite("gen-test", func(knobs string) (Suite, error) {
+		if knobs == "bad" {
+			return nil, errors.New("bad knobs")
+		}
+		return Named([]Task{{Name: "t-" + knobs, New: func(bool) agent.Environment { return nil }}}), nil
+	})
+	name, s, ok, err := OpenSuite("gen-test:x")
+	if err != nil || !ok || name != "gen-test" || !s.Has("t-x") || s.Has("t-y") {
+		t.Fatalf("OpenSuite: %q %v %v %v", name, s, ok, err)
+	}
+	_, err = s.Env("t-y")
+	var ue *UnknownTaskError
+	if !errors.As(err, &ue) || ue.ID != "t-y" {
+		t.Errorf("Env of an unknown id: %v, want an *UnknownTaskError", err)
+	}
+	if _, _, ok, err := OpenSuite("some/dir"); ok || err != nil {
+		t.Errorf("a path is a suite: %v %v", ok, err)
+	}
+	if _, _, ok, err := OpenSuite("gen-test:bad"); !ok || err == nil || !strings.HasPrefix(err.Error(), "gen-test: bad knobs") {
+		t.Errorf("bad knobs: %v %v", ok, err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second registration under one name did not panic")
+		}
+	}()
+	RegisterSuite("gen-test", func(string) (Suite, error) { return nil, nil })
 }

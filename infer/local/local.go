@@ -17,6 +17,14 @@
 // chunks and whether its prefix comes from the prefix cache; they are also
 // the trainer's scores of the same tokens (model.Decoder says how). So
 // episodes sampled with the same seeds repeat exactly.
+//
+// Imports: local depends on model (the decoder it batches) and infer (the
+// boundary it implements); model depends on infer only for the request
+// and completion types, and on nothing that samples or trains. The arrow
+// points down the list of docs/design.md §2: the engine knows the model,
+// the model knows no engine, and nothing above infer (agent, rollout,
+// train) imports local except the built-in wiring (train/builtin and
+// cmd/compactrl).
 package local
 
 import (

@@ -67,7 +67,9 @@
 // agent.Tokenizer, and Guard makes a sampler fail (ErrUnavailable) once the
 // tokenizer has swallowed an error.
 //
-// Engine kinds: each kind (llamacpp, vllm, sglang) registers itself
+// # Adding an engine kind
+//
+// Each kind (llamacpp, vllm, sglang) registers itself
 // (RegisterKind in its file's init) with its name and constructor; what it
 // can do beyond sampling is an optional interface its engine implements:
 // SamplingChecker (which sampling settings it can record q for: vLLM,
