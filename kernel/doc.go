@@ -7,8 +7,11 @@
 //
 // Gemm scales C by beta, then adds alpha·op(A)·op(B) block by block. For each kc×nc panel of op(B)
 // (kc = 256, nc = 2048) the panel is packed into contiguous nr-wide strips, zero-padded (Bᵀ is
-// transposed 16×16 in registers on AVX-512); op(A) is read in place through a row and a column
-// stride, so either layout costs nothing. A register-blocked micro-kernel accumulates one mr×nr
+// transposed in registers, 16×16 on AVX-512 and 8×8 on AVX2; B's rows are moved under lane masks
+// on AVX2); op(A) is read in place through a row and a column stride, so either layout costs
+// nothing (transposed A is first copied to mr-wide strips, in assembly on both amd64 paths). With
+// beta = 0 the tiles of the first kc block take C as zero instead of reading it (one FMA onto a
+// zeroed register, the value the cleared C would give, bit for bit), so C is never cleared first. A register-blocked micro-kernel accumulates one mr×nr
 // tile of C over kc (AVX-512: 6×64, 24 zmm accumulators, B rows loaded once per k and A broadcast;
 // AVX2+FMA: 6×16 on ymm; portable Go: 1×8 in scalar registers, see Measured performance) and adds
 // alpha times it to C; column edges use masked loads and stores, row edges have kernels for every
@@ -18,7 +21,8 @@
 // them in registers (AVX2 and portable Go: m ≤ 4; portable Go's tiles sum every element as its
 // micro-kernel does).
 //
-// Products of at least 2²³ flops run on up to runtime.GOMAXPROCS(0) goroutines, each owning whole
+// Products of at least 2²⁰ flops (about 6 µs of one core; starting and joining a goroutine costs
+// about a microsecond) run on up to runtime.GOMAXPROCS(0) goroutines, each owning whole
 // tiles of C (columns, or rows when that balances better): no reduction is split, so the result
 // does not depend on the thread count. GemmSerial stays on the caller's goroutine, for callers
 // that already run products in parallel. Packing buffers come from a sync.Pool.
@@ -41,6 +45,13 @@
 // bit wherever Gemm takes the micro-kernel. With B packed beforehand, few-row products are faster
 // than Gemm's (BenchmarkGemmRows against BenchmarkGemm, avx512, 1 thread, measured together: x·Wᵀ
 // with W 1024×256 at m = 1, 4, 32: 44, 163, 180 GFLOP/cpu-s, against 28, 105, 125).
+//
+// The AVX2 path has the AVX-512 path's vector kernels on ymm: ExpShift and Sigmoid compute every
+// lane by the same operations as on zmm (VSCALEFPS, which AVX2 lacks, becomes two multiplications
+// by powers of two built in the exponent field, 2^⌊n/2⌋ exactly and then 2^⌈n/2⌉ with the one
+// rounding), so a lane's value is the same bit for bit on both paths (TestAVX2ExpEqualsAVX512);
+// tails run on a padded vector, as on NEON. Before they existed, the AVX2 path ran the portable
+// loops, which took a quarter of the demo's CPU time there (profile of `demo --cpuprofile`).
 //
 // The code path is chosen once at start-up from the CPU (golang.org/x/sys/cpu, which checks that
 // the OS saves the vector state): on amd64 "avx512" (AVX-512 F and VL), else "avx2" (AVX2 and
