@@ -56,6 +56,8 @@ type Agent struct {
 	resumeText []int // the resume text's content ids
 	resume     []int // the resume turn up to the summary
 	closeMax   int   // the longer of Close(true) and Close(false)
+
+	override SummaryOverride // evaluation only: WithSummaryOverride
 }
 
 // New checks cfg against the token arithmetic of Budget and precomputes the

@@ -116,6 +116,9 @@ func (r *run) compact(ctx context.Context) error {
 // segment, records its grade, and returns its ids without the stop token.
 func (r *run) summarize(ctx context.Context) ([]int, error) {
 	a := r.a
+	if a.override != OverrideNone {
+		return r.overrideSummary(ctx)
+	}
 	r.turn(a.qsum)
 	c, err := r.sample(ctx, a.cfg.MaxSummaryTokens)
 	if err != nil {
