@@ -17,7 +17,8 @@ import (
 // Write renders ep as readable text: every segment's prompt and
 // response as turns, the policy's own tokens (loss mask 1) marked with *,
 // each compaction marked with what the summary kept and lost of the facts
-// seen; with full false only the first and last lines of a long
+// seen (and, for a summary an evaluation override replaced, which
+// override and the fact it dropped); with full false only the first and last lines of a long
 // observation. Turn roles come from the template markers; the
 // resumed prompt's re-included steps are labelled as such.
 func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Template, full bool) {
@@ -29,7 +30,7 @@ func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Templ
 		}
 	}
 	fmt.Fprintln(w)
-	for _, k := range []string{agent.MetaEndReason, agent.MetaError} {
+	for _, k := range []string{agent.MetaEndReason, agent.MetaError, agent.MetaSummaryOverride} {
 		if v := ep.Meta[k]; v != "" {
 			fmt.Fprintf(w, "%s: %s\n", k, v)
 		}
@@ -72,6 +73,12 @@ func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Templ
 			line := "══ compaction " + n
 			if q, ok := ep.Metrics["summary_"+n+"_quality"]; ok {
 				line += fmt.Sprintf(" · summary quality %.3f", q)
+			}
+			if o := ep.Meta["summary_"+n+"_override"]; o != "" {
+				line += " · summary replaced: " + o
+				if d, ok := ep.Meta["summary_"+n+"_dropped"]; ok {
+					line += " (dropped: " + orNone(d) + ")"
+				}
 			}
 			if kept, ok := ep.Meta["summary_"+n+"_kept"]; ok {
 				line += " · kept: " + orNone(kept) + " · lost: " + orNone(ep.Meta["summary_"+n+"_lost"])

@@ -45,6 +45,9 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if a, err = a.WithSummaryOverride(o.override); err != nil {
+		return fmt.Errorf("--summary-override: %w", err)
+	}
 	meta := map[string]string{
 		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.tokName,
 		"context": strconv.Itoa(o.agent.Window), "reserve": strconv.Itoa(o.agent.Reserve),
@@ -72,12 +75,14 @@ type rolloutOptions struct {
 	out, tokPath       string
 	timeout            time.Duration
 	agent              agent.Config
+	override           agent.SummaryOverride
 }
 
 func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs := newCmdLine("rollout", "rollout --out FILE [flags]")
 	fs.examples = []string{"compactrl rollout --policy scripted:p=0.7 --episodes 200 --out runs/lossy.jsonl",
-		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl"}
+		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl",
+		"compactrl rollout --policy checkpoint:models/vault-base --episodes 512 --summary-override expert --out runs/base-expert.jsonl"}
 	o := &rolloutOptions{agent: agent.DefaultConfig()}
 	o.agent.SystemPrompt = vault.SystemPrompt
 	fs.StringVar(&o.env, "env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
@@ -89,6 +94,11 @@ func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs.StringVar(&o.out, "out", "", "episode JSONL file to write (required)")
 	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
 	bindAgentFlags(fs.FlagSet, &o.agent)
+	fs.Func("summary-override", "evaluation only: replace every summary by `MODE`: expert (the p = 1 expert's summary of everything seen so far), drop-one (the same with one asked fact already seen written ?), empty, or none; the episodes record it and are not trainable", func(v string) error {
+		var err error
+		o.override, err = agent.ParseSummaryOverride(v)
+		return err
+	})
 	fs.DurationVar(&o.timeout, "episode-timeout", 0, "wall-clock limit per episode (0: none); past it the episode is infra_error")
 	return fs, o
 }

@@ -85,6 +85,41 @@ func TestRolloutScriptedAndShow(t *testing.T) {
 	}
 }
 
+// TestRolloutSummaryOverride: --summary-override replaces the summaries,
+// the episodes say so, and show marks each replaced summary.
+func TestRolloutSummaryOverride(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "drop.jsonl")
+	stdout, stderr, code := runCmd(t, "rollout", "--episodes", "20", "--workers", "2", "--policy", "scripted:p=0.5", "--summary-override", "drop-one", "--out", out)
+	if code != 0 {
+		t.Fatalf("rollout: %s", stderr)
+	}
+	var id string
+	for _, ep := range readFileEpisodes(t, out) {
+		if ep.Meta["summary_override"] != "drop-one" || (len(ep.Segments) > 0 && ep.Segments[0].Trainable) {
+			t.Fatalf("episode %s: meta %v, trainable %v", ep.ID, ep.Meta, ep.Segments[0].Trainable)
+		}
+		if ep.Meta["summary_1_dropped"] != "" && id == "" {
+			id = ep.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no episode dropped a fact in its first summary: %s", stdout)
+	}
+	stdout, stderr, code = runCmd(t, "show", out, "--episode", id)
+	if code != 0 || !strings.Contains(stdout, "summary replaced: drop-one (dropped: ") || !strings.Contains(stdout, "summary_override: drop-one") || strings.Contains(stdout, "summary*") {
+		t.Fatalf("show: %s %s", stdout, stderr)
+	}
+	for _, args := range [][]string{
+		{"--summary-override", "oracle"},
+		{"--summary-override", "empty", "--no-compaction"},
+	} {
+		if _, stderr, code := runCmd(t, append([]string{"rollout", "--out", out}, args...)...); code == 0 || !strings.Contains(stderr, "override") {
+			t.Fatalf("%v accepted: %s", args, stderr)
+		}
+	}
+}
+
 func TestRolloutBadFlags(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.jsonl")
