@@ -110,6 +110,22 @@ func TestRolloutSummaryOverride(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "summary replaced: drop-one (dropped: ") || !strings.Contains(stdout, "summary_override: drop-one") || strings.Contains(stdout, "summary*") {
 		t.Fatalf("show: %s %s", stdout, stderr)
 	}
+	// report --episodes tabulates it beside the policy's own summaries.
+	own := filepath.Join(dir, "own.jsonl")
+	if _, stderr, code := runCmd(t, "rollout", "--episodes", "20", "--workers", "2", "--policy", "scripted:p=0.5", "--out", own); code != 0 {
+		t.Fatalf("rollout: %s", stderr)
+	}
+	svg := filepath.Join(dir, "q.svg")
+	stdout, stderr, code = runCmd(t, "report", "--episodes", "--svg", svg, "own="+own, out)
+	if code != 0 || !strings.Contains(stdout, "| own | own | 20 | ") || !strings.Contains(stdout, "| drop | drop-one | 20 | ") {
+		t.Fatalf("report --episodes: %s %s", stdout, stderr)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Fatalf("svg: %v", err)
+	}
+	if _, _, code := runCmd(t, "report", "--episodes"); code == 0 {
+		t.Fatal("report --episodes without files accepted")
+	}
 	for _, args := range [][]string{
 		{"--summary-override", "oracle"},
 		{"--summary-override", "empty", "--no-compaction"},
