@@ -126,11 +126,24 @@ func TestRolloutSummaryOverride(t *testing.T) {
 	if _, _, code := runCmd(t, "report", "--episodes"); code == 0 {
 		t.Fatal("report --episodes without files accepted")
 	}
+	// --config takes the suite and the agent from a run config.
+	demo := filepath.Join(dir, "demo.jsonl")
+	if _, stderr, code := runCmd(t, "rollout", "--config", filepath.Join("..", "..", "configs", "demo.yaml"), "--episodes", "8", "--summary-override", "expert", "--out", demo); code != 0 {
+		t.Fatalf("rollout --config: %s", stderr)
+	}
+	for _, ep := range readFileEpisodes(t, demo) {
+		if ep.Meta["context"] != "512" || ep.Meta["reserve"] != "192" || ep.Reward != 1 || !strings.Contains(ep.Task, "the vault has 3 files") {
+			t.Fatalf("--config demo.yaml: meta %v reward %v task %q", ep.Meta, ep.Reward, ep.Task)
+		}
+	}
 	for _, args := range [][]string{
+		{"--config", filepath.Join("..", "..", "configs", "demo.yaml"), "--context", "600"},
+		{"--config", filepath.Join("..", "..", "configs", "demo.yaml"), "--env", "vault"},
+		{"--config", filepath.Join(dir, "missing.yaml")},
 		{"--summary-override", "oracle"},
 		{"--summary-override", "empty", "--no-compaction"},
 	} {
-		if _, stderr, code := runCmd(t, append([]string{"rollout", "--out", out}, args...)...); code == 0 || !strings.Contains(stderr, "override") {
+		if _, stderr, code := runCmd(t, append([]string{"rollout", "--out", out}, args...)...); code == 0 || !strings.Contains(stderr, strings.TrimPrefix(args[len(args)-2], "--")) {
 			t.Fatalf("%v accepted: %s", args, stderr)
 		}
 	}
