@@ -106,6 +106,9 @@ func (r *run) compact(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.noteDropVisible(ctx, prompt, summary); err != nil {
+		return err
+	}
 	r.seg.PromptIDs = prompt
 	r.compactions++
 	r.ep.Metrics[MetricCompactions] = float64(r.compactions)

@@ -39,7 +39,8 @@ type run struct {
 	sampled     int
 	turns       int // action calls so far
 	compactions int
-	formatRun   int // invalid actions in a row
+	formatRun   int    // invalid actions in a row
+	dropped     string // the fact the last drop-one summary dropped, until the resumed context is built
 }
 
 // Run plays one episode. Environment, sampler and budget failures end the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/compactrl/compactrl/episode"
@@ -19,7 +20,7 @@ import (
 // summary_N_kept, summary_N_lost grade the text actually used), and the
 // resumed context carries it. Every episode of such an agent records the
 // override (Meta summary_override, and per summary summary_N_override,
-// summary_N_dropped), compacted or not, and none of its segments is
+// summary_N_dropped, summary_N_dropped_visible), compacted or not, and none of its segments is
 // trainable: its reward is not the policy's alone, and train
 // refuses such episodes.
 type SummaryOverride string
@@ -121,6 +122,7 @@ func (r *run) overrideSummary(ctx context.Context) ([]int, error) {
 		}
 		if drop {
 			r.ep.Meta[fmt.Sprintf("summary_%d_dropped", idx)] = dropped
+			r.dropped = dropped
 		}
 	}
 	ids, err := a.encode(ctx, a.f.Content(text))
@@ -149,4 +151,23 @@ func (r *run) overrideSummary(ctx context.Context) ([]int, error) {
 	r.ep.Metrics[MetricSummaryOverrides]++
 	r.gradeSummary(used)
 	return summary, nil
+}
+
+// noteDropVisible records, after a drop-one summary that dropped a fact,
+// whether the fact's text still shows in the steps the resumed context
+// re-includes (summary_N_dropped_visible: true or false): there the policy
+// can read it again, and the drop costs nothing.
+func (r *run) noteDropVisible(ctx context.Context, prompt, summary []int) error {
+	dropped := r.dropped
+	r.dropped = ""
+	if dropped == "" {
+		return nil
+	}
+	head := len(r.a.system) + len(r.a.f.Resume(r.a.resumeText, summary))
+	steps, err := r.a.decode(ctx, prompt[min(head, len(prompt)):])
+	if err != nil {
+		return fmt.Errorf("summary override: re-included steps: %w", err)
+	}
+	r.ep.Meta[fmt.Sprintf("summary_%d_dropped_visible", r.summaries)] = strconv.FormatBool(strings.Contains(steps, dropped))
+	return nil
 }

@@ -32,6 +32,40 @@ type EpisodeStats struct {
 	Overrides                int     // summaries replaced
 	DropNone                 int     // drop-one summaries written before any needed fact was seen
 	Truncated                int     // replacements cut to the summary budget
+	// LastDrop splits the scored episodes whose last summary was a
+	// drop-one override: [0] nothing dropped (no needed fact seen yet),
+	// [1] the dropped fact still shown in the re-included steps, [2] the
+	// dropped fact shown nowhere in the resumed context.
+	LastDrop [3]PassCount
+}
+
+// PassCount is a number of episodes and how many of them passed.
+type PassCount struct{ N, Passed int }
+
+// Rate is Passed/N with its 95% Wilson interval (NaN when N is 0).
+func (c PassCount) Rate() (p, lo, hi float64) {
+	lo, hi = stats.Wilson(c.Passed, c.N)
+	if c.N == 0 {
+		return math.NaN(), lo, hi
+	}
+	return float64(c.Passed) / float64(c.N), lo, hi
+}
+
+// lastDrop classifies an episode by its last summary's drop-one override:
+// 0 nothing dropped, 1 dropped but re-shown, 2 dropped and hidden; -1 when
+// the last summary was no drop-one.
+func lastDrop(e *episode.Episode) int {
+	c := int(e.Metrics["compactions"])
+	dropped, ok := e.Meta[fmt.Sprintf("summary_%d_dropped", c)]
+	switch {
+	case c == 0 || !ok:
+		return -1
+	case dropped == "":
+		return 0
+	case e.Meta[fmt.Sprintf("summary_%d_dropped_visible", c)] == "true":
+		return 1
+	}
+	return 2
 }
 
 // PassRate is Passed/Scored (NaN when nothing was scored).
@@ -75,6 +109,12 @@ func SummarizeEpisodes(eps []episode.Episode) EpisodeStats {
 		s.Overrides += int(e.Metrics["summary_overrides"])
 		s.DropNone += int(e.Metrics["summary_drop_none"])
 		s.Truncated += int(e.Metrics["summary_override_truncated"])
+		if k := lastDrop(e); k >= 0 {
+			s.LastDrop[k].N++
+			if passed(e) {
+				s.LastDrop[k].Passed++
+			}
+		}
 	}
 	s.PassLo, s.PassHi = stats.Wilson(s.Passed, s.Scored)
 	s.Quality, s.Compactions = math.NaN(), math.NaN()
@@ -113,13 +153,7 @@ func (b QualityBin) Label() string {
 
 // Rate is the bin's pass rate with its 95% Wilson interval (NaN when
 // empty).
-func (b QualityBin) Rate() (p, lo, hi float64) {
-	lo, hi = stats.Wilson(b.Passed, b.N)
-	if b.N == 0 {
-		return math.NaN(), lo, hi
-	}
-	return float64(b.Passed) / float64(b.N), lo, hi
-}
+func (b QualityBin) Rate() (p, lo, hi float64) { return PassCount{b.N, b.Passed}.Rate() }
 
 // DefaultQualityBins are quarters of [0, 1) and quality exactly 1 apart:
 // every fact seen kept by every summary (or none seen when it wrote them).
@@ -250,6 +284,27 @@ func WriteEpisodeTables(w io.Writer, names []string, sets [][]episode.Episode, b
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %.3f [%.3f, %.3f] (%d/%d) | %.3f | %.2f | %d | %d |\n",
 			names[i], o, s.Scored, s.PassRate(), s.PassLo, s.PassHi, s.Passed, s.Scored, s.Quality, s.Compactions, s.Overrides, s.DropNone)
+	}
+	drops := false
+	for i, eps := range sets {
+		s := SummarizeEpisodes(eps)
+		if s.LastDrop[0].N+s.LastDrop[1].N+s.LastDrop[2].N == 0 {
+			continue
+		}
+		if !drops {
+			b.WriteString("\ndrop-one episodes by what their last summary dropped:\n\n| episodes | nothing (no needed fact seen yet) | a fact the re-included steps still show | a fact shown nowhere after the compaction |\n|---|---|---|---|\n")
+			drops = true
+		}
+		fmt.Fprintf(&b, "| %s |", names[i])
+		for _, c := range s.LastDrop {
+			p, lo, hi := c.Rate()
+			if c.N == 0 {
+				b.WriteString(" – (0) |")
+				continue
+			}
+			fmt.Fprintf(&b, " %.3f [%.3f, %.3f] (%d) |", p, lo, hi, c.N)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\npass@1 by the episode's mean summary quality (episodes without a summary apart):\n\n| episodes |")
 	for _, bin := range bins {

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -58,6 +59,24 @@ func TestSummarizeEpisodesAndBins(t *testing.T) {
 	if _, _, err := BinByQuality([]episode.Episode{ep("x", 0, 1.5, ok, "")}, DefaultQualityBins()); err == nil {
 		t.Fatal("quality 1.5 binned")
 	}
+	// The last summary's drop: nothing, re-shown, hidden; an earlier
+	// summary's drop does not count.
+	drop := func(id string, r float64, c int, dropped, visible string) episode.Episode {
+		e := ep(id, r, 0.5, ok, "drop-one")
+		e.Metrics["compactions"] = float64(c)
+		e.Meta[fmt.Sprintf("summary_%d_dropped", c)] = dropped
+		if visible != "" {
+			e.Meta[fmt.Sprintf("summary_%d_dropped_visible", c)] = visible
+		}
+		return e
+	}
+	earlier := drop("x", 1, 2, "amber 10", "false")
+	delete(earlier.Meta, "summary_2_dropped")
+	d := SummarizeEpisodes([]episode.Episode{drop("a", 1, 1, "", ""), drop("b", 1, 2, "amber 10", "true"), drop("c", 0, 2, "amber 10", "false"),
+		drop("d", 1, 3, "cedar 11", "false"), earlier})
+	if d.LastDrop != [3]PassCount{{1, 1}, {1, 1}, {2, 1}} {
+		t.Fatalf("last drops %v", d.LastDrop)
+	}
 	mixed := SummarizeEpisodes([]episode.Episode{ep("a", 1, 1, ok, "expert"), ep("b", 1, 1, ok, "expert")})
 	if mixed.Override != "expert" || mixed.Overrides != 4 {
 		t.Fatalf("override stats %+v", mixed)
@@ -84,6 +103,16 @@ func TestEpisodeTablesAndSVG(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("tables lack %q:\n%s", want, out.String())
 		}
+	}
+	var drops bytes.Buffer
+	de := ep("d", 1, 0.5, ok, "drop-one")
+	de.Metrics["compactions"] = 1
+	de.Meta["summary_1_dropped"], de.Meta["summary_1_dropped_visible"] = "amber 10", "false"
+	if _, err := WriteEpisodeTables(&drops, []string{"drop"}, [][]episode.Episode{{de}}, DefaultQualityBins()); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| drop | – (0) | – (0) | 1.000 [0.207, 1.000] (1) |"; !strings.Contains(drops.String(), want) || strings.Contains(out.String(), "drop-one episodes") {
+		t.Fatalf("drop table lacks %q (or shows without drop-one episodes):\n%s", want, drops.String())
 	}
 	svg := QualitySVG("pass@1 <by> quality", series)
 	// Well-formed XML, one point per non-empty bin (3 + 1), each with its

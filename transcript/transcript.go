@@ -36,8 +36,12 @@ func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Templ
 		}
 	}
 	for i, s := range ep.Segments {
-		fmt.Fprintf(w, "\n── segment %d · %s · prompt %d + response %d = %d tokens · %d trained ──\n",
-			i+1, s.Kind, len(s.PromptIDs), len(s.ResponseIDs), len(s.PromptIDs)+len(s.ResponseIDs), sum(s.LossMask))
+		trained := fmt.Sprintf("%d trained", sum(s.LossMask))
+		if !s.Trainable {
+			trained = fmt.Sprintf("%d policy tokens, segment not trainable", sum(s.LossMask))
+		}
+		fmt.Fprintf(w, "\n── segment %d · %s · prompt %d + response %d = %d tokens · %s ──\n",
+			i+1, s.Kind, len(s.PromptIDs), len(s.ResponseIDs), len(s.PromptIDs)+len(s.ResponseIDs), trained)
 		fmt.Fprintln(w, "prompt:")
 		steps := 0
 		for _, t := range tm.Split(s.PromptIDs) {

@@ -220,14 +220,18 @@ func TestSummaryOverridesOrderTheOutcome(t *testing.T) {
 	tk, tm := defaultTok(t)
 	const n = 200
 	pass := map[agent.SummaryOverride]int{}
+	dropVisible := map[string]int{}
 	for _, o := range agent.SummaryOverrides {
 		a := demoAgent(t, 0.5, o)
 		for i := range n {
 			seed := TestSeeds().Start + int64(i)
 			ep := playValid(t, a, demoSuite(), seed, int64(i))
 			pass[o] += int(ep.Reward)
-			checkOverrideRecord(t, ep, o, tk, tm)
+			checkOverrideRecord(t, ep, o, tk, tm, dropVisible)
 		}
+	}
+	if dropVisible["true"] == 0 || dropVisible["false"] == 0 {
+		t.Fatalf("dropped facts visible in the re-included steps: %v; want both cases", dropVisible)
 	}
 	t.Logf("passes of %d: %v", n, pass)
 	if !(pass[agent.OverrideExpert] >= pass[agent.OverrideNone] && pass[agent.OverrideExpert] > pass[agent.OverrideDropOne] &&
@@ -241,8 +245,9 @@ func TestSummaryOverridesOrderTheOutcome(t *testing.T) {
 
 // checkOverrideRecord checks one episode's record of override o: the
 // marker, the untrained replacement in each summary segment, the resumed
-// context carrying it, and the audit of what was used.
-func checkOverrideRecord(t *testing.T, ep episode.Episode, o agent.SummaryOverride, tk interface{ Decode([]int) string }, tm agent.Template) {
+// context carrying it, the audit of what was used, and whether a dropped
+// fact still shows in the re-included steps (counted in dropVisible).
+func checkOverrideRecord(t *testing.T, ep episode.Episode, o agent.SummaryOverride, tk interface{ Decode([]int) string }, tm agent.Template, dropVisible map[string]int) {
 	t.Helper()
 	if got := ep.Meta[agent.MetaSummaryOverride]; got != string(o) {
 		t.Fatalf("%s: meta summary_override %q", o, got)
@@ -289,6 +294,21 @@ func checkOverrideRecord(t *testing.T, ep episode.Episode, o agent.SummaryOverri
 			if !ok || lost != dropped || (dropped != "" && strings.Contains(used, dropped)) {
 				t.Fatalf("drop-one: summary %q dropped %q (recorded %v) lost %q", used, dropped, ok, lost)
 			}
+			visible, noted := ep.Meta[fmt.Sprintf("summary_%d_dropped_visible", n)]
+			if dropped == "" || si+1 == len(ep.Segments) {
+				if noted && dropped == "" {
+					t.Fatalf("drop-one: nothing dropped, visible %q", visible)
+				}
+				break
+			}
+			steps := ""
+			for _, turn := range tm.Split(ep.Segments[si+1].PromptIDs)[3:] {
+				steps += tk.Decode(turn.IDs) + "\n"
+			}
+			if want := fmt.Sprint(strings.Contains(steps, "record "+dropped)); visible != want {
+				t.Fatalf("drop-one: dropped %q visible %q, the re-included steps say %s:\n%s", dropped, visible, want, steps)
+			}
+			dropVisible[visible]++
 		}
 		if o != agent.OverrideNone && ep.Meta[fmt.Sprintf("summary_%d_override", n)] != string(o) {
 			t.Fatalf("%s: summary %d not marked", o, n)
