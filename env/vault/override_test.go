@@ -186,20 +186,12 @@ func foundFacts(t *testing.T, summary string) []Fact {
 // expert keeping facts with probability p, with a summary override.
 func demoAgent(t *testing.T, p float64, o agent.SummaryOverride) *agent.Agent {
 	t.Helper()
-	tk, tm := defaultTok(t)
 	cfg := agent.DefaultConfig()
 	cfg.SystemPrompt = SystemPrompt
 	cfg.Window, cfg.Reserve, cfg.MaxTurns = 512, 192, 30
 	cfg.MaxActionTokens, cfg.MaxSummaryTokens = 16, 48
-	ex, err := NewExpert(tk, tm, p, 1)
+	a, err := expertAgent(t, cfg, p).WithSummaryOverride(o)
 	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(cfg, tk, tm, ex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, err = a.WithSummaryOverride(o); err != nil {
 		t.Fatal(err)
 	}
 	return a
