@@ -37,8 +37,11 @@ func runReport(ctx context.Context, e env, args []string) error {
 	if *svg != "" {
 		return fs.usageErr("--svg needs --episodes")
 	}
-	if len(pos) != 1 {
+	switch {
+	case len(pos) == 0:
 		return fs.usageErr("need a RUN_DIR")
+	case len(pos) > 1:
+		return fs.usageErr("unexpected arguments %q", pos[1:])
 	}
 	path, err := report.Generate(pos[0])
 	if err != nil {
