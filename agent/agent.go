@@ -12,7 +12,10 @@
 // context at every policy call is exactly segment.prompt ⊕
 // segment.response-so-far ⊕ the open marker, so the trainer scores the very
 // tokens the sampler saw. Budget (compact.go) is the token arithmetic that
-// keeps every segment inside the window.
+// keeps every segment inside the window. For evaluation only, an agent
+// made WithSummaryOverride replaces every summary by a reference summary,
+// one with a fact dropped, or an empty one (override.go), to measure what
+// the summary alone decides.
 //
 // The default summary instruction and resume text are files under prompts/,
 // embedded in the binary (prompts.go); Config's texts override them.

@@ -11,7 +11,9 @@
 // (ParseAction: open F, read F P, answer k v …) and returns its observation.
 // The episode ends at the answer, with reward 1 when every asked key has its
 // value (or, with Config.PartialCredit, the fraction right). The Env also
-// grades summaries (SummaryQuality, SummaryAudit) and reports metrics.
+// grades summaries (SummaryQuality, SummaryAudit), writes the p = 1 expert's
+// reference summary of the episode so far for evaluation-time summary
+// overrides (ReferenceSummary, agent.SummaryOverride) and reports metrics.
 // Expert is a scripted policy (an infer.Sampler) for demonstrations, and
 // Corpus renders representative text to train a tokenizer on.
 // The system prompt and the task template are files under prompts/,
