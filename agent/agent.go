@@ -12,7 +12,10 @@
 // context at every policy call is exactly segment.prompt ⊕
 // segment.response-so-far ⊕ the open marker, so the trainer scores the very
 // tokens the sampler saw. Budget (compact.go) is the token arithmetic that
-// keeps every segment inside the window.
+// keeps every segment inside the window. For evaluation only, an agent
+// made WithSummaryOverride replaces every summary by a reference summary,
+// one with a fact dropped, or an empty one (override.go), to measure what
+// the summary alone decides.
 //
 // The default summary instruction and resume text are files under prompts/,
 // embedded in the binary (prompts.go); Config's texts override them.
@@ -56,6 +59,8 @@ type Agent struct {
 	resumeText []int // the resume text's content ids
 	resume     []int // the resume turn up to the summary
 	closeMax   int   // the longer of Close(true) and Close(false)
+
+	override SummaryOverride // evaluation only: WithSummaryOverride
 }
 
 // New checks cfg against the token arithmetic of Budget and precomputes the

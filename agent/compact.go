@@ -106,6 +106,9 @@ func (r *run) compact(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.noteDropVisible(ctx, prompt, summary); err != nil {
+		return err
+	}
 	r.seg.PromptIDs = prompt
 	r.compactions++
 	r.ep.Metrics[MetricCompactions] = float64(r.compactions)
@@ -116,6 +119,9 @@ func (r *run) compact(ctx context.Context) error {
 // segment, records its grade, and returns its ids without the stop token.
 func (r *run) summarize(ctx context.Context) ([]int, error) {
 	a := r.a
+	if a.override != OverrideNone {
+		return r.overrideSummary(ctx)
+	}
 	r.turn(a.qsum)
 	c, err := r.sample(ctx, a.cfg.MaxSummaryTokens)
 	if err != nil {

@@ -39,7 +39,8 @@ type run struct {
 	sampled     int
 	turns       int // action calls so far
 	compactions int
-	formatRun   int // invalid actions in a row
+	formatRun   int    // invalid actions in a row
+	dropped     string // the fact the last drop-one summary dropped, until the resumed context is built
 }
 
 // Run plays one episode. Environment, sampler and budget failures end the
@@ -51,6 +52,10 @@ func (a *Agent) Run(ctx context.Context, env Environment, seed int64) (episode.E
 	r := &run{a: a, env: env, seed: seed}
 	r.ep.Meta = map[string]string{}
 	r.ep.Metrics = map[string]float64{}
+	if a.override != OverrideNone {
+		r.ep.Meta[MetaSummaryOverride] = string(a.override)
+		r.ep.Metrics[MetricSummaryOverrides] = 0
+	}
 	err := r.loop(ctx)
 	r.closeSegment()
 	if err != nil {
@@ -59,8 +64,10 @@ func (a *Agent) Run(ctx context.Context, env Environment, seed int64) (episode.E
 	if r.ep.Status != episode.StatusOK {
 		r.ep.Reward = 0
 	}
+	// An episode whose summaries were replaced (WithSummaryOverride) is an
+	// evaluation record: its reward is not the policy's alone.
 	for i := range r.ep.Segments {
-		r.ep.Segments[i].Trainable = true
+		r.ep.Segments[i].Trainable = a.override == OverrideNone
 	}
 	r.finalMetrics()
 	if ctx.Err() != nil {

@@ -49,6 +49,11 @@ type Segment struct {
 	Returns     []float64 `json:"returns,omitempty"`
 }
 
+// MetaSummaryOverride is the Meta key of an episode whose summaries were
+// not the policy's but replaced at evaluation (agent.SummaryOverride):
+// such an episode is not training data, and trainers refuse it.
+const MetaSummaryOverride = "summary_override"
+
 // Episode is one rollout of one task, possibly compacted into several segments.
 type Episode struct {
 	ID       string    `json:"id"`

@@ -534,11 +534,15 @@ func summaryLen(mask []int) int {
 
 // prepare applies the run's masks in place: infrastructure failures always,
 // overlong episodes when MaskOverlong, and summary tokens when summary
-// training is off. It returns the trainable items.
+// training is off. It returns the trainable items, or an error for an
+// episode whose summaries were replaced (episode.MetaSummaryOverride).
 func (t *Trainer) prepare(eps []episode.Episode) ([]*item, error) {
 	var items []*item
 	for ei := range eps {
 		e := &eps[ei]
+		if o, ok := e.Meta[episode.MetaSummaryOverride]; ok {
+			return nil, fmt.Errorf("episode %s: its summaries were replaced at evaluation (%s %q), not written by the policy: not training data", e.ID, episode.MetaSummaryOverride, o)
+		}
 		masked := !e.Status.Scored() || (e.Status == episode.StatusOverlong && t.Cfg.RL.MaskOverlong)
 		for si := range e.Segments {
 			seg := &e.Segments[si]

@@ -300,6 +300,23 @@ func TestPrepareMasks(t *testing.T) {
 	}
 }
 
+// TestPrepareRefusesOverriddenSummaries: an episode played with a summary
+// override (evaluation only) never reaches the loss.
+func TestPrepareRefusesOverriddenSummaries(t *testing.T) {
+	seg := episode.Segment{Kind: episode.KindSummary, Trainable: true, PromptIDs: []int{1}, ResponseIDs: []int{2, 3}, LossMask: []int{1, 1}, Logprobs: []float64{0, 0}}
+	eps := []episode.Episode{
+		{ID: "own", Status: episode.StatusOK, Segments: []episode.Segment{seg}},
+		{ID: "replaced", Status: episode.StatusOK, Segments: []episode.Segment{seg}, Meta: map[string]string{episode.MetaSummaryOverride: "expert"}},
+	}
+	tr := &Trainer{Cfg: DefaultConfig()}
+	if _, err := tr.prepare(eps); err == nil || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("prepare accepted an overridden episode: %v", err)
+	}
+	if items, err := tr.prepare(eps[:1]); err != nil || len(items) != 1 {
+		t.Fatalf("own episode: %d items, %v", len(items), err)
+	}
+}
+
 func TestMetricsJSONLeavesOutNaN(t *testing.T) {
 	m := Metrics{Iteration: 2, Reward: 0.5, SummaryQual: math.NaN()}
 	m.setEval(EvalResult{Pass1Compact: 0.25, Pass1Single: 0.5, SummaryQuality: math.NaN()})

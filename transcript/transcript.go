@@ -17,7 +17,8 @@ import (
 // Write renders ep as readable text: every segment's prompt and
 // response as turns, the policy's own tokens (loss mask 1) marked with *,
 // each compaction marked with what the summary kept and lost of the facts
-// seen; with full false only the first and last lines of a long
+// seen (and, for a summary an evaluation override replaced, which
+// override and the fact it dropped); with full false only the first and last lines of a long
 // observation. Turn roles come from the template markers; the
 // resumed prompt's re-included steps are labelled as such.
 func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Template, full bool) {
@@ -29,14 +30,18 @@ func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Templ
 		}
 	}
 	fmt.Fprintln(w)
-	for _, k := range []string{agent.MetaEndReason, agent.MetaError} {
+	for _, k := range []string{agent.MetaEndReason, agent.MetaError, agent.MetaSummaryOverride} {
 		if v := ep.Meta[k]; v != "" {
 			fmt.Fprintf(w, "%s: %s\n", k, v)
 		}
 	}
 	for i, s := range ep.Segments {
-		fmt.Fprintf(w, "\n── segment %d · %s · prompt %d + response %d = %d tokens · %d trained ──\n",
-			i+1, s.Kind, len(s.PromptIDs), len(s.ResponseIDs), len(s.PromptIDs)+len(s.ResponseIDs), sum(s.LossMask))
+		trained := fmt.Sprintf("%d trained", sum(s.LossMask))
+		if !s.Trainable {
+			trained = fmt.Sprintf("%d policy tokens, segment not trainable", sum(s.LossMask))
+		}
+		fmt.Fprintf(w, "\n── segment %d · %s · prompt %d + response %d = %d tokens · %s ──\n",
+			i+1, s.Kind, len(s.PromptIDs), len(s.ResponseIDs), len(s.PromptIDs)+len(s.ResponseIDs), trained)
 		fmt.Fprintln(w, "prompt:")
 		steps := 0
 		for _, t := range tm.Split(s.PromptIDs) {
@@ -72,6 +77,12 @@ func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Templ
 			line := "══ compaction " + n
 			if q, ok := ep.Metrics["summary_"+n+"_quality"]; ok {
 				line += fmt.Sprintf(" · summary quality %.3f", q)
+			}
+			if o := ep.Meta["summary_"+n+"_override"]; o != "" {
+				line += " · summary replaced: " + o
+				if d, ok := ep.Meta["summary_"+n+"_dropped"]; ok {
+					line += " (dropped: " + orNone(d) + ")"
+				}
 			}
 			if kept, ok := ep.Meta["summary_"+n+"_kept"]; ok {
 				line += " · kept: " + orNone(kept) + " · lost: " + orNone(ep.Meta["summary_"+n+"_lost"])

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/compactrl/compactrl/infer/local"
 	"github.com/compactrl/compactrl/internal/progress"
 	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/tokenizer"
 )
@@ -32,6 +34,9 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
+	if err := o.applyConfig(fs); err != nil {
+		return err
+	}
 	jobs, envs, err := o.jobs()
 	if err != nil {
 		return err
@@ -44,6 +49,9 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	a, err := agent.New(o.agent, pol.tok, pol.tmpl, pol.sampler)
 	if err != nil {
 		return err
+	}
+	if a, err = a.WithSummaryOverride(o.override); err != nil {
+		return fmt.Errorf("--summary-override: %w", err)
 	}
 	meta := map[string]string{
 		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.tokName,
@@ -72,14 +80,19 @@ type rolloutOptions struct {
 	out, tokPath       string
 	timeout            time.Duration
 	agent              agent.Config
+	override           agent.SummaryOverride
+	config             string        // --config: a run config's suite and agent
+	suite              *vault.Config // from --config, in place of --env's knobs
 }
 
 func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs := newCmdLine("rollout", "rollout --out FILE [flags]")
 	fs.examples = []string{"compactrl rollout --policy scripted:p=0.7 --episodes 200 --out runs/lossy.jsonl",
-		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl"}
+		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl",
+		"compactrl rollout --config configs/demo.yaml --policy checkpoint:models/vault-base --episodes 512 --summary-override expert --out runs/base-expert.jsonl"}
 	o := &rolloutOptions{agent: agent.DefaultConfig()}
 	o.agent.SystemPrompt = vault.SystemPrompt
+	fs.StringVar(&o.config, "config", "", "take the suite and the agent loop's settings (eval_temperature as the temperature) from a run config `FILE.yaml` (configs/demo.yaml, configs/vault-long.yaml) instead of --env and the agent flags")
 	fs.StringVar(&o.env, "env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
 	fs.StringVar(&o.split, "split", "test", "seed range of the environment: train or test")
 	fs.StringVar(&o.policy, "policy", "scripted", "policy: scripted[:p=P,seed=S] (the expert, each fact kept in a summary with probability P) or checkpoint:DIR")
@@ -89,8 +102,58 @@ func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs.StringVar(&o.out, "out", "", "episode JSONL file to write (required)")
 	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
 	bindAgentFlags(fs.FlagSet, &o.agent)
+	fs.Func("summary-override", "evaluation only: replace every summary by `MODE`: expert (the p = 1 expert's summary of everything seen so far), drop-one (the same with one asked fact already seen written ?), empty, or none; the episodes record it and are not trainable", func(v string) error {
+		var err error
+		o.override, err = agent.ParseSummaryOverride(v)
+		return err
+	})
 	fs.DurationVar(&o.timeout, "episode-timeout", 0, "wall-clock limit per episode (0: none); past it the episode is infra_error")
 	return fs, o
+}
+
+// agentFlagNames are the flags bindAgentFlags binds.
+func agentFlagNames() map[string]bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	c := agent.DefaultConfig()
+	bindAgentFlags(fs, &c)
+	names := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { names[f.Name] = true })
+	return names
+}
+
+// applyConfig reads --config: the run config's suite and agent settings,
+// with its eval_temperature as the temperature and its test seeds as the
+// test split's start. --env and the agent flags cannot be given with it.
+func (o *rolloutOptions) applyConfig(fs *cmdLine) error {
+	if o.config == "" {
+		return nil
+	}
+	agentFlags := agentFlagNames()
+	var clash []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "env" || agentFlags[f.Name] {
+			clash = append(clash, "--"+f.Name)
+		}
+	})
+	if len(clash) > 0 {
+		return fs.usageErr("--config sets the suite and the agent loop: drop %s", strings.Join(clash, ", "))
+	}
+	cfg, err := recipe.LoadConfig(o.config)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if err := cfg.Suite.Config.Validate(); err != nil {
+		return fmt.Errorf("--config %s: suite: %w", o.config, err)
+	}
+	if cfg.Suite.TestSeedStart != vault.TestSeeds().Start || cfg.Suite.TrainSeedStart != vault.TrainSeeds().Start {
+		return fmt.Errorf("--config %s: seeds train %d / test %d differ from the vault splits' %d / %d, which rollout plays", o.config,
+			cfg.Suite.TrainSeedStart, cfg.Suite.TestSeedStart, vault.TrainSeeds().Start, vault.TestSeeds().Start)
+	}
+	o.agent = cfg.Agent.Config
+	o.agent.Temperature = cfg.Agent.EvalTemperature
+	o.suite = &cfg.Suite.Config
+	o.env = "vault:config=" + o.config
+	return nil
 }
 
 // jobs checks the flags and returns the jobs (--episodes seeds from
@@ -108,9 +171,14 @@ func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
 	if name != "vault" {
 		return nil, nil, fmt.Errorf("--env %q: unknown environment (available: vault)", name)
 	}
-	vc, err := vault.ParseConfig(knobs)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--env: %w", err)
+	var vc vault.Config
+	if o.suite != nil {
+		vc = *o.suite
+	} else {
+		var err error
+		if vc, err = vault.ParseConfig(knobs); err != nil {
+			return nil, nil, fmt.Errorf("--env: %w", err)
+		}
 	}
 	rng, err := vault.Split(o.split)
 	if err != nil {

@@ -85,6 +85,70 @@ func TestRolloutScriptedAndShow(t *testing.T) {
 	}
 }
 
+// TestRolloutSummaryOverride: --summary-override replaces the summaries,
+// the episodes say so, and show marks each replaced summary.
+func TestRolloutSummaryOverride(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "drop.jsonl")
+	stdout, stderr, code := runCmd(t, "rollout", "--episodes", "20", "--workers", "2", "--policy", "scripted:p=0.5", "--summary-override", "drop-one", "--out", out)
+	if code != 0 {
+		t.Fatalf("rollout: %s", stderr)
+	}
+	var id string
+	for _, ep := range readFileEpisodes(t, out) {
+		if ep.Meta["summary_override"] != "drop-one" || (len(ep.Segments) > 0 && ep.Segments[0].Trainable) {
+			t.Fatalf("episode %s: meta %v, trainable %v", ep.ID, ep.Meta, ep.Segments[0].Trainable)
+		}
+		if ep.Meta["summary_1_dropped"] != "" && id == "" {
+			id = ep.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no episode dropped a fact in its first summary: %s", stdout)
+	}
+	stdout, stderr, code = runCmd(t, "show", out, "--episode", id)
+	if code != 0 || !strings.Contains(stdout, "summary replaced: drop-one (dropped: ") || !strings.Contains(stdout, "summary_override: drop-one") || !strings.Contains(stdout, "segment not trainable") || strings.Contains(stdout, "summary*") {
+		t.Fatalf("show: %s %s", stdout, stderr)
+	}
+	// report --episodes tabulates it beside the policy's own summaries.
+	own := filepath.Join(dir, "own.jsonl")
+	if _, stderr, code := runCmd(t, "rollout", "--episodes", "20", "--workers", "2", "--policy", "scripted:p=0.5", "--out", own); code != 0 {
+		t.Fatalf("rollout: %s", stderr)
+	}
+	svg := filepath.Join(dir, "q.svg")
+	stdout, stderr, code = runCmd(t, "report", "--episodes", "--svg", svg, "own="+own, out)
+	if code != 0 || !strings.Contains(stdout, "| own | own | 20 | ") || !strings.Contains(stdout, "| drop | drop-one | 20 | ") {
+		t.Fatalf("report --episodes: %s %s", stdout, stderr)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Fatalf("svg: %v", err)
+	}
+	if _, _, code := runCmd(t, "report", "--episodes"); code == 0 {
+		t.Fatal("report --episodes without files accepted")
+	}
+	// --config takes the suite and the agent from a run config.
+	demo := filepath.Join(dir, "demo.jsonl")
+	if _, stderr, code := runCmd(t, "rollout", "--config", filepath.Join("..", "..", "configs", "demo.yaml"), "--episodes", "8", "--summary-override", "expert", "--out", demo); code != 0 {
+		t.Fatalf("rollout --config: %s", stderr)
+	}
+	for _, ep := range readFileEpisodes(t, demo) {
+		if ep.Meta["context"] != "512" || ep.Meta["reserve"] != "192" || ep.Reward != 1 || !strings.Contains(ep.Task, "the vault has 3 files") {
+			t.Fatalf("--config demo.yaml: meta %v reward %v task %q", ep.Meta, ep.Reward, ep.Task)
+		}
+	}
+	for _, args := range [][]string{
+		{"--config", filepath.Join("..", "..", "configs", "demo.yaml"), "--context", "600"},
+		{"--config", filepath.Join("..", "..", "configs", "demo.yaml"), "--env", "vault"},
+		{"--config", filepath.Join(dir, "missing.yaml")},
+		{"--summary-override", "oracle"},
+		{"--summary-override", "empty", "--no-compaction"},
+	} {
+		if _, stderr, code := runCmd(t, append([]string{"rollout", "--out", out}, args...)...); code == 0 || !strings.Contains(stderr, strings.TrimPrefix(args[len(args)-2], "--")) {
+			t.Fatalf("%v accepted: %s", args, stderr)
+		}
+	}
+}
+
 func TestRolloutBadFlags(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.jsonl")

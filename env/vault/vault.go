@@ -11,7 +11,9 @@
 // (ParseAction: open F, read F P, answer k v …) and returns its observation.
 // The episode ends at the answer, with reward 1 when every asked key has its
 // value (or, with Config.PartialCredit, the fraction right). The Env also
-// grades summaries (SummaryQuality, SummaryAudit) and reports metrics.
+// grades summaries (SummaryQuality, SummaryAudit), writes the p = 1 expert's
+// reference summary of the episode so far for evaluation-time summary
+// overrides (ReferenceSummary, agent.SummaryOverride) and reports metrics.
 // Expert is a scripted policy (an infer.Sampler) for demonstrations, and
 // Corpus renders representative text to train a tokenizer on.
 // The system prompt and the task template are files under prompts/,
@@ -25,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -136,22 +139,28 @@ var (
 type page struct{ lines []string }
 
 // Env is one episode of the suite. It implements agent.Environment,
-// agent.SummaryScorer, agent.SummaryAuditor and agent.MetricsReporter.
+// agent.SummaryScorer, agent.SummaryAuditor, agent.SummaryOracle and
+// agent.MetricsReporter.
 type Env struct {
-	cfg    Config
-	seed   int64
-	keys   []string          // asked for, in task order
-	truth  map[string]string // key → value, asked keys only
-	where  map[string][2]int // key → (file, page), 1-based
-	files  [][]page
-	task   string
-	seen   map[string]bool // asked keys whose page was shown
-	reads  map[[2]int]int
-	opens  int
-	steps  int
-	acc    float64
-	done   bool
-	answer bool
+	cfg   Config
+	seed  int64
+	keys  []string          // asked for, in task order
+	truth map[string]string // key → value, asked keys only
+	where map[string][2]int // key → (file, page), 1-based
+	files [][]page
+	task  string
+	seen  map[string]bool // asked keys whose page was shown
+	// The position as the expert tracks it from the observations: the file
+	// worked on (0: none yet), its last page read, and the page counts the
+	// opens showed. ReferenceSummary writes it.
+	atFile, atPage int
+	pageCounts     map[int]int
+	reads          map[[2]int]int
+	opens          int
+	steps          int
+	acc            float64
+	done           bool
+	answer         bool
 }
 
 // New generates the episode of seed.
@@ -160,7 +169,7 @@ func New(cfg Config, seed int64) (*Env, error) {
 		return nil, fmt.Errorf("vault config: %w", err)
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x7661756c74))
-	e := &Env{cfg: cfg, seed: seed, truth: map[string]string{}, where: map[string][2]int{}, seen: map[string]bool{}, reads: map[[2]int]int{}}
+	e := &Env{cfg: cfg, seed: seed, truth: map[string]string{}, where: map[string][2]int{}, seen: map[string]bool{}, reads: map[[2]int]int{}, pageCounts: map[int]int{}}
 	perm := rng.Perm(cfg.pool())
 	for _, i := range perm[:cfg.Facts] {
 		e.keys = append(e.keys, keyWords[i])
@@ -261,6 +270,10 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 			return agent.Step{Observation: e.noFile(a.File)}, nil
 		}
 		e.opens++
+		e.pageCounts[a.File] = len(e.files[a.File-1])
+		if a.File != e.atFile {
+			e.atFile, e.atPage = a.File, 0
+		}
 		return agent.Step{Observation: fmt.Sprintf("file %d has %d pages", a.File, len(e.files[a.File-1]))}, nil
 	case Read:
 		if a.File < 1 || a.File > len(e.files) {
@@ -272,6 +285,7 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 		}
 		fp := [2]int{a.File, a.Page}
 		e.reads[fp]++
+		e.atFile, e.atPage = a.File, a.Page
 		for k, w := range e.where {
 			if w == fp {
 				e.seen[k] = true
@@ -339,6 +353,32 @@ func (e *Env) SummaryQuality(summary string) float64 {
 		return 1
 	}
 	return float64(len(kept)) / float64(len(kept)+len(lost))
+}
+
+// ReferenceSummary implements agent.SummaryOracle: the summary the
+// expert with p = 1 writes when its context holds everything the episode
+// has shown — the goal, every asked fact seen so far with its true value,
+// and the position (the file worked on, its last page read, the page count
+// its open showed). With drop, one asked fact seen so far, chosen with
+// seed, is written "?" and named in dropped ("" when none was seen, and
+// the summary is the full one).
+func (e *Env) ReferenceSummary(drop bool, seed int64) (summary, dropped string) {
+	k := knowledge{keys: slices.Clone(e.keys), files: len(e.files), found: map[string]string{},
+		file: e.atFile, page: e.atPage, pages: maps.Clone(e.pageCounts), goalOK: true}
+	var seen []string
+	for _, key := range e.keys {
+		if e.seen[key] {
+			k.add(Fact{key, e.truth[key]})
+			seen = append(seen, key)
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x64726f70))
+	if drop && len(seen) > 0 {
+		key := seen[rng.IntN(len(seen))]
+		delete(k.found, key)
+		dropped = Fact{key, e.truth[key]}.String()
+	}
+	return k.summary(rng, 1), dropped
 }
 
 // Metrics reports answer_accuracy (fraction of keys right, 0 without an

@@ -42,18 +42,10 @@ func (s stats) rate() float64 { return s.success / s.n }
 // probability p, at the agent's default config.
 func runExpert(t *testing.T, vc Config, p float64, noCompaction bool, n int) stats {
 	t.Helper()
-	tk, tm := defaultTok(t)
 	cfg := agent.DefaultConfig()
 	cfg.SystemPrompt = SystemPrompt
 	cfg.NoCompaction = noCompaction
-	ex, err := NewExpert(tk, tm, p, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(cfg, tk, tm, ex)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := expertAgent(t, cfg, p)
 	s := stats{status: map[episode.Status]int{}}
 	for i := range n {
 		ep := playValid(t, a, vc, TestSeeds().Start+int64(i), int64(i))
@@ -70,6 +62,22 @@ func runExpert(t *testing.T, vc Config, p float64, noCompaction bool, n int) sta
 		}
 	}
 	return s
+}
+
+// expertAgent is an agent with cfg around the expert keeping facts with
+// probability p (seed 1).
+func expertAgent(t *testing.T, cfg agent.Config, p float64) *agent.Agent {
+	t.Helper()
+	tk, tm := defaultTok(t)
+	ex, err := NewExpert(tk, tm, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(cfg, tk, tm, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // playValid plays task seed task with agent seed seed and fails the test
