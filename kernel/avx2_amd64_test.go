@@ -139,3 +139,28 @@ func TestPackN256(t *testing.T) {
 		}
 	}
 }
+
+// TestMicroPackedEqualsMicro checks that the unrolled AVX-512 tile on packed operands gives
+// every element of C the value of the general tile bit for bit, with C read and with C taken
+// as zero.
+func TestMicroPackedEqualsMicro(t *testing.T) {
+	if !slices.Contains(Paths(), "avx512") {
+		t.Skip("this CPU has no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, kc := range []int{2, 4, 64, 130, 256} {
+		for _, zc := range []bool{false, true} {
+			a, b := randSlice(r, mr512*kc), randSlice(r, nr512*kc)
+			const ldc = nr512 + 3
+			c1 := randSlice(r, (mr512-1)*ldc+nr512)
+			c2 := slices.Clone(c1)
+			micro512(mr512, nr512, kc, a, 1, mr512, b, nr512, c1, ldc, 0.75, zc)
+			gemmPacked512m6n4U2(kc, a, b, c2, ldc, 0.75, zc)
+			for i := range c1 {
+				if math.Float32bits(c1[i]) != math.Float32bits(c2[i]) {
+					t.Fatalf("kc=%d zc=%v: c[%d] = %v unrolled, %v general", kc, zc, i, c2[i], c1[i])
+				}
+			}
+		}
+	}
+}

@@ -10,7 +10,7 @@ const (
 	mr256, nr256 = 6, 16
 )
 
-var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, directB: true, directBUnit: 1, dotT: dotTAVX512, useDotT: useDotT512, packT: packT16, packTW: 16, packAT: packAT512, expShift: expShift512, sigmoid: sigmoid512, max: max512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
+var avx512 = &impl{name: "avx512", mr: mr512, nr: nr512, micro: micro512, microPacked: gemmPacked512m6n4U2, directB: true, directBUnit: 1, dotT: dotTAVX512, useDotT: useDotT512, packT: packT16, packTW: 16, packAT: packAT512, expShift: expShift512, sigmoid: sigmoid512, max: max512, dot: dot512, axpy: axpy512, scale: scale512, peak: peakAVX512}
 
 var avx2 = &impl{name: "avx2", mr: mr256, nr: nr256, micro: micro256, directB: true, directBUnit: 8, dotT: dotTVia(dotAVX2), useDotT: useDotTFew, packT: packT8, packTW: 8, packN: packN256, packAT: packATAVX2, expShift: expShiftAVX2, sigmoid: sigmoidAVX2, max: maxAVX2, dot: dotAVX2, axpy: axpyAVX2, scale: scaleAVX2, peak: peakAVX2}
 

@@ -199,6 +199,10 @@ type impl struct {
 	// packN, when set, packs a strip of nr = 16 columns of op(B) = B, w ≤ 16 of them read and
 	// the rest zero: dst[p·16 + j] = b[p·ldb + j].
 	packN func(kc int, b []float32, ldb, w int, dst []float32)
+	// microPacked, when set, is micro for a whole mr×nr tile on packed A (mr floats a k) and
+	// packed B (nr floats a k) with kc even: the same sums, bit for bit, with the k loop
+	// unrolled and fixed strides.
+	microPacked func(kc int, a, b, c []float32, ldc int, alpha float32, zc bool)
 	// peak runs iters rounds of independent FMAs and returns the flops done.
 	peak func(iters int) float64
 }
@@ -369,7 +373,9 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 					for ir := 0; ir < mc; ir += mr {
 						mrr := min(mr, mc-ir)
 						c := g.c[(ic+ir)*g.ldc+jc+jr:]
-						if g.transA {
+						if g.transA && p.microPacked != nil && mrr == mr && nrr == nr && !direct && kc%2 == 0 {
+							p.microPacked(kc, ap[ir*kc:ir*kc+mr*kc], bj[:nr*kc], c, g.ldc, g.alpha, zc && pc == 0)
+						} else if g.transA {
 							p.micro(mrr, nrr, kc, ap[ir*kc:], 1, mrr, bj, bs, c, g.ldc, g.alpha, zc && pc == 0)
 						} else {
 							p.micro(mrr, nrr, kc, g.a[(ic+ir)*g.lda+pc:], g.lda, 1, bj, bs, c, g.ldc, g.alpha, zc && pc == 0)

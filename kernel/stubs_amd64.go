@@ -191,6 +191,9 @@ func sigmoid256(dst []float32, x []float32)
 // max over the whole vectors of x, −Inf if none (the caller does the tail).
 func max256(x []float32) float32
 
+// C[0:6, 0:64] += alpha · A · B on packed operands, kc a multiple of 2.
+func gemmPacked512m6n4U2(kc int, a []float32, b []float32, c []float32, ldc int, alpha float32, zc bool)
+
 // Σ x[i]·y[i] for i < len(x).
 func dot512(x []float32, y []float32) float32
 

@@ -53,6 +53,7 @@ func main() {
 	expShift256()
 	sigmoid256()
 	max256()
+	gemmTilePacked(2)
 	dot(true)
 	dot(false)
 	axpy(true)
@@ -1285,6 +1286,100 @@ func packT8() {
 	loadMask256(kc, m)
 	block(m, rem)
 	Label("packT8done")
+	VZEROUPPER()
+	RET()
+}
+
+// gemmTilePacked emits gemmPacked512m6n4U<u>: the 6×64 AVX-512 tile on packed operands with
+// strides fixed at generation time (A: 6 floats a k, B: 64 floats a k), the k loop unrolled u
+// times with every address a displacement, so the loop's only scalar work is two pointer
+// increments and the count. Each element of C gets the same operations in the same order as in
+// gemm512m6n4 (one FMA per k into its accumulator, then C = C + alpha·acc), so the two agree bit
+// for bit. kc must be a multiple of u.
+func gemmTilePacked(u int) {
+	const mr, nv = 6, 4
+	TEXT(fmt.Sprintf("gemmPacked512m6n4U%d", u), NOSPLIT, "func(kc int, a []float32, b []float32, c []float32, ldc int, alpha float32, zc bool)")
+	Doc(fmt.Sprintf("C[0:6, 0:64] += alpha · A · B on packed operands, kc a multiple of %d.", u))
+	kc := Load(Param("kc"), GP64())
+	ap := Load(Param("a").Base(), GP64())
+	bp := Load(Param("b").Base(), GP64())
+	acc := make([][]VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, nv)
+		for j := range acc[i] {
+			acc[i][j] = ZMM()
+			VPXORD(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+	bv := make([]VecVirtual, nv)
+	for j := range bv {
+		bv[j] = ZMM()
+	}
+	bc := ZMM()
+	cp := Load(Param("c").Base(), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(Imm(2), ldc)
+	pc := GP64()
+	MOVQ(cp, pc)
+	for i := range mr {
+		for j := 0; j < nv*64; j += 64 {
+			PREFETCHT0(Mem{Base: pc, Disp: j})
+		}
+		if i < mr-1 {
+			ADDQ(ldc, pc)
+		}
+	}
+	loop := fmt.Sprintf("ploop_%d", u)
+	done := fmt.Sprintf("pdone_%d", u)
+	SHRQ(Imm(uint64(map[int]int{1: 0, 2: 1, 4: 2, 8: 3}[u])), kc)
+	JZ(LabelRef(done))
+	Label(loop)
+	for q := range u {
+		for j := range bv {
+			VMOVUPS(Mem{Base: bp, Disp: 4 * (64*q + 16*j)}, bv[j])
+		}
+		for i := range mr {
+			VBROADCASTSS(Mem{Base: ap, Disp: 4 * (6*q + i)}, bc)
+			for j := range nv {
+				VFMADD231PS(bv[j], bc, acc[i][j])
+			}
+		}
+	}
+	ADDQ(U32(4*6*u), ap)
+	ADDQ(U32(4*64*u), bp)
+	DECQ(kc)
+	JNZ(LabelRef(loop))
+	Label(done)
+	VBROADCASTSS(paramAddr("alpha"), bc)
+	t := bv[0]
+	zc := GP32()
+	MOVBLZX(paramAddr("zc"), zc)
+	zeroStore := fmt.Sprintf("pzc_%d", u)
+	ret := fmt.Sprintf("pret_%d", u)
+	TESTL(zc, zc)
+	JNZ(LabelRef(zeroStore))
+	store := func(zeroC bool) {
+		for i := range mr {
+			for j := range nv {
+				m := Mem{Base: cp, Disp: 64 * j}
+				if zeroC {
+					VPXORD(t, t, t)
+				} else {
+					VMOVUPS(m, t)
+				}
+				VFMADD231PS(acc[i][j], bc, t)
+				VMOVUPS(t, m)
+			}
+			if i < mr-1 {
+				ADDQ(ldc, cp)
+			}
+		}
+	}
+	store(false)
+	JMP(LabelRef(ret))
+	Label(zeroStore)
+	store(true)
+	Label(ret)
 	VZEROUPPER()
 	RET()
 }
