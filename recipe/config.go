@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/train"
 	"github.com/compactrl/compactrl/train/builtin"
@@ -58,6 +59,14 @@ type SuiteConfig struct {
 	Name         string `yaml:"name"` // "vault"
 	train.Seeds  `yaml:",inline"`
 	vault.Config `yaml:",inline"` // the suite's difficulty knobs (files, pages, facts, …)
+}
+
+// Open is the suite as a tasks.Suite with its name (the registered vault
+// suite of these knobs: its splits, expert and tokenizer); its error is
+// that of knobs out of range.
+func (c SuiteConfig) Open() (string, tasks.Suite, error) {
+	s, err := vault.NewSuite(c.Config)
+	return c.Name, s, err
 }
 
 // Train is the trainer's part of the config.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/train/builtin"
 )
 
@@ -234,5 +235,27 @@ func TestConfigNumbersRangeChecked(t *testing.T) {
 				t.Errorf("%q: err = %v, want %s and %q", x.yaml, err, path, x.want)
 			}
 		})
+	}
+}
+
+// A run config's suite section opens as the registered suite of its knobs,
+// with the seed splits its seeds are checked against; knobs out of range
+// are its error.
+func TestSuiteConfigOpen(t *testing.T) {
+	sc := DemoConfig().Suite
+	name, s, err := sc.Open()
+	if err != nil || name != "vault" {
+		t.Fatalf("Open: %q %v", name, err)
+	}
+	sp, ok := s.(tasks.SeedSplitter)
+	if !ok {
+		t.Fatal("the suite has no seed splits")
+	}
+	if start, _, err := sp.Split("test"); err != nil || start != sc.TestSeedStart {
+		t.Errorf("test split starts at %d (%v), the config at %d", start, err, sc.TestSeedStart)
+	}
+	sc.Files = 0
+	if _, _, err := sc.Open(); err == nil || !strings.Contains(err.Error(), "files 0") {
+		t.Errorf("files 0: %v", err)
 	}
 }

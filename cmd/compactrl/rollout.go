@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
-	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/infer/local"
 	"github.com/compactrl/compactrl/internal/progress"
@@ -41,7 +41,7 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Window)
+	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Window, o.suite)
 	if err != nil {
 		return err
 	}
@@ -81,8 +81,8 @@ type rolloutOptions struct {
 	timeout            time.Duration
 	agent              agent.Config
 	override           agent.SummaryOverride
-	config             string        // --config: a run config's suite and agent
-	suite              *vault.Config // from --config, in place of --env's knobs
+	config             string       // --config: a run config's suite and agent
+	suite              rolloutSuite // --env or --config's suite, opened
 }
 
 func newRolloutCmd() (*cmdLine, *rolloutOptions) {
@@ -90,17 +90,16 @@ func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs.examples = []string{"compactrl rollout --policy scripted:p=0.7 --episodes 200 --out runs/lossy.jsonl",
 		"compactrl rollout --policy checkpoint:models/vault-base --episodes 64 --no-compaction --out runs/base-single.jsonl",
 		"compactrl rollout --config configs/demo.yaml --policy checkpoint:models/vault-base --episodes 512 --summary-override expert --out runs/base-expert.jsonl"}
-	o := &rolloutOptions{agent: agent.DefaultConfig()}
-	o.agent.SystemPrompt = vault.SystemPrompt
+	o := &rolloutOptions{agent: agent.DefaultConfig()} // the system prompt: --config's, else the suite's (tasks.SystemPrompter)
 	fs.StringVar(&o.config, "config", "", "take the suite and the agent loop's settings (eval_temperature as the temperature) from a run config `FILE.yaml` (configs/demo.yaml, configs/vault-long.yaml) instead of --env and the agent flags")
-	fs.StringVar(&o.env, "env", "vault", "environment: vault[:files=5,pages=3,facts=4,distractors=6,noise=5,partial=false]")
-	fs.StringVar(&o.split, "split", "test", "seed range of the environment: train or test")
-	fs.StringVar(&o.policy, "policy", "scripted", "policy: scripted[:p=P,seed=S] (the expert, each fact kept in a summary with probability P) or checkpoint:DIR")
+	fs.StringVar(&o.env, "env", defaultEnv, "environment: a generated suite NAME[:KNOBS] (registered: "+strings.Join(tasks.SuiteNames(), ", ")+"); KNOBS are name=value,… (a bad one lists the suite's)")
+	fs.StringVar(&o.split, "split", "test", "seed range of the suite (vault: train or test)")
+	fs.StringVar(&o.policy, "policy", "scripted", "policy: scripted[:OPTS] (the suite's scripted policy; vault's expert takes p=P,seed=S, each fact kept in a summary with probability P) or checkpoint:DIR")
 	fs.IntVar(&o.episodes, "episodes", 100, "episodes to play")
 	fs.Int64Var(&o.seed, "seed", 0, "first episode's offset in the split's seed range; episode i uses seed start+S+i")
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
 	fs.StringVar(&o.out, "out", "", "episode JSONL file to write (required)")
-	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json (default: the checkpoint's, else the vault suite's built-in BPE)")
+	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json (default: the checkpoint's, else the suite's own: vault's built-in BPE)")
 	bindAgentFlags(fs.FlagSet, &o.agent)
 	fs.Func("summary-override", "evaluation only: replace every summary by `MODE`: expert (the p = 1 expert's summary of everything seen so far), drop-one (the same with one asked fact already seen written ?), empty, or none; the episodes record it and are not trainable", func(v string) error {
 		var err error
@@ -121,9 +120,10 @@ func agentFlagNames() map[string]bool {
 	return names
 }
 
-// applyConfig reads --config: the run config's suite and agent settings,
-// with its eval_temperature as the temperature and its test seeds as the
-// test split's start. --env and the agent flags cannot be given with it.
+// applyConfig reads --config: the run config's suite (opened) and agent
+// settings, with its eval_temperature as the temperature and its test
+// seeds as the test split's start. --env and the agent flags cannot be
+// given with it.
 func (o *rolloutOptions) applyConfig(fs *cmdLine) error {
 	if o.config == "" {
 		return nil
@@ -142,22 +142,74 @@ func (o *rolloutOptions) applyConfig(fs *cmdLine) error {
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
-	if err := cfg.Suite.Config.Validate(); err != nil {
+	name, s, err := cfg.Suite.Open()
+	if err != nil {
 		return fmt.Errorf("--config %s: suite: %w", o.config, err)
 	}
-	if cfg.Suite.TestSeedStart != vault.TestSeeds().Start || cfg.Suite.TrainSeedStart != vault.TrainSeeds().Start {
-		return fmt.Errorf("--config %s: seeds train %d / test %d differ from the vault splits' %d / %d, which rollout plays", o.config,
-			cfg.Suite.TrainSeedStart, cfg.Suite.TestSeedStart, vault.TrainSeeds().Start, vault.TestSeeds().Start)
+	sp, ok := s.(tasks.SeedSplitter)
+	if !ok {
+		return fmt.Errorf("--config %s: the %s suite's task ids are not seeds in splits (tasks.SeedSplitter)", o.config, name)
+	}
+	train, _, err := sp.Split("train")
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", o.config, err)
+	}
+	test, _, err := sp.Split("test")
+	if err != nil {
+		return fmt.Errorf("--config %s: %w", o.config, err)
+	}
+	if cfg.Suite.TestSeedStart != test || cfg.Suite.TrainSeedStart != train {
+		return fmt.Errorf("--config %s: seeds train %d / test %d differ from the %s splits' %d / %d, which rollout plays", o.config,
+			cfg.Suite.TrainSeedStart, cfg.Suite.TestSeedStart, name, train, test)
 	}
 	o.agent = cfg.Agent.Config
 	o.agent.Temperature = cfg.Agent.EvalTemperature
-	o.suite = &cfg.Suite.Config
-	o.env = "vault:config=" + o.config
+	o.suite = rolloutSuite{s, name}
+	o.env = name + ":config=" + o.config
 	return nil
 }
 
-// jobs checks the flags and returns the jobs (--episodes seeds from
-// the split's start + --seed) and the environment of each seed.
+// defaultEnv is rollout's --env by default, and the suite whose tokenizer
+// show decodes an episode with when the episode names no suite.
+const defaultEnv = "vault"
+
+// rolloutSuite is a generated suite opened, with its name.
+type rolloutSuite struct {
+	tasks.Suite
+	name string
+}
+
+// openEnv opens --env, a registered generated suite NAME[:KNOBS], with its
+// system prompt (tasks.SystemPrompter) as the agent's.
+func (o *rolloutOptions) openEnv() error {
+	name, s, ok, err := tasks.OpenSuite(o.env)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--env: %w", err)
+	case !ok:
+		return fmt.Errorf("--env %q: unknown environment (available: %s)", name, strings.Join(tasks.SuiteNames(), ", "))
+	}
+	if p, ok := s.(tasks.SystemPrompter); ok {
+		o.agent.SystemPrompt = p.SystemPrompt()
+	}
+	o.suite = rolloutSuite{s, name}
+	return nil
+}
+
+// episodeSuite is the suite of an episode's meta "env" (rollout's --env),
+// else defaultEnv: show decodes with its tokenizer.
+func episodeSuite(meta map[string]string) rolloutSuite {
+	if name, s, ok, err := tasks.OpenSuite(meta["env"]); ok && err == nil {
+		return rolloutSuite{s, name}
+	}
+	name, s, _, _ := tasks.OpenSuite(defaultEnv)
+	return rolloutSuite{s, name}
+}
+
+// jobs checks the flags, opens --env unless --config opened a suite, and
+// returns the jobs (--episodes seeds from the split's start + --seed) and
+// the environment of each seed (the suite's task ids are seeds,
+// tasks.SeedSplitter).
 func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
 	switch {
 	case o.out == "":
@@ -167,29 +219,26 @@ func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
 	case o.seed < 0:
 		return nil, nil, fmt.Errorf("--seed %d must be ≥ 0", o.seed)
 	}
-	name, knobs, _ := strings.Cut(o.env, ":")
-	if name != "vault" {
-		return nil, nil, fmt.Errorf("--env %q: unknown environment (available: vault)", name)
-	}
-	var vc vault.Config
-	if o.suite != nil {
-		vc = *o.suite
-	} else {
-		var err error
-		if vc, err = vault.ParseConfig(knobs); err != nil {
-			return nil, nil, fmt.Errorf("--env: %w", err)
+	if o.suite.Suite == nil {
+		if err := o.openEnv(); err != nil {
+			return nil, nil, err
 		}
 	}
-	rng, err := vault.Split(o.split)
+	s := o.suite
+	sp, ok := s.Suite.(tasks.SeedSplitter)
+	if !ok {
+		return nil, nil, fmt.Errorf("--env %s: the suite's task ids are not seeds in splits (tasks.SeedSplitter)", s.name)
+	}
+	start, end, err := sp.Split(o.split)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--split: %w", err)
 	}
-	first := rng.Start + o.seed
-	if last := first + int64(o.episodes); last > rng.End {
-		return nil, nil, fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", o.seed, o.episodes, o.split, rng.End-rng.Start)
+	first := start + o.seed
+	if last := first + int64(o.episodes); last > end {
+		return nil, nil, fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", o.seed, o.episodes, o.split, end-start)
 	}
-	envs := func(s int64) (agent.Environment, error) { return vault.New(vc, s) }
-	return rollout.Jobs(name, first, o.episodes), envs, nil
+	envs := func(seed int64) (agent.Environment, error) { return s.Env(strconv.FormatInt(seed, 10)) }
+	return rollout.Jobs(s.name, first, o.episodes), envs, nil
 }
 
 // policy is a sampler with the tokenizer it speaks.
@@ -202,57 +251,39 @@ type policy struct {
 	close   func()
 }
 
-// openPolicy parses --policy: "scripted[:p=P,seed=S]" or "checkpoint:DIR".
-func openPolicy(spec, tokPath string, workers, window int) (*policy, error) {
+// openPolicy parses --policy: "scripted[:OPTS]" (the suite's
+// tasks.Scripter) or "checkpoint:DIR".
+func openPolicy(spec, tokPath string, workers, contextTokens int, s rolloutSuite) (*policy, error) {
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "scripted":
-		return scriptedPolicy(spec, arg, tokPath)
+		return scriptedPolicy(spec, arg, tokPath, s)
 	case "checkpoint":
-		return checkpointPolicy(spec, arg, tokPath, workers, window)
+		return checkpointPolicy(spec, arg, tokPath, workers, contextTokens, s)
 	}
-	return nil, fmt.Errorf("--policy %q: want scripted[:p=P] or checkpoint:DIR", spec)
+	return nil, fmt.Errorf("--policy %q: want scripted[:OPTS] or checkpoint:DIR", spec)
 }
 
-// scriptedPolicy is the vault suite's scripted expert; arg is its options
-// "p=P,seed=S" (defaults p = 1, seed 0).
-func scriptedPolicy(spec, arg, tokPath string) (*policy, error) {
-	p, seed := 1.0, int64(0)
-	if arg != "" {
-		for _, kv := range strings.Split(arg, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			var err error
-			switch {
-			case !ok:
-				err = fmt.Errorf("%q: want name=value", kv)
-			case k == "p":
-				p, err = strconv.ParseFloat(v, 64)
-			case k == "seed":
-				seed, err = strconv.ParseInt(v, 10, 64)
-			default:
-				err = fmt.Errorf("unknown option %q (p, seed)", k)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("--policy %s: %w", spec, err)
-			}
-		}
+// scriptedPolicy is the suite's scripted policy with options opts.
+func scriptedPolicy(spec, opts, tokPath string, s rolloutSuite) (*policy, error) {
+	sc, ok := s.Suite.(tasks.Scripter)
+	if !ok {
+		return nil, fmt.Errorf("--policy %s: the %s suite has no scripted policy (tasks.Scripter)", spec, s.name)
 	}
-	pol, err := loadTokenizer(tokPath, "")
+	pol, err := loadTokenizer(tokPath, "", s)
 	if err != nil {
 		return nil, err
 	}
-	ex, err := vault.NewExpert(pol.tok, pol.tmpl, p, seed)
-	if err != nil {
+	if pol.sampler, err = sc.Scripted(opts, pol.tok, pol.tmpl); err != nil {
 		return nil, fmt.Errorf("--policy %s: %w", spec, err)
 	}
-	pol.sampler = ex
 	return pol, nil
 }
 
 // checkpointPolicy samples the built-in model saved in dir, batching up to
 // workers sequences; its tokenizer must fit the model's vocabulary and the
-// model the context window.
-func checkpointPolicy(spec, dir, tokPath string, workers, window int) (*policy, error) {
+// model the context of contextTokens.
+func checkpointPolicy(spec, dir, tokPath string, workers, contextTokens int, suite rolloutSuite) (*policy, error) {
 	if dir == "" {
 		return nil, errors.New("--policy checkpoint:DIR needs a directory")
 	}
@@ -260,15 +291,15 @@ func checkpointPolicy(spec, dir, tokPath string, workers, window int) (*policy, 
 	if err != nil {
 		return nil, fmt.Errorf("--policy: %w", err)
 	}
-	pol, err := loadTokenizer(tokPath, dir)
+	pol, err := loadTokenizer(tokPath, dir, suite)
 	if err != nil {
 		return nil, err
 	}
 	if v := pol.vocab; v > m.Cfg.Vocab {
 		return nil, fmt.Errorf("--policy %s: tokenizer %s has %d ids, the model only %d", spec, pol.tokName, v, m.Cfg.Vocab)
 	}
-	if m.Cfg.MaxSeq < window {
-		return nil, fmt.Errorf("--policy %s: model accepts %d tokens, below --context %d", spec, m.Cfg.MaxSeq, window)
+	if m.Cfg.MaxSeq < contextTokens {
+		return nil, fmt.Errorf("--policy %s: model accepts %d tokens, below --context %d", spec, m.Cfg.MaxSeq, contextTokens)
 	}
 	s, err := local.New(m, local.Options{MaxBatch: max(workers, 1)})
 	if err != nil {
@@ -279,8 +310,9 @@ func checkpointPolicy(spec, dir, tokPath string, workers, window int) (*policy, 
 }
 
 // loadTokenizer returns --tokenizer, else DIR/tokenizer.json or its
-// parent's (a checkpoint inside a run directory), else the vault default.
-func loadTokenizer(path, ckpt string) (*policy, error) {
+// parent's (a checkpoint inside a run directory), else the suite's own
+// (tasks.DefaultTokenizer), named NAME-default.
+func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
 	if path == "" && ckpt != "" {
 		for _, p := range []string{filepath.Join(ckpt, "tokenizer.json"), filepath.Join(filepath.Dir(ckpt), "tokenizer.json")} {
 			if _, err := os.Stat(p); err == nil {
@@ -291,11 +323,15 @@ func loadTokenizer(path, ckpt string) (*policy, error) {
 	}
 	pol := &policy{close: func() {}}
 	if path == "" {
-		tok, tmpl, err := vault.DefaultTokenizer()
-		if err != nil {
-			return nil, err
+		dt, ok := s.Suite.(tasks.DefaultTokenizer)
+		if !ok {
+			return nil, fmt.Errorf("--tokenizer is required: the %s suite has no tokenizer of its own (tasks.DefaultTokenizer)", s.name)
 		}
-		pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, "vault-default", tok.VocabSize()
+		tok, tmpl, err := dt.DefaultTokenizer()
+		if err != nil {
+			return nil, fmt.Errorf("%s suite's tokenizer: %w", s.name, err)
+		}
+		pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, s.name+"-default", tok.VocabSize()
 		return pol, nil
 	}
 	tok, err := tokenizer.Load(path)

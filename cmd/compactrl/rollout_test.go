@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/model"
 )
 
@@ -214,6 +218,50 @@ func TestRolloutCheckpointPolicy(t *testing.T) {
 		}
 		if !neg {
 			t.Fatal("no sampled token carries a log-prob")
+		}
+	}
+}
+
+// Generated suites with fewer capabilities than vault, registered for
+// TestRolloutSuiteCapabilities: one whose ids are not seeds, one with
+// seed splits only, one with a scripted policy but no tokenizer.
+type (
+	splitOnlySuite   struct{ tasks.Suite }
+	noTokenizerSuite struct{ splitOnlySuite }
+)
+
+func (splitOnlySuite) Split(string) (int64, int64, error) { return 0, 10, nil }
+
+func (noTokenizerSuite) Scripted(string, agent.Tokenizer, agent.Template) (infer.Sampler, error) {
+	return nil, errors.New("not reached")
+}
+
+func init() {
+	named := tasks.Named(nil)
+	tasks.RegisterSuite("rollout-test-bare", func(string) (tasks.Suite, error) { return named, nil })
+	tasks.RegisterSuite("rollout-test-split", func(string) (tasks.Suite, error) { return splitOnlySuite{named}, nil })
+	tasks.RegisterSuite("rollout-test-notok", func(string) (tasks.Suite, error) { return noTokenizerSuite{splitOnlySuite{named}}, nil })
+}
+
+// rollout knows no suite by name: --env opens any registered one, an
+// unknown one lists them, and a flag that needs a capability the suite
+// lacks says which.
+func TestRolloutSuiteCapabilities(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.jsonl")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--env", "nope"}, `--env "nope": unknown environment (available: rollout-test-bare, rollout-test-notok, rollout-test-split, vault)`},
+		{[]string{"--env", "vault:files=0"}, "--env: vault: files 0 not in"},
+		{[]string{"--env", "rollout-test-bare"}, "--env rollout-test-bare: the suite's task ids are not seeds in splits (tasks.SeedSplitter)"},
+		{[]string{"--env", "rollout-test-split", "--episodes", "1"}, "--policy scripted: the rollout-test-split suite has no scripted policy (tasks.Scripter)"},
+		{[]string{"--env", "rollout-test-notok", "--episodes", "1"}, "--tokenizer is required: the rollout-test-notok suite has no tokenizer of its own (tasks.DefaultTokenizer)"},
+		{[]string{"--env", "rollout-test-notok", "--split", "any", "--seed", "5", "--episodes", "6"}, "--seed 5 + --episodes 6 runs past the any split's 10 seeds"},
+	} {
+		_, stderr, code := runCmd(t, append([]string{"rollout", "--out", out}, c.args...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want an error with %q", c.args, code, stderr, c.want)
 		}
 	}
 }

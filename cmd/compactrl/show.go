@@ -22,7 +22,7 @@ func runShow(ctx context.Context, e env, args []string) error {
 	fs.examples = []string{"compactrl show runs/rollout.jsonl", "compactrl show runs/rollout.jsonl --episode vault-1000000 --full"}
 	fs.maxArgs = 1
 	id := fs.String("episode", "", "episode ID to show (default: list the episodes)")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json the episodes were written with (default: the vault suite's built-in BPE)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json the episodes were written with (default: that of the episode's suite, meta env, else vault's: its built-in BPE)")
 	full := fs.Bool("full", false, "show every line of long turns and the whole re-included prompt")
 	pos, err := fs.parse(e, args)
 	if err != nil {
@@ -55,7 +55,7 @@ func runShow(ctx context.Context, e env, args []string) error {
 		if ep.ID != *id {
 			continue
 		}
-		pol, err := loadTokenizer(*tokPath, "")
+		pol, err := loadTokenizer(*tokPath, "", episodeSuite(ep.Meta))
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // Suite is a set of tasks looked up by id: the tasks a Source loaded
@@ -18,11 +20,37 @@ type Suite interface {
 	Env(id string) (agent.Environment, error)
 }
 
-// SystemPrompter is a Suite whose tasks come with their own system prompt
-// (the agent's default unless the command line gives one).
-type SystemPrompter interface {
-	SystemPrompt() string
-}
+// Optional capabilities of a generated Suite (see the package doc): the
+// command line asks for each with a type assertion and says which is
+// missing when a flag needs it.
+type (
+	// SystemPrompter is a Suite whose tasks come with their own system
+	// prompt (the agent's default unless the command line gives one).
+	SystemPrompter interface {
+		SystemPrompt() string
+	}
+	// SeedSplitter is a Suite whose task ids are seeds (decimal integers)
+	// divided into named ranges, such as train and test (`compactrl
+	// rollout --split NAME` plays consecutive seeds of one).
+	SeedSplitter interface {
+		// Split returns the seeds [start, end) of the range named name; its
+		// error names the ranges there are.
+		Split(name string) (start, end int64, err error)
+	}
+	// Scripter is a Suite with a scripted policy: a program that plays its
+	// tasks without a model (`compactrl rollout --policy scripted[:OPTS]`).
+	Scripter interface {
+		// Scripted returns the policy with options opts ("" for its
+		// defaults), speaking tok and tmpl; its error names a bad option.
+		Scripted(opts string, tok agent.Tokenizer, tmpl agent.Template) (infer.Sampler, error)
+	}
+	// DefaultTokenizer is a Suite with a tokenizer of its own, the one a
+	// policy speaks when the command line names none.
+	DefaultTokenizer interface {
+		// DefaultTokenizer returns the tokenizer and its chat template.
+		DefaultTokenizer() (*tokenizer.Tokenizer, agent.Template, error)
+	}
+)
 
 // byName is Named's Suite.
 type byName map[string]Task
@@ -67,9 +95,16 @@ func RegisterSuite(name string, open OpenFunc) {
 	suites[name] = open
 }
 
+// SuiteNames are the registered generated suites, sorted.
+func SuiteNames() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return sortedKeys(suites)
+}
+
 // OpenSuite opens spec, NAME[:KNOBS], when NAME is a registered suite; ok
-// is false (and the caller reads spec as a path, Open) when it is not. The
-// error of bad knobs names the suite.
+// is false (and the caller reads spec as a path, Open, or lists
+// SuiteNames) when it is not. The error of bad knobs names the suite.
 func OpenSuite(spec string) (name string, s Suite, ok bool, err error) {
 	name, knobs, _ := strings.Cut(spec, ":")
 	mu.RLock()

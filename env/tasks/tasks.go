@@ -56,7 +56,7 @@
 // A suite whose tasks are made rather than read (the built-in vault: each
 // task id is a seed) is one package and one registration line too; serve
 // takes it as --tasks NAME[:KNOBS] and answers each task_id through its
-// Suite, asking SystemPrompter for the suite's own system prompt:
+// Suite, and `compactrl rollout` takes it as --env NAME[:KNOBS]:
 //
 //	func init() { tasks.RegisterSuite("mysuite", open) }
 //
@@ -71,6 +71,48 @@
 // with the same blank import in cmd/compactrl's sources.go (env/vault's
 // suite.go is the example). Named makes the tasks a Source loaded the same
 // kind of Suite, so the command line has one code path for both.
+//
+// What a suite can do beyond Has and Env it says by implementing the
+// optional interfaces of suite.go on the value open returns; the command
+// line asks with a type assertion, and a flag that needs a capability the
+// suite lacks is an error naming the interface:
+//
+//   - SystemPrompter: the suite's own system prompt, the agent's unless
+//     the command line gives one (serve, rollout).
+//   - SeedSplitter: the task ids are decimal seeds in named ranges, such as
+//     train and test; rollout plays --episodes consecutive seeds of --split
+//     (from its start + --seed), Env(strconv.FormatInt(seed, 10)) each.
+//     rollout needs it.
+//   - Scripter: a scripted policy that plays the tasks without a model,
+//     with options of its own (vault's expert: p=P,seed=S); rollout's
+//     --policy scripted[:OPTS] (its default).
+//   - DefaultTokenizer: the tokenizer and template a policy speaks when
+//     the command line names none (rollout without --tokenizer or a
+//     checkpoint's tokenizer.json, recorded as NAME-default; show decodes
+//     an episode with the tokenizer of the suite in its meta env).
+//
+// So the suite's settings — its knobs, splits, expert options and
+// tokenizer — are defined once, in its package:
+//
+//	func (suite) SystemPrompt() string { return systemPrompt }
+//
+//	func (suite) Split(name string) (start, end int64, err error) {
+//		switch name {
+//		case "train":
+//			return 0, 1_000_000, nil
+//		case "test":
+//			return 1_000_000, 2_000_000, nil
+//		}
+//		return 0, 0, fmt.Errorf("split %q: want train or test", name)
+//	}
+//
+//	func (suite) Scripted(opts string, tok agent.Tokenizer, tmpl agent.Template) (infer.Sampler, error) {
+//		return newExpert(opts, tok, tmpl)
+//	}
+//
+//	func (suite) DefaultTokenizer() (*tokenizer.Tokenizer, agent.Template, error) {
+//		return trainTokenizer()
+//	}
 package tasks
 
 import (
@@ -78,8 +120,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -232,7 +275,7 @@ func Register(name string, detect Detect, s Source) {
 func Names() []string {
 	mu.RLock()
 	defer mu.RUnlock()
-	return sortedNames()
+	return sortedKeys(sources)
 }
 
 // Open loads path with the source whose Detect says Yes to it, else the one
@@ -247,7 +290,7 @@ func Open(path string, o Options) (name string, ts []Task, skipped []Skipped, er
 	var match []source // the sources of the best answer
 	best := Fallback
 	mu.RLock()
-	for _, n := range sortedNames() {
+	for _, n := range sortedKeys(sources) {
 		s := sources[n]
 		switch m := s.detect(path, fi); {
 		case m > best:
@@ -268,12 +311,7 @@ func Open(path string, o Options) (name string, ts []Task, skipped []Skipped, er
 	return match[0].name, ts, skipped, err
 }
 
-// sortedNames is Names under a held lock.
-func sortedNames() []string {
-	names := make([]string, 0, len(sources))
-	for n := range sources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+// sortedKeys are m's names, sorted (Names and SuiteNames under a held lock).
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -148,6 +149,9 @@ func TestOpenSuite(t *testing.T) {
 	}
 	if _, _, ok, err := OpenSuite("gen-test:bad"); !ok || err == nil || !strings.HasPrefix(err.Error(), "gen-test: bad knobs") {
 		t.Errorf("bad knobs: %v %v", ok, err)
+	}
+	if names := SuiteNames(); !slices.Contains(names, "gen-test") || !slices.IsSorted(names) {
+		t.Errorf("SuiteNames %v: want gen-test among them, sorted", names)
 	}
 	defer func() {
 		if recover() == nil {
