@@ -124,7 +124,7 @@ func (e *fakeEnv) SummaryQuality(s string) float64 {
 
 func testConfig() Config {
 	c := DefaultConfig()
-	c.Window = 900
+	c.Context = 900
 	c.Reserve = 360
 	c.SystemPrompt = "you are an agent"
 	c.SummaryInstruction = "summarise"
@@ -144,8 +144,8 @@ func checkEpisode(t *testing.T, a *Agent, ep episode.Episode, calls []call) {
 	}
 	ci := 0
 	for si, s := range ep.Segments {
-		if n := len(s.PromptIDs) + len(s.ResponseIDs); n > cfg.Window {
-			t.Fatalf("segment %d: prompt %d + response %d = %d > window %d", si, len(s.PromptIDs), len(s.ResponseIDs), n, cfg.Window)
+		if n := len(s.PromptIDs) + len(s.ResponseIDs); n > cfg.Context {
+			t.Fatalf("segment %d: prompt %d + response %d = %d > window %d", si, len(s.PromptIDs), len(s.ResponseIDs), n, cfg.Context)
 		}
 		if len(s.LossMask) != len(s.ResponseIDs) || len(s.Logprobs) != len(s.ResponseIDs) {
 			t.Fatalf("segment %d: mask %d, logprobs %d, response %d", si, len(s.LossMask), len(s.Logprobs), len(s.ResponseIDs))
@@ -166,7 +166,7 @@ func checkEpisode(t *testing.T, a *Agent, ep episode.Episode, calls []call) {
 			if !slices.Equal(full[len(p):len(p)+len(c.out.Tokens)], c.out.Tokens) {
 				t.Fatalf("segment %d call %d: sampled tokens not in the segment after their prompt", si, ci)
 			}
-			if len(p)+c.req.MaxTokens > cfg.Window {
+			if len(p)+c.req.MaxTokens > cfg.Context {
 				t.Fatalf("segment %d call %d: prompt %d + max_tokens %d > window", si, ci, len(p), c.req.MaxTokens)
 			}
 			off := len(p) - len(s.PromptIDs)
@@ -254,14 +254,14 @@ func TestSegmentsFitWindowRandom(t *testing.T) {
 	compacted := 0
 	for i := 0; i < n; i++ {
 		cfg := testConfig()
-		cfg.Window = 300 + rng.IntN(1200)
+		cfg.Context = 300 + rng.IntN(1200)
 		cfg.MaxActionTokens = 1 + rng.IntN(40)
 		cfg.MaxSummaryTokens = 1 + rng.IntN(80)
 		cfg.KeepLast = rng.IntN(4)
 		cfg.MaxCompactions = rng.IntN(5)
 		cfg.MaxTurns = 1 + rng.IntN(60)
 		cfg.NoCompaction = rng.IntN(5) == 0
-		cfg.Reserve = 20 + rng.IntN(cfg.Window/2)
+		cfg.Reserve = 20 + rng.IntN(cfg.Context/2)
 		if rng.IntN(3) == 0 {
 			cfg.MaxObservationTokens = 30 + rng.IntN(100)
 		}
@@ -270,7 +270,7 @@ func TestSegmentsFitWindowRandom(t *testing.T) {
 		if err != nil {
 			continue // an impossible budget: New's own tests cover the rejection
 		}
-		obsMax := []int{10, 200, 5 * cfg.Window, 50 * cfg.Window}[rng.IntN(4)]
+		obsMax := []int{10, 200, 5 * cfg.Context, 50 * cfg.Context}[rng.IntN(4)]
 		env := &fakeEnv{rng: rand.New(rand.NewPCG(uint64(i), 3)), obsMax: obsMax, doneAfter: 1 + rng.IntN(80),
 			invalid: func(r string) bool { return r == "" || r[0] < 'a'+8 }}
 		ep, err := a.Run(context.Background(), env, int64(i))
@@ -316,7 +316,7 @@ func TestBudgetInequalities(t *testing.T) {
 	if cfg.Reserve < b.SummaryPrompt+cfg.MaxSummaryTokens+b.StepMax {
 		t.Fatalf("reserve %d < Q %d + S %d + step %d", cfg.Reserve, b.SummaryPrompt, cfg.MaxSummaryTokens, b.StepMax)
 	}
-	if cfg.Window-b.ResumeMax < cfg.Reserve {
+	if cfg.Context-b.ResumeMax < cfg.Reserve {
 		t.Fatal("resume does not leave the reserve")
 	}
 	// An explicit cap above what the reserve allows, a reserve too small for
@@ -336,17 +336,17 @@ func TestBudgetInequalities(t *testing.T) {
 		t.Fatalf("smallest valid reserve rejected: %v", err)
 	}
 	bad = cfg
-	bad.Window = b.ResumeMax + cfg.Reserve - 1
+	bad.Context = b.ResumeMax + cfg.Reserve - 1
 	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err == nil {
 		t.Fatal("window without room to resume accepted")
 	}
-	bad.Window++
+	bad.Context++
 	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err != nil {
 		t.Fatalf("smallest valid window rejected: %v", err)
 	}
 	for _, f := range []func(*Config){
-		func(c *Config) { c.Window = 0 },
-		func(c *Config) { c.Reserve = c.Window },
+		func(c *Config) { c.Context = 0 },
+		func(c *Config) { c.Reserve = c.Context },
 		func(c *Config) { c.MaxTurns = 0 },
 		func(c *Config) { c.KeepLast = -1 },
 		func(c *Config) { c.MaxActionTokens = 0 },
@@ -510,7 +510,7 @@ func TestNoCompactionEndsOverlong(t *testing.T) {
 	}
 	// The window was used: less than one action's room was left.
 	seg := ep.Segments[0]
-	if left := cfg.Window - len(seg.PromptIDs) - len(seg.ResponseIDs); left >= cfg.MaxActionTokens+a.Budget().ObservationCap+templateStepMarkers {
+	if left := cfg.Context - len(seg.PromptIDs) - len(seg.ResponseIDs); left >= cfg.MaxActionTokens+a.Budget().ObservationCap+templateStepMarkers {
 		t.Fatalf("ended with %d tokens free", left)
 	}
 }
@@ -618,8 +618,8 @@ func TestKeepLastReducedUntilItFits(t *testing.T) {
 	a, _ := New(cfg, byteTok{}, testTmpl, s)
 	b := a.Budget()
 	resumed := len(a.system) + len(a.resume) + cfg.MaxSummaryTokens + 1
-	if !(resumed+2*b.StepMax > cfg.Window-cfg.Reserve && resumed+(b.StepMax) <= cfg.Window-cfg.Reserve) {
-		t.Fatalf("test budget does not separate k=1 from k=2: resumed %d step %d room %d", resumed, b.StepMax, cfg.Window-cfg.Reserve)
+	if !(resumed+2*b.StepMax > cfg.Context-cfg.Reserve && resumed+(b.StepMax) <= cfg.Context-cfg.Reserve) {
+		t.Fatalf("test budget does not separate k=1 from k=2: resumed %d step %d room %d", resumed, b.StepMax, cfg.Context-cfg.Reserve)
 	}
 	env := &fakeEnv{rng: rand.New(rand.NewPCG(4, 4)), doneAfter: 30}
 	big := &fixedObsEnv{fakeEnv: env, n: 5 * b.ObservationCap}
@@ -716,7 +716,7 @@ func (hugeTaskEnv) Step(ctx context.Context, r string) (Step, error) {
 // less memory than the text would to encode.
 func TestTaskTextLimit(t *testing.T) {
 	cfg := testConfig()
-	cfg.Window = MaxContextTokens // the window would let it through
+	cfg.Context = MaxContextTokens // the window would let it through
 	a, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
 	if err != nil {
 		t.Fatal(err)
@@ -740,7 +740,7 @@ func TestTaskTextLimit(t *testing.T) {
 		t.Fatalf("allocated %d MiB", d>>20)
 	}
 	// At the limit it plays.
-	cfg.Window = 4 << 20
+	cfg.Context = 4 << 20
 	a, _ = New(cfg, byteTok{}, testTmpl, &randSampler{})
 	ep, _ = a.Run(context.Background(), hugeTaskEnv{n: MaxTaskBytes}, 1)
 	if strings.Contains(ep.Meta[MetaError], "MaxTaskBytes") {

@@ -165,10 +165,10 @@ func TestChatTemplateParityWithJinja(t *testing.T) {
 				{"no compaction", "  You are an agent.\nBe brief.  ", true},
 			} {
 				cfg := agent.DefaultConfig()
-				cfg.Window, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 330, 40, 80
+				cfg.Context, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 330, 40, 80
 				cfg.SystemPrompt, cfg.NoCompaction = sc.system, sc.noComp
 				if sc.noComp {
-					cfg.Window = 4000
+					cfg.Context = 4000
 				}
 				s := &scripted{tok: tok, f: f, cfg: cfg, task: "Fix the build of the Go project in /app.\nThe test `go build ./...` must pass.", steps: 22}
 				a, err := agent.NewWithFormat(cfg, tok, f, s)

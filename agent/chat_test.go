@@ -175,7 +175,7 @@ func TestSampledTokensScoredInTheirContext(t *testing.T) {
 			},
 		}
 		cfg := DefaultConfig()
-		cfg.Window, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 500, 30, 40
+		cfg.Context, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 500, 30, 40
 		cfg.SystemPrompt = "sys"
 		a, err := NewWithFormat(cfg, tok, f, s)
 		if err != nil {
@@ -187,8 +187,8 @@ func TestSampledTokensScoredInTheirContext(t *testing.T) {
 		}
 		call := 0
 		for si, seg := range ep.Segments {
-			if len(seg.PromptIDs)+len(seg.ResponseIDs) > cfg.Window {
-				t.Errorf("%s: segment %d has %d tokens, window %d", name, si, len(seg.PromptIDs)+len(seg.ResponseIDs), cfg.Window)
+			if len(seg.PromptIDs)+len(seg.ResponseIDs) > cfg.Context {
+				t.Errorf("%s: segment %d has %d tokens, window %d", name, si, len(seg.PromptIDs)+len(seg.ResponseIDs), cfg.Context)
 			}
 			ctx := slices.Clone(seg.PromptIDs)
 			for j := 0; j < len(seg.ResponseIDs); {

@@ -30,8 +30,8 @@ import (
 //
 // so every segment (prompt + response) stays ≤ C.
 type Budget struct {
-	Window         int
-	Reserve        int
+	Context        int // C: Config.Context
+	Reserve        int // T_comp: Config.Reserve
 	SystemTokens   int // |[System] s [EndOfTurn]|
 	SummaryPrompt  int // Q
 	ObservationCap int // O
@@ -56,7 +56,7 @@ const maxOmitted = math.MaxInt32
 func (a *Agent) deriveBudget(resumeTurn int) (Budget, error) {
 	cfg := a.cfg
 	b := Budget{
-		Window:        cfg.Window,
+		Context:       cfg.Context,
 		Reserve:       cfg.Reserve,
 		SystemTokens:  len(a.system),
 		SummaryPrompt: len(a.qsum),
@@ -79,9 +79,9 @@ func (a *Agent) deriveBudget(resumeTurn int) (Budget, error) {
 			cfg.Reserve, b.ObservationCap, b.MarkerMax+minObservationCap, b.MarkerMax, minObservationCap)
 	}
 	b.StepMax = cfg.MaxActionTokens + b.ObservationCap + b.StepMarkers
-	if cfg.Window-b.ResumeMax < cfg.Reserve {
+	if cfg.Context-b.ResumeMax < cfg.Reserve {
 		return b, fmt.Errorf("context %d − resumed context %d (system %d + resume turn %d + summary %d) < reserve %d: a compaction could not make room",
-			cfg.Window, b.ResumeMax, len(a.system), resumeTurn, cfg.MaxSummaryTokens, cfg.Reserve)
+			cfg.Context, b.ResumeMax, len(a.system), resumeTurn, cfg.MaxSummaryTokens, cfg.Reserve)
 	}
 	return b, nil
 }
@@ -91,7 +91,7 @@ func (a *Agent) deriveBudget(resumeTurn int) (Budget, error) {
 // MaxCompactions so far).
 func (r *run) needsCompaction() bool {
 	cfg := r.a.cfg
-	return !cfg.NoCompaction && r.compactions < cfg.MaxCompactions && cfg.Window-r.len() < cfg.Reserve
+	return !cfg.NoCompaction && r.compactions < cfg.MaxCompactions && cfg.Context-r.len() < cfg.Reserve
 }
 
 // compact writes the summary S at the end of the current segment, closes
@@ -171,12 +171,12 @@ func (r *run) resumeContext(summary []int) ([]int, error) {
 		for _, s := range r.steps[len(r.steps)-k:] {
 			n += len(s)
 		}
-		if cfg.Window-n >= cfg.Reserve {
+		if cfg.Context-n >= cfg.Reserve {
 			break
 		}
 	}
 	if k < 0 {
-		return nil, fmt.Errorf("resumed context of %d tokens does not leave the reserve %d in window %d", len(prompt), cfg.Reserve, cfg.Window)
+		return nil, fmt.Errorf("resumed context of %d tokens does not leave the reserve %d in context %d", len(prompt), cfg.Reserve, cfg.Context)
 	}
 	for _, s := range r.steps[len(r.steps)-k:] {
 		prompt = append(prompt, s...)

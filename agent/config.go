@@ -12,7 +12,7 @@ import (
 // content, not a default (callers that want the environment's system prompt
 // set it, as DefaultConfig leaves it empty).
 type Config struct {
-	Window  int `yaml:"context"` // C: the context window; its one name outside Go is context (YAML, flag --context, serve's JSON, errors)
+	Context int `yaml:"context"` // C: the context window; its one name is context (this field, Budget's, YAML, flag --context, serve's JSON, errors)
 	Reserve int `yaml:"reserve"` // T_comp: compact before a policy call when C − |h| < T_comp
 
 	KeepLast        int `yaml:"keep_last"`         // k: steps re-included after a compaction (reduced until they fit)
@@ -45,7 +45,7 @@ type Config struct {
 // small window suited to the built-in suite and model.
 func DefaultConfig() Config {
 	return Config{
-		Window:             768,
+		Context:            768,
 		Reserve:            320,
 		KeepLast:           2,
 		MaxCompactions:     3,
@@ -95,7 +95,7 @@ func (c Config) Validate() error {
 		name        string
 		v, min, max int
 	}{
-		{"context", c.Window, 1, MaxContextTokens}, {"reserve", c.Reserve, 1, MaxContextTokens},
+		{"context", c.Context, 1, MaxContextTokens}, {"reserve", c.Reserve, 1, MaxContextTokens},
 		{"keep_last", c.KeepLast, 0, MaxCount}, {"max_compactions", c.MaxCompactions, 0, MaxCount},
 		{"max_turns", c.MaxTurns, 1, MaxCount}, {"max_format_errors", c.MaxFormatErrors, 1, MaxCount},
 		{"max_action_tokens", c.MaxActionTokens, 1, MaxContextTokens}, {"max_summary_tokens", c.MaxSummaryTokens, 1, MaxContextTokens},
@@ -110,8 +110,8 @@ func (c Config) Validate() error {
 			bad(f.name, "%d must be positive", f.v)
 		}
 	}
-	if c.Window > 0 && c.Reserve >= c.Window {
-		bad("reserve", "%d must be below context %d", c.Reserve, c.Window)
+	if c.Context > 0 && c.Reserve >= c.Context {
+		bad("reserve", "%d must be below context %d", c.Reserve, c.Context)
 	}
 	if !(c.Temperature >= 0 && c.Temperature <= MaxTemperature) {
 		bad("temperature", "%v must be in [0, %d]", c.Temperature, MaxTemperature)

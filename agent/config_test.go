@@ -32,7 +32,7 @@ summary_instruction: sum
 resume_text: go on
 `
 	want := Config{
-		Window: 512, Reserve: 192, KeepLast: 1, MaxCompactions: 4, MaxTurns: 30, MaxFormatErrors: 5,
+		Context: 512, Reserve: 192, KeepLast: 1, MaxCompactions: 4, MaxTurns: 30, MaxFormatErrors: 5,
 		MaxActionTokens: 16, MaxSummaryTokens: 48, MaxObservationTokens: 40, NoCompaction: true,
 		Temperature: 0.5, TopP: 0.9, SystemPrompt: "sys", SummaryInstruction: "sum", ResumeText: "go on",
 	}
@@ -75,7 +75,7 @@ resume_text: go on
 // only their lower ends were checked).
 func TestConfigUpperBounds(t *testing.T) {
 	for name, set := range map[string]func(*Config){
-		"context":           func(c *Config) { c.Window = MaxContextTokens + 1 },
+		"context":           func(c *Config) { c.Context = MaxContextTokens + 1 },
 		"max_turns":         func(c *Config) { c.MaxTurns = MaxCount + 1 },
 		"max_compactions":   func(c *Config) { c.MaxCompactions = 1 << 40 },
 		"temperature":       func(c *Config) { c.Temperature = math.NaN() },

@@ -138,9 +138,9 @@ func (r *run) start(ctx context.Context) error {
 	if cfg.NoCompaction {
 		first, need = "action", a.actionTurnMax()
 	}
-	if r.len()+need > cfg.Window {
-		return fmt.Errorf("initial context of %d tokens (system %d + task) leaves no room for the first %s in window %d",
-			r.len(), len(a.system), first, cfg.Window)
+	if r.len()+need > cfg.Context {
+		return fmt.Errorf("initial context of %d tokens (system %d + task) leaves no room for the first %s in context %d",
+			r.len(), len(a.system), first, cfg.Context)
 	}
 	return nil
 }
@@ -148,7 +148,7 @@ func (r *run) start(ctx context.Context) error {
 // windowFull reports whether an action turn no longer fits, C − |h| <
 // actionTurnMax, when no compaction can make room (the reason names why).
 func (r *run) windowFull() (reason string, full bool) {
-	if r.a.cfg.Window-r.len() >= r.a.actionTurnMax() {
+	if r.a.cfg.Context-r.len() >= r.a.actionTurnMax() {
 		return "", false
 	}
 	if r.a.cfg.NoCompaction {
@@ -240,7 +240,7 @@ func (r *run) checkFormat(st Step) (obs string, ended bool) {
 func (r *run) fitObservation(ids []int) (block []int, truncated, ok bool) {
 	a := r.a
 	overhead := len(a.f.Observation(nil))
-	limit := min(a.budget.ObservationCap, a.cfg.Window-r.len()-overhead)
+	limit := min(a.budget.ObservationCap, a.cfg.Context-r.len()-overhead)
 	capped := a.CapObservation(ids, limit)
 	block = a.f.Observation(capped)
 	// A Format that encodes a content jointly with its template's text

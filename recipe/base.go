@@ -83,9 +83,9 @@ func FromBase(dir string, rlCfg Config) (Config, error) {
 	if rlCfg.Suite != base.Suite {
 		return rlCfg, fmt.Errorf("base policy %s was trained for suite %+v, the config asks for %+v", dir, base.Suite, rlCfg.Suite)
 	}
-	if rlCfg.Agent.Window != base.Agent.Window || rlCfg.Agent.MaxSummaryTokens != base.Agent.MaxSummaryTokens || rlCfg.Agent.Reserve != base.Agent.Reserve {
+	if rlCfg.Agent.Context != base.Agent.Context || rlCfg.Agent.MaxSummaryTokens != base.Agent.MaxSummaryTokens || rlCfg.Agent.Reserve != base.Agent.Reserve {
 		return rlCfg, fmt.Errorf("base policy %s was trained for window %d / reserve %d / summaries of %d tokens, the config asks for %d / %d / %d",
-			dir, base.Agent.Window, base.Agent.Reserve, base.Agent.MaxSummaryTokens, rlCfg.Agent.Window, rlCfg.Agent.Reserve, rlCfg.Agent.MaxSummaryTokens)
+			dir, base.Agent.Context, base.Agent.Reserve, base.Agent.MaxSummaryTokens, rlCfg.Agent.Context, rlCfg.Agent.Reserve, rlCfg.Agent.MaxSummaryTokens)
 	}
 	c := rlCfg
 	c.Model = base.Model
@@ -240,7 +240,7 @@ func ModelCard(recipe Config, info BaseInfo) string {
 	}
 	fmt.Fprintf(&b, "\n## Held-out metrics\n\n")
 	fmt.Fprintf(&b, "Test seeds %d…%d of the suite (%d episodes per mode), sampled at temperature %g, window %d:\n\n",
-		recipe.Suite.TestSeedStart, recipe.Suite.TestSeedStart+int64(n)-1, n, recipe.Agent.EvalTemperature, recipe.Agent.Window)
+		recipe.Suite.TestSeedStart, recipe.Suite.TestSeedStart+int64(n)-1, n, recipe.Agent.EvalTemperature, recipe.Agent.Context)
 	fmt.Fprintf(&b, "| metric | value [95%% Wilson] |\n|---|---|\n")
 	fmt.Fprintf(&b, "| pass@1 with compaction | %s |\n", ci(ev.Pass1Compact))
 	fmt.Fprintf(&b, "| pass@1 single window | %s |\n", ci(ev.Pass1Single))

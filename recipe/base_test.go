@@ -52,7 +52,7 @@ func TestFromBaseTakesTheBasesModelAndRefusesAnotherSetting(t *testing.T) {
 		t.Errorf("FromBase: model %+v sft %+v run %+v", c.Model, c.SFT, c.Run)
 	}
 	other := DemoConfig()
-	other.Agent.Window = 768
+	other.Agent.Context = 768
 	if _, err := FromBase(dir, other); err == nil || !strings.Contains(err.Error(), "window 512") {
 		t.Errorf("another window: %v", err)
 	}

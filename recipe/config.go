@@ -159,7 +159,7 @@ func PretrainConfig() Config {
 	c.Suite = SuiteConfig{Name: "vault", Seeds: train.Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
 		Config: vault.Config{Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}}
 	a := &c.Agent
-	a.Window, a.Reserve, a.KeepLast, a.MaxCompactions, a.MaxTurns = 512, 192, 2, 3, 30
+	a.Context, a.Reserve, a.KeepLast, a.MaxCompactions, a.MaxTurns = 512, 192, 2, 3, 30
 	a.MaxActionTokens, a.MaxSummaryTokens, a.EvalTemperature = 16, 48, 1
 	c.SFT = SFTConfig{SFTConfig: train.SFTConfig{Episodes: 512, Steps: 5000, BatchSize: 8, LR: 3e-3, ExpertP: 0.5,
 		CopySteps: 800, CopyLen: 512, CopyBatch: 32}, RecallConfig: RecallConfig{RecallSteps: 1200, RecallExtra: 6}}

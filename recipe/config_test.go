@@ -22,7 +22,7 @@ func TestParseConfigDefaultsAndOverrides(t *testing.T) {
 	if c.Seed != 7 || c.RL.Estimator != "independent" || c.RL.ClipHigh != 0.3 || c.Run.Iterations != 3 {
 		t.Errorf("overrides not applied: %+v", c)
 	}
-	if c.RL.ClipLow != d.RL.ClipLow || c.Agent.Window != d.Agent.Window || c.Model.Preset != d.Model.Preset {
+	if c.RL.ClipLow != d.RL.ClipLow || c.Agent.Context != d.Agent.Context || c.Model.Preset != d.Model.Preset {
 		t.Error("fields left out must keep their defaults")
 	}
 	if e, err := ParseConfig(strings.NewReader("")); err != nil || e.Seed != d.Seed {

@@ -72,7 +72,7 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := builtin.NewModel(cfg.Model, tok.VocabSize(), cfg.Agent.Window, splitmix.Chain(cfg.Seed, 0x6d6f64656c))
+	m, err := builtin.NewModel(cfg.Model, tok.VocabSize(), cfg.Agent.Context, splitmix.Chain(cfg.Seed, 0x6d6f64656c))
 	if err != nil {
 		return nil, err
 	}

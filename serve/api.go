@@ -251,7 +251,7 @@ func (r *Request) AgentConfig(base agent.Config) (agent.Config, error) {
 		}
 	}
 	a := r.Agent
-	set(&c.Window, a.Context)
+	set(&c.Context, a.Context)
 	set(&c.Reserve, a.Reserve)
 	set(&c.KeepLast, a.KeepLast)
 	set(&c.MaxCompactions, a.MaxCompactions)

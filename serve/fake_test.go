@@ -155,7 +155,7 @@ func (f *testFactory) Env(id string, seed int64) (agent.Environment, error) {
 // testAgentConfig compacts after a few steps of the count task.
 func testAgentConfig() agent.Config {
 	c := agent.DefaultConfig()
-	c.Window, c.Reserve = 256, 96
+	c.Context, c.Reserve = 256, 96
 	c.MaxActionTokens, c.MaxSummaryTokens, c.MaxObservationTokens = 8, 16, 48
 	c.MaxTurns, c.MaxCompactions = 1000, 1000
 	c.SystemPrompt, c.SummaryInstruction, c.ResumeText = "sys", "sum", "go"

@@ -17,7 +17,7 @@ import (
 func startServe(t *testing.T, cfg Config) (*Server, string) {
 	t.Helper()
 	f := &testFactory{eng: &fakeEngine{n: 4}}
-	if cfg.Agent.Window == 0 {
+	if cfg.Agent.Context == 0 {
 		cfg.Agent = testAgentConfig()
 	}
 	s, err := New(cfg, f)

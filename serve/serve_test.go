@@ -18,7 +18,7 @@ import (
 func newTestServer(t *testing.T, cfg Config, eng *fakeEngine) (*Server, *testFactory, *httptest.Server) {
 	t.Helper()
 	f := &testFactory{eng: eng}
-	if cfg.Agent.Window == 0 {
+	if cfg.Agent.Context == 0 {
 		cfg.Agent = testAgentConfig()
 	}
 	s, err := New(cfg, f)

@@ -105,7 +105,7 @@ func (e *factEnv) SummaryAudit(s string) (kept, lost []string) {
 func run(t *testing.T) episode.Episode {
 	t.Helper()
 	cfg := agent.DefaultConfig()
-	cfg.Window, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 300, 24, 60
+	cfg.Context, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 300, 24, 60
 	cfg.SystemPrompt, cfg.SummaryInstruction, cfg.ResumeText = "You are an agent.", "Summarise.", "Your summary:"
 	cfg.KeepLast = 1
 	p := &policy{cfg: cfg}

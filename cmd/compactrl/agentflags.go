@@ -14,7 +14,7 @@ import (
 // bindAgentFlags binds the agent loop's settings (eval, serve, rollout) to
 // flags of fs, straight into cfg; cfg's values are the defaults.
 func bindAgentFlags(fs *flag.FlagSet, cfg *agent.Config) {
-	fs.IntVar(&cfg.Window, "context", cfg.Window, "context window C in tokens")
+	fs.IntVar(&cfg.Context, "context", cfg.Context, "context window C in tokens")
 	fs.IntVar(&cfg.Reserve, "reserve", cfg.Reserve, "compaction reserve T_comp: compact when C − |h| < T_comp")
 	fs.IntVar(&cfg.KeepLast, "keep-last", cfg.KeepLast, "steps k re-included after a compaction")
 	fs.IntVar(&cfg.MaxCompactions, "max-compactions", cfg.MaxCompactions, "compactions per episode")
@@ -33,7 +33,7 @@ func bindAgentFlags(fs *flag.FlagSet, cfg *agent.Config) {
 // actions and summaries, eval's system prompt.
 func engineAgentConfig(temperature float64) agent.Config {
 	c := agent.DefaultConfig()
-	c.Window, c.Reserve = 32768, 8192
+	c.Context, c.Reserve = 32768, 8192
 	c.MaxActionTokens, c.MaxSummaryTokens = 1024, 2048
 	c.Temperature = temperature
 	c.SystemPrompt = shelltask.SystemPrompt()

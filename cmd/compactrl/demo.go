@@ -57,7 +57,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "compactrl demo: %d CompactionRL iterations of %d episodes from the base policy in %s\n", cfg.Run.Iterations, cfg.Run.Episodes, baseDir)
 	fmt.Fprintf(e.stdout, "(window %d tokens, %s, %s loss, kernel path %s), %d held-out episodes per evaluation.\n",
-		cfg.Agent.Window, cfg.RL.Estimator, cfg.RL.LossAggMode, kernel.Path(), cfg.Run.EvalEpisodes)
+		cfg.Agent.Context, cfg.RL.Estimator, cfg.RL.LossAggMode, kernel.Path(), cfg.Run.EvalEpisodes)
 	res, err := trainRun(ctx, e, cfg, false, *quiet)
 	if err != nil {
 		return err

@@ -179,7 +179,7 @@ func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, rollout
 	}
 	meta["engine"], meta["engine_kind"], meta["model"] = o.engines, o.kind, o.model
 	meta["engine_seed"], meta["engine_logprobs_mode"] = o.engine.seed, o.engine.logprobs
-	meta["context"], meta["reserve"] = strconv.Itoa(cfg.Window), strconv.Itoa(cfg.Reserve)
+	meta["context"], meta["reserve"] = strconv.Itoa(cfg.Context), strconv.Itoa(cfg.Reserve)
 	meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
 	if rt == nil {
 		return a, nil, meta, nil

@@ -56,7 +56,7 @@ func printEval(e env, ev train.EvalResult, cfg recipe.Config) {
 	n := ev.Episodes
 	row := func(name string, p float64) { fmt.Fprintf(e.stdout, "%-28s %s\n", name, stats.RateCI(p, n)) }
 	fmt.Fprintf(e.stdout, "held-out seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",
-		cfg.Suite.TestSeedStart, cfg.Suite.TestSeedStart+int64(n)-1, n, cfg.Agent.Window, cfg.Agent.EvalTemperature)
+		cfg.Suite.TestSeedStart, cfg.Suite.TestSeedStart+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
 	row("pass@1 with compaction", ev.Pass1Compact)
 	row("pass@1 single window", ev.Pass1Single)
 	fmt.Fprintf(e.stdout, "%-28s %s\n%-28s %.2f\n%-28s %s\n", "summary quality", fmtPtr(&ev.SummaryQuality, "%.3f"), "compactions / episode", ev.Compactions, "pass@1 of compacted", fmtPtr(&ev.PassCompacted, "%.3f"))

@@ -41,7 +41,7 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Window, o.suite)
+	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Context, o.suite)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	}
 	meta := map[string]string{
 		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.tokName,
-		"context": strconv.Itoa(o.agent.Window), "reserve": strconv.Itoa(o.agent.Reserve),
+		"context": strconv.Itoa(o.agent.Context), "reserve": strconv.Itoa(o.agent.Reserve),
 		"keep_last": strconv.Itoa(o.agent.KeepLast), "no_compaction": strconv.FormatBool(o.agent.NoCompaction),
 	}
 	f, err := os.Create(o.out)

@@ -188,7 +188,7 @@ func demoAgent(t *testing.T, p float64, o agent.SummaryOverride) *agent.Agent {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.SystemPrompt = SystemPrompt
-	cfg.Window, cfg.Reserve, cfg.MaxTurns = 512, 192, 30
+	cfg.Context, cfg.Reserve, cfg.MaxTurns = 512, 192, 30
 	cfg.MaxActionTokens, cfg.MaxSummaryTokens = 16, 48
 	a, err := expertAgent(t, cfg, p).WithSummaryOverride(o)
 	if err != nil {

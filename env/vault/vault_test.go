@@ -377,8 +377,8 @@ func TestSegmentsFitWindowVault(t *testing.T) {
 			NoiseLines: []int{0, 3, 8, 40, 400}[rng.IntN(5)]}
 		cfg := agent.DefaultConfig()
 		cfg.SystemPrompt = SystemPrompt
-		cfg.Window = 400 + rng.IntN(1600)
-		cfg.Reserve = 200 + rng.IntN(cfg.Window/2)
+		cfg.Context = 400 + rng.IntN(1600)
+		cfg.Reserve = 200 + rng.IntN(cfg.Context/2)
 		cfg.KeepLast = rng.IntN(4)
 		cfg.MaxCompactions = rng.IntN(6)
 		cfg.MaxSummaryTokens = 8 + rng.IntN(120)
@@ -397,13 +397,13 @@ func TestSegmentsFitWindowVault(t *testing.T) {
 			truncated++
 		}
 		for si, s := range ep.Segments {
-			if len(s.PromptIDs)+len(s.ResponseIDs) > cfg.Window {
-				t.Fatalf("episode %d segment %d: %d + %d > %d", i, si, len(s.PromptIDs), len(s.ResponseIDs), cfg.Window)
+			if len(s.PromptIDs)+len(s.ResponseIDs) > cfg.Context {
+				t.Fatalf("episode %d segment %d: %d + %d > %d", i, si, len(s.PromptIDs), len(s.ResponseIDs), cfg.Context)
 			}
 		}
 		for _, r := range rec.reqs {
-			if len(r.Prompt)+r.MaxTokens > cfg.Window {
-				t.Fatalf("episode %d: request of %d + %d > %d", i, len(r.Prompt), r.MaxTokens, cfg.Window)
+			if len(r.Prompt)+r.MaxTokens > cfg.Context {
+				t.Fatalf("episode %d: request of %d + %d > %d", i, len(r.Prompt), r.MaxTokens, cfg.Context)
 			}
 		}
 	}

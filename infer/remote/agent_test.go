@@ -73,7 +73,7 @@ func TestAgentLoopCompactsOnLlamaServer(t *testing.T) {
 	rec := &recorder{s: pool, calls: map[int64][]call{}}
 	tmpl := agent.Template{System: 120, User: 121, Assistant: 122, Observation: 123, Summary: 124, EndOfTurn: 125}
 	cfg := agent.DefaultConfig()
-	cfg.Window, cfg.Reserve = llamaCtx, 64
+	cfg.Context, cfg.Reserve = llamaCtx, 64
 	cfg.MaxActionTokens, cfg.MaxSummaryTokens, cfg.MaxObservationTokens = 8, 16, 16
 	cfg.SummaryInstruction, cfg.ResumeText = "2a", "3b"
 	cfg.Temperature, cfg.TopP = 1, 1
