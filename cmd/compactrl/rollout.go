@@ -314,7 +314,7 @@ func checkpointPolicy(spec, dir, tokPath string, workers, contextTokens int, sui
 // (tasks.DefaultTokenizer), named NAME-default.
 func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
 	if path == "" && ckpt != "" {
-		for _, p := range []string{filepath.Join(ckpt, "tokenizer.json"), filepath.Join(filepath.Dir(ckpt), "tokenizer.json")} {
+		for _, p := range checkpointTokenizers(ckpt) {
 			if _, err := os.Stat(p); err == nil {
 				path = p
 				break
@@ -344,6 +344,19 @@ func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
 	}
 	pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, path, tok.VocabSize()
 	return pol, nil
+}
+
+// checkpointTokenizers are the places a checkpoint's tokenizer.json may be, nearest first: the
+// checkpoint directory, its parent (a base policy directory or a run's policy), and the run
+// directory of a training checkpoint RUN/checkpoints/iter-N/policy.
+func checkpointTokenizers(ckpt string) []string {
+	ckpt = filepath.Clean(ckpt)
+	out := []string{filepath.Join(ckpt, "tokenizer.json"), filepath.Join(filepath.Dir(ckpt), "tokenizer.json")}
+	iter := filepath.Dir(ckpt)
+	if filepath.Base(ckpt) == "policy" && strings.HasPrefix(filepath.Base(iter), "iter-") && filepath.Base(filepath.Dir(iter)) == "checkpoints" {
+		out = append(out, filepath.Join(filepath.Dir(filepath.Dir(iter)), "tokenizer.json"))
+	}
+	return out
 }
 
 // playEpisodes plays jobs into the episode JSONL file f (through wrap's
