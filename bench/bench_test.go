@@ -131,6 +131,9 @@ func TestGemm(t *testing.T) {
 	if _, err := Gemm(context.Background(), GemmShape{Name: "empty"}, time.Millisecond, 1); err == nil {
 		t.Fatal("empty shape accepted")
 	}
+	if _, err := Gemm(context.Background(), GemmShape{Name: "packed Aᵀ", TransA: true, Packed: true, M: 2, N: 2, K: 2}, time.Millisecond, 1); err == nil {
+		t.Fatal("a packed product with A transposed accepted")
+	}
 	// The model's shapes name the products the model runs: 2·M·N·K of the head is 2·B·T·V·d.
 	ms := ModelShapes(o.config(), 2, 16, 4)
 	if ms[3].Flops() != 2*32*320*32 {

@@ -190,6 +190,9 @@ type GemmShape struct {
 	Name           string `json:"name"`
 	TransA, TransB bool   `json:"-"`
 	M, N, K        int    `json:"-"`
+	// Packed measures kernel.GemmPacked with op(B) packed once before the timing, as the
+	// decoder multiplies by its weights (TransA must be false).
+	Packed bool `json:"-"`
 }
 
 // Flops is 2·M·N·K.
@@ -219,6 +222,13 @@ func Gemm(ctx context.Context, s GemmShape, total time.Duration, samples int) (M
 		ldb = s.K
 	}
 	call := func() { kernel.Gemm(s.TransA, s.TransB, s.M, s.N, s.K, 1, a, lda, b, ldb, 0, c, s.N) }
+	if s.Packed {
+		if s.TransA {
+			return Measure{}, fmt.Errorf("bench gemm %s: a packed product has A not transposed", s.Name)
+		}
+		pb := kernel.PackB(s.TransB, s.N, s.K, b, ldb)
+		call = func() { kernel.GemmPacked(s.M, 1, a, lda, pb, 0, c, s.N) }
+	}
 	t0 := time.Now()
 	call()
 	one := max(time.Since(t0), time.Microsecond)
@@ -261,6 +271,7 @@ func ModelShapes(cfg model.Config, batch, seq, decodeBatch int) []GemmShape {
 		{Name: fmt.Sprintf("train head %d×%d×%d", n, cfg.Vocab, d), TransB: true, M: n, N: cfg.Vocab, K: d},
 		{Name: fmt.Sprintf("train dWg = dyᵀ·x %d×%d×%d", cfg.FFN, d, n), TransA: true, M: cfg.FFN, N: d, K: n},
 		{Name: fmt.Sprintf("decode x·Wgᵀ %d×%d×%d", decodeBatch, cfg.FFN, d), TransB: true, M: decodeBatch, N: cfg.FFN, K: d},
+		{Name: fmt.Sprintf("decode x·Wgᵀ %d×%d×%d, W packed once (the decoder's)", decodeBatch, cfg.FFN, d), TransB: true, M: decodeBatch, N: cfg.FFN, K: d, Packed: true},
 	}
 }
 
