@@ -186,7 +186,7 @@ func TestRunBuiltinOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.PeakGFLOPS <= 0 || len(r.Gemm) != 1+6 || len(r.Torch) != 0 || r.Llama != nil {
+	if r.PeakGFLOPS <= 0 || len(r.Gemm) != 1+7 || len(r.Torch) != 0 || r.Llama != nil {
 		t.Fatalf("report %+v", r)
 	}
 	checkMeasure(t, "train", r.Train, o.Steps)
