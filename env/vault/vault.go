@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -399,35 +400,48 @@ func (e *Env) Metrics() map[string]float64 {
 	}
 }
 
-// ParseConfig reads knobs "files=5,pages=3,facts=4,keys=32,distractors=6,noise=5,partial=true,spread=true"
-// (any subset, in any order) over DefaultConfig; "" gives the default.
+// ParseConfig reads knobs "files=5,pages=3,facts=4,keys=32,distractors=6,noise_lines=5,partial_credit=true,spread=true"
+// (any subset, in any order) over DefaultConfig; "" gives the default. The knobs are Config's YAML
+// keys, so a suite has one name per knob on the command line and in a config file; the former
+// short names noise and partial are refused with the new name.
 func ParseConfig(spec string) (Config, error) {
 	c := DefaultConfig()
 	if strings.TrimSpace(spec) == "" {
 		return c, nil
 	}
+	fields := reflect.ValueOf(&c).Elem()
+	var names []string
+	byName := map[string]reflect.Value{}
+	for i := range fields.NumField() {
+		name := fields.Type().Field(i).Tag.Get("yaml")
+		names = append(names, name)
+		byName[name] = fields.Field(i)
+	}
+	renamed := map[string]string{"noise": "noise_lines", "partial": "partial_credit"}
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
 			return c, fmt.Errorf("vault knob %q: want name=value", kv)
 		}
-		if flag := map[string]*bool{"partial": &c.PartialCredit, "spread": &c.Spread}[k]; flag != nil {
+		f, found := byName[k]
+		switch {
+		case !found && renamed[k] != "":
+			return c, fmt.Errorf("vault knob %q is now %q", k, renamed[k])
+		case !found:
+			return c, fmt.Errorf("vault knob %q: unknown (%s)", k, strings.Join(names, ", "))
+		case f.Kind() == reflect.Bool:
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return c, fmt.Errorf("vault knob %s=%q: %w", k, v, err)
 			}
-			*flag = b
-			continue
+			f.SetBool(b)
+		default:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return c, fmt.Errorf("vault knob %s=%q: not an integer", k, v)
+			}
+			f.SetInt(int64(n))
 		}
-		dst := map[string]*int{"files": &c.Files, "pages": &c.Pages, "facts": &c.Facts, "keys": &c.Keys, "distractors": &c.Distractors, "noise": &c.NoiseLines}[k]
-		if dst == nil {
-			return c, fmt.Errorf("vault knob %q: unknown (files, pages, facts, keys, distractors, noise, partial, spread)", k)
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return c, fmt.Errorf("vault knob %s=%q: not an integer", k, v)
-		}
-		*dst = n
 	}
 	return c, c.validate()
 }

@@ -343,7 +343,7 @@ func TestCorpusCoversTheLanguage(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	c, err := ParseConfig("files=7, noise=2,partial=true")
+	c, err := ParseConfig("files=7, noise_lines=2,partial_credit=true")
 	if err != nil || c.Files != 7 || c.NoiseLines != 2 || !c.PartialCredit || c.Facts != DefaultConfig().Facts {
 		t.Fatalf("%+v %v", c, err)
 	}
@@ -353,7 +353,12 @@ func TestParseConfig(t *testing.T) {
 	if c, err := ParseConfig("spread=true"); err != nil || !c.Spread || c.PartialCredit {
 		t.Fatalf("spread: %+v %v", c, err)
 	}
-	for _, bad := range []string{"files", "rooms=3", "files=x", "files=0", "partial=maybe", "spread=2"} {
+	for _, old := range []string{"noise=2", "partial=true"} {
+		if _, err := ParseConfig(old); err == nil || !strings.Contains(err.Error(), "is now") {
+			t.Fatalf("former knob %q: %v", old, err)
+		}
+	}
+	for _, bad := range []string{"files", "rooms=3", "files=x", "files=0", "partial_credit=maybe", "spread=2"} {
 		if _, err := ParseConfig(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
