@@ -88,6 +88,12 @@
 //
 // # Measured performance
 //
+// Latest (Intel Xeon, Sapphire Rapids class, 2 vCPUs, `compactrl bench model --threads 2 --paths
+// all`, quiet machine): GEMM on the model's training shapes at 48–67% of the measured FMA peak on
+// avx512, 73–84% on avx2, 74–84% on go; the AVX-512 6×64 tile on cached operands at 76–81% of the
+// one-thread peak (83–85% unrolled on packed operands, gemmPacked512m6n4U2), the AVX2 6×16 tile at
+// 91–100%. The tables below are earlier measurements on the machines they name.
+//
 // Intel Xeon (Sapphire Rapids class, AVX-512), 2 vCPUs, Go 1.26, float32, BenchmarkGemm and
 // BenchmarkPeak. Other jobs shared the two cores throughout, so the figures are GFLOP per CPU-second
 // of the benchmark process (its user+system time, which other load does not inflate), medians of
