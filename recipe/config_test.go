@@ -92,7 +92,8 @@ func TestConfigFilesMatchTheirFunctions(t *testing.T) {
 		file string
 		want Config
 	}{{"../configs/demo.yaml", DemoConfig()}, {"../configs/pretrain.yaml", PretrainConfig()},
-		{"../configs/vault-long.yaml", LongConfig()}, {"../configs/pretrain-long.yaml", LongPretrainConfig()}} {
+		{"../configs/vault-long.yaml", LongConfig()}, {"../configs/pretrain-long.yaml", LongPretrainConfig()},
+		{"../configs/pretrain-goal.yaml", GoalPretrainConfig()}} {
 		t.Run(filepath.Base(x.file), func(t *testing.T) {
 			c, err := LoadConfig(x.file)
 			if err != nil {
