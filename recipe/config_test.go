@@ -115,6 +115,10 @@ func TestValidateRejectsWhatWasSilentlyAccepted(t *testing.T) {
 		{"model:\n  init_range: .inf\n", "model.init_range: +Inf"},
 		{"agent:\n  temperature: .nan\n", "agent.temperature: NaN"},
 		{"agent:\n  temperature: 0.7\n", "agent.temperature: 0.7 must be 1 for RL"},
+		{"sft:\n  recall_restarts: 2\n", "sft.recall_restarts: 2 needs sft.recall_steps > 0 and a sft.recall_target > 0"},
+		{"sft:\n  recall_steps: 10\n  recall_restarts: 17\n  recall_target: 0.1\n", "sft.recall_restarts: 17 must be in [0, 16]"},
+		{"sft:\n  recall_steps: 10\n  recall_target: 0.1\n", "sft.recall_target: 0.1 means nothing without sft.recall_restarts"},
+		{"sft:\n  recall_steps: 10\n  recall_restarts: 1\n  recall_target: -1\n", "sft.recall_target: -1 must be a finite number"},
 	} {
 		t.Run(strings.SplitN(x.want, ":", 2)[0], func(t *testing.T) {
 			if _, err := ParseConfig(strings.NewReader(x.yaml)); err == nil || !strings.Contains(err.Error(), x.want) {

@@ -3,6 +3,7 @@ package recipe
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -49,7 +50,18 @@ type RecallConfig struct {
 	// the found line queries the context's record facts). It replaces
 	// recall_unknown, which it cannot be combined with.
 	RecallGoal bool `yaml:"recall_goal"`
+	// RecallRestarts starts copy and recall pretraining over from fresh
+	// weights (a new draw of the seed's stream) when recall ends with the
+	// mean loss of its last 100 steps above RecallTarget, up to
+	// RecallRestarts times (train.ExtraExamples); whether the lookup forms
+	// in recall depends on the initialisation (docs/results.md, stops 12–15).
+	RecallRestarts int     `yaml:"recall_restarts"`
+	RecallTarget   float64 `yaml:"recall_target"`
 }
+
+// maxRecallRestarts bounds sft.recall_restarts: each restart repeats the
+// copy and recall phases.
+const maxRecallRestarts = 16
 
 // validate checks the recall knobs, by their YAML paths, against the
 // trainer's warm start sft and the suite's key count.
@@ -78,6 +90,14 @@ func (c RecallConfig) validate(sft train.SFTConfig, suiteKeys int) error {
 		return errors.New("sft.recall_goal: needs sft.recall_steps or sft.recall_mix > 0")
 	case c.RecallGoal && c.RecallUnknown:
 		return errors.New("sft.recall_goal: replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
+	case c.RecallRestarts < 0 || c.RecallRestarts > maxRecallRestarts:
+		return fmt.Errorf("sft.recall_restarts: %d must be in [0, %d]", c.RecallRestarts, maxRecallRestarts)
+	case math.IsNaN(c.RecallTarget) || math.IsInf(c.RecallTarget, 0) || c.RecallTarget < 0:
+		return fmt.Errorf("sft.recall_target: %v must be a finite number ≥ 0", c.RecallTarget)
+	case c.RecallRestarts > 0 && (c.RecallSteps == 0 || c.RecallTarget == 0):
+		return fmt.Errorf("sft.recall_restarts: %d needs sft.recall_steps > 0 and a sft.recall_target > 0 to restart on", c.RecallRestarts)
+	case c.RecallRestarts == 0 && c.RecallTarget != 0:
+		return fmt.Errorf("sft.recall_target: %v means nothing without sft.recall_restarts", c.RecallTarget)
 	case c.RecallGoal && c.RecallKeys > 0 && c.RecallKeys < suiteKeys:
 		// A goal asks for the suite's keys: each must be one recall can write.
 		return fmt.Errorf("sft.recall_goal: sft.recall_keys %d must be 0 or at least the suite's %d keys (the goals' keys)", c.RecallKeys, suiteKeys)
@@ -100,7 +120,8 @@ func (c RecallConfig) RecallSource(ft *FactTokens, sft train.SFTConfig) *train.E
 	if c.RecallBatch > 0 {
 		batch = c.RecallBatch
 	}
-	return &train.ExtraExamples{Source: src, Phase: "recall", Title: "recall pretraining", Steps: c.RecallSteps, Batch: batch, Mix: c.RecallMix}
+	return &train.ExtraExamples{Source: src, Phase: "recall", Title: "recall pretraining", Steps: c.RecallSteps, Batch: batch, Mix: c.RecallMix,
+		Target: c.RecallTarget, Restarts: c.RecallRestarts}
 }
 
 // used reports whether the warm start draws recall sequences.

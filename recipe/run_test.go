@@ -325,14 +325,20 @@ func TestExpertReference(t *testing.T) {
 
 // The warm start runs its copy phase first, then recall, then SFT, each
 // logged, with recall sequences of either kind (sft.recall_goal).
+// With sft.recall_restarts and a target recall cannot reach, copy and
+// recall run again from fresh weights (attempt 1) before SFT.
 func TestWarmStartPhases(t *testing.T) {
-	for _, goal := range []bool{false, true} {
-		t.Run(fmt.Sprintf("recall_goal=%v", goal), func(t *testing.T) {
+	for _, x := range []struct{ goal, restart bool }{{false, false}, {true, false}, {true, true}} {
+		goal := x.goal
+		t.Run(fmt.Sprintf("recall_goal=%v,restart=%v", goal, x.restart), func(t *testing.T) {
 			cfg := nanoConfig(t)
 			cfg.SFT.CopySteps, cfg.SFT.CopyLen = 2, 64
 			cfg.SFT.RecallSteps, cfg.SFT.RecallExtra = 2, 3
 			cfg.SFT.RecallKeys, cfg.SFT.RecallLen, cfg.Suite.Keys = 32, 48, 4
 			cfg.SFT.RecallMix, cfg.SFT.RecallGoal = 3, goal
+			if x.restart {
+				cfg.SFT.RecallRestarts, cfg.SFT.RecallTarget = 1, 1e-12
+			}
 			cfg.Run.Iterations = 0
 			s, err := Build(cfg, nil, nil)
 			if err != nil {
@@ -365,9 +371,13 @@ func TestWarmStartPhases(t *testing.T) {
 				if (r.Phase == "sft") != (r.MixedLoss != nil) || (r.MixedLoss != nil && *r.MixedLoss <= 0) {
 					t.Errorf("%s step %d: recall loss %v", r.Phase, r.Step, r.MixedLoss)
 				}
-				phases = append(phases, r.Phase)
+				phases = append(phases, fmt.Sprintf("%s%d", r.Phase, r.Attempt))
 			}
-			if want := []string{"copy", "copy", "recall", "recall", "sft", "sft", "sft"}; !slices.Equal(phases, want) {
+			want := []string{"copy0", "copy0", "recall0", "recall0", "sft0", "sft0", "sft0"}
+			if x.restart {
+				want = []string{"copy0", "copy0", "recall0", "recall0", "copy1", "copy1", "recall1", "recall1", "sft0", "sft0", "sft0"}
+			}
+			if !slices.Equal(phases, want) {
 				t.Fatalf("phases %v, want %v", phases, want)
 			}
 			// RL starts with a fresh optimiser, not the warm start's moments.

@@ -111,9 +111,25 @@ type ExampleSource interface {
 // before imitation, then Mix of them joined to every imitation batch
 // (which keeps what they teach while the policy imitates). Phase names the
 // phase in RUN_DIR/sft.jsonl, Title in the progress bar.
+//
+// With Restarts > 0, a phase that ends above Target (the mean loss of its
+// last 100 steps) starts over: the policy is reinitialised (it must be a
+// Reinitializer) and copy pretraining and the phase run again on draws of
+// their own, up to Restarts times; imitation then continues from the first
+// attempt that reached Target, else from the last one. Whether such a
+// phase forms (a lookup, an induction) can depend on the initialisation
+// alone; a restart makes the recipe not hang on one draw.
 type ExtraExamples struct {
 	Source       ExampleSource
 	Phase, Title string
 	Steps, Batch int
 	Mix          int
+	Target       float64
+	Restarts     int
+}
+
+// Reinitializer is a policy that can start again from fresh random weights
+// drawn from seed, with a fresh optimiser.
+type Reinitializer interface {
+	Reinit(seed int64) error
 }

@@ -21,6 +21,7 @@ import (
 // SFTRecord is one line of RUN_DIR/sft.jsonl: one warm-start step.
 type SFTRecord struct {
 	Phase    string  `json:"phase"` // "copy" (induction pretraining), ExtraExamples.Phase, or "sft"
+	Attempt  int     `json:"attempt,omitempty"` // restart of copy and the extra phase (ExtraExamples.Restarts), from 0
 	Step     int     `json:"step"`
 	Loss     float64 `json:"loss"` // mean −log π over the step's optimised tokens
 	Tokens   int     `json:"tokens"`
@@ -113,13 +114,41 @@ func (t *Trainer) warmStart(ctx context.Context) error {
 	if sft.CopySteps+t.extraSteps()+t.extraMix() > 0 {
 		corpus = copyCorpus(demos)
 	}
-	if err := t.copyPhase(ctx, w, corpus); err != nil {
-		return err
-	}
-	if err := t.extraPhase(ctx, w, corpus); err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			ri, ok := t.Policy.(Reinitializer)
+			if !ok {
+				return fmt.Errorf("warm start: %s phase restarts need a policy that can be reinitialised", t.Extra.Phase)
+			}
+			if err := ri.Reinit(splitmix.Chain(t.Cfg.Seed, purposeSFT, -5, int64(attempt))); err != nil {
+				return fmt.Errorf("warm start: restart %d: %w", attempt, err)
+			}
+		}
+		if err := t.copyPhase(ctx, w, corpus, attempt); err != nil {
+			return err
+		}
+		loss, err := t.extraPhase(ctx, w, corpus, attempt)
+		if err != nil {
+			return err
+		}
+		x := t.Extra
+		if x == nil || x.Restarts == 0 || loss <= x.Target || attempt == x.Restarts {
+			break
+		}
+		if t.Log != nil {
+			fmt.Fprintf(t.Log, "warm start: %s loss %.4g above its target %g after attempt %d; starting again from fresh weights\n", x.Phase, loss, x.Target, attempt)
+		}
 	}
 	return t.imitationPhase(ctx, w, items, corpus)
+}
+
+// attemptRand is sftRand for attempt a of a restartable phase: attempt 0
+// draws exactly what a warm start without restarts draws.
+func (t *Trainer) attemptRand(stream int64, a int) *rand.Rand {
+	if a == 0 {
+		return t.sftRand(stream)
+	}
+	return t.sftRand(stream, -6, int64(a))
 }
 
 // demonstrations are the expert's episodes on SFT.Episodes training tasks
@@ -185,36 +214,38 @@ func (t *Trainer) extraMix() int {
 // copyPhase is CopySteps of induction pretraining (copyBatch); the gap
 // grows over the first 60% of the steps: induction forms on near copies
 // and then stretches across the window.
-func (t *Trainer) copyPhase(ctx context.Context, w *metricsWriter, corpus [][]int) error {
+func (t *Trainer) copyPhase(ctx context.Context, w *metricsWriter, corpus [][]int, attempt int) error {
 	sft := t.Cfg.SFT
 	if sft.CopySteps == 0 {
 		return nil
 	}
-	r := t.sftRand(-2)
+	r := t.attemptRand(-2, attempt)
 	step := 0
 	next := func() []*item {
 		reach := min(1, float64(step)/(0.6*float64(sft.CopySteps)))
 		step++
 		return copyBatch(corpus, sft.CopyBatchSize(), sft.CopyLen, reach, r)
 	}
-	return t.sftPhase(ctx, w, "copy", "copy pretraining", sft.CopySteps, next)
+	_, err := t.sftPhase(ctx, w, "copy", "copy pretraining", attempt, sft.CopySteps, next)
+	return err
 }
 
 // extraPhase is the ExtraExamples' Steps steps of their own, on Batch
-// sequences a step, each draw told its step of the phase.
-func (t *Trainer) extraPhase(ctx context.Context, w *metricsWriter, corpus [][]int) error {
+// sequences a step, each draw told its step of the phase; it returns the
+// mean loss of the phase's last 100 steps (0 without the phase).
+func (t *Trainer) extraPhase(ctx context.Context, w *metricsWriter, corpus [][]int, attempt int) (float64, error) {
 	x := t.Extra
 	if x == nil || x.Steps == 0 {
-		return nil
+		return 0, nil
 	}
-	r := t.sftRand(-3)
+	r := t.attemptRand(-3, attempt)
 	step := 0
 	next := func() []*item {
 		d := ExampleDraw{N: x.Batch, Step: step, Steps: x.Steps}
 		step++
 		return t.extraItems(corpus, d, r)
 	}
-	return t.sftPhase(ctx, w, x.Phase, x.Title, x.Steps, next)
+	return t.sftPhase(ctx, w, x.Phase, x.Title, attempt, x.Steps, next)
 }
 
 // imitationPhase is Steps of SFT on batches of BatchSize demonstration
@@ -243,32 +274,44 @@ func (t *Trainer) imitationPhase(ctx context.Context, w *metricsWriter, items []
 		}
 		return batch
 	}
-	return t.sftPhase(ctx, w, "sft", "warm start (SFT)", sft.Steps, next)
+	_, err := t.sftPhase(ctx, w, "sft", "warm start (SFT)", 0, sft.Steps, next)
+	return err
 }
 
 // sftPhase runs steps optimiser steps of the weighted negative
 // log-likelihood (sftStep) on the batches next returns, learning rate
 // SFT.LR with a linear warm-up over the first tenth of the steps, one
-// SFTRecord per step.
-func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title string, steps int, next func() []*item) error {
+// SFTRecord per step. It returns the mean loss of the last 100 steps.
+func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title string, attempt, steps int, next func() []*item) (float64, error) {
+	if attempt > 0 {
+		title = fmt.Sprintf("%s (restart %d)", title, attempt)
+	}
 	bar := progress.New(t.Progress, title, steps)
 	defer bar.Done()
 	warm := max(1, steps/10)
+	var last []float64
 	for step := 0; step < steps; step++ {
 		rec, err := t.sftStep(ctx, next(), lr(t.Cfg.SFT.LR, warm, step))
 		if err != nil {
-			return fmt.Errorf("%s step %d: %w", title, step, err)
+			return 0, fmt.Errorf("%s step %d: %w", title, step, err)
 		}
-		rec.Phase, rec.Step = phase, step
+		rec.Phase, rec.Step, rec.Attempt = phase, step, attempt
 		if phase != "sft" {
 			rec.MixedLoss = nil // only mixed-in extra sequences have a loss of their own
 		}
 		if err := w.Write(rec); err != nil {
-			return err
+			return 0, err
+		}
+		if last = append(last, rec.Loss); len(last) > 100 {
+			last = last[1:]
 		}
 		bar.Set(step+1, steps)
 	}
-	return nil
+	var sum float64
+	for _, l := range last {
+		sum += l
+	}
+	return sum / float64(max(1, len(last))), nil
 }
 
 // sftStep is one optimiser step at learning rate rate of

@@ -2,10 +2,12 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -113,5 +115,81 @@ func TestWarmStartExtraExamplesDeterministic(t *testing.T) {
 	d3, r3 := run(false)
 	if d3 != nil || len(r3) != 2 || r3[0].Phase != "sft" || r3[0].MixedLoss != nil {
 		t.Fatalf("without extra examples: draws %v, records %+v", d3, r3)
+	}
+}
+
+// reinitBigram is the test policy with Reinit: fresh weights from the seed, fresh moments.
+type reinitBigram struct {
+	*bigram
+	seeds []int64
+}
+
+func (p *reinitBigram) Reinit(seed int64) error {
+	p.seeds = append(p.seeds, seed)
+	fresh := newBigram(p.V, p.value, seed)
+	copy(p.W, fresh.W)
+	clear(p.M)
+	clear(p.S)
+	p.Steps = 0
+	return nil
+}
+
+// An extra phase that ends above its target starts copy and itself over
+// from fresh weights, up to Restarts times, each attempt on draws of its
+// own; imitation follows the last attempt once. A reachable target stops
+// at the first attempt, which draws exactly what a run without restarts
+// draws; a policy that cannot be reinitialised is an error.
+func TestWarmStartRestarts(t *testing.T) {
+	run := func(target float64, restarts int, reinit bool) ([]SFTRecord, *reinitBigram, error) {
+		cfg := testConfig(t)
+		cfg.Run.Iterations, cfg.Run.EvalEpisodes = 0, 0
+		cfg.SFT.Episodes, cfg.SFT.Steps, cfg.SFT.BatchSize = 4, 2, 2
+		cfg.SFT.CopySteps, cfg.SFT.CopyLen, cfg.SFT.CopyBatch = 2, 16, 3
+		tr := newTestTrainer(cfg, newMemoryTask())
+		p := &reinitBigram{bigram: tr.Policy.(*bigram)}
+		if reinit {
+			tr.Policy = p
+		}
+		tr.Extra = &ExtraExamples{Source: &recordingSource{}, Phase: "extra", Steps: 3, Batch: 2, Target: target, Restarts: restarts}
+		_, err := tr.Run(context.Background())
+		if err != nil {
+			return nil, p, err
+		}
+		return readSFT(t, cfg.Run.Dir), p, nil
+	}
+	recs, p, err := run(-1, 2, true) // a loss is never below −1: every restart runs
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%s%d", r.Phase, r.Attempt))
+	}
+	want := []string{"copy0", "copy0", "extra0", "extra0", "extra0", "copy1", "copy1", "extra1", "extra1", "extra1",
+		"copy2", "copy2", "extra2", "extra2", "extra2", "sft0", "sft0"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("phases %v, want %v", got, want)
+	}
+	if len(p.seeds) != 2 || p.seeds[0] == p.seeds[1] {
+		t.Fatalf("reinitialised with seeds %v, want two distinct", p.seeds)
+	}
+	if recs[0].Loss == recs[5].Loss && recs[2].Loss == recs[7].Loss {
+		t.Errorf("attempt 1 repeated attempt 0's losses: its weights or draws are not its own")
+	}
+	base, _, err := run(0, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, p, err := run(1e9, 3, true) // reached at once
+	if err != nil || len(p.seeds) != 0 || len(once) != len(base) {
+		t.Fatalf("reachable target: %v, reinit seeds %v, %d records against %d", err, p.seeds, len(once), len(base))
+	}
+	for i := range base {
+		if once[i].Loss != base[i].Loss || once[i].Phase != base[i].Phase {
+			t.Fatalf("step %d with restarts allowed %+v, without %+v", i, once[i], base[i])
+		}
+	}
+	if _, _, err := run(-1, 1, false); err == nil || !strings.Contains(err.Error(), "reinitialised") {
+		t.Fatalf("a policy without Reinit: %v", err)
 	}
 }

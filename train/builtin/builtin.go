@@ -50,8 +50,9 @@ type Builtin struct {
 }
 
 var (
-	_ train.Model  = (*Builtin)(nil)
-	_ train.Policy = (*Builtin)(nil)
+	_ train.Model         = (*Builtin)(nil)
+	_ train.Policy        = (*Builtin)(nil)
+	_ train.Reinitializer = (*Builtin)(nil)
 )
 
 func newBuiltin(m *model.Model, o Options) *Builtin {
@@ -123,6 +124,20 @@ func (b *Builtin) Step(ctx context.Context, lr float64) (float64, error) {
 	}
 	b.M.ZeroGrad()
 	return n, nil
+}
+
+// Reinit draws fresh random weights from seed (model.New's initialisation
+// of the same architecture) and starts AdamW afresh; a policy's sampler
+// serves them once published. It is train.Reinitializer, for warm-start
+// restarts.
+func (b *Builtin) Reinit(seed int64) error {
+	fresh, err := model.New(b.M.Cfg, seed, b.M.Value)
+	if err != nil {
+		return fmt.Errorf("reinitialise: %w", err)
+	}
+	b.M.CopyWeightsFrom(fresh)
+	b.opt.Reset()
+	return nil
 }
 
 // ResetOptimizer starts AdamW afresh (zero moments and step count).

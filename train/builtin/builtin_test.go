@@ -91,3 +91,42 @@ func TestModelArchOverrides(t *testing.T) {
 		t.Fatalf("rope_theta 0 should keep the preset's 10000, got %g", mc.RopeTheta)
 	}
 }
+
+// Reinit gives the weights model.New draws from the seed and a fresh optimiser.
+func TestBuiltinReinit(t *testing.T) {
+	arch := model.Config{Vocab: 50, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5}
+	m, err := model.New(arch, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewPolicy(m, Options{GradClip: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	seqs := []train.Sequence{{Prompt: []int{1, 2, 3}, Response: []int{4, 5}}}
+	out, err := b.Forward(ctx, seqs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Backward(ctx, [][]float64{make([]float64, len(out[0].Logprobs))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Step(ctx, 1e-2); err != nil || b.OptimizerSteps() != 1 {
+		t.Fatalf("step: %v, %d optimiser steps", err, b.OptimizerSteps())
+	}
+	if err := b.Reinit(7); err != nil {
+		t.Fatal(err)
+	}
+	want, err := model.New(arch, 7, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := b.M.Params(), want.Params(); !reflect.DeepEqual(got[0].Data, w[0].Data) || !reflect.DeepEqual(got[len(got)-1].Data, w[len(w)-1].Data) {
+		t.Fatal("Reinit(7) did not give model.New's seed-7 weights")
+	}
+	if b.OptimizerSteps() != 0 {
+		t.Fatalf("optimiser kept %d steps", b.OptimizerSteps())
+	}
+}
