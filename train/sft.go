@@ -20,7 +20,7 @@ import (
 
 // SFTRecord is one line of RUN_DIR/sft.jsonl: one warm-start step.
 type SFTRecord struct {
-	Phase    string  `json:"phase"` // "copy" (induction pretraining), ExtraExamples.Phase, or "sft"
+	Phase    string  `json:"phase"`             // "copy" (induction pretraining), ExtraExamples.Phase, or "sft"
 	Attempt  int     `json:"attempt,omitempty"` // restart of copy and the extra phase (ExtraExamples.Restarts), from 0
 	Step     int     `json:"step"`
 	Loss     float64 `json:"loss"` // mean −log π over the step's optimised tokens
