@@ -87,36 +87,11 @@ func dotTAVX512(mr, nb, k int, a []float32, lda int, b []float32, ldb int, alpha
 	dotTiles512[mr-1][nb-1](k, a, lda, b, ldb, alpha, c, ldc)
 }
 
-// expShiftAVX2 runs the vector loop on whole vectors and the tail on a padded vector, so an
-// element's value never depends on its place in x; the tail's values are summed here (the
-// padding is left out whatever shift is).
 func expShiftAVX2(dst, x []float32, shift float32) float32 {
-	dst = dst[:len(x)]
-	n := len(x) &^ 7
-	sum := expShift256(dst[:n], x[:n], shift)
-	if n < len(x) {
-		var t [8]float32
-		copy(t[:], x[n:])
-		expShift256(t[:], t[:], shift)
-		for i := range len(x) - n {
-			dst[n+i] = t[i]
-			sum += t[i]
-		}
-	}
-	return sum
+	return expShiftPadded(8, expShift256, dst, x, shift)
 }
 
-func sigmoidAVX2(dst, x []float32) {
-	dst = dst[:len(x)]
-	n := len(x) &^ 7
-	sigmoid256(dst[:n], x[:n])
-	if n < len(x) {
-		var t [8]float32
-		copy(t[:], x[n:])
-		sigmoid256(t[:], t[:])
-		copy(dst[n:], t[:])
-	}
-}
+func sigmoidAVX2(dst, x []float32) { sigmoidPadded(8, sigmoid256, dst, x) }
 
 // packATAVX2 packs w ≤ 8 columns of kc rows of transposed A (the AVX2 tile has 6 rows).
 func packATAVX2(kc int, a []float32, lda, w int, dst []float32) {

@@ -100,36 +100,11 @@ func scaleNEON(alpha float32, x []float32) {
 	}
 }
 
-// expShiftNEON runs the vector loop on whole vectors and the tail on a padded vector, so an
-// element's value never depends on its place in x; the tail's values are summed here (the
-// padding is left out whatever shift is).
 func expShiftNEON(dst, x []float32, shift float32) float32 {
-	dst = dst[:len(x)]
-	n := len(x) &^ 3
-	sum := neonExpShift(dst[:n], x[:n], shift)
-	if n < len(x) {
-		var t [4]float32
-		copy(t[:], x[n:])
-		neonExpShift(t[:], t[:], shift)
-		for i := range len(x) - n {
-			dst[n+i] = t[i]
-			sum += t[i]
-		}
-	}
-	return sum
+	return expShiftPadded(4, neonExpShift, dst, x, shift)
 }
 
-func sigmoidNEON(dst, x []float32) {
-	dst = dst[:len(x)]
-	n := len(x) &^ 3
-	neonSigmoid(dst[:n], x[:n])
-	if n < len(x) {
-		var t [4]float32
-		copy(t[:], x[n:])
-		neonSigmoid(t[:], t[:])
-		copy(dst[n:], t[:])
-	}
-}
+func sigmoidNEON(dst, x []float32) { sigmoidPadded(4, neonSigmoid, dst, x) }
 
 // peakNEON runs iters rounds of 24 independent FMLAs and returns the flops done.
 func peakNEON(iters int) float64 {

@@ -233,6 +233,40 @@ func expf(x float32) float32 {
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }
 
+// expShiftPadded runs f, a kernel over whole w-lane vectors (w ≤ 16), on the whole vectors of x
+// and on the tail padded to a vector, so an element's value never depends on its place in x; the
+// tail's values are summed here (the padding is left out whatever shift is).
+func expShiftPadded(w int, f func(dst, x []float32, shift float32) float32, dst, x []float32, shift float32) float32 {
+	dst = dst[:len(x)]
+	n := len(x) / w * w
+	sum := f(dst[:n], x[:n], shift)
+	if n < len(x) {
+		var buf [16]float32
+		t := buf[:w]
+		copy(t, x[n:])
+		f(t, t, shift)
+		for i := range len(x) - n {
+			dst[n+i] = t[i]
+			sum += t[i]
+		}
+	}
+	return sum
+}
+
+// sigmoidPadded is expShiftPadded for a sigmoid kernel f (no sum).
+func sigmoidPadded(w int, f func(dst, x []float32), dst, x []float32) {
+	dst = dst[:len(x)]
+	n := len(x) / w * w
+	f(dst[:n], x[:n])
+	if n < len(x) {
+		var buf [16]float32
+		t := buf[:w]
+		copy(t, x[n:])
+		f(t, t)
+		copy(dst[n:], t[:len(x)-n])
+	}
+}
+
 func expShiftGo(dst, x []float32, shift float32) float32 {
 	dst = dst[:len(x)]
 	var sum float32

@@ -205,39 +205,48 @@ func gemmTile(wide bool, mr, nv int) {
 	ret := fmt.Sprintf("ret_%s_%d_%d", suffix(wide), mr, nv)
 	TESTL(zc, zc)
 	JNZ(LabelRef(zeroStore))
-	store := func(zeroC bool) {
-		for i := range mr {
-			for j := range nv {
-				m := Mem{Base: cp, Disp: vbytes * j}
-				if zeroC {
-					zero(wide, t)
-				}
-				if wide && j == nv-1 {
-					if !zeroC {
-						VMOVUPS_Z(m, K1, t)
-					}
-					VFMADD231PS(acc[i][j], bc, t)
-					VMOVUPS(t, K1, m)
-				} else {
-					if !zeroC {
-						VMOVUPS(m, t)
-					}
-					VFMADD231PS(acc[i][j], bc, t)
-					VMOVUPS(t, m)
-				}
-			}
-			if i < mr-1 {
-				ADDQ(ldc, cp)
-			}
-		}
-	}
-	store(false)
+	storeTile(wide, wide, acc, bc, t, cp, ldc, false)
 	JMP(LabelRef(ret))
 	Label(zeroStore)
-	store(true)
+	storeTile(wide, wide, acc, bc, t, cp, ldc, true)
 	Label(ret)
 	VZEROUPPER()
 	RET()
+}
+
+// storeTile emits C = C + alpha·acc for the tile's rows (C taken as zero, not read, with zeroC):
+// one FMA an element into t, the row of C at cp (advanced by ldc a row). With masked, each row's
+// last vector is loaded and stored under K1.
+func storeTile(wide, masked bool, acc [][]VecVirtual, alpha, t VecVirtual, cp, ldc Register, zeroC bool) {
+	vbytes := 32
+	if wide {
+		vbytes = 64
+	}
+	for i := range acc {
+		nv := len(acc[i])
+		for j := range nv {
+			m := Mem{Base: cp, Disp: vbytes * j}
+			if zeroC {
+				zero(wide, t)
+			}
+			if masked && j == nv-1 {
+				if !zeroC {
+					VMOVUPS_Z(m, K1, t)
+				}
+				VFMADD231PS(acc[i][j], alpha, t)
+				VMOVUPS(t, K1, m)
+			} else {
+				if !zeroC {
+					VMOVUPS(m, t)
+				}
+				VFMADD231PS(acc[i][j], alpha, t)
+				VMOVUPS(t, m)
+			}
+		}
+		if i < len(acc)-1 {
+			ADDQ(ldc, cp)
+		}
+	}
 }
 
 // hsum leaves the sum of the lanes of v (zmm or ymm) in the low lane of the returned xmm.
@@ -1358,27 +1367,10 @@ func gemmTilePacked(u int) {
 	ret := fmt.Sprintf("pret_%d", u)
 	TESTL(zc, zc)
 	JNZ(LabelRef(zeroStore))
-	store := func(zeroC bool) {
-		for i := range mr {
-			for j := range nv {
-				m := Mem{Base: cp, Disp: 64 * j}
-				if zeroC {
-					VPXORD(t, t, t)
-				} else {
-					VMOVUPS(m, t)
-				}
-				VFMADD231PS(acc[i][j], bc, t)
-				VMOVUPS(t, m)
-			}
-			if i < mr-1 {
-				ADDQ(ldc, cp)
-			}
-		}
-	}
-	store(false)
+	storeTile(true, false, acc, bc, t, cp, ldc, false)
 	JMP(LabelRef(ret))
 	Label(zeroStore)
-	store(true)
+	storeTile(true, false, acc, bc, t, cp, ldc, true)
 	Label(ret)
 	VZEROUPPER()
 	RET()
