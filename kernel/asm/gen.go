@@ -276,6 +276,32 @@ func hsum(wide bool, v VecVirtual) VecVirtual {
 	return x
 }
 
+// hmax leaves the maximum of the lanes of v (zmm or ymm) in the low lane of the returned xmm,
+// as hsum leaves their sum.
+func hmax(wide bool, v VecVirtual) VecVirtual {
+	var y VecVirtual
+	if wide {
+		y = YMM()
+		VEXTRACTF64X4(Imm(1), v, y)
+		VMAXPS(v.AsY(), y, y)
+	} else {
+		y = v
+	}
+	x := XMM()
+	if wide {
+		VEXTRACTF32X4(Imm(1), y, x)
+	} else {
+		VEXTRACTF128(Imm(1), y, x)
+	}
+	VMAXPS(y.AsX(), x, x)
+	u := XMM()
+	VMOVHLPS(x, x, u)
+	VMAXPS(u, x, x)
+	VMOVSHDUP(x, u)
+	VMAXSS(u, x, x)
+	return x
+}
+
 // reduce16 returns the vector whose lane i is the sum of the lanes of v[i]: the 16×16 transpose
 // of transpose16 with an add after each stage, so that every stage halves the vectors.
 func reduce16(v []VecVirtual) VecVirtual {
@@ -688,18 +714,7 @@ func maxVec() {
 	VMAXPS(t, acc[0], acc[0])
 	Label("maxred")
 	VMAXPS(acc[1], acc[0], acc[0])
-	y := YMM()
-	VEXTRACTF64X4(Imm(1), acc[0], y)
-	VMAXPS(acc[0].AsY(), y, y)
-	x := XMM()
-	VEXTRACTF32X4(Imm(1), y, x)
-	VMAXPS(y.AsX(), x, x)
-	u := XMM()
-	VMOVHLPS(x, x, u)
-	VMAXPS(u, x, x)
-	VMOVSHDUP(x, u)
-	VMAXSS(u, x, x)
-	Store(x, ReturnIndex(0))
+	Store(hmax(true, acc[0]), ReturnIndex(0))
 	VZEROUPPER()
 	RET()
 }
@@ -1109,15 +1124,7 @@ func max256() {
 	VMAXPS(Mem{Base: xp}, a0, a0)
 	Label("max256red")
 	VMAXPS(a1, a0, a0)
-	x := XMM()
-	VEXTRACTF128(Imm(1), a0, x)
-	VMAXPS(a0.AsX(), x, x)
-	u := XMM()
-	VMOVHLPS(x, x, u)
-	VMAXPS(u, x, x)
-	VMOVSHDUP(x, u)
-	VMAXSS(u, x, x)
-	Store(x, ReturnIndex(0))
+	Store(hmax(false, a0), ReturnIndex(0))
 	VZEROUPPER()
 	RET()
 }
