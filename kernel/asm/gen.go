@@ -452,24 +452,33 @@ func dotTile(mr, nb int) {
 	RET()
 }
 
-// transpose16 transposes the 16×16 block whose row i is r[i] and returns its rows: three stages
-// of in-lane unpacks, 64-bit shuffles and two 128-bit lane shuffles.
-func transpose16(r []VecVirtual) []VecVirtual {
-	a := make([]VecVirtual, 16)
-	for i := 0; i < 16; i += 2 {
-		a[i], a[i+1] = ZMM(), ZMM()
+// transpose4x4 is the first two stages of transpose8 and transpose16: in-lane unpacks of row
+// pairs, then 64-bit shuffles, which transpose every 4×4 block of each 128-bit lane of the rows r
+// (vectors made by vec): b[4g+q], 128-bit lane L, holds rows 4g…4g+3 of column 4L+q.
+func transpose4x4(r []VecVirtual, vec func() VecVirtual) []VecVirtual {
+	n := len(r)
+	a := make([]VecVirtual, n)
+	for i := 0; i < n; i += 2 {
+		a[i], a[i+1] = vec(), vec()
 		VUNPCKLPS(r[i+1], r[i], a[i])
 		VUNPCKHPS(r[i+1], r[i], a[i+1])
 	}
-	// b[4g+q], lane L: rows 4g…4g+3 of column 4L+q.
-	b := make([]VecVirtual, 16)
-	for g := 0; g < 16; g += 4 {
+	b := make([]VecVirtual, n)
+	for g := 0; g < n; g += 4 {
 		for h := range 2 {
-			b[g+2*h], b[g+2*h+1] = ZMM(), ZMM()
+			b[g+2*h], b[g+2*h+1] = vec(), vec()
 			VSHUFPS(Imm(0x44), a[g+h+2], a[g+h], b[g+2*h])
 			VSHUFPS(Imm(0xEE), a[g+h+2], a[g+h], b[g+2*h+1])
 		}
 	}
+	return b
+}
+
+// transpose16 transposes the 16×16 block whose row i is r[i] and returns its rows: three stages
+// of in-lane unpacks, 64-bit shuffles and two 128-bit lane shuffles.
+func transpose16(r []VecVirtual) []VecVirtual {
+	// b[4g+q], lane L: rows 4g…4g+3 of column 4L+q.
+	b := transpose4x4(r, ZMM)
 	t := make([]VecVirtual, 16)
 	for q := range 4 {
 		e0, e1, f0, f1 := ZMM(), ZMM(), ZMM(), ZMM()
@@ -1215,21 +1224,8 @@ func packN256() {
 
 // transpose8 transposes the 8×8 block of rows r (ymm) and returns its rows.
 func transpose8(r []VecVirtual) []VecVirtual {
-	a := make([]VecVirtual, 8)
-	for i := 0; i < 8; i += 2 {
-		a[i], a[i+1] = YMM(), YMM()
-		VUNPCKLPS(r[i+1], r[i], a[i])
-		VUNPCKHPS(r[i+1], r[i], a[i+1])
-	}
 	// b[4g+q], 128-bit half h, lane L: rows 4g…4g+3 of column 4h+q, row 4g+L.
-	b := make([]VecVirtual, 8)
-	for g := 0; g < 8; g += 4 {
-		for h := range 2 {
-			b[g+2*h], b[g+2*h+1] = YMM(), YMM()
-			VSHUFPS(Imm(0x44), a[g+h+2], a[g+h], b[g+2*h])
-			VSHUFPS(Imm(0xEE), a[g+h+2], a[g+h], b[g+2*h+1])
-		}
-	}
+	b := transpose4x4(r, YMM)
 	t := make([]VecVirtual, 8)
 	for q := range 4 {
 		t[q], t[4+q] = YMM(), YMM()
