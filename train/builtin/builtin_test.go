@@ -10,8 +10,9 @@ import (
 	"github.com/compactrl/compactrl/train"
 )
 
-func TestBuiltinSaveLoadRoundTrip(t *testing.T) {
-	arch := model.Config{Vocab: 50, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}
+// testPolicy is a small policy of seed 1 on arch (closed with the test).
+func testPolicy(t *testing.T, arch model.Config) *Builtin {
+	t.Helper()
 	m, err := model.New(arch, 1, false)
 	if err != nil {
 		t.Fatal(err)
@@ -20,7 +21,13 @@ func TestBuiltinSaveLoadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return b
+}
+
+func TestBuiltinSaveLoadRoundTrip(t *testing.T) {
+	arch := model.Config{Vocab: 50, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5, TiedEmbeddings: true}
+	b := testPolicy(t, arch)
 	ctx := context.Background()
 	seqs := []train.Sequence{{Prompt: []int{1, 2, 3}, Response: []int{4, 5}}, {Prompt: []int{7}, Response: []int{8, 9, 10}}}
 	step := func(bb *Builtin) {
@@ -95,15 +102,7 @@ func TestModelArchOverrides(t *testing.T) {
 // Reinit gives the weights model.New draws from the seed and a fresh optimiser.
 func TestBuiltinReinit(t *testing.T) {
 	arch := model.Config{Vocab: 50, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, MaxSeq: 32, RopeTheta: 10000, NormEps: 1e-5}
-	m, err := model.New(arch, 1, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewPolicy(m, Options{GradClip: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := testPolicy(t, arch)
 	ctx := context.Background()
 	seqs := []train.Sequence{{Prompt: []int{1, 2, 3}, Response: []int{4, 5}}}
 	out, err := b.Forward(ctx, seqs, true)
