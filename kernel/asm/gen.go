@@ -501,9 +501,19 @@ func transpose16(r []VecVirtual) []VecVirtual {
 // packT16 emits packT16(kc, b, ldb, dst, ds): dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc,
 // the packing of 16 columns of op(B) = Bᵀ, in 16×16 blocks transposed in registers. The kc%16
 // tail is loaded under a mask and only its rows are stored.
-func packT16() {
-	TEXT("packT16", NOSPLIT, "func(kc int, b []float32, ldb int, dst []float32, ds int)")
-	Doc("dst[p·ds + j] = b[j·ldb + p] for j < 16, p < kc.")
+func packT16() { packT(true) }
+
+// packT8 is packT16 on ymm for AVX2: 8 columns, 8×8 blocks.
+func packT8() { packT(false) }
+
+// packT emits packT16 (wide, zmm, tail mask in K1) or packT8 (ymm, tail mask by VMASKMOVPS).
+func packT(wide bool) {
+	w, shift, name, prefix := 8, uint64(3), "packT8", "packT8"
+	if wide {
+		w, shift, name, prefix = 16, 4, "packT16", "pack"
+	}
+	TEXT(name, NOSPLIT, "func(kc int, b []float32, ldb int, dst []float32, ds int)")
+	Doc(fmt.Sprintf("dst[p·ds + j] = b[j·ldb + p] for j < %d, p < kc.", w))
 	kc := GP64()
 	Load(Param("kc"), kc)
 	bp := Load(Param("b").Base(), GP64())
@@ -513,51 +523,70 @@ func packT16() {
 	ds := Load(Param("ds"), GP64())
 	SHLQ(Imm(2), ds)
 	ptr := GP64()
-	block := func(masked bool, rem Register) {
-		r := make([]VecVirtual, 16)
+	done := prefix + "done"
+	// block moves one w×w block; with masked, the rows are cut to the first rem values of k
+	// (mask: K1 on zmm, the VMASKMOVPS mask on ymm) and only rem rows are stored.
+	block := func(masked bool, mask VecVirtual, rem Register) {
+		r := make([]VecVirtual, w)
 		MOVQ(bp, ptr)
 		for j := range r {
-			r[j] = ZMM()
-			if masked {
+			r[j] = vec(wide)
+			switch {
+			case masked && wide:
 				VMOVUPS_Z(Mem{Base: ptr}, K1, r[j])
-			} else {
+			case masked:
+				VMASKMOVPS(Mem{Base: ptr}, mask, r[j])
+			default:
 				VMOVUPS(Mem{Base: ptr}, r[j])
 			}
-			if j < 15 {
+			if j < w-1 {
 				ADDQ(ldb, ptr)
 			}
 		}
-		t := transpose16(r)
+		var t []VecVirtual
+		if wide {
+			t = transpose16(r)
+		} else {
+			t = transpose8(r)
+		}
 		MOVQ(dp, ptr)
 		for p, v := range t {
 			if masked && p > 0 {
 				CMPQ(rem, U32(p))
-				JLE(LabelRef("packdone"))
+				JLE(LabelRef(done))
 			}
 			VMOVUPS(v, Mem{Base: ptr})
-			if p < 15 {
+			if p < w-1 {
 				ADDQ(ds, ptr)
 			}
 		}
 	}
 	full := GP64()
 	MOVQ(kc, full)
-	SHRQ(Imm(4), full)
-	JZ(LabelRef("packtail"))
-	Label("packloop")
-	block(false, nil)
-	ADDQ(Imm(64), bp)
+	SHRQ(Imm(shift), full)
+	JZ(LabelRef(prefix + "tail"))
+	Label(prefix + "loop")
+	block(false, nil, nil)
+	ADDQ(Imm(uint64(4*w)), bp)
 	MOVQ(ds, ptr)
-	SHLQ(Imm(4), ptr)
+	SHLQ(Imm(shift), ptr)
 	ADDQ(ptr, dp)
 	DECQ(full)
-	JNZ(LabelRef("packloop"))
-	Label("packtail")
-	ANDQ(Imm(15), kc)
-	JZ(LabelRef("packdone"))
-	tailMask(kc)
-	block(true, kc)
-	Label("packdone")
+	JNZ(LabelRef(prefix + "loop"))
+	Label(prefix + "tail")
+	ANDQ(Imm(uint64(w-1)), kc)
+	JZ(LabelRef(done))
+	if wide {
+		tailMask(kc)
+		block(true, nil, kc)
+	} else {
+		rem := GP64()
+		MOVQ(kc, rem)
+		m := YMM()
+		loadMask256(kc, m)
+		block(true, m, rem)
+	}
+	Label(done)
 	VZEROUPPER()
 	RET()
 }
@@ -1233,73 +1262,6 @@ func transpose8(r []VecVirtual) []VecVirtual {
 		VPERM2F128(Imm(0x31), b[4+q], b[q], t[4+q])
 	}
 	return t
-}
-
-// packT8 emits packT8(kc, b, ldb, dst, ds): dst[p·ds + j] = b[j·ldb + p] for j < 8, p < kc, the
-// packing of 8 columns of op(B) = Bᵀ, in 8×8 blocks transposed in registers. The kc%8 tail is
-// loaded under a mask and only its rows are stored.
-func packT8() {
-	TEXT("packT8", NOSPLIT, "func(kc int, b []float32, ldb int, dst []float32, ds int)")
-	Doc("dst[p·ds + j] = b[j·ldb + p] for j < 8, p < kc.")
-	kc := GP64()
-	Load(Param("kc"), kc)
-	bp := Load(Param("b").Base(), GP64())
-	ldb := Load(Param("ldb"), GP64())
-	SHLQ(Imm(2), ldb)
-	dp := Load(Param("dst").Base(), GP64())
-	ds := Load(Param("ds"), GP64())
-	SHLQ(Imm(2), ds)
-	ptr := GP64()
-	block := func(mask VecVirtual, rem Register) {
-		r := make([]VecVirtual, 8)
-		MOVQ(bp, ptr)
-		for j := range r {
-			r[j] = YMM()
-			if mask != nil {
-				VMASKMOVPS(Mem{Base: ptr}, mask, r[j])
-			} else {
-				VMOVUPS(Mem{Base: ptr}, r[j])
-			}
-			if j < 7 {
-				ADDQ(ldb, ptr)
-			}
-		}
-		t := transpose8(r)
-		MOVQ(dp, ptr)
-		for p, v := range t {
-			if mask != nil && p > 0 {
-				CMPQ(rem, U32(p))
-				JLE(LabelRef("packT8done"))
-			}
-			VMOVUPS(v, Mem{Base: ptr})
-			if p < 7 {
-				ADDQ(ds, ptr)
-			}
-		}
-	}
-	full := GP64()
-	MOVQ(kc, full)
-	SHRQ(Imm(3), full)
-	JZ(LabelRef("packT8tail"))
-	Label("packT8loop")
-	block(nil, nil)
-	ADDQ(Imm(32), bp)
-	MOVQ(ds, ptr)
-	SHLQ(Imm(3), ptr)
-	ADDQ(ptr, dp)
-	DECQ(full)
-	JNZ(LabelRef("packT8loop"))
-	Label("packT8tail")
-	ANDQ(Imm(7), kc)
-	JZ(LabelRef("packT8done"))
-	rem := GP64()
-	MOVQ(kc, rem)
-	m := YMM()
-	loadMask256(kc, m)
-	block(m, rem)
-	Label("packT8done")
-	VZEROUPPER()
-	RET()
 }
 
 // gemmTilePacked emits gemmPacked512m6n4U<u>: the 6×64 AVX-512 tile on packed operands with
