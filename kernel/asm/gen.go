@@ -251,12 +251,19 @@ func storeTile(wide, masked bool, acc [][]VecVirtual, alpha, t VecVirtual, cp, l
 
 // hsum leaves the sum of the lanes of v (zmm or ymm) in the low lane of the returned xmm.
 // On zmm it may use X16–X31 and so needs AVX512VL.
-func hsum(wide bool, v VecVirtual) VecVirtual {
+func hsum(wide bool, v VecVirtual) VecVirtual { return hreduce(wide, v, VADDPS, VADDSS) }
+
+// hmax leaves the maximum of the lanes of v (zmm or ymm) in the low lane of the returned xmm.
+func hmax(wide bool, v VecVirtual) VecVirtual { return hreduce(wide, v, VMAXPS, VMAXSS) }
+
+// hreduce folds the lanes of v (zmm or ymm) by halves with the packed operation ps, the last
+// pair with its scalar form ss, into the low lane of the returned xmm.
+func hreduce(wide bool, v VecVirtual, ps, ss func(...Op)) VecVirtual {
 	var y VecVirtual
 	if wide {
 		y = YMM()
 		VEXTRACTF64X4(Imm(1), v, y)
-		VADDPS(v.AsY(), y, y)
+		ps(v.AsY(), y, y)
 	} else {
 		y = v
 	}
@@ -267,38 +274,12 @@ func hsum(wide bool, v VecVirtual) VecVirtual {
 	} else {
 		VEXTRACTF128(Imm(1), y, x)
 	}
-	VADDPS(y.AsX(), x, x)
+	ps(y.AsX(), x, x)
 	t := XMM()
 	VMOVHLPS(x, x, t)
-	VADDPS(t, x, x)
+	ps(t, x, x)
 	VMOVSHDUP(x, t)
-	VADDSS(t, x, x)
-	return x
-}
-
-// hmax leaves the maximum of the lanes of v (zmm or ymm) in the low lane of the returned xmm,
-// as hsum leaves their sum.
-func hmax(wide bool, v VecVirtual) VecVirtual {
-	var y VecVirtual
-	if wide {
-		y = YMM()
-		VEXTRACTF64X4(Imm(1), v, y)
-		VMAXPS(v.AsY(), y, y)
-	} else {
-		y = v
-	}
-	x := XMM()
-	if wide {
-		VEXTRACTF32X4(Imm(1), y, x)
-	} else {
-		VEXTRACTF128(Imm(1), y, x)
-	}
-	VMAXPS(y.AsX(), x, x)
-	u := XMM()
-	VMOVHLPS(x, x, u)
-	VMAXPS(u, x, x)
-	VMOVSHDUP(x, u)
-	VMAXSS(u, x, x)
+	ss(t, x, x)
 	return x
 }
 
