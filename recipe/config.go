@@ -179,7 +179,7 @@ func PretrainConfig() Config {
 // found line (goal-ordered keys, values or "?") over all 32 key words, 64
 // sequences a step, 16 of them mixed into every SFT batch. Recall that
 // ends above a loss of 0.1 (the lookup has not formed: seeds that formed
-// it ended at 0.0002–0.02, one that did not at 0.86) starts over from fresh
+// it ended at 0.0002–0.0003, one that did not at 0.86) starts over from fresh
 // weights, up to 3 times.
 func GoalRecall(c *Config) {
 	c.SFT.ExpertP = 1
