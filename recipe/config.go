@@ -214,9 +214,8 @@ func DemoConfig() Config {
 	return c
 }
 
-// LongBase is where the long suite's base policy goes once one is made
-// (`compactrl pretrain --config configs/pretrain-long.yaml`); none is
-// shipped yet.
+// LongBase is the long suite's base policy (`compactrl pretrain --config
+// configs/pretrain-long.yaml`, seed 1; docs/results.md, stop 15).
 const LongBase = "models/vault-long-base"
 
 // LongSuite is the long-horizon configuration of the vault suite
