@@ -314,10 +314,11 @@ func (g *gemmArgs) exec(nt int) {
 
 // run computes rows m0..m1 and columns n0..n1 of C.
 func (g *gemmArgs) run(m0, m1, n0, n1 int) {
-	if g.k == 0 || g.alpha == 0 || g.beta != 0 {
+	noProduct := g.k == 0 || g.alpha == 0
+	if noProduct || g.beta != 0 {
 		scaleC(g.beta, g.c, g.ldc, m0, m1, n0, n1)
 	}
-	if g.k == 0 || g.alpha == 0 {
+	if noProduct {
 		return
 	}
 	// With beta = 0 the tiles of the first block of k write C instead of adding to it.
