@@ -221,11 +221,11 @@ func ModelCard(recipe Config, info BaseInfo) string {
 	ci := func(p float64) string { return stats.RateCI(p, n) }
 	m := recipe.Model
 	fmt.Fprintf(&b, "# vault base policy (seed %d)\n\n", info.Seed)
-	fmt.Fprintf(&b, "The pretrained base policy that `compactrl demo` and `compactrl experiment` run CompactionRL from\n")
-	fmt.Fprintf(&b, "(docs/design.md §8): a Llama-architecture decoder (dim %d, %d layers, %d heads, %d KV heads, FFN %d,\n", m.Dim, m.Layers, m.Heads, m.KVHeads, m.FFN)
+	fmt.Fprintf(&b, "A pretrained base policy that CompactionRL runs start from (`model.init`, or `train --config` of a\n")
+	fmt.Fprintf(&b, "run config that names it; docs/design.md §8): a Llama-architecture decoder (dim %d, %d layers, %d heads, %d KV heads, FFN %d,\n", m.Dim, m.Layers, m.Heads, m.KVHeads, m.FFN)
 	fmt.Fprintf(&b, "vocabulary %d, %d parameters) warm-started on the built-in vault suite: copy and recall pretraining, then SFT on the\n", info.Vocab, info.Params)
-	fmt.Fprintf(&b, "scripted expert's demonstrations, whose summaries keep each fact with p = %g (the headroom only\n", recipe.SFT.ExpertP)
-	fmt.Fprintf(&b, "better summaries close). `model.safetensors` + `config.json` load as `LlamaForCausalLM`;\n")
+	fmt.Fprintf(&b, "scripted expert's demonstrations, whose summaries keep each fact with p = %g.\n", recipe.SFT.ExpertP)
+	fmt.Fprintf(&b, "`model.safetensors` + `config.json` load as `LlamaForCausalLM`;\n")
 	fmt.Fprintf(&b, "`compactrl.yaml` is the exact recipe, with the suite and agent settings the policy was trained for;\n")
 	fmt.Fprintf(&b, "`pretrain.jsonl` has one line per warm-start step.\n\n")
 	fmt.Fprintf(&b, "## How it was made\n\n    %s\n\n", info.Command)
