@@ -274,3 +274,62 @@ func Markdown(t report.Table) string {
 	}
 	return b.String()
 }
+
+// creditFields are the per-iteration credit diagnostics of train.Metrics
+// (rl.Credit) that CreditTable averages, with their column headers.
+var creditFields = []struct{ key, header string }{
+	{"lambda_mean", "λ used"},
+	{"first_segment_scale", "cross-gae factor on the first segment (γλ)^{N>first}"},
+	{"adv_abs_first_segment", "mean |Â|, first segment"},
+	{"adv_abs_last_segment", "mean |Â|, last segment"},
+	{"value_err_first_segment", "critic mean |V − G|, first segment"},
+	{"value_err_last_segment", "critic mean |V − G|, last segment"},
+}
+
+// CreditTable is how credit reached the segments of each arm's training
+// episodes: every diagnostic averaged over a run's iterations, then over
+// its seeds (runs are read with load, e.g. report.Load). An arm without
+// the diagnostics (no RL) shows "–".
+func CreditTable(results []ArmResult, load func(dir string) (report.Run, error)) (report.Table, error) {
+	t := report.Table{Caption: "How credit reached the segments of the training episodes with two or more segments (means over iterations, then seeds)",
+		Header: []string{"arm", "seeds"}}
+	for _, f := range creditFields {
+		t.Header = append(t.Header, f.header)
+	}
+	for _, r := range results {
+		if len(r.Runs) == 0 {
+			continue // a reference row: no training
+		}
+		sums := make([]float64, len(creditFields))
+		ns := make([]int, len(creditFields))
+		for _, dir := range r.Runs {
+			run, err := load(dir)
+			if err != nil {
+				return t, fmt.Errorf("credit of arm %s: %w", r.Arm.Name, err)
+			}
+			for i, f := range creditFields {
+				s, n := 0.0, 0
+				for _, rec := range run.Records {
+					if v, ok := rec[f.key]; ok && !math.IsNaN(v) {
+						s += v
+						n++
+					}
+				}
+				if n > 0 {
+					sums[i] += s / float64(n)
+					ns[i]++
+				}
+			}
+		}
+		row := []string{r.Arm.Label, fmt.Sprint(len(r.Runs))}
+		for i := range creditFields {
+			if ns[i] == 0 {
+				row = append(row, "–")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%.4g", sums[i]/float64(ns[i])))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t, nil
+}

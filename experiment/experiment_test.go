@@ -2,12 +2,14 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/compactrl/compactrl/recipe"
+	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -99,5 +101,46 @@ func TestExperimentRefusesAnotherSuite(t *testing.T) {
 		RunOne: func(ctx context.Context, c recipe.Config) (train.Result, error) { return train.Result{}, nil }}
 	if _, err := x.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "trained for suite") {
 		t.Errorf("a base trained for another suite: err = %v", err)
+	}
+}
+
+// CreditTable averages each diagnostic over a run's iterations, then over
+// the arm's seeds, skipping iterations without it; an arm with none shows
+// "–", and a run that cannot be read is an error naming the arm.
+func TestCreditTable(t *testing.T) {
+	runs := map[string]report.Run{
+		"a1": {Records: []report.Record{{"lambda_mean": 0.9, "first_segment_scale": 0.5}, {"lambda_mean": 0.7}, {"eval_pass1_compact": 1}}},
+		"a2": {Records: []report.Record{{"lambda_mean": 1.0, "first_segment_scale": 0.7}}},
+		"b1": {Records: []report.Record{{"eval_pass1_compact": 0.5}}},
+	}
+	load := func(dir string) (report.Run, error) {
+		r, ok := runs[dir]
+		if !ok {
+			return r, errors.New("no such run")
+		}
+		return r, nil
+	}
+	res := []ArmResult{
+		{Arm: Arm{Name: "a", Label: "A"}, Runs: []string{"a1", "a2"}},
+		{Arm: Arm{Name: "b", Label: "B"}, Runs: []string{"b1"}},
+		{Arm: Arm{Name: "expert", Label: "reference"}},
+	}
+	tab, err := CreditTable(res, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// λ: run a1 averages 0.8, run a2 1.0 → 0.9; factor (0.5 + 0.7)/2 = 0.6.
+	if got := tab.Rows[0][2:4]; got[0] != "0.9" || got[1] != "0.6" || tab.Rows[0][4] != "–" {
+		t.Errorf("arm A row %v", tab.Rows[0])
+	}
+	if len(tab.Rows) != 2 {
+		t.Fatalf("%d rows, want 2 (the reference row has no runs)", len(tab.Rows))
+	}
+	if got := tab.Rows[1][2]; got != "–" {
+		t.Errorf("arm B λ cell %q, want –", got)
+	}
+	res[1].Runs = []string{"missing"}
+	if _, err := CreditTable(res, load); err == nil || !strings.Contains(err.Error(), "arm b") {
+		t.Errorf("unreadable run: error %v, want one naming arm b", err)
 	}
 }

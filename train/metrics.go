@@ -48,7 +48,19 @@ type Metrics struct {
 	// with the built-in model and engine.
 	LogprobMaxDiff float64 `json:"logprob_max_abs_diff"`
 	Advantage      float64 `json:"advantage_mean"`
-	LR             float64 `json:"lr"`
+	// How credit reaches the segments of the iteration's multi-segment
+	// episodes (rl.Credit, after the advantages): CreditEpisodes of them;
+	// the mean λ used; the factor (γλ)^{N>first} cross-gae gives the first
+	// segment; mean |Â| on the first and the last segment's tokens; the
+	// critic's mean |V − γ^{N>i} R| there. Left out when nothing to average.
+	CreditEpisodes    int      `json:"credit_episodes"`
+	LambdaMean        *float64 `json:"lambda_mean,omitempty"`
+	FirstSegmentScale *float64 `json:"first_segment_scale,omitempty"`
+	AdvAbsFirst       *float64 `json:"adv_abs_first_segment,omitempty"`
+	AdvAbsLast        *float64 `json:"adv_abs_last_segment,omitempty"`
+	ValueErrFirst     *float64 `json:"value_err_first_segment,omitempty"`
+	ValueErrLast      *float64 `json:"value_err_last_segment,omitempty"`
+	LR                float64  `json:"lr"`
 
 	RolloutTokensPerS float64 `json:"rollout_tokens_per_s"`
 	TrainTokensPerS   float64 `json:"train_tokens_per_s"`

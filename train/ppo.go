@@ -264,6 +264,11 @@ func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, ite
 		}
 	}
 	m.Advantage = sumAdv / float64(max(1, m.TokensOptimised))
+	c := rl.CreditOf(eps, t.Cfg.RL.AdvantageConfig)
+	m.CreditEpisodes = c.Episodes
+	m.LambdaMean, m.FirstSegmentScale = fp(c.Lambda), fp(c.FirstScale)
+	m.AdvAbsFirst, m.AdvAbsLast = fp(c.AdvFirst), fp(c.AdvLast)
+	m.ValueErrFirst, m.ValueErrLast = fp(c.ValueErrFirst), fp(c.ValueErrLast)
 	n, err := t.ppoEpochs(ctx, it, items, m, usesValues)
 	return tokens + n, err
 }

@@ -456,6 +456,26 @@ func TestUpdateOnCollectedEpisodes(t *testing.T) {
 	if slices.Equal(before, pol.W) {
 		t.Fatal("the policy did not change")
 	}
+	// The credit diagnostics cover every episode with two or more trainable
+	// segments holding optimised tokens (memoryTask compacts).
+	multi := 0
+	for _, ep := range eps {
+		n := 0
+		for _, s := range ep.Segments {
+			if s.Trainable && slices.Contains(s.LossMask, 1) {
+				n++
+			}
+		}
+		if n >= 2 {
+			multi++
+		}
+	}
+	if multi == 0 || m.CreditEpisodes != multi || m.LambdaMean == nil || m.FirstSegmentScale == nil || m.ValueErrFirst == nil || m.AdvAbsLast == nil {
+		t.Fatalf("credit: %d multi-segment episodes, metrics %d, lambda %v, scale %v, value err %v, adv %v", multi, m.CreditEpisodes, m.LambdaMean, m.FirstSegmentScale, m.ValueErrFirst, m.AdvAbsLast)
+	}
+	if s := *m.FirstSegmentScale; s <= 0 || s >= 1 {
+		t.Errorf("first segment scale %v, want in (0, 1)", s)
+	}
 	if !slices.Equal(published, pol.pub) {
 		t.Fatal("Update published the weights")
 	}

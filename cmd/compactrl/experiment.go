@@ -131,7 +131,11 @@ func (f *experimentFlags) basePolicy() (dir string, expertP float64, err error) 
 // experiment runs every arm for seeds 1…--seeds, each run in a fresh
 // DIR/ARM/seed-S, rewriting the results table after each.
 func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, arms []experiment.Arm, expertP float64, out *resultsFile) *experiment.Experiment {
-	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: f.dir, Progress: e.stderr, ExpertP: []float64{expertP, 1},
+	refs := []float64{expertP, 1}
+	if expertP == 1 {
+		refs = refs[1:]
+	}
+	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: f.dir, Progress: e.stderr, ExpertP: refs,
 		RunOne: func(ctx context.Context, cfg recipe.Config) (train.Result, error) {
 			// The experiment owns DIR/ARM/seed-S: a rerun replaces it.
 			if err := os.RemoveAll(cfg.Run.Dir); err != nil {
@@ -160,8 +164,12 @@ func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string,
 	if !final {
 		state = "in progress: the rows so far"
 	}
-	md := fmt.Sprintf("%s\n\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
-		experiment.Markdown(experiment.Table(results)), r.cmdline, time.Since(r.start).Round(time.Second), state, kernel.Path(), r.baseDir)
+	credit, err := experiment.CreditTable(results, report.Load)
+	if err != nil {
+		return "", err
+	}
+	md := fmt.Sprintf("%s\n\n%s\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
+		experiment.Markdown(experiment.Table(results)), experiment.Markdown(credit), r.cmdline, time.Since(r.start).Round(time.Second), state, kernel.Path(), r.baseDir)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return "", fmt.Errorf("experiment dir %s: %w", r.dir, err)
 	}
@@ -174,7 +182,11 @@ func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string,
 // writeExperimentReport writes DIR/report.html: the results table and one
 // learning curve per arm and seed; it returns the file's path.
 func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) (string, error) {
-	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results)},
+	credit, err := experiment.CreditTable(results, report.Load)
+	if err != nil {
+		return "", err
+	}
+	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), credit},
 		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
 	for _, r := range results {
 		for i, d := range r.Runs {

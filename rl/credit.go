@@ -1,0 +1,150 @@
+package rl
+
+import (
+	"math"
+
+	"github.com/compactrl/compactrl/episode"
+)
+
+// Credit describes how the reward's credit reaches the segments of
+// compacted episodes after ComputeAdvantages: the measurements that tell
+// whether cross-trajectory GAE can differ from its ablation on a batch.
+// Every field but Lambda and Episodes is a mean over the episodes counted
+// in Episodes: unmasked episodes with at least two trainable segments that
+// hold optimised tokens (first = the first such segment, last = the last).
+// A field with nothing to average is NaN.
+type Credit struct {
+	// Episodes is the number of multi-segment episodes the fields average.
+	Episodes int
+	// Lambda is the mean λ the estimator used over unmasked episodes with
+	// optimised tokens: LambdaFor(l), l the episode's optimised tokens.
+	Lambda float64
+	// FirstScale is the mean (γλ)^{N_{>first}}: the factor cross-gae
+	// applies to the first segment (whatever the estimator in use).
+	FirstScale float64
+	// AdvFirst and AdvLast are the mean |Â| over the optimised tokens of
+	// the first and of the last segment: the advantages the estimator
+	// actually gave them.
+	AdvFirst, AdvLast float64
+	// ValueErrFirst and ValueErrLast are the mean |V_i − G_i| over the same
+	// tokens, G_i = γ^{N_{>i}} R the reward discounted by its distance
+	// through the whole episode (N_{>i} the optimised tokens after i in all
+	// segments): the critic's error before and after the compactions.
+	// NaN when the episodes carry no values (grpo, dr-grpo).
+	ValueErrFirst, ValueErrLast float64
+}
+
+// CreditOf computes Credit for episodes whose advantages ComputeAdvantages
+// (with cfg) has filled.
+func CreditOf(eps []episode.Episode, cfg AdvantageConfig) Credit {
+	var c Credit
+	var lambdaSum float64
+	lambdaN := 0
+	var scale, advF, advL, errF, errL float64
+	valued := 0
+	for i := range eps {
+		ep := &eps[i]
+		if Masked(ep, cfg.MaskOverlong) {
+			continue
+		}
+		counts, l := optimisedPerSegment(ep)
+		if l == 0 {
+			continue
+		}
+		lambda := cfg.LambdaFor(l)
+		lambdaSum += lambda
+		lambdaN++
+		first, last := -1, -1
+		for si, n := range counts {
+			if n > 0 {
+				if first < 0 {
+					first = si
+				}
+				last = si
+			}
+		}
+		if first == last {
+			continue
+		}
+		c.Episodes++
+		scale += math.Pow(cfg.Gamma*lambda, float64(l-counts[first]))
+		advF += meanAbsAdv(&ep.Segments[first])
+		advL += meanAbsAdv(&ep.Segments[last])
+		later := make([]int, len(counts)) // optimised tokens after each segment
+		for si := len(counts) - 2; si >= 0; si-- {
+			later[si] = later[si+1] + counts[si+1]
+		}
+		ef, okF := valueErr(&ep.Segments[first], later[first], cfg.Gamma, ep.Reward)
+		el, okL := valueErr(&ep.Segments[last], later[last], cfg.Gamma, ep.Reward)
+		if okF && okL {
+			errF += ef
+			errL += el
+			valued++
+		}
+	}
+	c.Lambda = div(lambdaSum, lambdaN)
+	n := c.Episodes
+	c.FirstScale, c.AdvFirst, c.AdvLast = div(scale, n), div(advF, n), div(advL, n)
+	c.ValueErrFirst, c.ValueErrLast = div(errF, valued), div(errL, valued)
+	return c
+}
+
+// optimisedPerSegment returns each segment's optimised-token count (0 for
+// segments that are not trainable) and their total l.
+func optimisedPerSegment(ep *episode.Episode) (counts []int, l int) {
+	counts = make([]int, len(ep.Segments))
+	for si := range ep.Segments {
+		s := &ep.Segments[si]
+		if !s.Trainable {
+			continue
+		}
+		for _, m := range s.LossMask {
+			if m != 0 {
+				counts[si]++
+			}
+		}
+		l += counts[si]
+	}
+	return counts, l
+}
+
+// meanAbsAdv is the mean |Â| over the segment's optimised tokens.
+func meanAbsAdv(s *episode.Segment) float64 {
+	var sum float64
+	n := 0
+	for i, m := range s.LossMask {
+		if m != 0 && i < len(s.Advantages) {
+			sum += math.Abs(s.Advantages[i])
+			n++
+		}
+	}
+	return div(sum, n)
+}
+
+// valueErr is the mean |V_i − γ^{N_{>i}} R| over the segment's optimised
+// tokens, later being the optimised tokens of all later segments; false
+// when the segment has no values.
+func valueErr(s *episode.Segment, later int, gamma, reward float64) (float64, bool) {
+	if len(s.Values) < len(s.LossMask) {
+		return 0, false
+	}
+	var sum float64
+	n := 0
+	after := later
+	for i := len(s.LossMask) - 1; i >= 0; i-- {
+		if s.LossMask[i] == 0 {
+			continue
+		}
+		sum += math.Abs(s.Values[i] - math.Pow(gamma, float64(after))*reward)
+		after++
+		n++
+	}
+	return div(sum, n), n > 0
+}
+
+func div(sum float64, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
