@@ -249,8 +249,8 @@ func LongPretrainConfig() Config {
 }
 
 // LongConfig is DemoConfig on LongSuite: 30 CompactionRL iterations of
-// 64 episodes from the long suite's base policy (LongBase, not shipped
-// yet), evaluated on 256 held-out episodes.
+// 64 episodes from the long suite's base policy (LongBase, shipped as
+// models/vault-long-base), evaluated on 256 held-out episodes.
 func LongConfig() Config {
 	c := LongPretrainConfig()
 	c.Model.Init = LongBase
