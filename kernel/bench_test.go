@@ -51,6 +51,15 @@ var benchShapes = []struct {
 	// dW = dyᵀ·x and dx = dy·W of the FFN's down projection.
 	{"vault_dW_176x64x4096_tA", true, false, 176, 64, 4096},
 	{"vault_dx_4096x64x176", false, false, 4096, 64, 176},
+	// Its projections (x·Wᵀ: attention 64→64, FFN up 64→176 and down 176→64) and the per-head
+	// attention products (hd = 32) of a block of 64 query rows over 512 keys: S = Q·Kᵀ, O = P·V
+	// (and dQ = dS·K), dK = dSᵀ·Q (and dV = Pᵀ·dO).
+	{"vault_xWqT_4096x64x64_tB", false, true, 4096, 64, 64},
+	{"vault_xWgT_4096x176x64_tB", false, true, 4096, 176, 64},
+	{"vault_xWdT_4096x64x176_tB", false, true, 4096, 64, 176},
+	{"vault_attn_QK_64x512x32_tB", false, true, 64, 512, 32},
+	{"vault_attn_PV_64x32x512", false, false, 64, 32, 512},
+	{"vault_attn_dK_512x32x64_tA", true, false, 512, 32, 64},
 }
 
 func benchGemm(b *testing.B, f func(tA, tB bool, m, n, k int, a, bm, c []float32)) {

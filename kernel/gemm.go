@@ -175,7 +175,10 @@ type impl struct {
 	mr, nr int
 	micro  microKernel
 	// directB reports that micro may read op(B) in place with its own row stride (B not
-	// transposed) when n is a multiple of directBUnit: micro then reads no column past n.
+	// transposed). micro reads whole units of directBUnit columns from a unit-aligned start, so
+	// a column edge reads up to the next multiple of directBUnit: in place only where those
+	// columns are still inside b (their values land in lanes of the tile's scratch copy of C
+	// that are thrown away: lanes are independent, so C's bits are those of a packed B).
 	directB     bool
 	directBUnit int
 	dot         func(x, y []float32) float32
@@ -328,7 +331,7 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	ws := workspaces.Get().(*workspace)
 	defer workspaces.Put(ws)
 	// B is used in place when few row strips of A reuse it: packing would cost as much as it saves.
-	direct := g.packed == nil && p.directB && !g.transB && m1-m0 <= 2*mr && (n1-n0)%p.directBUnit == 0 && n0%p.directBUnit == 0
+	direct := g.packed == nil && p.directB && !g.transB && m1-m0 <= 2*mr && g.directFits(n0, n1)
 	// The micro-kernels read A through strides: A itself when not transposed (row stride lda),
 	// packed kc×mr strips (row stride 1, column stride mr) when it is.
 	mcMax := max(mr, blockM/mr*mr)
@@ -386,6 +389,19 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 			}
 		}
 	}
+}
+
+// directFits reports whether columns n0 … n1−1 of B can be read in place: n0 starts a unit of
+// p.directBUnit columns, and the last row's read, rounded up to a whole unit, stays inside b
+// (the decoder's transposed key cache has room past its last key; a matrix whose last row ends
+// its slice is read in place only when n is a multiple of the unit).
+func (g *gemmArgs) directFits(n0, n1 int) bool {
+	u := g.p.directBUnit
+	if n0%u != 0 {
+		return false
+	}
+	end := (n1 + u - 1) / u * u
+	return (g.k-1)*g.ldb+end <= len(g.b)
 }
 
 // packATGo copies w ≤ 16 columns of kc rows: dst[p·w + i] = a[p·lda + i].

@@ -708,3 +708,51 @@ func TestGemmGoDotPathBatchInvariant(t *testing.T) {
 		})
 	}
 }
+
+// B read in place at a column edge: the tile reads whole units of columns past n, which may hold
+// anything (here NaN) as long as they are inside b; C must equal, bit for bit, the product with B
+// packed (a copy of B with no room, whose last row ends the slice, is packed), and no NaN may
+// leak into it.
+func TestDirectBColumnEdge(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, p := range impls {
+		for _, k := range []int{1, 5, 32, 300} {
+			for _, n := range []int{1, 3, 5, 13, 21, 37} {
+				for _, m := range []int{1, 2, 7, 12} {
+					ldb := (n+15)&^15 + 16
+					roomy := make([]float32, (k-1)*ldb+(n+15)&^15)
+					tight := make([]float32, k*n)
+					for i := range roomy {
+						roomy[i] = float32(math.NaN())
+					}
+					for q := range k {
+						for j := range n {
+							v := r.Float32()*2 - 1
+							roomy[q*ldb+j], tight[q*n+j] = v, v
+						}
+					}
+					a := randSlice(r, m*k)
+					c0 := randSlice(r, m*n)
+					g := newGemm(p, false, false, m, n, k, 0.5, a, k, roomy, ldb, 0, nil, n)
+					if !g.directFits(0, n) {
+						t.Fatalf("%s: roomy B does not fit in place", p.name)
+					}
+					if tg := newGemm(p, false, false, m, n, k, 0.5, a, k, tight, n, 0, nil, n); n%p.directBUnit != 0 && tg.directFits(0, n) {
+						t.Fatalf("%s n=%d: a B whose last row ends its slice fits in place", p.name, n)
+					}
+					for _, beta := range []float32{0, 1} {
+						want := append([]float32(nil), c0...)
+						got := append([]float32(nil), c0...)
+						newGemm(p, false, false, m, n, k, 0.5, a, k, tight, n, beta, want, n).rowsInvariant().exec(1)
+						newGemm(p, false, false, m, n, k, 0.5, a, k, roomy, ldb, beta, got, n).rowsInvariant().exec(1)
+						for i := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%s m=%d n=%d k=%d beta=%v: C[%d] = %v in place, %v packed", p.name, m, n, k, beta, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
