@@ -333,3 +333,25 @@ func CreditTable(results []ArmResult, load func(dir string) (report.Run, error))
 	}
 	return t, nil
 }
+
+// Intervals are the arms' pass@1 with compaction for report.IntervalsSVG:
+// the mean over seeds with its 95% t-interval, and each seed's value.
+func Intervals(results []ArmResult) []report.Interval {
+	var out []report.Interval
+	for _, r := range results {
+		var vals []float64
+		for _, e := range r.Evals {
+			vals = append(vals, e.Pass1Compact)
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		m, lo, hi := stats.SeedMean(vals)
+		sub := fmt.Sprintf("%.3f", m)
+		if !math.IsNaN(lo) {
+			sub = fmt.Sprintf("%.3f [%.3f, %.3f]", m, lo, hi)
+		}
+		out = append(out, report.Interval{Label: r.Arm.Label, Mean: m, Lo: lo, Hi: hi, Values: vals, Subtitle: sub})
+	}
+	return out
+}

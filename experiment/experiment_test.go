@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,5 +143,26 @@ func TestCreditTable(t *testing.T) {
 	res[1].Runs = []string{"missing"}
 	if _, err := CreditTable(res, load); err == nil || !strings.Contains(err.Error(), "arm b") {
 		t.Errorf("unreadable run: error %v, want one naming arm b", err)
+	}
+}
+
+// Intervals gives each arm with results its seeds' mean, t-interval and
+// values; an arm without results is left out.
+func TestIntervals(t *testing.T) {
+	res := []ArmResult{
+		{Arm: Arm{Label: "A"}, Evals: []train.EvalResult{{Pass1Compact: 0.5}, {Pass1Compact: 0.7}}},
+		{Arm: Arm{Label: "empty"}},
+		{Arm: Arm{Label: "one"}, Evals: []train.EvalResult{{Pass1Compact: 0.25}}},
+	}
+	iv := Intervals(res)
+	if len(iv) != 2 || iv[0].Label != "A" || iv[1].Label != "one" {
+		t.Fatalf("intervals %+v", iv)
+	}
+	// Two values 0.5, 0.7: mean 0.6, s = 0.1414, t(0.975, 1) = 12.706: ±1.2706.
+	if a := iv[0]; math.Abs(a.Mean-0.6) > 1e-12 || math.Abs(a.Hi-a.Mean-12.7062*0.1) > 1e-3 || len(a.Values) != 2 {
+		t.Errorf("arm A %+v", a)
+	}
+	if o := iv[1]; !math.IsNaN(o.Lo) || o.Subtitle != "0.250" {
+		t.Errorf("one seed %+v: want no interval", o)
 	}
 }

@@ -56,6 +56,9 @@ type Page struct {
 	Curves []Curve
 	// Texts are preformatted excerpts (e.g. held-out transcripts).
 	Texts []Text
+	// Figures are SVG images made by this package (IntervalsSVG), shown
+	// after the tables.
+	Figures []string
 }
 
 // Curve is a panel drawn from its own runs.
@@ -402,6 +405,9 @@ func WriteHTMLPanels(w io.Writer, p Page, panels []Panel) error {
 	}
 	for _, t := range p.Tables {
 		writeTable(&b, t)
+	}
+	for _, f := range p.Figures {
+		b.WriteString(f)
 	}
 	for _, r := range p.Runs {
 		writeTable(&b, summaryTable(r, panels))

@@ -179,14 +179,19 @@ func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string,
 	return md, nil
 }
 
-// writeExperimentReport writes DIR/report.html: the results table and one
-// learning curve per arm and seed; it returns the file's path.
+// writeExperimentReport writes DIR/report.html (the results and credit
+// tables, the arms' pass@1 with their intervals, one learning curve per arm
+// and seed) and DIR/arms.svg (that plot alone); it returns the report's path.
 func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) (string, error) {
 	credit, err := experiment.CreditTable(results, report.Load)
 	if err != nil {
 		return "", err
 	}
-	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), credit},
+	svg := report.IntervalsSVG("Held-out pass@1 with compaction per arm: mean over seeds, 95% t-interval, each seed", "pass@1", experiment.Intervals(results))
+	if err := os.WriteFile(filepath.Join(dir, "arms.svg"), []byte(svg), 0o644); err != nil {
+		return "", fmt.Errorf("experiment plot: %w", err)
+	}
+	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), credit}, Figures: []string{svg},
 		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
 	for _, r := range results {
 		for i, d := range r.Runs {
