@@ -16,7 +16,8 @@
 // AVX2+FMA: 6×16 on ymm; portable Go: 1×8 in scalar registers, see Measured performance) and adds
 // alpha times it to C; column edges use masked loads and stores, row edges have kernels for every
 // mr. With few rows (m ≤ 12) and B not transposed, B is read in
-// place instead of packed. A·Bᵀ with few rows (m ≤ 8, or m ≤ 40 once k ≥ 128) skips packing
+// place instead of packed (a column edge reads the rest of its 8- or 16-column unit, so only where
+// that stays inside B's slice: the decoder's key cache leaves the room). A·Bᵀ with few rows (m ≤ 8, or m ≤ 40 once k ≥ 128) skips packing
 // altogether: a dot-product kernel computes 4×4 tiles of C as 16 dot products along k and reduces
 // them in registers (AVX2 and portable Go: m ≤ 4; portable Go's tiles sum every element as its
 // micro-kernel does).

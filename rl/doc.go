@@ -10,7 +10,10 @@
 // Advantages and Returns → StepTokens flattens one optimiser step's
 // optimised tokens with their weights → the trainer scores the tokens
 // (micro-batch by micro-batch) and calls PPOLoss / ValueLoss → it
-// back-propagates dL/dlogπ and dL/dV.
+// back-propagates dL/dlogπ and dL/dV. CreditOf measures, on the same
+// episodes, how the advantages reached their segments (the λ used, the
+// factor cross-gae gives the first segment, |Â| and the critic's error on
+// the first and last segment): the trainer logs it every iteration.
 //
 // Every estimator and every loss aggregation mode is one named function
 // carrying its equation (CrossGAEAdvantage, IndependentGAEAdvantage,
