@@ -284,6 +284,7 @@ var creditFields = []struct{ key, header string }{
 	{"adv_abs_last_segment", "mean |Â|, last segment"},
 	{"value_err_first_segment", "critic mean |V − G|, first segment"},
 	{"value_err_last_segment", "critic mean |V − G|, last segment"},
+	{"value_jump_at_boundary", "critic mean |V after − V before| a compaction"},
 }
 
 // CreditTable is how credit reached the segments of each arm's training

@@ -32,6 +32,13 @@ type Credit struct {
 	// segments): the critic's error before and after the compactions.
 	// NaN when the episodes carry no values (grpo, dr-grpo).
 	ValueErrFirst, ValueErrLast float64
+	// ValueJump is the mean, over compaction boundaries, of |V_first(s+1) −
+	// V_last(s)|: the critic's value at the first optimised token after a
+	// boundary against its value at the last one before it (consecutive
+	// trainable segments with optimised tokens). The context changes from the
+	// full window to system prompt, summary and the last k steps: the jump is
+	// what the critic thinks the compaction cost or gained. NaN without values.
+	ValueJump float64
 }
 
 // CreditOf computes Credit for episodes whose advantages ComputeAdvantages
@@ -40,7 +47,7 @@ func CreditOf(eps []episode.Episode, cfg AdvantageConfig) Credit {
 	var c Credit
 	var lambdaSum float64
 	lambdaN := 0
-	var scale, advF, advL, errF, errL float64
+	var scale, advF, advL, errF, errL, jump float64
 	valued := 0
 	for i := range eps {
 		ep := &eps[i]
@@ -79,6 +86,7 @@ func CreditOf(eps []episode.Episode, cfg AdvantageConfig) Credit {
 		if okF && okL {
 			errF += ef
 			errL += el
+			jump += valueJump(ep, counts)
 			valued++
 		}
 	}
@@ -86,7 +94,37 @@ func CreditOf(eps []episode.Episode, cfg AdvantageConfig) Credit {
 	n := c.Episodes
 	c.FirstScale, c.AdvFirst, c.AdvLast = div(scale, n), div(advF, n), div(advL, n)
 	c.ValueErrFirst, c.ValueErrLast = div(errF, valued), div(errL, valued)
+	c.ValueJump = div(jump, valued)
 	return c
+}
+
+// valueJump is the mean |V_first(s+1) − V_last(s)| over the boundaries
+// between consecutive segments with optimised tokens (counts) and values.
+func valueJump(ep *episode.Episode, counts []int) float64 {
+	var sum float64
+	n := 0
+	prev, have := 0.0, false
+	for si, c := range counts {
+		s := &ep.Segments[si]
+		if c == 0 || len(s.Values) < len(s.LossMask) {
+			continue
+		}
+		first, last := -1, -1
+		for i, m := range s.LossMask {
+			if m != 0 {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if have {
+			sum += math.Abs(s.Values[first] - prev)
+			n++
+		}
+		prev, have = s.Values[last], true
+	}
+	return div(sum, n)
 }
 
 // optimisedPerSegment returns each segment's optimised-token count (0 for

@@ -38,6 +38,16 @@ func TestCreditHand(t *testing.T) {
 	near(t, "adv last", c.AdvLast, 0.46875)
 	near(t, "value err first", c.ValueErrFirst, 0.8125/3)
 	near(t, "value err last", c.ValueErrLast, 0.375)
+	// One boundary: segment 0's last optimised token (p3, V = 0.5) to
+	// segment 2's first (p0, V = 0.5); segment 1 is not trainable.
+	near(t, "value jump", c.ValueJump, 0)
+	ep := handEpisode()
+	ep.Segments[1].Trainable = true // V 3, 3: jumps |3 − 0.5| and |0.5 − 3|
+	eps = []episode.Episode{ep}
+	if err := ComputeAdvantages(eps, cfg); err != nil {
+		t.Fatal(err)
+	}
+	near(t, "value jump through segment 1", CreditOf(eps, cfg).ValueJump, 2.5)
 
 	// independent: the same episode's first segment keeps its local
 	// advantages (−0.34375, 0.125, 0.5); the factor cross-gae would apply is
@@ -91,6 +101,7 @@ func TestCreditNaN(t *testing.T) {
 	}
 	c := CreditOf(eps, cfg)
 	near(t, "value err first", c.ValueErrFirst, math.NaN())
+	near(t, "value jump", c.ValueJump, math.NaN())
 	if math.IsNaN(c.AdvFirst) || math.IsNaN(c.FirstScale) {
 		t.Errorf("grpo: adv first %v, first scale %v, want numbers", c.AdvFirst, c.FirstScale)
 	}

@@ -60,6 +60,7 @@ type Metrics struct {
 	AdvAbsLast        *float64 `json:"adv_abs_last_segment,omitempty"`
 	ValueErrFirst     *float64 `json:"value_err_first_segment,omitempty"`
 	ValueErrLast      *float64 `json:"value_err_last_segment,omitempty"`
+	ValueJump         *float64 `json:"value_jump_at_boundary,omitempty"` // mean |V after − V before| a compaction
 	LR                float64  `json:"lr"`
 
 	RolloutTokensPerS float64 `json:"rollout_tokens_per_s"`

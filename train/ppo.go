@@ -268,7 +268,7 @@ func (t *Trainer) update(ctx context.Context, it int, eps []episode.Episode, ite
 	m.CreditEpisodes = c.Episodes
 	m.LambdaMean, m.FirstSegmentScale = fp(c.Lambda), fp(c.FirstScale)
 	m.AdvAbsFirst, m.AdvAbsLast = fp(c.AdvFirst), fp(c.AdvLast)
-	m.ValueErrFirst, m.ValueErrLast = fp(c.ValueErrFirst), fp(c.ValueErrLast)
+	m.ValueErrFirst, m.ValueErrLast, m.ValueJump = fp(c.ValueErrFirst), fp(c.ValueErrLast), fp(c.ValueJump)
 	n, err := t.ppoEpochs(ctx, it, items, m, usesValues)
 	return tokens + n, err
 }

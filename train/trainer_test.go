@@ -470,7 +470,7 @@ func TestUpdateOnCollectedEpisodes(t *testing.T) {
 			multi++
 		}
 	}
-	if multi == 0 || m.CreditEpisodes != multi || m.LambdaMean == nil || m.FirstSegmentScale == nil || m.ValueErrFirst == nil || m.AdvAbsLast == nil {
+	if multi == 0 || m.CreditEpisodes != multi || m.LambdaMean == nil || m.FirstSegmentScale == nil || m.ValueErrFirst == nil || m.ValueJump == nil || m.AdvAbsLast == nil {
 		t.Fatalf("credit: %d multi-segment episodes, metrics %d, lambda %v, scale %v, value err %v, adv %v", multi, m.CreditEpisodes, m.LambdaMean, m.FirstSegmentScale, m.ValueErrFirst, m.AdvAbsLast)
 	}
 	if s := *m.FirstSegmentScale; s <= 0 || s >= 1 {
