@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -32,35 +33,42 @@ func (t *Trainer) advantages(eps []episode.Episode, items []*item) error {
 		}
 		it.toks = append(it.toks, tk)
 	}
+	for _, it := range items {
+		it.vtoks = append(it.vtoks[:0], it.toks...)
+	}
 	return nil
 }
 
 // weigh fixes the loss weights of one optimiser step over all of mb's
 // tokens (never one micro-batch), with the run's loss mode for the policy
 // and token-mean for the value loss; it returns the token count |M|.
-func weigh(mb []*item, agg rl.Aggregation) (int, error) {
+func weigh(mb []*item, agg rl.Aggregation, toks func(*item) []rl.Token) (int, error) {
 	var flat []rl.Token
 	for _, it := range mb {
-		flat = append(flat, it.toks...)
+		flat = append(flat, toks(it)...)
 	}
 	if err := rl.AssignWeights(flat, agg); err != nil {
 		return 0, err
 	}
 	k := 0
 	for _, it := range mb {
-		for i := range it.toks {
-			it.toks[i].Weight = flat[k].Weight
+		tk := toks(it)
+		for i := range tk {
+			tk[i].Weight = flat[k].Weight
 			k++
 		}
 	}
 	return len(flat), nil
 }
 
+func policyToks(it *item) []rl.Token { return it.toks }
+func valueToks(it *item) []rl.Token  { return it.vtoks }
+
 // responseGrad places g, the loss gradient of each of the item's optimised
 // tokens, at their positions in the response (0 elsewhere): dL/d(output).
-func (it *item) responseGrad(g []float64) []float64 {
+func (it *item) responseGrad(toks []rl.Token, g []float64) []float64 {
 	d := make([]float64, len(it.seq.Response))
-	for k, tk := range it.toks {
+	for k, tk := range toks {
 		d[tk.Pos] = g[k]
 	}
 	return d
@@ -84,7 +92,7 @@ type policyStats struct {
 // accumulated gradient is the same for any micro-batch size.
 func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, error) {
 	var st policyStats
-	if _, err := weigh(mb, t.Cfg.RL.LossAggMode); err != nil {
+	if _, err := weigh(mb, t.Cfg.RL.LossAggMode, policyToks); err != nil {
 		return st, err
 	}
 	n, err := t.forEachMicro(ctx, t.Policy, mb, true, func(it *item, out Output) ([]float64, error) {
@@ -103,7 +111,7 @@ func (t *Trainer) policyStep(ctx context.Context, mb []*item) (policyStats, erro
 		}
 		st.loss += loss
 		st.ppo.Add(ps)
-		return it.responseGrad(g), nil
+		return it.responseGrad(it.toks, g), nil
 	})
 	st.tokens = n
 	if err != nil {
@@ -129,7 +137,7 @@ type valueStats struct {
 // (rl.ValueLoss) with clip ε_v, or unclipped when clip is 0.
 func (t *Trainer) valueStep(ctx context.Context, mb []*item, clip float64) (valueStats, error) {
 	var st valueStats
-	if _, err := weigh(mb, rl.TokenMean); err != nil {
+	if _, err := weigh(mb, rl.TokenMean, valueToks); err != nil {
 		return st, err
 	}
 	vc := rl.ValueConfig{ValueClip: clip}
@@ -137,16 +145,16 @@ func (t *Trainer) valueStep(ctx context.Context, mb []*item, clip float64) (valu
 		if len(out.Values) != len(it.seq.Response) {
 			return nil, fmt.Errorf("critic returned %d values for %d response tokens", len(out.Values), len(it.seq.Response))
 		}
-		v := make([]float64, len(it.toks))
-		for k, tk := range it.toks {
+		v := make([]float64, len(it.vtoks))
+		for k, tk := range it.vtoks {
 			v[k] = out.Values[tk.Pos]
 		}
-		loss, g, _, err := rl.ValueLoss(it.toks, v, vc)
+		loss, g, _, err := rl.ValueLoss(it.vtoks, v, vc)
 		if err != nil {
 			return nil, err
 		}
 		st.loss += loss
-		return it.responseGrad(g), nil
+		return it.responseGrad(it.vtoks, g), nil
 	})
 	st.tokens = n
 	if err != nil {
@@ -320,9 +328,30 @@ func (t *Trainer) ppoEpochs(ctx context.Context, it int, items []*item, m *Metri
 	tokens := 0
 	for epoch := 0; epoch < cfg.RL.PPOEpochs; epoch++ {
 		for _, mb := range chunks(shuffled(items, cfg.Seed, it, epoch), cfg.RL.MiniBatches) {
-			ps, err := t.policyStep(ctx, mb)
+			// The policy step and the value steps of a mini-batch read the
+			// same advantages and returns and touch different models, so they
+			// run at once (each model's result is the same bits as in turn).
+			var ps policyStats
+			var perr error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ps, perr = t.policyStep(ctx, mb)
+			}()
+			var vals []valueStats
+			var verr error
+			for v := 0; usesValues && v < cfg.RL.ValueUpdates; v++ {
+				vs, err := t.valueStep(ctx, mb, cfg.RL.ValueClip)
+				tokens += vs.tokens
+				if err != nil {
+					verr = err
+					break
+				}
+				vals = append(vals, vs)
+			}
+			<-done
 			tokens += ps.tokens
-			if err != nil {
+			if err := errors.Join(perr, verr); err != nil {
 				return tokens, err
 			}
 			if tot.steps == 0 {
@@ -330,12 +359,7 @@ func (t *Trainer) ppoEpochs(ctx context.Context, it int, items []*item, m *Metri
 			}
 			tot.addPolicy(ps)
 			m.LR = ps.lr
-			for v := 0; usesValues && v < cfg.RL.ValueUpdates; v++ {
-				vs, err := t.valueStep(ctx, mb, cfg.RL.ValueClip)
-				tokens += vs.tokens
-				if err != nil {
-					return tokens, err
-				}
+			for _, vs := range vals {
 				tot.addValue(vs)
 			}
 		}

@@ -322,7 +322,7 @@ func (t *Trainer) sftPhase(ctx context.Context, w *metricsWriter, phase, title s
 // record has the loss, |M|, the gradient norm, the rate, and the mean
 // −log π over the extra sequences' targets if the batch has any.
 func (t *Trainer) sftStep(ctx context.Context, batch []*item, rate float64) (SFTRecord, error) {
-	n, err := weigh(batch, rl.TokenMean)
+	n, err := weigh(batch, rl.TokenMean, policyToks)
 	if err != nil {
 		return SFTRecord{}, err
 	}

@@ -101,11 +101,14 @@ type Result struct {
 
 // item is one trainable segment in an optimiser step: the sequence the
 // model scores and its optimised tokens (rl.Token, positions into the
-// response) with their weights for the current step.
+// response) with their weights for the current step: toks for the policy's
+// steps, vtoks (the same tokens) for the critic's, which weigh them on their
+// own so that a policy step and value steps can run at once.
 type item struct {
 	ep, seg int
 	seq     Sequence
 	toks    []rl.Token
+	vtoks   []rl.Token
 	extra   bool // an extra supervised sequence (warm start: ExtraExamples), not a demonstration segment
 }
 
