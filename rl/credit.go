@@ -61,28 +61,19 @@ func CreditOf(eps []episode.Episode, cfg AdvantageConfig) Credit {
 		lambda := cfg.LambdaFor(l)
 		lambdaSum += lambda
 		lambdaN++
-		first, last := -1, -1
-		for si, n := range counts {
-			if n > 0 {
-				if first < 0 {
-					first = si
-				}
-				last = si
-			}
-		}
+		first, last := firstLastNonzero(counts)
 		if first == last {
 			continue
 		}
 		c.Episodes++
-		scale += math.Pow(cfg.Gamma*lambda, float64(l-counts[first]))
+		// Optimised tokens after the first segment: all but its own (none
+		// come before it); after the last: none.
+		afterFirst := l - counts[first]
+		scale += math.Pow(cfg.Gamma*lambda, float64(afterFirst))
 		advF += meanAbsAdv(&ep.Segments[first])
 		advL += meanAbsAdv(&ep.Segments[last])
-		later := make([]int, len(counts)) // optimised tokens after each segment
-		for si := len(counts) - 2; si >= 0; si-- {
-			later[si] = later[si+1] + counts[si+1]
-		}
-		ef, okF := valueErr(&ep.Segments[first], later[first], cfg.Gamma, ep.Reward)
-		el, okL := valueErr(&ep.Segments[last], later[last], cfg.Gamma, ep.Reward)
+		ef, okF := valueErr(&ep.Segments[first], afterFirst, cfg.Gamma, ep.Reward)
+		el, okL := valueErr(&ep.Segments[last], 0, cfg.Gamma, ep.Reward)
 		if okF && okL {
 			errF += ef
 			errL += el
@@ -109,15 +100,7 @@ func valueJump(ep *episode.Episode, counts []int) float64 {
 		if c == 0 || len(s.Values) < len(s.LossMask) {
 			continue
 		}
-		first, last := -1, -1
-		for i, m := range s.LossMask {
-			if m != 0 {
-				if first < 0 {
-					first = i
-				}
-				last = i
-			}
-		}
+		first, last := firstLastNonzero(s.LossMask)
 		if have {
 			sum += math.Abs(s.Values[first] - prev)
 			n++
@@ -127,21 +110,30 @@ func valueJump(ep *episode.Episode, counts []int) float64 {
 	return div(sum, n)
 }
 
+// firstLastNonzero returns the indices of the first and the last nonzero
+// element of xs (−1, −1 when there is none).
+func firstLastNonzero(xs []int) (first, last int) {
+	first, last = -1, -1
+	for i, x := range xs {
+		if x != 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	return first, last
+}
+
 // optimisedPerSegment returns each segment's optimised-token count (0 for
-// segments that are not trainable) and their total l.
+// segments that are not trainable) and their total l (Episode.NumOptimised).
 func optimisedPerSegment(ep *episode.Episode) (counts []int, l int) {
 	counts = make([]int, len(ep.Segments))
 	for si := range ep.Segments {
-		s := &ep.Segments[si]
-		if !s.Trainable {
-			continue
+		if s := &ep.Segments[si]; s.Trainable {
+			counts[si] = s.NumOptimised()
+			l += counts[si]
 		}
-		for _, m := range s.LossMask {
-			if m != 0 {
-				counts[si]++
-			}
-		}
-		l += counts[si]
 	}
 	return counts, l
 }
