@@ -183,7 +183,23 @@ func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string,
 // tables, the arms' pass@1 with their intervals, one learning curve per arm
 // and seed) and DIR/arms.svg (that plot alone); it returns the report's path.
 func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) (string, error) {
-	credit, err := experiment.CreditTable(results, report.Load)
+	// Each run's metrics are read once, for its learning curve and for the
+	// credit table.
+	loaded := map[string]report.Run{}
+	var runs []report.Run
+	for _, r := range results {
+		for i, d := range r.Runs {
+			run, err := report.Load(d)
+			if err != nil {
+				return "", err
+			}
+			loaded[d] = run
+			run.Name = fmt.Sprintf("%s s%d", r.Arm.Name, r.Seeds[i])
+			run.Config = ""
+			runs = append(runs, run)
+		}
+	}
+	credit, err := experiment.CreditTable(results, func(d string) (report.Run, error) { return loaded[d], nil })
 	if err != nil {
 		return "", err
 	}
@@ -192,18 +208,7 @@ func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) 
 		return "", fmt.Errorf("experiment plot: %w", err)
 	}
 	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), credit}, Figures: []string{svg},
-		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}}
-	for _, r := range results {
-		for i, d := range r.Runs {
-			run, err := report.Load(d)
-			if err != nil {
-				return "", err
-			}
-			run.Name = fmt.Sprintf("%s s%d", r.Arm.Name, r.Seeds[i])
-			run.Config = ""
-			page.Runs = append(page.Runs, run)
-		}
-	}
+		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}, Runs: runs}
 	htmlPath := filepath.Join(dir, "report.html")
 	if err := report.WriteFile(htmlPath, page); err != nil {
 		return "", err
