@@ -391,6 +391,11 @@ func (g *gemmArgs) run(m0, m1, n0, n1 int) {
 	}
 }
 
+// InPlaceColumns is a multiple of every path's directBUnit: a B not transposed whose slice has room
+// up to the next multiple of InPlaceColumns past the last column of its last row is read in place
+// at any column edge (the decoder rounds its key cache to it).
+const InPlaceColumns = 16
+
 // directFits reports whether columns n0 … n1−1 of B can be read in place: n0 starts a unit of
 // p.directBUnit columns, and the last row's read, rounded up to a whole unit, stays inside b
 // (the decoder's transposed key cache has room past its last key; a matrix whose last row ends

@@ -716,11 +716,15 @@ func TestGemmGoDotPathBatchInvariant(t *testing.T) {
 func TestDirectBColumnEdge(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, p := range impls {
+		if InPlaceColumns%p.directBUnit != 0 {
+			t.Errorf("%s: InPlaceColumns %d is not a multiple of directBUnit %d", p.name, InPlaceColumns, p.directBUnit)
+		}
 		for _, k := range []int{1, 5, 32, 300} {
 			for _, n := range []int{1, 3, 5, 13, 21, 37} {
 				for _, m := range []int{1, 2, 7, 12} {
-					ldb := (n+15)&^15 + 16
-					roomy := make([]float32, (k-1)*ldb+(n+15)&^15)
+					u := InPlaceColumns
+					ldb := (n+u-1)/u*u + u
+					roomy := make([]float32, (k-1)*ldb+(n+u-1)/u*u)
 					tight := make([]float32, k*n)
 					for i := range roomy {
 						roomy[i] = float32(math.NaN())

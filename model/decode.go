@@ -405,9 +405,10 @@ func (d *Decoder) forward() {
 	budget := d.prefillChunk
 	for _, s := range d.active {
 		if s.kc == nil {
-			// Rounded up to whole 16-column units, so that Q·Kᵀ reads the keys in place
-			// (kernel.GemmRowsSerial reads a key row to the end of its unit).
-			s.capacity = (len(s.req.Prompt) + s.limit + 15) &^ 15
+			// Rounded up to whole units of kernel.InPlaceColumns, so that Q·Kᵀ reads the
+			// keys in place (kernel.GemmRowsSerial reads a key row to the end of its unit).
+			u := kernel.InPlaceColumns
+			s.capacity = (len(s.req.Prompt) + s.limit + u - 1) / u * u
 			s.kc, s.vc = make([][]float32, cfg.Layers), make([][]float32, cfg.Layers)
 			for l := range s.kc {
 				s.kc[l], s.vc[l] = make([]float32, s.capacity*kw), make([]float32, s.capacity*kw)
