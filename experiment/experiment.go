@@ -30,6 +30,12 @@ type Arm struct {
 	Apply func(c *recipe.Config)
 }
 
+// FixedLambda is the fixed λ of the -fixed-lambda arms: on the long suite's
+// episodes (~360 optimised tokens) cross-trajectory GAE's factor on the
+// first segment is then about 0.05, where the length-adaptive λ caps it
+// near e^{−1/α} ≈ 0.5, so the arm tests the true-distance discount.
+const FixedLambda = 0.99
+
 // Arms are the ablations of docs/design.md §1 on the built-in suite. Every arm
 // starts from the same base policy and is evaluated with compaction and in
 // a single window; base is that policy evaluated without RL.
@@ -41,6 +47,10 @@ func Arms() []Arm {
 		{"no-summary-training", "− summary training", func(c *recipe.Config) { c.RL.SummaryTraining = false }},
 		{"seq-mean-token-mean", "− token-level loss (seq-mean-token-mean)", func(c *recipe.Config) { c.RL.LossAggMode = "seq-mean-token-mean" }},
 		{"independent", "− cross-traj. GAE (independent)", func(c *recipe.Config) { c.RL.Estimator = "independent" }},
+		{"independent-fixed-lambda", "− cross-traj. GAE (independent), fixed λ = 0.99", func(c *recipe.Config) {
+			c.RL.Estimator, c.RL.Alpha, c.RL.Lambda = "independent", 0, FixedLambda
+		}},
+		{"compactionrl-fixed-lambda", "CompactionRL, fixed λ = 0.99", func(c *recipe.Config) { c.RL.Alpha, c.RL.Lambda = 0, FixedLambda }},
 		{"grpo", "SUPO-style GRPO (group 4)", func(c *recipe.Config) {
 			c.RL.Estimator, c.RL.GroupSize = "grpo", 4
 			c.Run.Episodes = max(4, c.Run.Episodes/4*4)

@@ -37,7 +37,10 @@ type EvalOptions struct {
 	Workers     int
 	Temperature float64 // used when SetTemperature
 	SetTemp     bool
-	// SeedOffset moves the held-out seeds: TestSeedStart+SeedOffset … on.
+	// Range, if set, is the evaluation range (train.RangeDev or
+	// train.RangeTest); SeedOffset moves the tasks within it
+	// (run.eval_seed_offset).
+	Range      string
 	SeedOffset int64
 	Progress   io.Writer
 }
@@ -51,6 +54,9 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 		return train.EvalResult{}, cfg, err
 	}
 	o.apply(&cfg)
+	if err := cfg.Train().Validate(); err != nil {
+		return train.EvalResult{}, cfg, err
+	}
 	suite, err := NewSuite(cfg, tok, tmpl)
 	if err != nil {
 		return train.EvalResult{}, cfg, err
@@ -93,7 +99,10 @@ func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, tmpl agen
 
 // apply sets the options' overrides in cfg.
 func (o EvalOptions) apply(cfg *Config) {
-	cfg.Suite.TestSeedStart += o.SeedOffset
+	if o.Range != "" {
+		cfg.Run.EvalRange = o.Range
+	}
+	cfg.Run.EvalSeedOffset += o.SeedOffset
 	if o.Episodes > 0 {
 		cfg.Run.EvalEpisodes = o.Episodes
 	}

@@ -134,6 +134,78 @@ type RunConfig struct {
 	// the harness.
 	EpisodeTimeoutS float64 `yaml:"episode_timeout_s"`
 	Threads         int     `yaml:"threads"` // compute threads for the built-in model; 0: all cores
+	// EvalRange names the task seeds every evaluation of the run plays:
+	// "dev" (the development range [suite.test_seed_start,
+	// sealed_seed_start), for every choice of settings; empty means dev)
+	// or "test" (the sealed test range from sealed_seed_start, for final
+	// tables only). Evaluation task j is the range's start + EvalSeedOffset
+	// + j, so runs with the same range, offset and eval_episodes play the
+	// same tasks (paired comparisons).
+	EvalRange string `yaml:"eval_range"`
+	// SealedSeedStart is the first task seed of the sealed test range (0:
+	// DefaultSealedSeedStart).
+	SealedSeedStart int64 `yaml:"sealed_seed_start"`
+	// EvalSeedOffset moves the evaluation tasks within their range.
+	EvalSeedOffset int64 `yaml:"eval_seed_offset"`
+}
+
+// The evaluation ranges of RunConfig.EvalRange.
+const (
+	RangeDev  = "dev"
+	RangeTest = "test"
+	// DefaultSealedSeedStart is where the sealed test range starts when
+	// run.sealed_seed_start is 0: task seeds from 5,000,000 on were never
+	// evaluated before the range was sealed (earlier results used
+	// 1,000,000 + j, now the development range).
+	DefaultSealedSeedStart int64 = 5_000_000
+	// maxSeedOffset bounds the range settings so that no task seed
+	// overflows.
+	maxSeedOffset = 1 << 52
+)
+
+// EvalRangeName is the evaluation range's name: dev or test.
+func (c Config) EvalRangeName() string {
+	if c.Run.EvalRange == "" {
+		return RangeDev
+	}
+	return c.Run.EvalRange
+}
+
+// SealedStart is the first task seed of the sealed test range.
+func (c Config) SealedStart() int64 {
+	if c.Run.SealedSeedStart == 0 {
+		return DefaultSealedSeedStart
+	}
+	return c.Run.SealedSeedStart
+}
+
+// EvalSeedStart is the task seed of evaluation episode 0: the start of
+// the evaluation range plus run.eval_seed_offset.
+func (c Config) EvalSeedStart() int64 {
+	if c.EvalRangeName() == RangeTest {
+		return c.SealedStart() + c.Run.EvalSeedOffset
+	}
+	return c.Seeds.TestSeedStart + c.Run.EvalSeedOffset
+}
+
+// validateEvalRange checks that the evaluation range is known and that a
+// development evaluation stays below the sealed test range.
+func (c Config) validateEvalRange() error {
+	switch r := c.EvalRangeName(); {
+	case r != RangeDev && r != RangeTest:
+		return fmt.Errorf("run.eval_range: %q must be dev or test", c.Run.EvalRange)
+	case c.Run.SealedSeedStart < 0:
+		return fmt.Errorf("run.sealed_seed_start: %d must not be negative", c.Run.SealedSeedStart)
+	case c.SealedStart() <= c.Seeds.TestSeedStart:
+		return fmt.Errorf("run.sealed_seed_start: %d must be above suite.test_seed_start %d (the development range lies between)", c.SealedStart(), c.Seeds.TestSeedStart)
+	case c.Run.EvalSeedOffset < 0 || c.Run.EvalSeedOffset > maxSeedOffset:
+		return fmt.Errorf("run.eval_seed_offset: %d must be in [0, %d]", c.Run.EvalSeedOffset, int64(maxSeedOffset))
+	case c.Run.SealedSeedStart > maxSeedOffset:
+		return fmt.Errorf("run.sealed_seed_start: %d must be at most %d", c.Run.SealedSeedStart, int64(maxSeedOffset))
+	case r == RangeDev && c.EvalSeedStart()+int64(c.Run.EvalEpisodes) > c.SealedStart():
+		return fmt.Errorf("run.eval_seed_offset %d + eval_episodes %d: development evaluation would reach the sealed test range at %d", c.Run.EvalSeedOffset, c.Run.EvalEpisodes, c.SealedStart())
+	}
+	return nil
 }
 
 // DefaultConfig is the demo-sized default: the paper's method settings with
@@ -386,6 +458,9 @@ func (c Config) Validate() error {
 		if e != nil {
 			return e
 		}
+	}
+	if err := c.validateEvalRange(); err != nil {
+		return err
 	}
 	switch {
 	case c.Seeds.TestSeedStart <= c.Seeds.TrainSeedStart:

@@ -238,10 +238,14 @@ func writeAtomic(path string, b []byte) error {
 	return nil
 }
 
-// recordedBefore reads the evaluation of iteration 0 from metrics.jsonl
+// recordedBefore reads the evaluation of iteration 0 from its outcomes
+// file, else (a run from before outcomes were kept) from metrics.jsonl
 // (for a resumed run, whose first evaluation happened before the restart).
 func (t *Trainer) recordedBefore() EvalResult {
-	ev := EvalResult{Episodes: t.Cfg.Run.EvalEpisodes, Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
+	if ev, err := ReadOutcomes(filepath.Join(t.Cfg.Run.Dir, OutcomesDir, fmt.Sprintf("eval-%06d.json", 0))); err == nil {
+		return ev
+	}
+	ev := EvalResult{Range: t.Cfg.EvalRangeName(), FirstSeed: t.Cfg.EvalSeedStart(), Episodes: t.Cfg.Run.EvalEpisodes, Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
 	b, err := os.ReadFile(filepath.Join(t.Cfg.Run.Dir, "metrics.jsonl"))
 	if err != nil {
 		return ev
@@ -294,6 +298,8 @@ type evalJSON struct {
 	Compactions    float64  `json:"compactions"`
 	PassCompacted  *float64 `json:"pass_compacted"`
 	Reward         *float64 `json:"reward"`
+	Range          string   `json:"range,omitempty"`
+	FirstSeed      int64    `json:"first_seed,omitempty"`
 }
 
 func nanPtr(v float64) *float64 {
@@ -312,7 +318,7 @@ func ptrNaN(p *float64) float64 {
 
 // MarshalJSON writes undefined (NaN) metrics as null.
 func (e EvalResult) MarshalJSON() ([]byte, error) {
-	return json.Marshal(evalJSON{e.Episodes, e.Pass1Compact, e.Pass1Single, nanPtr(e.SummaryQuality), e.Compactions, nanPtr(e.PassCompacted), nanPtr(e.Reward)})
+	return json.Marshal(evalJSON{e.Episodes, e.Pass1Compact, e.Pass1Single, nanPtr(e.SummaryQuality), e.Compactions, nanPtr(e.PassCompacted), nanPtr(e.Reward), e.Range, e.FirstSeed})
 }
 
 // UnmarshalJSON reads null metrics as NaN.
@@ -321,6 +327,7 @@ func (e *EvalResult) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*e = EvalResult{j.Episodes, j.Pass1Compact, j.Pass1Single, ptrNaN(j.SummaryQuality), j.Compactions, ptrNaN(j.PassCompacted), ptrNaN(j.Reward)}
+	*e = EvalResult{Episodes: j.Episodes, Pass1Compact: j.Pass1Compact, Pass1Single: j.Pass1Single, SummaryQuality: ptrNaN(j.SummaryQuality),
+		Compactions: j.Compactions, PassCompacted: ptrNaN(j.PassCompacted), Reward: ptrNaN(j.Reward), Range: j.Range, FirstSeed: j.FirstSeed}
 	return nil
 }

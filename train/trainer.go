@@ -83,6 +83,30 @@ type EvalResult struct {
 	// Reward is the mean reward with compaction (with partial credit, the
 	// fraction of keys right).
 	Reward float64 `json:"reward"`
+	// Range is the evaluation range (RangeDev or RangeTest) and FirstSeed
+	// the task seed of episode 0: episode j played task FirstSeed + j.
+	Range     string `json:"range,omitempty"`
+	FirstSeed int64  `json:"first_seed,omitempty"`
+	// Outcomes are the episodes one by one, in task order (not in the
+	// JSON of EvalResult: OutcomesFile holds them).
+	Outcomes []Outcome `json:"-"`
+}
+
+// Outcome is one evaluation task's result: the episode with compaction and
+// the one in a single window on the same task seed. Pass and SinglePass
+// are 1 for a success (episode.Succeeded), else 0; Scored is false for an
+// episode that infrastructure failed (excluded from pass@1, never scored 0).
+type Outcome struct {
+	TaskSeed       int64    `json:"task_seed"`
+	Status         string   `json:"status"`
+	Scored         bool     `json:"scored"`
+	Pass           int      `json:"pass"`
+	Reward         float64  `json:"reward"`
+	Compactions    float64  `json:"compactions"`
+	SummaryQuality *float64 `json:"summary_quality,omitempty"`
+	SingleStatus   string   `json:"single_status,omitempty"`
+	SingleScored   bool     `json:"single_scored"`
+	SinglePass     int      `json:"single_pass"`
 }
 
 // Result is the outcome of Run.
@@ -353,7 +377,11 @@ func (t *Trainer) evaluateKeep(ctx context.Context, label, name string) (EvalRes
 	if t.Transcribe != nil {
 		keep = func(eps []episode.Episode) error { return t.keepTranscript(eps, name) }
 	}
-	return t.evaluate(ctx, t.Policy.Sampler(), label, keep)
+	ev, err := t.evaluate(ctx, t.Policy.Sampler(), label, keep)
+	if err != nil {
+		return ev, err
+	}
+	return ev, WriteOutcomes(filepath.Join(t.Cfg.Run.Dir, OutcomesDir, name+".json"), ev)
 }
 
 // keepTranscript writes the transcript of the first episode of eps that
@@ -397,11 +425,16 @@ func (t *Trainer) evaluate(ctx context.Context, smp infer.Sampler, label string,
 	if n == 0 {
 		return ev, nil
 	}
+	ev.Range, ev.FirstSeed = cfg.EvalRangeName(), cfg.EvalSeedStart()
 	seeds := make([]int64, n)
 	samples := make([]int64, n)
 	for j := range seeds {
-		seeds[j] = cfg.Seeds.TestSeedStart + int64(j)
+		seeds[j] = ev.FirstSeed + int64(j)
 		samples[j] = splitmix.Chain(cfg.Seed, purposeEval, int64(j))
+	}
+	ev.Outcomes = make([]Outcome, n)
+	for j := range ev.Outcomes {
+		ev.Outcomes[j].TaskSeed = seeds[j]
 	}
 	for _, single := range []bool{false, true} {
 		name := label + " (compaction)"
@@ -422,6 +455,12 @@ func (t *Trainer) evaluate(ctx context.Context, smp infer.Sampler, label string,
 				return ev, err
 			}
 		}
+		if len(eps) != n {
+			return ev, fmt.Errorf("%s: %d episodes for %d tasks", name, len(eps), n)
+		}
+		for j := range eps {
+			setOutcome(&ev.Outcomes[j], &eps[j], single)
+		}
 		s := summarize(eps)
 		if single {
 			ev.Pass1Single = s.pass
@@ -430,6 +469,24 @@ func (t *Trainer) evaluate(ctx context.Context, smp infer.Sampler, label string,
 		}
 	}
 	return ev, nil
+}
+
+// setOutcome records episode e in o: the single-window fields when single,
+// else the compacted ones.
+func setOutcome(o *Outcome, e *episode.Episode, single bool) {
+	pass := 0
+	if e.Status.Scored() && e.Succeeded() {
+		pass = 1
+	}
+	if single {
+		o.SingleStatus, o.SingleScored, o.SinglePass = string(e.Status), e.Status.Scored(), pass
+		return
+	}
+	o.Status, o.Scored, o.Pass, o.Reward = string(e.Status), e.Status.Scored(), pass, e.Reward
+	o.Compactions = e.Metrics[agent.MetricCompactions]
+	if q, ok := e.Metrics[agent.MetricSummaryQuality]; ok && !math.IsNaN(q) {
+		o.SummaryQuality = &q
+	}
 }
 
 type epSummary struct {

@@ -199,7 +199,7 @@ func TestResumeAfterKillReproducesRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Before != fullRes.Before || res.After != fullRes.After {
+			if !reflect.DeepEqual(res.Before, fullRes.Before) || !reflect.DeepEqual(res.After, fullRes.After) {
 				t.Errorf("checkpoint_every %d: resumed before/after %+v %+v, want %+v %+v", every, res.Before, res.After, fullRes.Before, fullRes.After)
 			}
 			got = stripTiming(readMetrics(t, cfg2.Run.Dir))

@@ -19,7 +19,9 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 	fs.maxArgs = 1
 	dir := fs.String("checkpoint", "", "deprecated: the DIR argument")
 	episodes := fs.Int("episodes", 0, "held-out episodes per mode (0: the run's eval_episodes)")
-	seed := fs.Int64("seed", 0, "offset into the test split: episodes use test seeds start+S … start+S+N−1")
+	seed := fs.Int64("seed", 0, "offset into the evaluation range: episodes play task seeds start+S … start+S+N−1")
+	rng := fs.String("range", "", "evaluation range: dev (suite.test_seed_start on, for choosing settings) or test (the sealed test range, run.sealed_seed_start on, for final numbers only); empty: the run's run.eval_range")
+	outcomes := fs.String("outcomes", "", "write the per-task outcomes (JSON: the evaluation and one entry per task seed) to this file")
 	workers := fs.Int("workers", 0, "concurrent episodes (0: the run's)")
 	temp := fs.Float64("temperature", -1, "sampling temperature (<0: the run's eval_temperature)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
@@ -38,7 +40,10 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 	if *seed < 0 {
 		return fmt.Errorf("--seed %d must not be negative", *seed)
 	}
-	o := recipe.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, SeedOffset: *seed, Progress: e.stderr}
+	if *rng != "" && *rng != train.RangeDev && *rng != train.RangeTest {
+		return fs.usageErr("--range %q: want dev or test", *rng)
+	}
+	o := recipe.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, Range: *rng, SeedOffset: *seed, Progress: e.stderr}
 	if *quiet {
 		o.Progress = nil
 	}
@@ -47,6 +52,9 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	printEval(e, ev, cfg)
+	if *outcomes != "" {
+		return train.WriteOutcomes(*outcomes, ev)
+	}
 	return nil
 }
 
@@ -55,8 +63,8 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 func printEval(e env, ev train.EvalResult, cfg recipe.Config) {
 	n := ev.Episodes
 	row := func(name string, p float64) { fmt.Fprintf(e.stdout, "%-28s %s\n", name, stats.RateCI(p, n)) }
-	fmt.Fprintf(e.stdout, "held-out seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",
-		cfg.Suite.TestSeedStart, cfg.Suite.TestSeedStart+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
+	fmt.Fprintf(e.stdout, "%s range, task seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",
+		ev.Range, ev.FirstSeed, ev.FirstSeed+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
 	row("pass@1 with compaction", ev.Pass1Compact)
 	row("pass@1 single window", ev.Pass1Single)
 	fmt.Fprintf(e.stdout, "%-28s %s\n%-28s %.2f\n%-28s %s\n", "summary quality", fmtPtr(&ev.SummaryQuality, "%.3f"), "compactions / episode", ev.Compactions, "pass@1 of compacted", fmtPtr(&ev.PassCompacted, "%.3f"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -62,16 +63,20 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 
 // experimentFlags are the experiment command's flags.
 type experimentFlags struct {
-	configPath, base, dir, arms  string
-	seeds, iterations, evalEvery int
-	quiet                        bool
+	configPath, base, dir, arms, evalRange string
+	seeds, iterations, evalEvery           int
+	seedStart                              int64
+	quiet, resume                          bool
 }
 
 func (f *experimentFlags) bind(fs *cmdLine) {
 	fs.StringVar(&f.configPath, "config", "", "RL YAML config (default: the demo's)")
 	fs.StringVar(&f.base, "base", "", "base policy directory every arm starts from (default: the shipped models/vault-base)")
 	fs.StringVar(&f.dir, "dir", "runs/experiment", "output directory: DIR/ARM/seed-S per run, DIR/results.md, DIR/report.html")
-	fs.IntVar(&f.seeds, "seeds", 3, "seeds per arm (1…N)")
+	fs.IntVar(&f.seeds, "seeds", 3, "RL seeds per arm: S…S+N−1 with S = --seed-start")
+	fs.Int64Var(&f.seedStart, "seed-start", 1, "first RL seed")
+	fs.StringVar(&f.evalRange, "range", "", "evaluation range of every arm: dev (task seeds from suite.test_seed_start: for choosing settings) or test (the sealed test range from run.sealed_seed_start: final tables only); empty: the config's run.eval_range")
+	fs.BoolVar(&f.resume, "resume", false, "keep every run whose final evaluation (DIR/ARM/seed-S/outcomes/final.json) is on the same tasks, and run only the others")
 	fs.StringVar(&f.arms, "arms", "", "comma-separated arms (default all: "+armNames()+")")
 	fs.IntVar(&f.iterations, "iterations", 0, "RL iterations per arm (0: the config's)")
 	fs.IntVar(&f.evalEvery, "eval-every", 0, "held-out evaluation every N RL iterations of an arm (0: only at the end; the base arm is the evaluation before RL)")
@@ -95,7 +100,17 @@ func (f *experimentFlags) config(overrides []string) (recipe.Config, error) {
 	if f.seeds < 1 {
 		return recipe.Config{}, fmt.Errorf("--seeds %d must be at least 1", f.seeds)
 	}
-	return base, nil
+	if f.seedStart < 0 {
+		return recipe.Config{}, fmt.Errorf("--seed-start %d must not be negative", f.seedStart)
+	}
+	switch f.evalRange {
+	case "":
+	case train.RangeDev, train.RangeTest:
+		base.Run.EvalRange = f.evalRange
+	default:
+		return recipe.Config{}, fmt.Errorf("--range %q: want dev or test", f.evalRange)
+	}
+	return base, base.Train().Validate()
 }
 
 // selectArms is --arms (default: every arm).
@@ -137,6 +152,12 @@ func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, 
 	}
 	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: f.dir, Progress: e.stderr, ExpertP: refs,
 		RunOne: func(ctx context.Context, cfg recipe.Config) (train.Result, error) {
+			if f.resume {
+				if ev, ok := finishedRun(cfg); ok {
+					fmt.Fprintf(e.stderr, "   kept: %s (%s range, %d tasks from %d)\n", cfg.Run.Dir, ev.Range, ev.Episodes, ev.FirstSeed)
+					return train.Result{After: ev, RunDir: cfg.Run.Dir}, nil
+				}
+			}
 			// The experiment owns DIR/ARM/seed-S: a rerun replaces it.
 			if err := os.RemoveAll(cfg.Run.Dir); err != nil {
 				return train.Result{}, fmt.Errorf("experiment run %s: %w", cfg.Run.Dir, err)
@@ -144,10 +165,27 @@ func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, 
 			return trainRun(ctx, e, cfg, false, f.quiet)
 		},
 		Done: func(results []experiment.ArmResult) error { _, err := out.write(results, false); return err }}
-	for s := 1; s <= f.seeds; s++ {
-		x.Seeds = append(x.Seeds, int64(s))
+	for s := range f.seeds {
+		x.Seeds = append(x.Seeds, f.seedStart+int64(s))
 	}
 	return x
+}
+
+// finishedRun is the final evaluation of a run directory that an earlier
+// experiment finished with the same settings (config.yaml as cfg's) on
+// the same tasks (range, first task seed and count), if there is one.
+func finishedRun(cfg recipe.Config) (train.EvalResult, bool) {
+	ev, err := train.ReadOutcomes(train.FinalOutcomes(cfg.Run.Dir))
+	if err != nil || ev.Range != cfg.Train().EvalRangeName() || ev.FirstSeed != cfg.Train().EvalSeedStart() || ev.Episodes != cfg.Run.EvalEpisodes {
+		return ev, false
+	}
+	old, err := recipe.LoadConfig(filepath.Join(cfg.Run.Dir, "config.yaml"))
+	if err != nil {
+		return ev, false
+	}
+	a, errA := old.YAML()
+	b, errB := cfg.YAML()
+	return ev, errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
 // resultsFile is DIR/results.md: the results table and the command that
@@ -175,6 +213,13 @@ func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string,
 	}
 	if err := os.WriteFile(filepath.Join(r.dir, "results.md"), []byte(md), 0o644); err != nil {
 		return "", fmt.Errorf("experiment results: %w", err)
+	}
+	var o bytes.Buffer
+	if err := experiment.WriteOutcomes(&o, results); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "outcomes.jsonl"), o.Bytes(), 0o644); err != nil {
+		return "", fmt.Errorf("experiment outcomes: %w", err)
 	}
 	return md, nil
 }

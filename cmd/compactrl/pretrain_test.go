@@ -79,8 +79,20 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("eval of the base exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout, "held-out seeds 1000010…1000013 (4 episodes per mode)") || !strings.Contains(stdout, "pass@1 single window") {
+	if !strings.Contains(stdout, "dev range, task seeds 1000010…1000013 (4 episodes per mode)") || !strings.Contains(stdout, "pass@1 single window") {
 		t.Errorf("eval output:\n%s", stdout)
+	}
+	// The sealed test range, with the per-task outcomes written.
+	outFile := filepath.Join(t.TempDir(), "outcomes.json")
+	stdout, stderr, code = runCmd(t, "eval", "checkpoint", out, "--episodes", "3", "--range", "test", "--outcomes", outFile, "--quiet")
+	if code != 0 || !strings.Contains(stdout, "test range, task seeds 5000000…5000002 (3 episodes per mode)") {
+		t.Errorf("eval --range test exit %d: %s\n%s", code, stdout, stderr)
+	}
+	if ev, err := train.ReadOutcomes(outFile); err != nil || len(ev.Outcomes) != 3 || ev.Outcomes[2].TaskSeed != 5000002 || ev.Range != "test" {
+		t.Errorf("outcomes of eval --range test: %+v, %v", ev, err)
+	}
+	if _, stderr, code := runCmd(t, "eval", "checkpoint", out, "--range", "sealed"); code == 0 || !strings.Contains(stderr, "--range") {
+		t.Errorf("unknown --range: exit %d, %s", code, stderr)
 	}
 	if _, stderr, code := runCmd(t, "eval", "--checkpoint", out, "--seed", "-1"); code == 0 || !strings.Contains(stderr, "--seed") {
 		t.Errorf("negative --seed: exit %d, %s", code, stderr)
@@ -102,6 +114,31 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 		}
 	}
 	_ = stdout
+	// Every task outcome of every arm and seed, on the same tasks.
+	rows, err := os.ReadFile(filepath.Join(dir, "outcomes.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rows), `"arm":"base"`); n == 0 || n != strings.Count(string(rows), `"arm":"compactionrl"`) {
+		t.Errorf("outcomes.jsonl: %d base rows, want as many as compactionrl's:\n%s", n, rows)
+	}
+	// --resume keeps the finished runs: nothing trains again.
+	before, err := os.Stat(filepath.Join(dir, "compactionrl", "seed-1", "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runCmd(t, "experiment", "--base", out, "--arms", "base,compactionrl", "--seeds", "1", "--iterations", "1", "--dir", dir, "--quiet", "--resume")
+	if code != 0 || strings.Count(stderr, "kept: ") != 2 {
+		t.Fatalf("experiment --resume exit %d, want both runs kept: %s", code, stderr)
+	}
+	if after, err := os.Stat(filepath.Join(dir, "compactionrl", "seed-1", "metrics.jsonl")); err != nil || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("--resume retrained compactionrl seed 1 (%v)", err)
+	}
+	// Another range is other tasks: nothing is kept.
+	_, stderr, code = runCmd(t, "experiment", "--base", out, "--arms", "base", "--seeds", "1", "--iterations", "1", "--dir", dir, "--quiet", "--resume", "--range", "test")
+	if code != 0 || strings.Contains(stderr, "kept: ") {
+		t.Errorf("experiment --resume --range test exit %d, want nothing kept: %s", code, stderr)
+	}
 }
 
 // The demo runs RL from the shipped base with no warm start, prints pass@1
