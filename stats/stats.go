@@ -1,7 +1,12 @@
 // Package stats holds the interval estimates that every report of pass@1
-// uses: the Wilson score interval of a pass rate over episodes, and the
-// Student-t interval of a mean over seeds (the seed-to-seed spread, which
-// an interval over pooled episodes leaves out).
+// uses: the Wilson score interval of a pass rate over the episodes of one
+// evaluation (independent tasks, one run), the Student-t interval of a
+// mean over seeds, and the hierarchical bootstrap over RL seeds and tasks
+// (HierarchicalMean, PairedDiff) that compares arms evaluated on the same
+// tasks: the interval of an effect across runs, which neither a Wilson
+// interval over pooled episodes (it counts one task once per seed as if
+// independent, and leaves out the seed-to-seed spread) nor a t-interval
+// over seeds (it leaves out the task sampling) gives.
 package stats
 
 import (
