@@ -1,12 +1,17 @@
 // Package experiment runs the paper's comparison on the built-in vault
 // suite: arms (ablations of docs/design.md §1) × seeds, every run RL from one
-// base policy (recipe.FromBase), and renders the held-out results as a
-// table with Wilson and t intervals (report.Table, Markdown).
+// base policy (recipe.FromBase), every arm evaluated on the same tasks of a
+// named range (development or sealed test), and renders the results as
+// tables (report.Table, Markdown): each arm's pass@1 and its paired effect
+// against the base and against CompactionRL, with 95% intervals from a
+// bootstrap over RL seeds and tasks (package stats).
 //
 // Data flow: Experiment.Run applies each Arm to the base config, runs it
 // with RunOne (the command builds it with recipe.Build), collects each
-// run's final train.EvalResult into ArmResults, and adds the scripted
-// expert's reference rows; Table pools them per arm.
+// run's final train.EvalResult (with its per-task outcomes) into
+// ArmResults, and adds the scripted expert's reference rows; Grid turns an
+// arm's outcomes into the seeds × tasks grid that Table and EffectsTable
+// hand to package stats, and WriteOutcomes writes them as JSON lines.
 package experiment
 
 import (
@@ -186,30 +191,6 @@ func (x *Experiment) expertRow(ctx context.Context, p float64) (ArmResult, error
 	}, nil
 }
 
-// Pooled is an arm's pooled pass@1 with its 95% Wilson interval.
-type Pooled struct {
-	K, N   int
-	P      float64
-	Lo, Hi float64
-}
-
-func pool(evals []train.EvalResult, single bool) Pooled {
-	var p Pooled
-	for _, e := range evals {
-		v := e.Pass1Compact
-		if single {
-			v = e.Pass1Single
-		}
-		p.K += int(math.Round(v * float64(e.Episodes)))
-		p.N += e.Episodes
-	}
-	if p.N > 0 {
-		p.P = float64(p.K) / float64(p.N)
-	}
-	p.Lo, p.Hi = stats.Wilson(p.K, p.N)
-	return p
-}
-
 func meanOf(evals []train.EvalResult, f func(train.EvalResult) float64) float64 {
 	s, n := 0.0, 0
 	for _, e := range evals {
@@ -222,41 +203,6 @@ func meanOf(evals []train.EvalResult, f func(train.EvalResult) float64) float64 
 		return math.NaN()
 	}
 	return s / float64(n)
-}
-
-// Table is the results table: each seed's pass@1 with compaction, their
-// mean with the 95% interval across seeds, the pooled pass@1 (with
-// compaction and single window, 95% Wilson intervals over all held-out
-// episodes of all seeds), mean reward with compaction, compactions per
-// episode and summary quality (means over seeds).
-func Table(results []ArmResult) report.Table {
-	t := report.Table{
-		Caption: "Held-out pass@1 on the built-in vault suite",
-		Header:  []string{"arm", "seeds", "per-seed pass@1 compacted", "mean over seeds [95% t-interval]", "pooled pass@1 compacted [95% Wilson]", "pooled pass@1 single window [95% Wilson]", "mean reward compacted", "compactions / ep.", "summary quality"},
-	}
-	for _, r := range results {
-		c, s := pool(r.Evals, false), pool(r.Evals, true)
-		var per []string
-		var vals []float64
-		for _, e := range r.Evals {
-			per = append(per, fmt.Sprintf("%.3f", e.Pass1Compact))
-			vals = append(vals, e.Pass1Compact)
-		}
-		m, lo, hi := stats.SeedMean(vals)
-		mean := fmt.Sprintf("%.3f", m)
-		if !math.IsNaN(lo) {
-			mean = fmt.Sprintf("%.3f [%.3f, %.3f]", m, lo, hi)
-		}
-		t.Rows = append(t.Rows, []string{
-			r.Arm.Label, fmt.Sprint(len(r.Seeds)), strings.Join(per, " "), mean,
-			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", c.P, c.Lo, c.Hi, c.K, c.N),
-			fmt.Sprintf("%.3f [%.3f, %.3f] (%d/%d)", s.P, s.Lo, s.Hi, s.K, s.N),
-			train.FormatMetric(meanOf(r.Evals, func(e train.EvalResult) float64 { return e.Reward }), "%.3f"),
-			train.FormatMetric(meanOf(r.Evals, func(e train.EvalResult) float64 { return e.Compactions }), "%.3f"),
-			train.FormatMetric(meanOf(r.Evals, func(e train.EvalResult) float64 { return e.SummaryQuality }), "%.3f"),
-		})
-	}
-	return t
 }
 
 // Markdown renders a table as GitHub Markdown.
@@ -346,7 +292,9 @@ func CreditTable(results []ArmResult, load func(dir string) (report.Run, error))
 }
 
 // Intervals are the arms' pass@1 with compaction for report.IntervalsSVG:
-// the mean over seeds with its 95% t-interval, and each seed's value.
+// the mean over seeds with its 95% hierarchical bootstrap interval over
+// seeds and tasks (the t-interval across seeds for runs without per-task
+// outcomes), and each seed's value.
 func Intervals(results []ArmResult) []report.Interval {
 	var out []report.Interval
 	for _, r := range results {
@@ -358,6 +306,11 @@ func Intervals(results []ArmResult) []report.Interval {
 			continue
 		}
 		m, lo, hi := stats.SeedMean(vals)
+		if y, _, ok := Grid(r); ok {
+			if b, err := stats.HierarchicalMean(y, BootstrapReps, BootstrapSeed); err == nil {
+				m, lo, hi = b.Est, b.Lo, b.Hi
+			}
+		}
 		sub := fmt.Sprintf("%.3f", m)
 		if !math.IsNaN(lo) {
 			sub = fmt.Sprintf("%.3f [%.3f, %.3f]", m, lo, hi)

@@ -42,7 +42,20 @@ func TestExperimentOrchestration(t *testing.T) {
 	x := &Experiment{Base: base, BaseDir: baseDir, Arms: arms, Seeds: []int64{1, 2}, Dir: "/x",
 		RunOne: func(ctx context.Context, c recipe.Config) (train.Result, error) {
 			ran = append(ran, c)
-			return train.Result{After: train.EvalResult{Episodes: 10, Pass1Compact: float64(c.Seed) / 10, Pass1Single: 0.1}}, nil
+			// Seed s passes tasks 0…s−1 of ten; CompactionRL two more.
+			k := int(c.Seed)
+			if strings.Contains(c.Run.Dir, "compactionrl") {
+				k += 2
+			}
+			ev := train.EvalResult{Episodes: 10, Pass1Compact: float64(k) / 10, Pass1Single: 0.1, Range: "test", FirstSeed: 5000000}
+			for j := range 10 {
+				o := train.Outcome{TaskSeed: 5000000 + int64(j), Scored: true}
+				if j < k {
+					o.Pass = 1
+				}
+				ev.Outcomes = append(ev.Outcomes, o)
+			}
+			return train.Result{After: ev}, nil
 		}}
 	done := 0
 	x.Done = func([]ArmResult) error { done++; return nil }
@@ -82,12 +95,28 @@ func TestExperimentOrchestration(t *testing.T) {
 		t.Fatalf("results %+v", res)
 	}
 	md := Markdown(Table(res))
-	// Pooled: seeds 1 and 2 pass 1/10 and 2/10 → 3/20; mean over seeds
-	// 0.15 ± 12.706·0.05/√2·√2 … = 0.15 ± 12.706·0.0707/1.414 = ±0.635.
-	for _, want := range []string{"0.150 [", "(3/20)", "| CompactionRL |", "| 0.100 0.200 |", "0.150 [-0.485, 0.785]"} {
+	// The base's seeds pass 1/10 and 2/10: mean 0.15; CompactionRL's 3/10
+	// and 4/10: 0.35. Both on test tasks 5000000…5000009.
+	for _, want := range []string{"| base policy (no RL) | 2 | 0.100 0.200 | 0.150 [", "| CompactionRL | 2 | 0.300 0.400 | 0.350 [", "test range, task seeds 5000000…5000009 (10 tasks)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
+	}
+	// Paired: CompactionRL passes the base's tasks and two more in every
+	// seed, Δ = 0.35 − 0.15 = +0.2; per seed the base is 0.2 below.
+	eff := Markdown(EffectsTable(res))
+	for _, want := range []string{"| CompactionRL | 2 | +0.200 [", "| base policy (no RL) | 2 | – | -0.200 [", "| -0.200 -0.200 |"} {
+		if !strings.Contains(eff, want) {
+			t.Errorf("effects table lacks %q:\n%s", want, eff)
+		}
+	}
+	// Without per-task outcomes the table falls back to the t-interval
+	// across seeds, and says so: 0.15 ± 12.706·0.0707/√2 = ±0.635.
+	for i := range res[0].Evals {
+		res[0].Evals[i].Outcomes = nil
+	}
+	if md := Markdown(Table(res[:1])); !strings.Contains(md, "0.150 [-0.485, 0.785] (t over seeds; no per-task outcomes)") {
+		t.Errorf("fallback table:\n%s", md)
 	}
 	if _, err := SelectArms([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "compactionrl") {
 		t.Errorf("unknown arm error = %v", err)

@@ -37,7 +37,7 @@ func runEval(ctx context.Context, e env, args []string) error {
 		fmt.Fprintln(e.stderr, "compactrl eval: --checkpoint DIR is deprecated; use `compactrl eval checkpoint DIR`")
 		return runEvalCheckpoint(ctx, e, args)
 	}
-	return dispatch(ctx, e, nil, []subcommand{{"checkpoint", runEvalCheckpoint}}, runEvalTasks, args)
+	return dispatch(ctx, e, nil, []subcommand{{"checkpoint", runEvalCheckpoint}, {"compare", runEvalCompare}}, runEvalTasks, args)
 }
 
 func isCheckpointFlag(arg string) bool {
@@ -67,7 +67,8 @@ type evalOptions struct {
 
 func newEvalCmd() (*cmdLine, *evalOptions) {
 	fs := newCmdLine("eval", "eval --tasks DIR|FILE.jsonl (--engine URL[,URL…] | --policy oracle|empty) --out RUN_DIR [flags]",
-		"eval checkpoint DIR [flags]   (the built-in model on the built-in suite: compactrl eval checkpoint -h)")
+		"eval checkpoint DIR [flags]   (the built-in model on the built-in suite: compactrl eval checkpoint -h)",
+		"eval compare ARM ARM …   (paired comparison of runs' per-task outcomes: compactrl eval compare -h)")
 	fs.about = "Exit status: 0 every episode was scored; 1 an error stopped the run; 3 some episodes were infra_error or verifier_error;\n" +
 		"4 nothing was scored (every episode infra_error or verifier_error, or no task could run); 5 every episode played was scored but some tasks were skipped (a task.toml\n" +
 		"that does not load, a task that cannot run here: results.json's \"skipped\" and stderr say why)."

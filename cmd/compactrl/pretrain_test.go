@@ -134,6 +134,14 @@ func TestPretrainWritesABaseThatEvaluatesAndTrains(t *testing.T) {
 	if after, err := os.Stat(filepath.Join(dir, "compactionrl", "seed-1", "metrics.jsonl")); err != nil || !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("--resume retrained compactionrl seed 1 (%v)", err)
 	}
+	// eval compare pairs the two arms' runs on their tasks.
+	stdout, stderr, code = runCmd(t, "eval", "compare", "base="+filepath.Join(dir, "base"), "cr="+filepath.Join(dir, "compactionrl", "seed-1"))
+	if code != 0 || !strings.Contains(stdout, "| cr | 1 |") || !strings.Contains(stdout, "Δ vs base [95%]") || !strings.Contains(stdout, "dev range, task seeds 1000000…") {
+		t.Errorf("eval compare exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCmd(t, "eval", "compare", filepath.Join(dir, "base")); code == 0 || !strings.Contains(stderr, "two arms") {
+		t.Errorf("eval compare of one arm: exit %d, %s", code, stderr)
+	}
 	// Another range is other tasks: nothing is kept.
 	_, stderr, code = runCmd(t, "experiment", "--base", out, "--arms", "base", "--seeds", "1", "--iterations", "1", "--dir", dir, "--quiet", "--resume", "--range", "test")
 	if code != 0 || strings.Contains(stderr, "kept: ") {
