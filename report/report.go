@@ -327,7 +327,9 @@ func loadPretrainCurve(path string) (Curve, bool, error) {
 }
 
 // loadTranscripts returns the first evaluation's and the final held-out
-// transcript of dir (train's eval-NNNNNN.txt and final.txt), if present.
+// transcript of dir (train's eval-NNNNNN.txt and final.txt), and the
+// before/after pair on one task (pair-before.txt, pair-after.txt), if
+// present.
 func loadTranscripts(dir string) ([]Text, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -355,6 +357,20 @@ func loadTranscripts(dir string) ([]Text, error) {
 		}
 		b, err := os.ReadFile(filepath.Join(dir, x.name))
 		if err != nil {
+			return nil, fmt.Errorf("transcripts %s: %w", dir, err)
+		}
+		out = append(out, Text{Title: x.title + ": " + x.name, Body: string(b)})
+	}
+	// The before/after pair on one task (train.PairBefore, train.PairAfter),
+	// when the run kept one.
+	for _, x := range []struct{ title, name string }{
+		{"The same task before RL (the base fails)", "pair-before.txt"},
+		{"The same task after RL (the trained policy succeeds)", "pair-after.txt"},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, x.name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
 			return nil, fmt.Errorf("transcripts %s: %w", dir, err)
 		}
 		out = append(out, Text{Title: x.title + ": " + x.name, Body: string(b)})

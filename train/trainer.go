@@ -52,6 +52,11 @@ type Trainer struct {
 	critic Model
 	state  State
 	clock  func() time.Time
+	// failedBefore holds the transcripts of the episodes that failed in
+	// iteration 0's evaluation, by evaluation index (the same task and
+	// sampling seed in every evaluation of the run), for the final
+	// evaluation's before/after pair.
+	failedBefore map[int]string
 }
 
 // optimizerResetter is a Policy whose optimiser can start afresh.
@@ -375,7 +380,17 @@ func (t *Trainer) Evaluate(ctx context.Context, label string) (EvalResult, error
 func (t *Trainer) evaluateKeep(ctx context.Context, label, name string) (EvalResult, error) {
 	var keep func([]episode.Episode) error
 	if t.Transcribe != nil {
-		keep = func(eps []episode.Episode) error { return t.keepTranscript(eps, name) }
+		keep = func(eps []episode.Episode) error {
+			switch name {
+			case fmt.Sprintf("eval-%06d", 0):
+				t.keepFailures(eps)
+			case "final":
+				if err := t.keepPair(eps); err != nil {
+					return err
+				}
+			}
+			return t.keepTranscript(eps, name)
+		}
 	}
 	ev, err := t.evaluate(ctx, t.Policy.Sampler(), label, keep)
 	if err != nil {
@@ -409,6 +424,64 @@ func (t *Trainer) keepTranscript(eps []episode.Episode, name string) error {
 
 // TranscriptDir is where a run directory keeps held-out transcripts.
 const TranscriptDir = "transcripts"
+
+// The before/after pair of a run, in TranscriptDir: one task on which the
+// policy before RL (iteration 0's evaluation) failed and the final policy
+// succeeded, played with the same sampling seed.
+const (
+	PairBefore = "pair-before.txt"
+	PairAfter  = "pair-after.txt"
+)
+
+// keepFailures keeps the transcripts of the failed episodes of iteration
+// 0's evaluation for keepPair.
+func (t *Trainer) keepFailures(eps []episode.Episode) {
+	t.failedBefore = map[int]string{}
+	for i := range eps {
+		if eps[i].Status.Scored() && !eps[i].Succeeded() {
+			t.failedBefore[i] = t.Transcribe(&eps[i])
+		}
+	}
+}
+
+// keepPair writes the before/after pair: the first task (in evaluation
+// order) that failed before RL and succeeds now, preferring one whose
+// episode compacted. Without iteration 0's evaluation in this process (no
+// eval_every, or a resumed run), or without such a task, it writes
+// nothing.
+func (t *Trainer) keepPair(eps []episode.Episode) error {
+	pick := -1
+	for i := range eps {
+		if _, failed := t.failedBefore[i]; !failed || !eps[i].Succeeded() {
+			continue
+		}
+		if pick < 0 {
+			pick = i
+		}
+		if eps[i].Metrics[agent.MetricCompactions] > 0 {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	dir := filepath.Join(t.Cfg.Run.Dir, TranscriptDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("transcript pair: %w", err)
+	}
+	head := fmt.Sprintf("Task seed %d (%s range), evaluation episode %d, the same sampling seed before and after RL.\n",
+		t.Cfg.EvalSeedStart()+int64(pick), t.Cfg.EvalRangeName(), pick)
+	for _, f := range []struct{ name, what, body string }{
+		{PairBefore, "Before RL: failed.", t.failedBefore[pick]},
+		{PairAfter, fmt.Sprintf("After %d RL iterations: succeeded.", t.Cfg.Run.Iterations), t.Transcribe(&eps[pick])},
+	} {
+		if err := writeAtomic(filepath.Join(dir, f.name), []byte(head+f.what+"\n\n"+f.body)); err != nil {
+			return fmt.Errorf("transcript pair: %w", err)
+		}
+	}
+	return nil
+}
 
 // EvaluateWith is Evaluate with the episodes sampled from smp instead of
 // the policy (the suite's scripted expert, for a reference).

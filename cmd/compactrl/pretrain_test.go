@@ -167,7 +167,7 @@ func TestDemoStartsFromTheShippedBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Held-out pass@1 before and after RL", "Pretraining loss", "Held-out transcript before RL", "Held-out transcript after RL"} {
+	for _, want := range []string{"Held-out pass@1 before and after RL", "Pretraining loss", "Held-out transcript before RL", "Held-out transcript after RL", "The same task before RL (the base fails)", "The same task after RL (the trained policy succeeds)"} {
 		if !strings.Contains(string(html), want) {
 			t.Errorf("report lacks %q", want)
 		}
