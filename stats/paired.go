@@ -249,3 +249,62 @@ func ones(n int) []float64 {
 	}
 	return out
 }
+
+// ClusterRate is a pass rate over tasks attempted several times, k[t]
+// successes of n[t] scored attempts of task t: p̂ = Σk / Σn with a 95%
+// Wilson interval on the effective number of attempts n_eff = Σn / deff,
+// so that the attempts of one task do not count as independent evidence.
+// The design effect is the ratio of the task-clustered variance of p̂ to
+// the binomial one,
+//
+//	deff = [T/(T−1) · Σ_t (k[t] − p̂·n[t])² / (Σn)²] / [p̂(1−p̂)/Σn],
+//
+// clamped to [1, Σn/T] (at most every task counts once: n_eff ≥ T); when
+// p̂ is 0 or 1 the data cannot show how alike a task's attempts are, and
+// deff is Σn/T (each task once). With one attempt a task it is Wilson's
+// interval. Tasks with no scored attempt take no part; none at all, or a
+// single task with several attempts, is handled as above (T = 1 gives
+// deff = Σn). Est is p̂, Tasks the tasks with a scored attempt.
+func ClusterRate(k, n []int) (Bootstrap, error) {
+	if len(k) != len(n) {
+		return Bootstrap{}, fmt.Errorf("%d success counts for %d tasks", len(k), len(n))
+	}
+	var sk, sn float64
+	tasks := 0
+	for t := range n {
+		if k[t] < 0 || k[t] > n[t] {
+			return Bootstrap{}, fmt.Errorf("task %d: %d successes of %d attempts", t, k[t], n[t])
+		}
+		if n[t] > 0 {
+			sk, sn, tasks = sk+float64(k[t]), sn+float64(n[t]), tasks+1
+		}
+	}
+	if tasks == 0 {
+		return Bootstrap{}, errors.New("no task has a scored attempt")
+	}
+	p := sk / sn
+	maxDeff := sn / float64(tasks)
+	deff := maxDeff
+	if p > 0 && p < 1 && tasks > 1 {
+		var ss float64
+		for t := range n {
+			if n[t] > 0 {
+				d := float64(k[t]) - p*float64(n[t])
+				ss += d * d
+			}
+		}
+		vc := float64(tasks) / float64(tasks-1) * ss / (sn * sn)
+		deff = math.Min(maxDeff, math.Max(1, vc/(p*(1-p)/sn)))
+	}
+	lo, hi := wilsonP(p, sn/deff)
+	return Bootstrap{Est: p, Lo: lo, Hi: hi, Seeds: 1, Tasks: tasks}, nil
+}
+
+// wilsonP is Wilson's 95% interval of a rate p over n (possibly
+// fractional: an effective number of) trials.
+func wilsonP(p, n float64) (lo, hi float64) {
+	den := 1 + z975*z975/n
+	c := (p + z975*z975/(2*n)) / den
+	h := z975 * math.Sqrt(p*(1-p)/n+z975*z975/(4*n*n)) / den
+	return math.Max(0, c-h), math.Min(1, c+h)
+}

@@ -147,3 +147,38 @@ func TestPairedStatsRejectBadInput(t *testing.T) {
 		t.Error("HierarchicalMean of nothing scored must fail")
 	}
 }
+
+// Two tasks of four attempts, one always passed and one never: p̂ = 4/8 =
+// 0.5; the clustered variance 2·((4−2)² + (0−2)²)/8² = 0.25 against the
+// binomial 0.25/8 is a design effect of 8, clamped to 8/2 = 4 attempts a
+// task: n_eff = 2 and Wilson(0.5, 2) = 0.5 ± 1.96·√(0.125 + 0.2401)/2.9207
+// = 0.5 ± 0.4055 = [0.0945, 0.9055], where the eight attempts as if independent give
+// Wilson(4, 8) = [0.2152, 0.7848].
+func TestClusterRateCountsTasksNotAttempts(t *testing.T) {
+	b, err := ClusterRate([]int{4, 0}, []int{4, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Est != 0.5 || !near(b.Lo, 0.0945, 1e-4) || !near(b.Hi, 0.9055, 1e-4) || b.Tasks != 2 {
+		t.Errorf("ClusterRate = %+v, want 0.5 [0.0945, 0.9055] over 2 tasks", b)
+	}
+	// Attempts that vary within tasks as much as across them: tasks (2 of
+	// 4) and (2 of 4): clustered variance 0 → deff 1, Wilson(4, 8).
+	lo, hi := Wilson(4, 8)
+	if b, err := ClusterRate([]int{2, 2}, []int{4, 4}); err != nil || b.Lo != lo || b.Hi != hi {
+		t.Errorf("ClusterRate of alike tasks = %+v, %v; want Wilson(4, 8) = [%v, %v]", b, err, lo, hi)
+	}
+	// Every attempt passed: each task counts once, Wilson(2, 2); a task
+	// without a scored attempt takes no part.
+	lo, hi = Wilson(2, 2)
+	if b, err := ClusterRate([]int{2, 2, 0}, []int{2, 2, 0}); err != nil || b.Est != 1 || !near(b.Lo, lo, 1e-12) || b.Hi != hi || b.Tasks != 2 {
+		t.Errorf("ClusterRate all passed = %+v, %v; want 1 [%v, %v]", b, err, lo, hi)
+	}
+	for name, c := range map[string]struct{ k, n []int }{
+		"lengths": {[]int{1}, []int{1, 2}}, "too many": {[]int{3}, []int{2}}, "none scored": {[]int{0}, []int{0}},
+	} {
+		if _, err := ClusterRate(c.k, c.n); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -508,9 +508,13 @@ type results struct {
 	Successes     int `json:"successes"`
 	// Pass1 is successes / scored, a success being status ok and a full
 	// reward (episode.Success);
-	// Pass1CI its 95% Wilson interval. Absent when nothing was scored.
+	// Pass1CI its 95% interval: Wilson's with one attempt a task, else
+	// Wilson's on the effective number of attempts (stats.ClusterRate;
+	// Pass1CIMethod says which). Absent when nothing
+	// was scored.
 	Pass1           *float64        `json:"pass1"`
 	Pass1CI         []float64       `json:"pass1_ci95,omitempty"`
+	Pass1CIMethod   string          `json:"pass1_ci95_method,omitempty"`
 	MeanReward      *float64        `json:"mean_reward"`
 	MeanCompactions float64         `json:"mean_compactions"`
 	Compacted       int             `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
@@ -549,7 +553,27 @@ func summarize(vs []verdict, runnable []tasks.Task, attempts int, skipped []task
 	}
 	sums.rates(&res)
 	res.Tasks = taskRates(byTask)
+	clusterCI(&res)
 	return res
+}
+
+// clusterCI replaces pass@1's Wilson interval over episodes by one over
+// the effective number of independent attempts when some task was
+// attempted more than once: the attempts of one task are not independent
+// evidence (stats.ClusterRate).
+func clusterCI(res *results) {
+	k, n := make([]int, len(res.Tasks)), make([]int, len(res.Tasks))
+	repeated := false
+	for i, t := range res.Tasks {
+		k[i], n[i] = t.Successes, t.Scored
+		repeated = repeated || t.Scored > 1
+	}
+	if !repeated || res.Scored == 0 {
+		return
+	}
+	if b, err := stats.ClusterRate(k, n); err == nil {
+		res.Pass1CI, res.Pass1CIMethod = []float64{b.Lo, b.Hi}, "Wilson on the effective attempts (task design effect)"
+	}
 }
 
 // scoredSums are the sums over scored episodes that the overall means
@@ -598,7 +622,7 @@ func (s *scoredSums) rates(res *results) {
 	if res.Scored > 0 {
 		res.Pass1 = ptr(float64(res.Successes) / float64(res.Scored))
 		lo, hi := stats.Wilson(res.Successes, res.Scored)
-		res.Pass1CI = []float64{lo, hi}
+		res.Pass1CI, res.Pass1CIMethod = []float64{lo, hi}, "Wilson"
 		res.MeanReward = ptr(s.reward / float64(res.Scored))
 		res.MeanCompactions = s.compactions / float64(res.Scored)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/compactrl/compactrl/env/harbor"
 	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/stats"
 )
 
 func evalNeedBwrap(t *testing.T) {
@@ -78,6 +80,12 @@ func TestEvalScriptedHarbor(t *testing.T) {
 			}
 			if r.Pass1CI[0] > c.pass || r.Pass1CI[1] < c.pass || r.Pass1CI[1]-r.Pass1CI[0] < 0.3 {
 				t.Fatalf("%s: Wilson interval %v for 4 episodes at %v", c.policy, r.Pass1CI, c.pass)
+			}
+			// Two attempts of each of two tasks, all alike: the interval
+			// counts each task once (Wilson over 2, not 4).
+			lo, hi := stats.Wilson(int(c.pass)*2, 2)
+			if !strings.Contains(r.Pass1CIMethod, "effective") || math.Abs(r.Pass1CI[0]-lo) > 1e-9 || math.Abs(r.Pass1CI[1]-hi) > 1e-9 {
+				t.Fatalf("%s: interval %v (%s), want Wilson over the 2 tasks [%v, %v]", c.policy, r.Pass1CI, r.Pass1CIMethod, lo, hi)
 			}
 			if len(r.Skipped) != 2 || r.Skipped[0].Task != "bad-toml" || r.Skipped[1].Task != "needs-image" || !strings.Contains(stdout, "skipped needs-image") {
 				t.Fatalf("%s: skipped %+v, stdout %s", c.policy, r.Skipped, stdout)
