@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/compactrl/compactrl/experiment"
+	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -20,7 +21,7 @@ import (
 func runEvalCompare(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("eval compare", "eval compare [LABEL=]PATH[,PATH…] [LABEL=]PATH[,PATH…] …")
 	fs.about = "Each argument is an arm: its runs, comma-separated. A PATH is a run directory (its outcomes/final.json), an outcomes file\n" +
-		"(.json), or a directory of runs (DIR/seed-*, as an experiment's DIR/ARM). Every run must have been evaluated on the same tasks.\n" +
+		"(.json), an episode file of compactrl rollout (.jsonl, consecutive task seeds), or a directory of runs (DIR/seed-*, as an experiment's DIR/ARM). Every run must have been evaluated on the same tasks.\n" +
 		"Prints each arm's pass@1 with a 95% bootstrap interval over runs and tasks, and its paired difference against the first arm."
 	fs.examples = []string{"compactrl eval compare masked=runs/dev-masked/compactionrl unmasked=runs/dev-unmasked/compactionrl base=runs/dev-unmasked/base"}
 	fs.maxArgs = -1
@@ -56,7 +57,12 @@ func loadArm(arg string) (experiment.ArmResult, error) {
 			return r, err
 		}
 		for _, f := range files {
-			ev, err := train.ReadOutcomes(f)
+			var ev train.EvalResult
+			if strings.HasSuffix(f, ".jsonl") {
+				ev, err = episodeOutcomes(f)
+			} else {
+				ev, err = train.ReadOutcomes(f)
+			}
 			if err != nil {
 				return r, err
 			}
@@ -69,6 +75,49 @@ func loadArm(arg string) (experiment.ArmResult, error) {
 		return r, fmt.Errorf("arm %s: no runs", label)
 	}
 	return r, nil
+}
+
+// episodeOutcomes reads an episode JSONL file (compactrl rollout's) as an
+// evaluation: episode i must be the task whose seed follows episode i−1's
+// (ids NAME-SEED, as rollout writes them), so that two files of the same
+// seeds pair task by task.
+func episodeOutcomes(path string) (train.EvalResult, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return train.EvalResult{}, fmt.Errorf("eval compare: %w", err)
+	}
+	defer f.Close()
+	eps, err := report.ReadEpisodes(f)
+	if err != nil {
+		return train.EvalResult{}, fmt.Errorf("eval compare %s: %w", path, err)
+	}
+	ev := train.EvalResult{Episodes: len(eps), Range: "episodes"}
+	passed, scored := 0, 0
+	for i := range eps {
+		e := &eps[i]
+		var seed int64
+		if _, err := fmt.Sscanf(e.ID[strings.LastIndex(e.ID, "-")+1:], "%d", &seed); err != nil {
+			return ev, fmt.Errorf("eval compare %s: episode id %q does not end in its task seed", path, e.ID)
+		}
+		if i == 0 {
+			ev.FirstSeed = seed
+		} else if seed != ev.FirstSeed+int64(i) {
+			return ev, fmt.Errorf("eval compare %s: episode %d is task %d, want %d (the episodes must be consecutive task seeds in order)", path, i, seed, ev.FirstSeed+int64(i))
+		}
+		o := train.Outcome{TaskSeed: seed, Status: string(e.Status), Scored: e.Status.Scored(), Reward: e.Reward}
+		if o.Scored {
+			scored++
+			if e.Succeeded() {
+				o.Pass = 1
+				passed++
+			}
+		}
+		ev.Outcomes = append(ev.Outcomes, o)
+	}
+	if scored > 0 {
+		ev.Pass1Compact = float64(passed) / float64(scored)
+	}
+	return ev, nil
 }
 
 // outcomeFiles are the outcomes files a PATH of eval compare names: the
