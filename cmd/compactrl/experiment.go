@@ -21,9 +21,13 @@ import (
 // several seeds each, and writes DIR/results.md and DIR/report.html.
 func runExperiment(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("experiment", "experiment [flags] [KEY=VALUE ...]")
-	fs.about = "Runs the base policy, RL without compaction, CompactionRL and its ablations on the vault suite,\nevery arm and seed from the same base policy (seeds vary only RL).\n" + overridesHelp
+	fs.about = "Runs the base policy, RL without compaction, CompactionRL and its ablations on the vault suite,\nevery arm and seed from the same base policy (seeds vary only RL), every arm evaluated on the same tasks of\n" +
+		"the development range (--range dev: choosing settings) or the sealed test range (--range test: final tables only).\n" +
+		"Writes DIR/results.md (pass@1 per seed, with a 95% bootstrap interval over RL seeds and tasks, and each arm's paired\n" +
+		"effect against the base and against CompactionRL), DIR/outcomes.jsonl (every task of every run) and DIR/report.html.\n" + overridesHelp
 	fs.examples = []string{"compactrl experiment --seeds 5 --dir runs/experiment",
-		"compactrl experiment --arms base,compactionrl --seeds 2 run.episodes=8"}
+		"compactrl experiment --arms base,compactionrl --seeds 2 run.episodes=8",
+		"compactrl experiment --config configs/vault-long.yaml --base models/vault-long-base --seeds 5 --seed-start 201 --range test --resume --dir runs/long-table"}
 	var f experimentFlags
 	f.bind(fs)
 	overrides, err := parseOverrides(fs, e, args)
