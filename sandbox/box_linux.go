@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 	"time"
@@ -95,6 +96,42 @@ func (b *Box) killSession(sid int) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("sandbox: session %d in container %s still has %d processes after 10 s of SIGKILL", sid, b.id, len(members))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// killAll SIGKILLs the container's init from the host, so that the kernel
+// kills every process of its pid namespace, and waits (at most 10 s) until
+// none is left. Where the host cannot see the container's processes it
+// asks the engine.
+func (b *Box) killAll() error {
+	if b.initPID == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if _, err := b.c.run(ctx, nil, "kill", "--signal", "KILL", b.id); err != nil {
+			return fmt.Errorf("sandbox: kill container %s: %w", b.id, err)
+		}
+		return nil
+	}
+	ns := b.initNS
+	if ns == "" || pidNS(b.initPID) != ns {
+		return nil // already gone
+	}
+	syscall.Kill(b.initPID, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := 0
+		for _, pid := range allPIDs() {
+			if pidNS(pid) == ns && procAlive(pid) {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox: container %s still has %d processes 10 s after its init was killed", b.id, left)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -7,15 +7,22 @@ import "errors"
 // CAP_SYS_ADMIN).
 var ErrNoGuard = errors.New("directory guard unavailable")
 
-// ChannelOpen is one open(2) of a file in a guarded directory by a process
-// that the channel's policy did not admit (or any open after Seal).
+// ChannelOpen is one violation of a guarded directory: an open(2) of a
+// file in it by a process that the channel's policy did not admit (or any
+// open after Seal), or a change to it (an entry created, deleted or moved,
+// attributes or contents changed) by a process outside the admitted run,
+// in any phase.
 type ChannelOpen struct {
-	PID  int    // host pid of the opener
-	Comm string // its command name, as /proc reports it
-	Path string // the file it opened, relative to the channel
-	// Phase is when it happened: "closed" (before Admit), "admitted"
-	// (during verification, not by the verifier) or "sealed" (after Seal).
+	PID  int    // host pid of the process (0 when unknown: lost events)
+	Comm string // its command name, as /proc reports it ("?" once it is gone)
+	Path string // the file, relative to the channel ("?" when it cannot be resolved)
+	// Phase is when it happened: "closed" (before Admit: staging and the
+	// agent phase), "admitted" (during verification, not by the verifier)
+	// or "sealed" (after Seal).
 	Phase string
+	// Op is what the process did: "opened", "created", "deleted",
+	// "moved away", "moved in", "wrote", "changed attributes of", ...
+	Op string
 }
 
 // AdmitFunc decides whether the process pid (host pid namespace, blocked in

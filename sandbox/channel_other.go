@@ -21,7 +21,13 @@ func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
 }
 
 // Admit is a no-op here.
-func (c *GuardedDir) Admit(AdmitFunc) {}
+func (c *GuardedDir) Admit(open, change AdmitFunc) {}
+
+// Sync is a no-op here.
+func (c *GuardedDir) Sync() {}
+
+// ViolationCount is 0 here.
+func (c *GuardedDir) ViolationCount() int { return 0 }
 
 // Seal is a no-op here.
 func (c *GuardedDir) Seal() {}

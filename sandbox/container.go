@@ -360,7 +360,8 @@ func envArgs(env map[string]string) []string {
 type Box struct {
 	c       Container
 	id      string
-	initPID int // host pid of the container's init; 0 where the host cannot see it
+	initPID int    // host pid of the container's init; 0 where the host cannot see it
+	initNS  string // its pid namespace, as /proc names it
 	mu      sync.Mutex
 	removed bool
 }
@@ -389,6 +390,7 @@ func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
 	b := &Box{c: c, id: id}
 	if out, err := c.run(ctx, nil, "inspect", "--format", "{{.State.Pid}}", id); err == nil {
 		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &b.initPID)
+		b.initNS = pidNS(b.initPID)
 	}
 	return b, nil
 }
@@ -589,9 +591,13 @@ type GuardedResult struct {
 	// Holders are the processes that still had a file of a guarded
 	// directory open or mapped when the command exited.
 	Holders []string
-	// Violations are opens of the channel by processes outside the
-	// command's session while it ran, or by anyone after it exited.
-	Violations []ChannelOpen
+	// Violations are opens of the guarded directories by processes
+	// outside the command's session while it ran, or by anyone after it
+	// exited, and changes to them by any process outside the command's
+	// run (its session and what it forked), from the directories' creation
+	// on: the first few of ViolationCount.
+	Violations     []ChannelOpen
+	ViolationCount int
 	// Traced reports a process of the command's session that was being
 	// ptraced when it opened a guarded file (refused) or when the command
 	// ended (a tracer can stop it, or make it do anything).
@@ -653,8 +659,25 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 			}
 			return true
 		}
+		// Changes are reported after the fact, when the process that made
+		// one may be gone: the kernel's fork events say whose it was.
+		forks, err := newForkTracker(leader)
+		if err != nil {
+			b.killSession(leader)
+			killPID(-cmd.Process.Pid)
+			<-waited
+			return res, fmt.Errorf("sandbox: guarded run in container %s: %w", b.id, err)
+		}
+		defer forks.close()
+		change := func(pid int) bool {
+			if m, _ := forks.member(pid); m {
+				return true
+			}
+			_, sid, ok := procStat(pid)
+			return ok && sid == leader
+		}
 		for _, g := range guards {
-			g.Admit(admit)
+			g.Admit(admit, change)
 		}
 		res.Guarded = true
 	}
@@ -697,12 +720,23 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 			return res, err
 		}
 	}
+	if len(guards) > 0 {
+		// Nothing in the box may write the guarded files once the command
+		// is done: a descriptor passed over a unix socket and kept in
+		// flight is in no process's table, so no holder scan finds it.
+		// Every process of the box dies before the caller reads them.
+		if err := b.killAll(); err != nil {
+			return res, err
+		}
+	}
 	if res.ExitCode == -1 {
 		killPID(-cmd.Process.Pid)
 		<-waited
 	}
 	for _, g := range guards {
+		g.Sync()
 		res.Violations = append(res.Violations, g.Violations()...)
+		res.ViolationCount += g.ViolationCount()
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()

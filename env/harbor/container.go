@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,16 +250,73 @@ var (
 
 // stageTests empties the guarded /tests and /logs/verifier and copies the
 // task's tests/ into /tests (test.sh made executable, as Harbor does).
+// Both directories are bound into the agent's container, whose processes
+// may have planted symbolic links there: every step goes through an
+// os.Root (nothing resolves outside the directory), files are created
+// with O_EXCL (never through an existing entry) and modes are set on the
+// open descriptor, never by a path a container process can redirect.
 func (b *boxEpisode) stageTests(ws string, t *Task) error {
 	for _, d := range []string{b.testsHost(ws), b.logsHost(ws)} {
 		if err := clearDir(d); err != nil {
 			return err
 		}
 	}
-	if err := copyInto(filepath.Join(t.Dir, "tests"), b.testsHost(ws)); err != nil {
-		return fmt.Errorf("copy tests: %w", err)
+	return stageInto(filepath.Join(t.Dir, "tests"), b.testsHost(ws))
+}
+
+// stageInto copies the tree src into the existing directory dst through
+// an os.Root of dst: directories, symbolic links as links, regular files
+// created exclusively, with their permission bits (test.sh 0755) set on
+// the open file.
+func stageInto(src, dst string) error {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
 	}
-	return os.Chmod(filepath.Join(b.testsHost(ws), "test.sh"), 0o755)
+	defer root.Close()
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return root.Mkdir(rel, info.Mode().Perm()|0o700)
+		case info.Mode()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return root.Symlink(link, rel)
+		case info.Mode().IsRegular():
+			perm := info.Mode().Perm()
+			if rel == "test.sh" {
+				perm = 0o755
+			}
+			in, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(out, in)
+			if err == nil {
+				err = out.Chmod(perm) // the descriptor's file, whatever the umask
+			}
+			return errors.Join(err, out.Close())
+		}
+		return fmt.Errorf("copy %s: unsupported file type %v", p, info.Mode().Type())
+	})
 }
 
 // precheck finds what would keep test.sh from running at all: an
@@ -408,7 +467,7 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	if len(r.Violations) > 0 {
 		v := r.Violations[0]
 		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("%d opens of the verifier's files by processes outside its run (first: pid %d %s opened %s while %s)", len(r.Violations), v.PID, v.Comm, v.Path, v.Phase), nil
+		return e.zero("%d opens or changes of the verifier's files by processes outside its run (first: pid %d (%s) %s %s while %s)", r.ViolationCount, v.PID, v.Comm, v.Op, v.Path, phaseWords(v.Phase)), nil
 	}
 	// Before holders and leftovers: what killed test.sh is the clearer note.
 	if r.ExitCode > 128 && r.ExitCode < 128+65 {
@@ -425,28 +484,20 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	return e.readVerdict(b.logsHost(ws), r.ExitCode)
 }
 
-// clearDir removes everything inside dir.
+// clearDir removes everything inside dir, through an os.Root of it (a
+// symbolic link planted there is removed, never followed).
 func clearDir(dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, en := range ents {
-		if err := os.RemoveAll(filepath.Join(dir, en.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyInto copies the entries of src into the existing directory dst.
-func copyInto(src, dst string) error {
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, en := range ents {
-		if err := copyDir(filepath.Join(src, en.Name()), filepath.Join(dst, en.Name())); err != nil {
+		if err := root.RemoveAll(en.Name()); err != nil {
 			return err
 		}
 	}
@@ -475,4 +526,17 @@ func (e *Env) verifierTimedOut() (float64, error) {
 		return e.zero("test.sh timed out after %v (the agent's work can make the tests hang)", e.verifierTimeout()), nil
 	}
 	return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", e.task.Name, ErrVerifier, e.verifierTimeout())
+}
+
+// phaseWords says when a guarded directory's phase was.
+func phaseWords(phase string) string {
+	switch phase {
+	case "closed":
+		return "closed (staging, or the agent's phase)"
+	case "admitted":
+		return "the verifier ran"
+	case "sealed":
+		return "sealed (after test.sh)"
+	}
+	return phase
 }

@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/internal/testenv"
+)
+
+// The guard sees changes, not only opens: entries created, renamed,
+// replaced by symlinks, deleted and written to by a process outside the
+// admitted run are violations naming the process and the path, in every
+// phase; the run's own changes (its processes forked and reaped before the
+// host read the events) and the host's own pass.
+func TestGuardSeesChanges(t *testing.T) {
+	if err := GuardAvailable(); err != nil {
+		testenv.Unavailable(t, "%v", err)
+	}
+	dir := t.TempDir()
+	g, err := OpenGuardedDir(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// The host stages (its own changes pass).
+	if err := os.WriteFile(filepath.Join(dir, "test.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(script string) {
+		t.Helper()
+		if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", script, err, out)
+		}
+	}
+	// Closed: another process swaps test.sh for a symlink (no open).
+	sh("ln -sf /tmp/evil.sh " + dir + "/test.sh")
+	g.Sync()
+	v := g.Violations()
+	if got := fmt.Sprintf("%+v", v); len(v) == 0 || v[0].Phase != "closed" || v[0].Comm != "ln" || !strings.Contains(got, "Path:test.sh") || !strings.Contains(got, "Op:moved in") {
+		t.Fatalf("symlink swap while closed: %s", got)
+	}
+
+	// Admitted: the run is a shell held on a pipe, whose short-lived
+	// children (mkdir, mv, reaped long before the events are read) change
+	// the directory; an outsider renames while it runs.
+	run := exec.Command("sh", "-c", "read -r _; mkdir "+dir+"/out && echo x > "+dir+"/out/a && mv "+dir+"/out/a "+dir+"/out/b && rm -r "+dir+"/out")
+	in, _ := run.StdinPipe()
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	forks, err := newForkTracker(run.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forks.close()
+	before := g.ViolationCount()
+	g.Admit(func(pid int) bool { return true }, func(pid int) bool { m, _ := forks.member(pid); return m })
+	io.WriteString(in, "go\n")
+	in.Close()
+	if err := run.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the watcher has read them by now
+	if n := g.ViolationCount(); n != before {
+		t.Fatalf("the admitted run's own changes were violations: %+v", g.Violations()[before:])
+	}
+	sh("touch " + dir + "/planted; mv " + dir + "/planted " + dir + "/reward.txt")
+	g.Seal()
+	if n := g.ViolationCount(); n <= before {
+		t.Fatal("an outsider's changes while admitted were not seen")
+	}
+	got := fmt.Sprint(g.Violations()[before:])
+	if !strings.Contains(got, "reward.txt") || !strings.Contains(got, "admitted") {
+		t.Fatalf("violations do not name the path and phase: %s", got)
+	}
+	// Sealed: a write through a descriptor opened earlier by the host's
+	// child (the descriptor-in-flight case: no open to refuse).
+	before = g.ViolationCount()
+	sh("chmod 600 " + dir + "/reward.txt")
+	g.Sync()
+	if v := g.Violations(); g.ViolationCount() != before+1 || v[len(v)-1].Phase != "sealed" || v[len(v)-1].Op != "changed attributes of" {
+		t.Fatalf("sealed chmod: %+v", v)
+	}
+}
+
+// Once the guarded command has exited, nothing of the box runs: a daemon
+// the agent left (which could hold a reward-file descriptor in flight in a
+// unix socket, in no process's descriptor table) is dead before the caller
+// reads the guarded files.
+func TestRunGuardedKillsTheBox(t *testing.T) {
+	base := testenv.MustHavePodman(t)
+	if err := GuardAvailable(); err != nil {
+		testenv.Unavailable(t, "%v", err)
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	g, err := OpenGuardedDir(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	b, err := Container{Engine: "podman"}.Create(ctx, BoxSpec{Image: base, NoTmpfs: true, Mounts: []Mount{{Host: dir, Target: "/logs/verifier", Writable: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove()
+	if out, code, err := b.Run(ctx, ExecSpec{Cmd: []string{"sh", "-c", "setsid sleep 1000 </dev/null >/dev/null 2>&1 &"}}); err != nil || code != 0 {
+		t.Fatalf("daemon: %v %d %s", err, code, out)
+	}
+	r, err := b.RunGuarded(ctx, ExecSpec{Cmd: []string{"sh", "-c", "echo 1 > /logs/verifier/reward.txt"}}, time.Minute, g)
+	if err != nil || r.ExitCode != 0 || !r.Guarded || r.ViolationCount != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	var alive []int
+	for _, pid := range allPIDs() {
+		if pidNS(pid) == b.initNS && procAlive(pid) {
+			alive = append(alive, pid)
+		}
+	}
+	if len(alive) > 0 {
+		t.Fatalf("processes of the box still alive after RunGuarded: %v", alive)
+	}
+}
