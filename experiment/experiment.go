@@ -319,3 +319,103 @@ func Intervals(results []ArmResult) []report.Interval {
 	}
 	return out
 }
+
+// dynamicsFields are the training-rollout metrics that DynamicsTable
+// follows from the first iterations to the last.
+var dynamicsFields = []struct{ key, header, format string }{
+	{"overlong_frac", "overlong fraction", "%.2f"},
+	{"compactions", "compactions / ep.", "%.1f"},
+	{"reward", "training reward", "%.2f"},
+	{"summary_quality", "summary quality", "%.2f"},
+}
+
+// DynamicsWindow is how many iterations DynamicsTable averages at the
+// start and at the end of a run.
+const DynamicsWindow = 5
+
+// DynamicsTable is how each arm's training rollouts moved: every metric of
+// dynamicsFields averaged over a run's first DynamicsWindow iterations and
+// over its last ones, then over seeds ("start → end"), and the seeds whose
+// training reward over the last iterations fell below 0.2 (a collapse).
+// Runs are read with load (report.Load); reference rows are skipped.
+func DynamicsTable(results []ArmResult, load func(dir string) (report.Run, error)) (report.Table, error) {
+	t := report.Table{Caption: fmt.Sprintf("Training rollouts: means over the first and the last %d iterations, then over seeds", DynamicsWindow),
+		Header: []string{"arm", "seeds"}}
+	for _, f := range dynamicsFields {
+		t.Header = append(t.Header, f.header+", start → end")
+	}
+	t.Header = append(t.Header, "seeds with a training reward below 0.2 at the end")
+	for _, r := range results {
+		if len(r.Runs) == 0 {
+			continue
+		}
+		start, end := make([][]float64, len(dynamicsFields)), make([][]float64, len(dynamicsFields))
+		var collapsed []string
+		for i, dir := range r.Runs {
+			run, err := load(dir)
+			if err != nil {
+				return t, fmt.Errorf("dynamics of arm %s: %w", r.Arm.Name, err)
+			}
+			var iters []report.Record // iteration records with rollouts (not the final evaluation's)
+			for _, rec := range run.Records {
+				if _, ok := rec["episodes"]; ok {
+					iters = append(iters, rec)
+				}
+			}
+			if len(iters) == 0 {
+				continue
+			}
+			w := min(DynamicsWindow, len(iters))
+			for k, f := range dynamicsFields {
+				start[k] = append(start[k], recMean(iters[:w], f.key))
+				end[k] = append(end[k], recMean(iters[len(iters)-w:], f.key))
+			}
+			if v := recMean(iters[len(iters)-w:], "reward"); v < 0.2 {
+				collapsed = append(collapsed, fmt.Sprint(r.Seeds[i]))
+			}
+		}
+		row := []string{r.Arm.Label, fmt.Sprint(len(r.Runs))}
+		for k, f := range dynamicsFields {
+			if len(start[k]) == 0 {
+				row = append(row, "–")
+				continue
+			}
+			row = append(row, train.FormatMetric(nanMeanOf(start[k]), f.format)+" → "+train.FormatMetric(nanMeanOf(end[k]), f.format))
+		}
+		c := "none"
+		if len(collapsed) > 0 {
+			c = strings.Join(collapsed, ", ")
+		}
+		if len(start[0]) == 0 {
+			c = "–"
+		}
+		t.Rows = append(t.Rows, append(row, c))
+	}
+	return t, nil
+}
+
+// recMean is the mean of key over the records that have it (NaN if none).
+func recMean(recs []report.Record, key string) float64 {
+	var v []float64
+	for _, r := range recs {
+		if x, ok := r[key]; ok {
+			v = append(v, x)
+		}
+	}
+	return nanMeanOf(v)
+}
+
+// nanMeanOf is the mean of the values that are not NaN (NaN if none).
+func nanMeanOf(v []float64) float64 {
+	s, n := 0.0, 0
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			s += x
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return s / float64(n)
+}

@@ -195,3 +195,46 @@ func TestIntervals(t *testing.T) {
 		t.Errorf("one seed %+v: want no interval", o)
 	}
 }
+
+// DynamicsTable averages the first and the last five iterations of each
+// run, then the seeds, and names the seeds that ended below a training
+// reward of 0.2; the final evaluation's record (no "episodes") is not an
+// iteration.
+func TestDynamicsTable(t *testing.T) {
+	mk := func(reward func(i int) float64) report.Run {
+		var recs []report.Record
+		for i := range 10 {
+			recs = append(recs, report.Record{"episodes": 64, "overlong_frac": float64(i) / 10, "reward": reward(i), "compactions": 8, "summary_quality": 1})
+		}
+		return report.Run{Records: append(recs, report.Record{"eval_pass1_compact": 0.5})}
+	}
+	runs := map[string]report.Run{
+		"s1": mk(func(int) float64 { return 0.8 }),
+		"s2": mk(func(i int) float64 { return 0.8 - 0.08*float64(i) }),
+		"b":  {Records: []report.Record{{"eval_pass1_compact": 0.7}}},
+	}
+	load := func(d string) (report.Run, error) { return runs[d], nil }
+	res := []ArmResult{
+		{Arm: Arm{Name: "x", Label: "X"}, Seeds: []int64{1, 2}, Runs: []string{"s1", "s2"}},
+		{Arm: Arm{Name: "base", Label: "base"}, Seeds: []int64{1}, Runs: []string{"b"}},
+	}
+	tab, err := DynamicsTable(res, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Overlong: iterations 0–4 average 0.2, 5–9 average 0.7. Reward: seed 1
+	// 0.8 → 0.8; seed 2 0.64 → 0.24; so 0.72 → 0.52, and seed 2 ends at
+	// 0.24, not a collapse.
+	want := []string{"X", "2", "0.20 → 0.70", "8.0 → 8.0", "0.72 → 0.52", "1.00 → 1.00", "none"}
+	if got := tab.Rows[0]; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("row %v, want %v", got, want)
+	}
+	if got := tab.Rows[1]; got[2] != "–" || got[6] != "–" {
+		t.Errorf("the base's row %v: want –", got)
+	}
+	runs["s2"] = mk(func(i int) float64 { return 0.8 - 0.09*float64(i) }) // 0.8 − 0.09·7 = 0.17 at the end
+	tab, _ = DynamicsTable(res, load)
+	if got := tab.Rows[0][6]; got != "2" {
+		t.Errorf("collapsed seeds %q, want 2", got)
+	}
+}

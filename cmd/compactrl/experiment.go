@@ -210,8 +210,12 @@ func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string,
 	if err != nil {
 		return "", err
 	}
-	md := fmt.Sprintf("%s\n\n%s\n\n%s\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
-		experiment.Markdown(experiment.Table(results)), experiment.Markdown(experiment.EffectsTable(results)), experiment.Markdown(credit), r.cmdline, time.Since(r.start).Round(time.Second), state, kernel.Path(), r.baseDir)
+	dyn, err := experiment.DynamicsTable(results, report.Load)
+	if err != nil {
+		return "", err
+	}
+	md := fmt.Sprintf("%s\n\n%s\n\n%s\n\n%s\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
+		experiment.Markdown(experiment.Table(results)), experiment.Markdown(experiment.EffectsTable(results)), experiment.Markdown(dyn), experiment.Markdown(credit), r.cmdline, time.Since(r.start).Round(time.Second), state, kernel.Path(), r.baseDir)
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return "", fmt.Errorf("experiment dir %s: %w", r.dir, err)
 	}
@@ -252,11 +256,15 @@ func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) 
 	if err != nil {
 		return "", err
 	}
+	dyn, err := experiment.DynamicsTable(results, func(d string) (report.Run, error) { return loaded[d], nil })
+	if err != nil {
+		return "", err
+	}
 	svg := report.IntervalsSVG("Pass@1 with compaction per arm: mean over seeds, 95% bootstrap interval over seeds and tasks, each seed", "pass@1", experiment.Intervals(results))
 	if err := os.WriteFile(filepath.Join(dir, "arms.svg"), []byte(svg), 0o644); err != nil {
 		return "", fmt.Errorf("experiment plot: %w", err)
 	}
-	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), experiment.EffectsTable(results), credit}, Figures: []string{svg},
+	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), experiment.EffectsTable(results), dyn, credit}, Figures: []string{svg},
 		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}, Runs: runs}
 	htmlPath := filepath.Join(dir, "report.html")
 	if err := report.WriteFile(htmlPath, page); err != nil {
