@@ -72,18 +72,23 @@ func (c Container) Available(ctx context.Context) error {
 }
 
 // run runs the engine CLI and returns its stdout; a failure carries stderr.
+// Standard output past MaxEngineOutputBytes is an error (ErrOutputCap).
 func (c Container) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
-	var stderr bytes.Buffer
+	stdout, stderr := newCapWriter(MaxEngineOutputBytes), newCapWriter(MaxEngineErrorBytes)
 	cmd := exec.CommandContext(ctx, c.engine(), args...)
 	cmd.Stdin = stdin
-	cmd.Stderr = &stderr
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.Output()
+	err := cmd.Run()
+	out := stdout.Bytes()
 	if err != nil {
 		if ctx.Err() != nil {
 			return out, fmt.Errorf("%s %s: %w", c.Name(), args[0], ctx.Err())
 		}
 		return out, fmt.Errorf("%s %s: %w: %s", c.Name(), args[0], err, tailString(strings.TrimSpace(stderr.String()), 4000))
+	}
+	if stdout.Over() {
+		return out, fmt.Errorf("%s %s: %w: %d bytes of standard output (cap %d)", c.Name(), args[0], ErrOutputCap, stdout.Total(), MaxEngineOutputBytes)
 	}
 	return out, nil
 }
@@ -423,23 +428,31 @@ func (b *Box) execArgs(s ExecSpec, interactive bool) []string {
 }
 
 // Run runs one command to completion and returns its combined output and
-// exit status. err is an engine failure (or ctx), not the command's.
+// exit status. err is an engine failure (or ctx), not the command's, or
+// output past MaxExecOutputBytes (ErrOutputCap: out holds the first
+// MaxExecOutputBytes, code the command's status).
 func (b *Box) Run(ctx context.Context, s ExecSpec) (out string, code int, err error) {
 	cmd := exec.CommandContext(ctx, b.c.engine(), b.execArgs(s, false)...)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	buf := newCapWriter(MaxExecOutputBytes)
+	cmd.Stdout, cmd.Stderr = buf, buf
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
 	var ee *exec.ExitError
 	switch {
-	case err == nil:
-		return buf.String(), 0, nil
 	case ctx.Err() != nil:
 		return buf.String(), -1, ctx.Err()
+	case err == nil:
 	case errors.As(err, &ee):
-		return buf.String(), ee.ExitCode(), nil
+		code = ee.ExitCode()
+	case errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil:
+		code = cmd.ProcessState.ExitCode() // exited; something else held its output open
+	default:
+		return buf.String(), -1, fmt.Errorf("%s exec: %w", b.c.Name(), err)
 	}
-	return buf.String(), -1, fmt.Errorf("%s exec: %w", b.c.Name(), err)
+	if buf.Over() {
+		return buf.String(), code, fmt.Errorf("%s exec %s: %w: %d bytes (cap %d)", b.c.Name(), strings.Join(s.Cmd, " "), ErrOutputCap, buf.Total(), MaxExecOutputBytes)
+	}
+	return buf.String(), code, nil
 }
 
 // CopyIn copies the contents of the host directory src into target (made
@@ -604,6 +617,10 @@ type GuardedResult struct {
 	Traced bool
 	// Guarded reports that a GuardedDir guarded the run.
 	Guarded bool
+	// OutputBytes counts what the exec process's output pipe carried
+	// (only the first MaxExecOutputBytes are kept); more than that means
+	// a process wrote into it without end.
+	OutputBytes int64
 }
 
 // RunGuarded runs s.Cmd in the box as a fresh exec process W (its own
@@ -624,8 +641,12 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 	if err != nil {
 		return GuardedResult{}, err
 	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := newCapWriter(MaxExecOutputBytes)
+	cmd.Stdout, cmd.Stderr = out, out
+	// A process of the box that reopened the exec's output pipe
+	// (/proc/PID/fd/1) keeps it open after the command exits: Wait
+	// returns 2 s after the exit regardless.
+	cmd.WaitDelay = 2 * time.Second
 	begin := time.Now()
 	if err := cmd.Start(); err != nil {
 		return GuardedResult{}, fmt.Errorf("%s exec: %w", b.c.Name(), err)
@@ -693,6 +714,9 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 	select {
 	case werr = <-waited:
 		res.ExitCode = exitCode(werr)
+		if errors.Is(werr, exec.ErrWaitDelay) && cmd.ProcessState != nil {
+			res.ExitCode = cmd.ProcessState.ExitCode()
+		}
 	case <-timer:
 		res.TimedOut, res.ExitCode = true, -1
 	case <-ctx.Done():
@@ -738,6 +762,7 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 		res.Violations = append(res.Violations, g.Violations()...)
 		res.ViolationCount += g.ViolationCount()
 	}
+	res.OutputBytes = out.Total()
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -39,11 +40,13 @@ func TestGuardSeesChanges(t *testing.T) {
 			t.Fatalf("%s: %v: %s", script, err, out)
 		}
 	}
-	// Closed: another process swaps test.sh for a symlink (no open).
+	// Closed: another process swaps test.sh for a symlink (no open). Its
+	// command name is read when the event is, best effort ("?" once the
+	// process is gone); its pid is the kernel's.
 	sh("ln -sf /tmp/evil.sh " + dir + "/test.sh")
 	g.Sync()
 	v := g.Violations()
-	if got := fmt.Sprintf("%+v", v); len(v) == 0 || v[0].Phase != "closed" || v[0].Comm != "ln" || !strings.Contains(got, "Path:test.sh") || !strings.Contains(got, "Op:moved in") {
+	if got := fmt.Sprintf("%+v", v); len(v) == 0 || v[0].Phase != "closed" || v[0].PID == 0 || (v[0].Comm != "ln" && v[0].Comm != "?") || !strings.Contains(got, "Path:test.sh") || !strings.Contains(got, "Op:moved in") {
 		t.Fatalf("symlink swap while closed: %s", got)
 	}
 
@@ -126,5 +129,26 @@ func TestRunGuardedKillsTheBox(t *testing.T) {
 	}
 	if len(alive) > 0 {
 		t.Fatalf("processes of the box still alive after RunGuarded: %v", alive)
+	}
+}
+
+// What the host keeps of a box's output is capped: a command that prints
+// 20 MB is an ErrOutputCap with the first MaxExecOutputBytes kept (it was
+// all buffered), and so is a guarded run's pipe.
+func TestBoxOutputCapped(t *testing.T) {
+	base := testenv.MustHavePodman(t)
+	ctx := context.Background()
+	b, err := Container{Engine: "podman"}.Create(ctx, BoxSpec{Image: base, NoTmpfs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove()
+	out, code, err := b.Run(ctx, ExecSpec{Cmd: []string{"head", "-c", "20000000", "/dev/zero"}})
+	if !errors.Is(err, ErrOutputCap) || code != 0 || len(out) != MaxExecOutputBytes {
+		t.Fatalf("20 MB of output: %d bytes kept, exit %d, %v; want %d and ErrOutputCap", len(out), code, err, MaxExecOutputBytes)
+	}
+	r, err := b.RunGuarded(ctx, ExecSpec{Cmd: []string{"head", "-c", "20000000", "/dev/zero"}}, time.Minute)
+	if err != nil || r.OutputBytes != 20000000 {
+		t.Fatalf("guarded: %+v %v", r, err)
 	}
 }

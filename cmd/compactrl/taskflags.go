@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/env/harbor"
 	"github.com/compactrl/compactrl/env/swebench"
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/sandbox"
@@ -28,6 +30,7 @@ type taskFlags struct {
 	network, keep, noHint bool
 	binds                 stringList
 	imageMap, namespace   string
+	rewardKey, rewardAgg  string
 }
 
 func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
@@ -47,6 +50,8 @@ func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
 	fs.Var(&f.binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")
 	fs.StringVar(&f.cache, "cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
 	fs.BoolVar(&f.keep, "keep-workspaces", false, "leave episode workspaces on disk")
+	fs.StringVar(&f.rewardKey, "reward-key", "", "Harbor: the reward.json key used as the episode's reward (default: \"reward\", else the only key); tasks whose tests cannot write it are skipped")
+	fs.StringVar(&f.rewardAgg, "reward-agg", "", "Harbor: aggregate every reward.json key into the episode's reward: "+strings.Join(harbor.RewardAggs, ", "))
 }
 
 func (f *taskFlags) validate() error {
@@ -56,7 +61,8 @@ func (f *taskFlags) validate() error {
 	case f.episodeTimeout < 0:
 		return errors.New("--episode-timeout must be ≥ 0")
 	}
-	return nil
+	_, err := harbor.ParseRewardChoice(f.rewardKey, f.rewardAgg)
+	return err
 }
 
 // sandbox is the --runner, with per-session confinement for bwrap when
@@ -93,6 +99,7 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
 	o := tasks.Options{Runner: r, Limits: limits, Image: f.image, ReposDir: f.repos, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
 		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Namespace: f.namespace,
+		RewardKey: f.rewardKey, RewardAgg: f.rewardAgg,
 		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
 		Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
 	if workRoot != nil {

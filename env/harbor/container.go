@@ -417,19 +417,25 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	b, ws, t := e.boxEp, e.sh.Workspace(), e.task
 	e.sh.SetMetric("verifier_guarded", boolMetric(b.logs != nil))
 	if err := b.stageTests(ws, t); err != nil {
-		return 0, fmt.Errorf("task %s: %w", t.Name, err)
+		return e.stageFailed(err)
 	}
 	user := t.Config.Verifier.User
 	var broke *agentBrokeVerifier
 	if why, err := b.precheck(ctx, t, user); errors.As(err, &broke) {
 		return e.zero("%s", broke.why), nil
+	} else if errors.Is(err, sandbox.ErrOutputCap) && e.sh.Metric("commands") > 0 {
+		return e.zero("a check of the agent's container printed past the host's cap: %v", err), nil
 	} else if err != nil {
 		return 0, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
 	} else if why != "" {
 		return 0, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)
 	}
 	probe := "cd \"$1\" || exit 0; shift; for n; do [ -e \"$n.py\" ] && { echo \"$n.py\"; exit; }; [ -e \"$n\" ] && { echo \"$n\"; exit; }; done"
-	if out, _, err := b.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: append([]string{"sh", "-c", probe, "probe", b.workdir}, shadowNames...)}); err == nil && strings.TrimSpace(out) != "" && e.sh.Metric("commands") > 0 {
+	out, _, err := b.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: append([]string{"sh", "-c", probe, "probe", b.workdir}, shadowNames...)})
+	if errors.Is(err, sandbox.ErrOutputCap) && e.sh.Metric("commands") > 0 {
+		return e.zero("a check of the agent's container printed past the host's cap: %v", err), nil
+	}
+	if err == nil && strings.TrimSpace(out) != "" && e.sh.Metric("commands") > 0 {
 		return e.zero("the agent left %s in %s, where it would shadow the test tooling's own module", strings.TrimSpace(out), b.workdir), nil
 	}
 	var guards []*sandbox.GuardedDir
@@ -455,8 +461,15 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("task %s: verifier: %w", t.Name, err)
 	}
-	out, _ := sandbox.ReadRegular(filepath.Join(b.logsHost(ws), "test-stdout.txt"), 1<<20)
-	e.verOut = fmt.Sprintf("%s[test.sh exit %d]", tail(string(out), 4000), r.ExitCode)
+	stdout, _ := sandbox.ReadRegular(filepath.Join(b.logsHost(ws), "test-stdout.txt"), 1<<20)
+	e.verOut = fmt.Sprintf("%s[test.sh exit %d]", tail(string(stdout), 4000), r.ExitCode)
+	if r.OutputBytes > sandbox.MaxExecOutputBytes {
+		// test.sh's output goes to test-stdout.txt: the exec's own pipe
+		// carries nothing but the wrapper's errors, unless a process of
+		// the container reopened it and wrote.
+		e.sh.SetMetric("verifier_tampered", 1)
+		return e.zero("the verifier's exec pipe carried %d bytes, past the host's cap of %d (a process of the container wrote into it)", r.OutputBytes, sandbox.MaxExecOutputBytes), nil
+	}
 	if r.Traced {
 		e.sh.SetMetric("verifier_tampered", 1)
 		return e.zero("a process of the verifier's run was being traced (ptrace) by another process"), nil
@@ -465,9 +478,7 @@ func (e *Env) verifyBox(ctx context.Context) (float64, error) {
 		return e.verifierTimedOut()
 	}
 	if len(r.Violations) > 0 {
-		v := r.Violations[0]
-		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("%d opens or changes of the verifier's files by processes outside its run (first: pid %d (%s) %s %s while %s)", r.ViolationCount, v.PID, v.Comm, v.Op, v.Path, phaseWords(v.Phase)), nil
+		return e.violated(r.Violations, r.ViolationCount), nil
 	}
 	// Before holders and leftovers: what killed test.sh is the clearer note.
 	if r.ExitCode > 128 && r.ExitCode < 128+65 {
@@ -539,4 +550,55 @@ func phaseWords(phase string) string {
 		return "sealed (after test.sh)"
 	}
 	return phase
+}
+
+// violated scores 0 for opens or changes of the guarded directories by
+// processes outside the verifier's run, naming the first.
+func (e *Env) violated(vs []sandbox.ChannelOpen, n int) float64 {
+	v := vs[0]
+	e.sh.SetMetric("verifier_tampered", 1)
+	return e.zero("%d opens or changes of the verifier's files by processes outside its run (first: pid %d (%s) %s %s while %s)", n, v.PID, v.Comm, v.Op, v.Path, phaseWords(v.Phase))
+}
+
+// stageFailed attributes a failure to stage the tests into the guarded
+// directories. They are bound into the agent's container: when a process
+// there changed them, that is the note; when the task's tests/ cannot be
+// staged into a fresh directory either, the task is at fault
+// (ErrVerifier); otherwise, once the agent ran a command, the failure is
+// the attempt's (0 with a note: a policy must not learn to turn its
+// failures into masked episodes), and with no command run the harness's.
+func (e *Env) stageFailed(err error) (float64, error) {
+	b, t := e.boxEp, e.task
+	var vs []sandbox.ChannelOpen
+	n := 0
+	for _, g := range []*sandbox.GuardedDir{b.tests, b.logs} {
+		if g != nil {
+			g.Sync()
+			vs = append(vs, g.Violations()...)
+			n += g.ViolationCount()
+		}
+	}
+	if len(vs) > 0 {
+		return e.violated(vs, n), nil
+	}
+	if ferr := stageFresh(t); ferr != nil {
+		return 0, fmt.Errorf("task %s: %w: its tests/ cannot be staged: %v", t.Name, ErrVerifier, ferr)
+	}
+	if e.sh.Metric("commands") > 0 {
+		return e.zero("the tests could not be staged into the agent's container: %v", err), nil
+	}
+	return 0, fmt.Errorf("task %s: stage the tests: %w", t.Name, err)
+}
+
+// stageFresh stages the task's tests/ into a new directory of the host's
+// temporary directory (not the episode's workspace, which the agent may
+// have filled) and removes it: whether the task's own files can be staged
+// at all.
+func stageFresh(t *Task) error {
+	dir, err := os.MkdirTemp("", "compactrl-stage-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	return stageInto(filepath.Join(t.Dir, "tests"), dir)
 }

@@ -25,6 +25,7 @@ type containerCase struct {
 	reward float64
 	note   string // a substring of RewardNote ("" : none); alternatives separated by "|"
 	verErr string // a substring of an ErrVerifier error ("" : no error)
+	choice RewardChoice
 }
 
 // The container runner runs today's Harbor tasks the way Harbor does
@@ -54,6 +55,20 @@ func TestContainerTasks(t *testing.T) {
 		{task: "tamper-plant-test-module", oracle: true, note: "created test_aaa.py while closed"},
 		{task: "tamper-rename-over-reward", oracle: true, note: "(python3) moved away test-stdout.txt while the verifier ran"},
 		{task: "tamper-fd-in-flight", oracle: true, note: "wrote reward.txt while the verifier ran"},
+		// The verifier exec's output pipe reopened and flooded: the host
+		// keeps MaxExecOutputBytes (it buffered everything, and waited for
+		// the pipe to close until the verifier's timeout).
+		{task: "tamper-flood-exec-pipe", oracle: true, note: "past the host's cap"},
+		// Staging slowed by thousands of directories while a daemon
+		// re-creates test.sh: was infra_error (masked) or an unnoted 0.
+		{task: "tamper-slow-staging", oracle: true, note: "opens or changes of the verifier's files by processes outside its run"},
+		// Several keys, none named "reward": the agent's (it ran a
+		// command) 0 with a note, the task's (no command) verifier_error
+		// (was verifier_error both); a chosen key or aggregation reads it.
+		{task: "reward-json-no-reward-key", oracle: true, note: `none named "reward"`},
+		{task: "reward-json-no-reward-key", verErr: `none named "reward"`},
+		{task: "reward-json-no-reward-key", oracle: true, reward: 3, choice: RewardChoice{Key: "tests_passed"}},
+		{task: "reward-json-no-reward-key", oracle: true, reward: 2, choice: RewardChoice{Agg: "mean"}},
 		{task: "tamper-kill-testsh", oracle: true, note: "killed by signal 9"},
 		{task: "tamper-thread-straggler", oracle: true, note: "outlived test.sh"},
 		{task: "tamper-second-reward-file", oracle: true, note: "both reward.txt and reward.json"},
@@ -84,6 +99,9 @@ func TestContainerTasks(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, tc := range cases {
 		name := tc.task + map[bool]string{true: "/oracle", false: "/empty"}[tc.oracle]
+		if tc.choice != (RewardChoice{}) {
+			name += "/" + tc.choice.Key + tc.choice.Agg
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -98,7 +116,7 @@ func TestContainerTasks(t *testing.T) {
 func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e := New(task, Options{Runner: c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle})
+	e := New(task, Options{Runner: c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
 	defer func() {
 		if err := e.Close(); err != nil {
 			t.Errorf("close: %v", err)

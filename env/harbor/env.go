@@ -56,6 +56,10 @@ type Options struct {
 	// false). Off by default. Terminal-Bench verifiers that install their
 	// test tools at run time need it.
 	Network bool
+	// Reward chooses the scalar reward from the verifier's rewards (zero:
+	// Harbor's "reward" key, else the only key); LoadTasks refuses the
+	// tasks that cannot produce it (Task.CheckRewardChoice).
+	Reward RewardChoice
 	// RequireGuard refuses to run a container episode whose verdict cannot
 	// be guarded (sandbox.GuardAvailable: Linux, root). Off: such an
 	// episode runs with the metric verifier_guarded 0.
@@ -312,6 +316,9 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 	tests := filepath.Join(ws, "tests")
 	logs := filepath.Join(ws, "logs", "verifier")
 	if err := copyDir(filepath.Join(e.task.Dir, "tests"), tests); err != nil {
+		if ferr := stageFresh(e.task); ferr != nil {
+			return 0, fmt.Errorf("task %s: %w: its tests/ cannot be staged: %v", e.task.Name, ErrVerifier, ferr)
+		}
 		if e.sh.Metric("commands") > 0 {
 			// The workspace is the agent's: a full one cannot take the tests.
 			return e.zero("the workspace could not take the tests: %v", err), nil
@@ -383,11 +390,14 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 }
 
 // readVerdict reads the reward test.sh left in dir the way Harbor does
-// (ReadRewards: reward.json, else reward.txt; Primary: the "reward" key,
-// else the only key). Both files, neither, or an unreadable one score 0
-// with a note once the agent ran a command; with no command run, a missing
-// reward is the task's own fault (an error). A reward.json with several
-// keys and none named "reward" has no primary value: ErrVerifier.
+// (ReadRewards: reward.json, else reward.txt; every key kept in Rewards
+// and the metrics reward/KEY) and takes the scalar Options.Reward chooses
+// (by default Primary: the "reward" key, else the only key). Both files,
+// neither, or an unreadable one score 0 with a note once the agent ran a
+// command; with no command run, a missing reward is the task's own fault
+// (an error). A reward without the chosen scalar (the key missing; several
+// keys and none named "reward") is the agent's once it ran a command (0
+// with a note), else the task's: ErrVerifier.
 func (e *Env) readVerdict(dir string, exit int) (float64, error) {
 	all, err := ReadRewards(dir)
 	switch {
@@ -401,9 +411,16 @@ func (e *Env) readVerdict(dir string, exit int) (float64, error) {
 	for k, v := range all {
 		e.sh.SetMetric("reward/"+k, v) // every value the verifier reported
 	}
-	reward, ok := Primary(all)
-	if !ok {
-		return 0, fmt.Errorf("task %s: %w: %s has %d keys and none named \"reward\": Harbor defines no primary reward for it", e.task.Name, ErrVerifier, filepath.Join(dir, "reward.json"), len(all))
+	e.rewards = all
+	reward, err := e.opts.Reward.Scalar(all)
+	if err != nil {
+		if e.sh.Metric("commands") > 0 {
+			// The agent's code can write the file (a daemon renaming a
+			// reward.json of its own into place): its failure, never a
+			// masked episode.
+			return e.zero("%v", err), nil
+		}
+		return 0, fmt.Errorf("task %s: %w: %s: %v", e.task.Name, ErrVerifier, dir, err)
 	}
 	if math.Abs(reward) > MaxAbsReward {
 		if e.sh.Metric("commands") > 0 || e.boxEp != nil {
@@ -412,7 +429,6 @@ func (e *Env) readVerdict(dir string, exit int) (float64, error) {
 		}
 		return 0, fmt.Errorf("task %s: verifier reward %g is beyond ±%g", e.task.Name, reward, MaxAbsReward)
 	}
-	e.rewards = all
 	return reward, nil
 }
 

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/compactrl/compactrl/sandbox"
@@ -163,3 +167,129 @@ func Primary(r Rewards) (float64, bool) {
 	}
 	return 0, false
 }
+
+// RewardChoice is how the scalar reward used for RL is taken from the
+// verifier's rewards, which Harbor keeps all of (reward.json may hold
+// several keys; Harbor's metrics aggregate each key apart and define no
+// one scalar). The zero value is Harbor's own reading of a trial's reward
+// (Primary: the "reward" key, else the only key); Key takes one named key;
+// Agg aggregates every key of the episode's file ("mean", "sum", "min",
+// "max", as Harbor's metrics of those names do across trials).
+type RewardChoice struct {
+	Key string
+	Agg string
+}
+
+// RewardAggs are the aggregations RewardChoice.Agg may name.
+var RewardAggs = []string{"mean", "sum", "min", "max"}
+
+// ParseRewardChoice checks a user's choice (--reward-key, --reward-agg):
+// at most one of them, an aggregation RewardAggs names.
+func ParseRewardChoice(key, agg string) (RewardChoice, error) {
+	switch {
+	case key != "" && agg != "":
+		return RewardChoice{}, fmt.Errorf("--reward-key %q and --reward-agg %q: choose one", key, agg)
+	case agg != "" && !slices.Contains(RewardAggs, agg):
+		return RewardChoice{}, fmt.Errorf("--reward-agg %q: want one of %s", agg, strings.Join(RewardAggs, ", "))
+	case key != "" && strings.TrimSpace(key) != key:
+		return RewardChoice{}, fmt.Errorf("--reward-key %q: leading or trailing space", key)
+	}
+	return RewardChoice{Key: key, Agg: agg}, nil
+}
+
+// String names the choice as the flags do.
+func (c RewardChoice) String() string {
+	switch {
+	case c.Key != "":
+		return "--reward-key " + c.Key
+	case c.Agg != "":
+		return "--reward-agg " + c.Agg
+	}
+	return `Harbor's reward (the "reward" key, else the only key)`
+}
+
+// Scalar is the chosen scalar of r; an error says why r has none (the key
+// is missing, or several keys and none named "reward").
+func (c RewardChoice) Scalar(r Rewards) (float64, error) {
+	switch {
+	case c.Key != "":
+		v, ok := r[c.Key]
+		if !ok {
+			return 0, fmt.Errorf("the verifier's rewards have no key %q (keys: %s)", c.Key, strings.Join(rewardKeys(r), ", "))
+		}
+		return v, nil
+	case c.Agg != "":
+		if len(r) == 0 {
+			return 0, errors.New("the verifier's reward.json is an empty object")
+		}
+		keys := rewardKeys(r)
+		acc := r[keys[0]]
+		for _, k := range keys[1:] {
+			switch c.Agg {
+			case "mean", "sum":
+				acc += r[k]
+			case "min":
+				acc = math.Min(acc, r[k])
+			case "max":
+				acc = math.Max(acc, r[k])
+			}
+		}
+		if c.Agg == "mean" {
+			acc /= float64(len(keys))
+		}
+		return acc, nil
+	}
+	v, ok := Primary(r)
+	if !ok {
+		return 0, fmt.Errorf("the verifier's reward.json has %d keys (%s) and none named \"reward\": Harbor defines no one reward for it (choose one with --reward-key or --reward-agg)", len(r), strings.Join(rewardKeys(r), ", "))
+	}
+	return v, nil
+}
+
+func rewardKeys(r Rewards) []string {
+	keys := make([]string, 0, len(r))
+	for k := range r {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// CheckRewardChoice refuses, at load, a choice the task cannot produce:
+// a key other than "reward" when no file of its tests/ names reward.json
+// (it writes reward.txt, whose only key is "reward"), or a key no file of
+// its tests/ names at all. The check reads tests/ as text (each file up to
+// maxScanBytes); aggregations and Harbor's own reading pass.
+func (t *Task) CheckRewardChoice(c RewardChoice) error {
+	if c.Key == "" {
+		return nil
+	}
+	mentionsJSON, mentionsKey := false, c.Key == "reward"
+	err := filepath.WalkDir(filepath.Join(t.Dir, "tests"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := sandbox.ReadRegular(p, maxScanBytes)
+		if err != nil {
+			return nil // larger than the scan reads, or not a plain file: not a script that names keys
+		}
+		mentionsJSON = mentionsJSON || bytes.Contains(b, []byte("reward.json"))
+		mentionsKey = mentionsKey || bytes.Contains(b, []byte(c.Key))
+		return nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("task %s: tests/: %w", t.Name, err)
+	case !mentionsJSON && c.Key != "reward":
+		return fmt.Errorf("task %s: %s: no file of tests/ names reward.json, so its only reward is reward.txt's key \"reward\"", t.Name, c)
+	case !mentionsKey:
+		return fmt.Errorf("task %s: %s: no file of tests/ names the key %q", t.Name, c, c.Key)
+	}
+	return nil
+}
+
+// maxScanBytes bounds each tests/ file CheckRewardChoice reads.
+const maxScanBytes = 4 << 20

@@ -40,13 +40,18 @@ var (
 )
 
 // LoadTasks is the "harbor" task source: the tasks under dir (LoadAll) that
-// can run with o.Runner. A task.toml that does not load, a task Harbor
-// cannot run (Unsupported), one that needs its container image under
+// can run with o.Runner. A bad o.RewardKey / o.RewardAgg is an error. A
+// task.toml that does not load, a task Harbor cannot run (Unsupported), a
+// task that cannot produce the chosen reward key (CheckRewardChoice), one that needs its container image under
 // bubblewrap and one whose image cannot be built (container runners build
 // or find every image once, here, before any episode) are skipped with the
 // reason; each task's load warnings go to o.Warn.
 func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
 	hts, failed, err := LoadAll(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	choice, err := ParseRewardChoice(o.RewardKey, o.RewardAgg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,6 +67,10 @@ func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, erro
 		}
 		if why := t.Unsupported(); why != "" {
 			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: why})
+			continue
+		}
+		if err := t.CheckRewardChoice(choice); err != nil {
+			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: err.Error()})
 			continue
 		}
 		if need, why := t.NeedsContainer(); need && !container {
@@ -80,7 +89,7 @@ func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, erro
 			}
 		}
 		opts := Options{Runner: o.Runner, Limits: o.Limits, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
-			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network}
+			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Reward: choice}
 		ts = append(ts, tasks.Task{Name: t.Name, New: func(oracle bool) agent.Environment {
 			eo := opts
 			eo.ExposeSolution, eo.WorkRoot = oracle, o.Root()

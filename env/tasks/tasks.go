@@ -154,6 +154,10 @@ type Options struct {
 	KeepWorkspace  bool          // leave episode workspaces on disk
 	NoFormatHint   bool          // do not append the action-format hint to each task
 	Network        bool          // give sandboxes the host's network (where the task allows it)
+	// RewardKey / RewardAgg choose the scalar reward of tasks whose
+	// verifier reports several (Harbor's reward.json): one key, or an
+	// aggregation of all (--reward-key, --reward-agg); "": the source's own.
+	RewardKey, RewardAgg string
 	// WorkRoot returns the parent of episode workspaces when a Task makes
 	// an environment (the run's directory exists only after loading); nil
 	// or "": the system's temporary directory. See Root.
