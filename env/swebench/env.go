@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -496,6 +497,11 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 // runTests applies the patches and runs the instance's tests in sess.
 func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, app, patch string) (Report, error) {
 	modelPatched := strings.TrimSpace(patch) != ""
+	// Root entries the test tooling could import instead of its own
+	// modules: the checkout's and the test patch's are the instance's,
+	// anything else the patch's (or its code's, once the tests run).
+	allowed := rootEntries(app)
+	var afterModel map[string]bool
 	if modelPatched {
 		method, err := applyPatch(ctx, sess, "/in/model.patch", true)
 		if err != nil {
@@ -508,6 +514,7 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 		rep.PatchApplied, rep.ApplyMethod = true, method
 	}
 	e.sh.SetMetric("patch_applied", map[bool]float64{false: 0, true: 1}[rep.PatchApplied])
+	afterModel = rootEntries(app)
 	if strings.TrimSpace(e.inst.TestPatch) != "" {
 		// Test files are the instance's: undo the model's edits to them.
 		base := sandbox.ShellQuote(e.inst.BaseCommit)
@@ -533,16 +540,54 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 			return rep, errors.New("test_patch does not apply to base_commit")
 		}
 	}
+	for name := range rootEntries(app) {
+		if !afterModel[name] {
+			allowed[name] = true // added by test_patch
+		}
+	}
+	shadowed := func() string {
+		byMod := map[string]string{}
+		var mods []string
+		for name := range rootEntries(app) {
+			if mod := moduleOf(app, name); !allowed[name] && mod != "" && byMod[mod] == "" {
+				byMod[mod] = name
+				mods = append(mods, mod)
+			}
+		}
+		if len(mods) == 0 {
+			return ""
+		}
+		sort.Strings(mods)
+		if hit := toolingModules(ctx, sess, mods); len(hit) > 0 {
+			return fmt.Sprintf("the patched repository has %s at its root, where `python3 -m pytest|unittest` would import it instead of the module %s that the test tooling can import; local mode refuses such patches (resolves nothing)", byMod[hit[0]], hit[0])
+		}
+		return ""
+	}
+	if note := shadowed(); note != "" {
+		rep.Note = note
+		e.sh.SetMetric("tooling_shadowed", 1)
+		return rep, nil
+	}
 	hasPytest := false
-	if r, err := sess.Exec(ctx, "python3 -c 'import pytest' 2>/dev/null", 30*time.Second); err == nil && r.ExitCode == 0 {
+	if r, err := sess.Exec(ctx, "python3 -I -c 'import pytest' 2>/dev/null", 30*time.Second); err == nil && r.ExitCode == 0 {
 		hasPytest = true
 	}
 	begin := time.Now()
+	var refused string
 	run := func(ids []string, into map[string]bool) error {
 		for _, id := range ids {
 			tc, err := TestCommand(&e.inst, app, id, hasPytest)
 			if err != nil {
 				return err
+			}
+			// A test run executes the patched code, which can write such a
+			// module for the next run: checked before each.
+			if refused == "" {
+				refused = shadowed()
+			}
+			if refused != "" {
+				into[id] = false
+				continue
 			}
 			r, err := sess.Exec(ctx, tc.Cmd, e.opts.TestTimeout)
 			if err != nil {
@@ -559,7 +604,11 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 		return rep, err
 	}
 	e.sh.SetMetric("test_seconds", time.Since(begin).Seconds())
-	rep.Resolved = true
+	if refused != "" {
+		rep.Note = refused
+		e.sh.SetMetric("tooling_shadowed", 1)
+	}
+	rep.Resolved = refused == ""
 	f2p, p2p := 0, 0
 	for _, ok := range rep.FailToPass {
 		if ok {
@@ -653,3 +702,76 @@ func (e *Env) Metrics() map[string]float64 { return e.sh.Metrics() }
 // Close ends the episode early (if running) and removes the workspace
 // unless KeepWorkspace; see shelltask.Shell.Close.
 func (e *Env) Close() error { return errors.Join(e.sh.Close(), e.closeBox()) }
+
+// toolingModules reports which of mods the test tooling could import as
+// its own: a standard-library module, or one found on the sandbox's
+// python3 path without the working directory (python3 -I), where pytest,
+// pluggy and their dependencies are. The working directory comes first on
+// sys.path under `python3 -m pytest|unittest`, so a module of one of these
+// names at the repository's root is imported instead. When python3 cannot
+// answer, every name counts.
+func toolingModules(ctx context.Context, sess sandbox.Session, mods []string) []string {
+	cmd := `python3 -I -c 'import sys, importlib.util
+for n in sys.argv[1:]:
+    if n in getattr(sys, "stdlib_module_names", ()) or importlib.util.find_spec(n) is not None:
+        print(n)'`
+	for _, m := range mods {
+		cmd += " " + sandbox.ShellQuote(m)
+	}
+	r, err := sess.Exec(ctx, cmd+" 2>/dev/null", time.Minute)
+	if err != nil || r.ExitCode != 0 || r.Truncated {
+		return mods
+	}
+	var out []string
+	for _, m := range mods {
+		if slices.Contains(toolNames, m) || slices.Contains(strings.Fields(r.Output), m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// toolNames are the test tools' own modules, refused at the root whether
+// or not the sandbox has them installed (pytest.py there would make the
+// probe for pytest succeed).
+var toolNames = []string{"unittest", "pytest", "_pytest", "pluggy"}
+
+// rootEntries are the names in dir (none when it cannot be read).
+func rootEntries(dir string) map[string]bool {
+	out := map[string]bool{}
+	ents, _ := os.ReadDir(dir)
+	for _, en := range ents {
+		out[en.Name()] = true
+	}
+	return out
+}
+
+// moduleOf is the module an entry of dir would be imported as: NAME.py,
+// NAME.pyc and extension modules (NAME.*.so, NAME.so) are NAME; a
+// directory is NAME when it holds an __init__ file (a directory without
+// one is a namespace portion, which a module found later on sys.path
+// beats); "" for anything else.
+func moduleOf(dir, name string) string {
+	fi, err := os.Lstat(filepath.Join(dir, name))
+	if err != nil {
+		return ""
+	}
+	if fi.IsDir() {
+		inits, _ := filepath.Glob(filepath.Join(dir, name, "__init__*"))
+		if len(inits) == 0 {
+			return ""
+		}
+		return name
+	}
+	base, ext, ok := strings.Cut(name, ".")
+	if !ok {
+		return ""
+	}
+	switch {
+	case ext == "py" || ext == "pyc" || ext == "pyw" || ext == "so" || ext == "pyd":
+		return base
+	case strings.HasSuffix(ext, ".so") || strings.HasSuffix(ext, ".pyd"):
+		return base
+	}
+	return ""
+}

@@ -156,6 +156,30 @@ func TestResolution(t *testing.T) {
 			t.Fatalf("the patched code carried %v into the cache", ents)
 		}
 	})
+	// python3 -m unittest|pytest runs from the repository's root, first
+	// on sys.path: a module planted there would be imported instead of the
+	// test tooling's own (a passing run for every test). Each resolved the
+	// instance before local mode refused them.
+	for _, plant := range []struct{ name, file, when string }{
+		{"unittest.py", "unittest.py", "patch"},
+		{"pytest.py", "pytest.py", "patch"},
+		{"a package named argparse (imported by unittest's main)", "argparse/__init__.py", "patch"},
+		{"unittest.py written by the patched code during the first test", "", "test"},
+	} {
+		t.Run("a module at the root cannot shadow the tooling: "+plant.name, func(t *testing.T) {
+			e := New(inst, opts)
+			cmd := "mkdir -p $(dirname " + plant.file + ") && printf 'import os\\nos._exit(0)\\n' > " + plant.file
+			if plant.when == "test" {
+				// The fix is missing; the package, imported by the first
+				// test, plants unittest.py for the next one.
+				cmd = "printf 'import pathlib\\npathlib.Path(\"/app/unittest.py\").write_text(\"import os\\\\nos._exit(0)\\\\n\")\\n' >> calc/__init__.py"
+			}
+			r := episode(t, e, "```bash\n"+cmd+"\n```\n<submit/>")
+			if r != 0 || !strings.Contains(e.Report().Note, "local mode refuses") {
+				t.Fatalf("reward %v, report %+v", r, e.Report())
+			}
+		})
+	}
 	t.Run("a broken patch does not apply", func(t *testing.T) {
 		e := New(inst, opts)
 		if r := episode(t, e, "```diff\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n```\n<submit/>"); r != 0 || e.Report().PatchApplied {
