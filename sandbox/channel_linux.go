@@ -118,7 +118,10 @@ func OpenGuardedDir(dir string, size int64) (*GuardedDir, error) {
 	if err != nil {
 		return fail(fmt.Errorf("open: %w", err))
 	}
-	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_LARGEFILE)
+	// O_CLOEXEC on the event descriptors too: an engine CLI forked at the
+	// moment an event is answered must not inherit the opened file (it
+	// would be listed as a holder).
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_LARGEFILE|unix.O_CLOEXEC)
 	if err != nil {
 		return fail(fmt.Errorf("fanotify_init: %w", err), rootFD)
 	}

@@ -116,10 +116,11 @@ func (e *storageQuotaError) Unwrap() error        { return e.err }
 func (e *storageQuotaError) Is(target error) bool { return target == ErrStorageQuota }
 
 // classifyCreate recognises the engine failures of `ENGINE run` that
-// callers branch on. The engine is an external CLI whose failures are
-// text, so this is the one place that reads it.
+// callers branch on, where StorageSupport could not tell beforehand
+// (podman's and Docker's texts). The engine is an external CLI whose
+// failures are text, so this is the one place that reads it.
 func classifyCreate(err error) error {
-	if err != nil && strings.Contains(err.Error(), "only supported for backingFS") {
+	if err != nil && (strings.Contains(err.Error(), "only supported for backingFS") || strings.Contains(err.Error(), "--storage-opt is supported only for")) {
 		return &storageQuotaError{err}
 	}
 	return err
@@ -372,10 +373,18 @@ type Box struct {
 }
 
 // Create starts a container for spec. An engine that cannot apply the
-// storage limit fails with an error that is ErrStorageQuota.
+// storage limit (StorageSupport, asked before anything is created; or the
+// engine's refusal where it could not be told) fails with an error that is
+// ErrStorageQuota.
 func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
 	if err := sandboxSupported(); err != nil {
 		return nil, err
+	}
+	if spec.StorageBytes > 0 {
+		// Asked of the engine up front, not read from its error text.
+		if ss, err := c.StorageSupport(ctx); err == nil && !ss.Quota {
+			return nil, fmt.Errorf("sandbox: %w", &storageQuotaError{errors.New(ss.Why)})
+		}
 	}
 	args, err := c.createArgs(spec)
 	if err != nil {

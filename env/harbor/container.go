@@ -220,7 +220,7 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 func createBox(spec sandbox.BoxSpec, create func(sandbox.BoxSpec) (*sandbox.Box, error)) (box *sandbox.Box, note string, err error) {
 	box, err = create(spec)
 	if err != nil && spec.StorageBytes > 0 && errors.Is(err, sandbox.ErrStorageQuota) {
-		note = "storage_mb not enforced: the engine's overlay storage needs an XFS backing file system with project quotas"
+		note = "storage_mb not enforced: " + strings.TrimPrefix(err.Error(), "sandbox: ")
 		spec.StorageBytes = 0
 		box, err = create(spec)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -79,36 +80,37 @@ func TestContainerTasks(t *testing.T) {
 		{task: "tamper-ptrace", oracle: true, note: "traced"},
 		{task: "tamper-shadow-unittest", oracle: true, note: "unittest.py in /app"},
 	}
-	c := sandbox.Container{Engine: "podman"}
-	tasks := map[string]*Task{}
-	for _, tc := range cases {
-		if tasks[tc.task] != nil {
-			continue
-		}
-		task, err := Load(filepath.Join("testdata", "container", tc.task))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := ImageRef(context.Background(), task, c, ""); err != nil {
-			t.Fatal(err)
-		}
-		tasks[tc.task] = task
-	}
-	// Two at a time, as eval's default workers.
+	// Two at a time, as eval's default workers, on every engine here.
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
-	for _, tc := range cases {
-		name := tc.task + map[bool]string{true: "/oracle", false: "/empty"}[tc.oracle]
-		if tc.choice != (RewardChoice{}) {
-			name += "/" + tc.choice.Key + tc.choice.Agg
+	for _, c := range containerEngines(t) {
+		tasks := map[string]*Task{}
+		for _, tc := range cases {
+			if tasks[tc.task] != nil {
+				continue
+			}
+			task, err := Load(filepath.Join("testdata", "container", tc.task))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := ImageRef(context.Background(), task, c, ""); err != nil {
+				t.Fatal(err)
+			}
+			tasks[tc.task] = task
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			t.Run(name, func(t *testing.T) { runContainerCase(t, tasks[tc.task], c, tc) })
-		}()
+		for _, tc := range cases {
+			name := c.Name() + "/" + tc.task + map[bool]string{true: "/oracle", false: "/empty"}[tc.oracle]
+			if tc.choice != (RewardChoice{}) {
+				name += "/" + tc.choice.Key + tc.choice.Agg
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				t.Run(name, func(t *testing.T) { runContainerCase(t, tasks[tc.task], c, tc) })
+			}()
+		}
 	}
 	wg.Wait()
 }
@@ -149,6 +151,17 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 	}
 	if m := e.Metrics(); tc.task == "tamper-leftover-writer" && m["verifier_dirs_refused_to_agent"] == 0 {
 		t.Errorf("the agent phase's writes to /logs/verifier were not counted: %v", m)
+	}
+	if tc.task == "service-and-files" {
+		// storage_mb: applied where the engine's storage has quotas, else
+		// dropped with a note the engine's own report gave.
+		ss, err := c.StorageSupport(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(st.Observation, "storage_mb not enforced: "+ss.Why); got == ss.Quota {
+			t.Errorf("%s storage %+v; observation:\n%s", c.Name(), ss, st.Observation)
+		}
 	}
 	if tc.task == "reward-json-two-keys" {
 		if m := e.Metrics(); m["reward/tests_passed"] != map[bool]float64{true: 3, false: 0}[tc.oracle] || m["reward/reward"] != st.Reward {
@@ -201,4 +214,28 @@ func noteMatches(note, want string) bool {
 		}
 	}
 	return false
+}
+
+// containerEngines are the engines the container tests run on: podman,
+// and Docker Engine where dockerd answers and has the base image (CI
+// starts it and sets COMPACTRL_ENGINES="podman docker", which makes a
+// missing one a failure).
+func containerEngines(t *testing.T) []sandbox.Container {
+	base := testenv.MustHavePodman(t)
+	out := []sandbox.Container{{Engine: "podman"}}
+	want := strings.Contains(os.Getenv("COMPACTRL_ENGINES"), "docker")
+	d := sandbox.Container{Engine: "docker"}
+	if err := d.Available(context.Background()); err != nil {
+		if want {
+			t.Fatalf("COMPACTRL_ENGINES names docker: %v", err)
+		}
+		return out
+	}
+	if err := exec.Command("docker", "image", "inspect", base).Run(); err != nil {
+		if want {
+			t.Fatalf("COMPACTRL_ENGINES names docker, but its store lacks %s (podman save %s | docker load)", base, base)
+		}
+		return out
+	}
+	return append(out, d)
 }
