@@ -380,6 +380,10 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 		runSlimePython(t, p.url, engineURL)
 	})
 
+	t.Run("python verl integration", func(t *testing.T) {
+		runVerlPython(t, p.url, engineURL)
+	})
+
 	t.Run("SIGTERM drains", func(t *testing.T) {
 		type res struct {
 			code int
@@ -436,6 +440,32 @@ func runSlimePython(t *testing.T, serveURL, engineURL string) {
 	}
 	if bytes.Contains(out, []byte("skipped")) && testenv.InCI() {
 		t.Fatalf("python tests skipped in CI")
+	}
+}
+
+// runVerlPython runs integrations/verl's tests, which drive verl's own
+// agent-loop worker, TransferQueue, trainer steps and losses (see their
+// module doc), with the verl venv's Python against the service at serveURL
+// (engine: llama-server behind engineURL, standing in for a vLLM replica).
+func runVerlPython(t *testing.T, serveURL, engineURL string) {
+	t.Helper()
+	py := testenv.MustHaveVerl(t)
+	u, _ := url.Parse(engineURL)
+	root, _ := filepath.Abs("../../integrations/verl")
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(),
+		"COMPACTRL_SERVE_URL="+serveURL,
+		"COMPACTRL_TEST_ROUTER_IP="+u.Hostname(), "COMPACTRL_TEST_ROUTER_PORT="+u.Port(),
+		"COMPACTRL_BIN="+os.Args[0], "COMPACTRL_TEST_AS_CLI=1", "PYTHONDONTWRITEBYTECODE=1",
+		"RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", "VERL_LOGGING_LEVEL=WARN")
+	out, err := cmd.CombinedOutput()
+	t.Logf("python verl tests:\n%s", out)
+	if err != nil {
+		t.Fatalf("python verl tests failed: %v", err)
+	}
+	if bytes.Contains(out, []byte("skipped")) && testenv.InCI() {
+		t.Fatalf("python verl tests skipped in CI")
 	}
 }
 

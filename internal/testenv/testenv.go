@@ -98,3 +98,22 @@ func MustHavePodman(t testing.TB) string {
 	}
 	return img
 }
+
+// VerlEnv names the Python interpreter of a venv holding verl and the
+// compactrl plug-ins (integrations/verl/requirements-ci.txt; .ci/run makes
+// it).
+const VerlEnv = "COMPACTRL_VERL_PYTHON"
+
+// MustHaveVerl returns the interpreter of $VerlEnv, stopping t unless it
+// imports verl, TransferQueue and the compactrl_verl plug-in.
+func MustHaveVerl(t testing.TB) string {
+	t.Helper()
+	py := os.Getenv(VerlEnv)
+	if py == "" {
+		Unavailable(t, "%s not set: no verl venv", VerlEnv)
+	}
+	if out, err := exec.Command(py, "-c", "import verl, transfer_queue, compactrl_verl").CombinedOutput(); err != nil {
+		Unavailable(t, "%s cannot import verl, transfer_queue and compactrl_verl: %v %s", py, err, out)
+	}
+	return py
+}

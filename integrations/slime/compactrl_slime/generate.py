@@ -51,10 +51,11 @@ With evaluation=True (slime's eval rollouts) one Sample per episode is
 returned (the last segment, carrying the episode's reward and status), so
 slime's eval reward and --log-passrate count episodes, not segments.
 
-slime's session-affinity key (X-SMG-Routing-Key = sample.session_id under
---router-policy consistent_hashing, sglang_rollout.py:196-200) is sent as
-the request's routing_key; the service sets the header on every engine call
-of the episode.
+The session-affinity key is sent as the request's routing_key (the service
+sets X-SMG-Routing-Key on every engine call of the episode): slime's
+sample.session_id under --router-policy consistent_hashing
+(sglang_rollout.py:196-200), miles' sample.routing_key whenever it is set
+(routing_key below).
 
 Configuration (slime --custom-config-path YAML, set on args;
 slime/utils/arguments.py:2013-2019), defaults in DEFAULTS.
@@ -213,10 +214,38 @@ def build_request(args, sample, sampling_params):
         "agent": dict(_arg(args, "compactrl_agent") or {}),
         "rollout_id": int(sample.index),
     }
-    # slime's session affinity (sglang_rollout.py:196-200): same key, same rule.
-    if sample.session_id and getattr(args, "router_policy", None) == "consistent_hashing":
-        body["routing_key"] = str(sample.session_id)
+    key = routing_key(args, sample)
+    if key is not None:
+        body["routing_key"] = key
     return body
+
+
+def routing_key(args, sample):
+    """The session-affinity key the trainer's own generate would send as
+    X-SMG-Routing-Key, or None.
+
+    miles' Sample has ``routing_key`` (miles/utils/types.py), sent whenever it
+    is set and required under --sglang-router-policy consistent_hashing or
+    manual (miles/rollout/generate_utils/generate_endpoint_utils.py:37-49).
+    slime's Sample has ``session_id``, sent only under --router-policy
+    consistent_hashing (slime/rollout/sglang_rollout.py:196-200). A Sample
+    with neither field is neither trainer's: refused rather than routed
+    without affinity.
+    """
+    fields = getattr(type(sample), "__dataclass_fields__", None) or vars(sample)
+    if "routing_key" in fields:
+        key = getattr(sample, "routing_key", None)
+        if not key and getattr(args, "sglang_router_policy", None) in ("consistent_hashing", "manual"):
+            raise ConfigError(f"compactrl: router policy {args.sglang_router_policy} routes by X-SMG-Routing-Key, "
+                              f"but sample {sample.index} has no routing_key")
+        return str(key) if key else None
+    if "session_id" in fields:
+        key = getattr(sample, "session_id", None)
+        if key and getattr(args, "router_policy", None) == "consistent_hashing":
+            return str(key)
+        return None
+    raise ConfigError(f"compactrl: {type(sample).__module__}.{type(sample).__qualname__} has neither routing_key "
+                      "(miles) nor session_id (slime): not a Sample this hook knows")
 
 
 class _Call:

@@ -5,7 +5,7 @@ samples split across simulated data-parallel ranks.
 The chain tested is the one slime runs: service answer →
 generate.samples_from_response → convert.convert_samples_to_train_data →
 (slime's split by partition, rollout.py:783-807) → advantages.cross_gae.
-The samples are tests.slime_standin.Sample, whose fields are slime's.
+The samples are slime's own Sample, rebuilt from its definition (tests/trainer_types.py).
 """
 
 import json
@@ -18,7 +18,9 @@ import unittest
 import torch
 
 from compactrl_slime import advantages, convert, generate
-from tests.slime_standin import Sample
+from tests.trainer_types import load
+
+Sample = load("slime")
 
 BIN = os.environ.get("COMPACTRL_BIN")
 

@@ -1,7 +1,8 @@
 """generate against a running `compactrl serve` (COMPACTRL_SERVE_URL; the Go
 test TestServeLlamaServerEndToEnd starts one over llama-server, whose host
 and port stand in for slime's SGLang router). Samples are
-tests.slime_standin.Sample, whose fields are slime's."""
+slime's and miles' own Sample, rebuilt from their definitions
+(tests/trainer_types.py)."""
 
 import asyncio
 import json
@@ -13,7 +14,9 @@ import urllib.request
 import torch
 
 from compactrl_slime import advantages, convert, generate
-from tests.slime_standin import Sample
+from tests.trainer_types import load
+
+Sample = load("slime")
 
 URL = os.environ.get("COMPACTRL_SERVE_URL")
 

@@ -2,7 +2,7 @@
 (and that it changes neither the loss nor the advantages), sampling
 refusals, 400 vs infrastructure errors, the failure-share stop, episode-level
 eval and pass rate, the routing key, no unretrieved-future noise, and the
-miles plug-in. Samples are tests.slime_standin.Sample (slime's fields); the
+miles plug-in. Samples are slime's own Sample (tests/trainer_types.py, generated from slime's types.py); the
 schedule rule checked is slime's (dp_schedule.py:167-185: static steps need
 a sample count that is a multiple of dp × micro_batch_size; dynamic steps
 need at least as many samples as dp-aligned micro-batches)."""
@@ -23,7 +23,10 @@ import unittest
 import torch
 
 from compactrl_slime import advantages, convert, generate, miles
-from tests.slime_standin import Sample
+from tests import trainer_types
+from tests.trainer_types import load
+
+Sample = load("slime")
 from tests.test_advantages import random_episode, service_answer
 
 
@@ -238,6 +241,46 @@ class Sampling(unittest.TestCase):
         self.assertNotIn("routing_key", generate.build_request(slime_args(), s, dict(self.SLIME)))
         body = generate.build_request(slime_args(router_policy="consistent_hashing"), s, dict(self.SLIME))
         self.assertEqual(body["routing_key"], "sess")
+
+    def test_miles_routing_key(self):
+        # miles' Sample has routing_key and no session_id; miles sends it whenever set
+        # and requires it under consistent_hashing / manual (generate_endpoint_utils.py:37-49).
+        M = load("miles")
+        self.assertFalse(hasattr(M(), "session_id"))
+        body = generate.build_request(slime_args(), M(index=1, metadata={"task_id": "t"}, routing_key="rk"), dict(self.SLIME))
+        self.assertEqual(body["routing_key"], "rk")
+        self.assertNotIn("routing_key", generate.build_request(slime_args(), M(index=1, metadata={"task_id": "t"}), dict(self.SLIME)))
+        with self.assertRaisesRegex(generate.ConfigError, "routing_key"):
+            generate.build_request(slime_args(sglang_router_policy="manual"), M(index=1, metadata={"task_id": "t"}), dict(self.SLIME))
+
+    def test_foreign_sample_refused(self):
+        class Other:
+            def __init__(self):
+                self.index, self.metadata, self.prompt = 1, {"task_id": "t"}, ""
+        with self.assertRaisesRegex(generate.ConfigError, "neither routing_key"):
+            generate.build_request(slime_args(), Other(), dict(self.SLIME))
+
+
+class TrainerSamples(unittest.TestCase):
+    """The hooks' fields exist, under these names, in each trainer's real Sample."""
+
+    def test_hook_fields(self):
+        for name in trainer_types.TRAINERS:
+            names = [f["name"] for f in trainer_types.spec(name)["fields"]]
+            for f in trainer_types.HOOK_FIELDS + (trainer_types.ROUTING_FIELD[name],):
+                self.assertIn(f, names, f"{name}'s Sample has no {f}")
+            self.assertEqual(trainer_types.spec(name)["status"]["FAILED"], "failed")
+
+    def test_samples_from_response_on_each_trainer(self):
+        ep = random_episode(random.Random(5), 3)
+        for name in trainer_types.TRAINERS:
+            S = load(name)
+            out = generate.samples_from_response(slime_args(), S(index=4, metadata={"task_id": "t"}), service_answer(ep, 4))
+            self.assertEqual(len(out), len(ep["segments"]))
+            self.assertTrue(all(type(s) is S and s.rollout_id == 4 for s in out), name)
+            data = convert.convert_samples_to_train_data(slime_args(rollout_batch_size=1, n_samples_per_prompt=1,
+                                                                    global_batch_size=1), out)
+            self.assertEqual(data["rollout_ids"], [4] * len(out))
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
