@@ -240,10 +240,28 @@ def _zero_pad(x):
     return y
 
 
+def check_split(args):
+    """Refuse miles' train-side DP split (--delay-split-train-data-by-dp, which
+    fault tolerance's train component and --indep-dp also set;
+    miles/utils/arguments.py:2855-2860, ray/rollout/rollout_manager.py:165-168):
+    the step is then re-split and re-scheduled on each trainer with miles'
+    plain round-robin or balanced split (utils/data.py:302-307), which the
+    padding below was not computed for and which compactrl has not run.
+    Advantages would still be right (N_{>s} travels with each sample); the
+    per-step token mean is what is unverified."""
+    for flag in ("delay_split_train_data_by_dp", "indep_dp"):
+        if getattr(args, flag, False):
+            raise NotImplementedError(
+                f"compactrl: miles' --{flag.replace('_', '-')} (also set by --ft-components train) splits the step "
+                "on the train side, which compactrl does not support yet; run without it (rollout-side DP "
+                "scheduling, miles' default)")
+
+
 def convert_samples_to_train_data(args, samples):
     """slime convert hook: see the module doc."""
     if not samples:
         raise ValueError("compactrl convert: no samples")
+    check_split(args)
     rows, seg_index = [], []
     truncated_status = type(samples[0]).Status.TRUNCATED
     for n, s in enumerate(samples):

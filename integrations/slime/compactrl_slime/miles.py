@@ -31,6 +31,7 @@ is not patched: install refuses it).
 import importlib
 
 from . import advantages
+from .convert import check_split
 
 ACTOR_MODULE = "miles.backends.megatron_utils.actor"
 
@@ -57,6 +58,7 @@ def install(args):
         raise NotImplementedError("compactrl (miles): only --train-backend megatron is supported")
     if getattr(args, "advantage_estimator", "ppo") != "ppo":
         raise ValueError("compactrl (miles): set --advantage-estimator ppo (miles builds the critic only for ppo)")
+    check_split(args)
     actor = importlib.import_module(ACTOR_MODULE)
     if not hasattr(actor, "compute_advantages_and_returns"):
         raise RuntimeError(f"compactrl (miles): {ACTOR_MODULE} has no compute_advantages_and_returns; "

@@ -373,6 +373,12 @@ class Miles(unittest.TestCase):
             self.assertNotIn("advantages", rd2)
             with self.assertRaisesRegex(NotImplementedError, "fsdp|megatron"):
                 miles.install(slime_args(train_backend="fsdp"))
+            for flag in ("delay_split_train_data_by_dp", "indep_dp"):
+                with self.assertRaisesRegex(NotImplementedError, flag.replace("_", "-")):
+                    miles.install(slime_args(advantage_estimator="ppo", train_backend="megatron", **{flag: True}))
+                with self.assertRaisesRegex(NotImplementedError, flag.replace("_", "-")):
+                    convert.convert_samples_to_train_data(slime_args(**{flag: True}), episodes_to_samples(
+                        slime_args(), [random_episode(random.Random(1), 0)]))
         finally:
             for n, m in saved.items():
                 if m is None:

@@ -1,6 +1,6 @@
 """slime's and miles' Sample, rebuilt from their own definitions.
 
-tests/trainer_types/{slime,miles}.json are written by
+tests/trainer_samples/{slime,miles}.json are written by
 tools/gen_trainer_types.py from each trainer's slime|miles/utils/types.py
 (repository and commit inside). ``load(name)`` returns a dataclass with that
 Sample's fields in order, with their defaults, and its Status enum, so the
@@ -23,7 +23,7 @@ TRAINERS = ("slime", "miles")
 
 
 def spec(name):
-    with open(os.path.join(HERE, "trainer_types", f"{name}.json"), encoding="utf-8") as f:
+    with open(os.path.join(HERE, "trainer_samples", f"{name}.json"), encoding="utf-8") as f:
         return json.load(f)
 
 

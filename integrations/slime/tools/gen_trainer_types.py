@@ -1,6 +1,6 @@
 """Write the shape of a trainer's Sample, read from the trainer's own source.
 
-    python tools/gen_trainer_types.py SRC_CHECKOUT NAME > tests/trainer_types/NAME.json
+    python tools/gen_trainer_types.py SRC_CHECKOUT NAME > tests/trainer_samples/NAME.json
 
 SRC_CHECKOUT is a git checkout of slime (THUDM/slime) or miles
 (radixark/miles); NAME is slime or miles. The script parses

@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 SLIME = os.environ["SLIME_SRC"]
 sys.path.insert(0, SLIME)
 
+import gpu_stubs  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed.distributed_c10d as _c10d  # noqa: E402
 
@@ -101,48 +102,7 @@ _stub("megatron.core", mpu=MPU)
 _stub("megatron.core.packed_seq_params", PackedSeqParams=object)
 
 
-class _Anything:
-    """A stand-in for any name a stubbed package exports (never called here)."""
-
-    def __init__(self, *a, **k):
-        pass
-
-    def __call__(self, *a, **k):
-        return _Anything()
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Anything()
-
-
-def _stub_attr(attr):
-    if attr.startswith("__"):
-        raise AttributeError(attr)
-    return _Anything if attr[:1].isupper() else _Anything()
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """sglang and sglang_router (and their submodules) as empty packages
-    whose every attribute is _Anything: slime/ray/rollout.py imports them."""
-    PREFIXES = ("sglang", "sglang_router")
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in self.PREFIXES:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        m = types.ModuleType(spec.name)
-        m.__path__ = []
-        m.__getattr__ = _stub_attr
-        return m
-
-    def exec_module(self, module):
-        pass
-
-
-sys.meta_path.insert(0, _StubFinder())
+gpu_stubs.install(("sglang", "sglang_router"))  # slime/ray/rollout.py imports them
 
 import ray  # noqa: E402
 
