@@ -13,7 +13,7 @@ import types
 from omegaconf import OmegaConf
 
 DEFAULTS = {
-    "serve_url": None,  # one `compactrl serve` URL or a comma-separated list (required)
+    "serve_url": None,  # one `compactrl serve` URL or a list of them (required)
     "engine_url": None,  # default: the rollout replica verl's load balancer picks for the episode
     "engine_kind": None,  # default: actor_rollout_ref.rollout.name (vllm or sglang)
     "engine_model": None,  # model name sent to the engine; default: actor_rollout_ref.model.path
@@ -53,6 +53,8 @@ def settings(config):
     if unknown:
         raise ConfigError(f"compactrl.{unknown[0]}: unknown setting (known: {', '.join(sorted(DEFAULTS))})")
     out = dict(DEFAULTS, **raw)
+    if isinstance(out["serve_url"], (list, tuple)):
+        out["serve_url"] = ",".join(str(u) for u in out["serve_url"])
     if not out["serve_url"]:
         raise ConfigError("compactrl.serve_url: set it to one or more `compactrl serve` URLs (+compactrl.serve_url=...)")
     if not 0 <= float(out["max_infra_fraction"]) <= 1:

@@ -122,6 +122,19 @@ class Settings(unittest.TestCase):
         with self.assertRaisesRegex(settings.ConfigError, "compactrl.serve_url"):
             settings.check_config(verl_config(BASE))
 
+    def test_documented_command_line(self):
+        """docs/scale.md's verl command line composes with verl's config and passes check_config."""
+        import shlex
+        from compactrl_verl import settings
+        doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "scale.md"), encoding="utf-8").read()
+        start = doc.index("python -m verl.trainer.main_ppo")
+        cmd = doc[start:doc.index("```", start)].replace("\\\n", " ")
+        overrides = shlex.split(cmd)[3:]
+        self.assertGreater(len(overrides), 20)
+        s = settings.check_config(verl_config(overrides))
+        self.assertEqual(s.serve_url, "http://10.0.0.7:8090,http://10.0.0.8:8090")
+        self.assertEqual(s.agent["max_compactions"], 3)
+
 
 @unittest.skipUnless(URL and BIN and all(ROUTER), "needs COMPACTRL_SERVE_URL, COMPACTRL_BIN and the router address")
 class VerlPipeline(unittest.TestCase):
