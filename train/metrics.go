@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/compactrl/compactrl/tensorboard"
 )
 
 // Metrics is one line of RUN_DIR/metrics.jsonl: one RL iteration. Means are
@@ -172,7 +174,53 @@ func FormatMetric(v float64, format string) string {
 }
 
 type metricsWriter struct {
-	f *os.File
+	f  *os.File
+	tb *tensorboard.Writer // nil: no TensorBoard events (pretraining curves)
+}
+
+// withTensorBoard makes w also append every record's numbers to a
+// TensorBoard event file in dir (tensorboard.Writer; tags by scalarTags).
+func (w *metricsWriter) withTensorBoard(dir string, now time.Time) error {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	tb, err := tensorboard.Create(dir, now, host)
+	if err != nil {
+		return err
+	}
+	w.tb = tb
+	return nil
+}
+
+// scalarTags turns a metrics record (its JSON object) into TensorBoard
+// scalars at step = its "iteration": eval_X becomes eval/X, time_X time/X,
+// every other number train/X; non-numbers are left out.
+func scalarTags(rec []byte) (int64, map[string]float64, error) {
+	var m map[string]any
+	if err := json.Unmarshal(rec, &m); err != nil {
+		return 0, nil, err
+	}
+	it, ok := m["iteration"].(float64)
+	if !ok {
+		return 0, nil, fmt.Errorf("metrics record without an iteration: %.80s", rec)
+	}
+	out := map[string]float64{}
+	for k, v := range m {
+		x, ok := v.(float64)
+		if !ok || k == "iteration" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, "eval_"):
+			out["eval/"+strings.TrimPrefix(k, "eval_")] = x
+		case strings.HasPrefix(k, "time_"):
+			out["time/"+strings.TrimPrefix(k, "time_")] = x
+		default:
+			out["train/"+k] = x
+		}
+	}
+	return int64(it), out, nil
 }
 
 func openMetrics(path string) (*metricsWriter, error) {
@@ -180,7 +228,7 @@ func openMetrics(path string) (*metricsWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics %s: %w", path, err)
 	}
-	return &metricsWriter{f}, nil
+	return &metricsWriter{f: f}, nil
 }
 
 // Write appends one record and syncs it, so a killed run loses no finished
@@ -193,10 +241,26 @@ func (w *metricsWriter) Write(v any) error {
 	if _, err := w.f.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("metrics %s: %w", w.f.Name(), err)
 	}
-	return w.f.Sync()
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("metrics %s: %w", w.f.Name(), err)
+	}
+	if w.tb == nil {
+		return nil
+	}
+	step, vals, err := scalarTags(b)
+	if err != nil {
+		return fmt.Errorf("metrics %s: %w", w.f.Name(), err)
+	}
+	return w.tb.Scalars(step, time.Now(), vals)
 }
 
-func (w *metricsWriter) Close() error { return w.f.Close() }
+func (w *metricsWriter) Close() error {
+	err := w.f.Close()
+	if w.tb != nil {
+		err = errors.Join(err, w.tb.Close())
+	}
+	return err
+}
 
 // truncateMetrics keeps the records of iterations below keep (all of them
 // written by the run being resumed), dropping any later or partial line.

@@ -171,6 +171,9 @@ func (t *Trainer) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	defer mw.Close()
+	if err := mw.withTensorBoard(t.Cfg.Run.Dir, t.now()); err != nil {
+		return res, err
+	}
 	haveBefore, err := t.iterate(ctx, mw, &res, resumed && t.state.Iteration > 0)
 	if err != nil {
 		return res, err

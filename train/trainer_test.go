@@ -87,6 +87,9 @@ func TestTrainingRaisesReward(t *testing.T) {
 	if len(recs) != cfg.Run.Iterations+1 {
 		t.Fatalf("%d metrics records, want %d (one per iteration + final eval)", len(recs), cfg.Run.Iterations+1)
 	}
+	if n := eventRecords(t, cfg.Run.Dir); n != len(recs)+1 {
+		t.Errorf("%d TensorBoard records, want %d (file version + one per metrics record)", n, len(recs)+1)
+	}
 	first := (recs[0]["reward"].(float64) + recs[1]["reward"].(float64)) / 2
 	n := cfg.Run.Iterations
 	last := (recs[n-1]["reward"].(float64) + recs[n-2]["reward"].(float64)) / 2
