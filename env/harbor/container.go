@@ -42,7 +42,8 @@ type boxEpisode struct {
 	workdir string // [environment] workdir, else the image's WORKDIR
 	tests   *sandbox.GuardedDir
 	logs    *sandbox.GuardedDir
-	notes   []string // what the episode could not apply (e.g. storage_mb)
+	project *sandbox.ComposeProject // compose tasks: the main service is box
+	notes   []string                // what the episode could not apply (e.g. storage_mb)
 }
 
 // ImageRef is the image the task's episodes run in: [environment]
@@ -55,9 +56,18 @@ func ImageRef(ctx context.Context, t *Task, c sandbox.Container, fallback string
 		return img, true, nil
 	}
 	envDir := filepath.Join(t.Dir, "environment")
-	for _, f := range []string{"docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"} {
-		if _, err := os.Stat(filepath.Join(envDir, f)); err == nil {
-			return "", false, fmt.Errorf("task %s: environment/%s: multi-container (docker compose) tasks are not supported by compactrl's container runner", t.Name, f)
+	if t.composeFile() != "" {
+		// Harbor's main service: environment/Dockerfile or docker_image;
+		// the task's other services are the compose implementation's.
+		if _, err := c.ComposeCommand(ctx); err != nil {
+			return "", false, fmt.Errorf("task %s: environment/docker-compose.yaml: %w", t.Name, err)
+		}
+	}
+	// Harbor reads environment/docker-compose.yaml only; a task that ships
+	// a compose file under another name means it for its services.
+	for _, f := range []string{"docker-compose.yml", "compose.yaml", "compose.yml"} {
+		if _, err := os.Stat(filepath.Join(envDir, f)); err == nil && t.composeFile() == "" {
+			return "", false, fmt.Errorf("task %s: environment/%s: Harbor runs a task's services from environment/docker-compose.yaml only", t.Name, f)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(envDir, "Dockerfile")); err == nil {
@@ -143,6 +153,16 @@ func (e *Env) resetBox(ctx context.Context, c sandbox.Container) error {
 	return nil
 }
 
+// composeFile is the task's environment/docker-compose.yaml ("" when it
+// has none): its services run beside the main one, as in Harbor.
+func (t *Task) composeFile() string {
+	p := filepath.Join(t.Dir, "environment", "docker-compose.yaml")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
 func (t *Task) hasDockerfile() bool {
 	_, err := os.Stat(filepath.Join(t.Dir, "environment", "Dockerfile"))
 	return err == nil
@@ -200,6 +220,18 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 			{Host: b.logsHost(ws), Target: verifierDir, Writable: true},
 		},
 	}
+	if file := e.task.composeFile(); file != "" {
+		if storage > 0 {
+			b.notes = append(b.notes, "storage_mb not enforced: compose tasks' services get no storage limit (nor do Harbor's)")
+		}
+		spec.StorageBytes = 0
+		project, box, err := b.c.ComposeUp(ctx, sandbox.ComposeSpec{Project: composeProject(filepath.Base(ws)), TaskFile: file, Dir: ws, Main: spec})
+		if err != nil {
+			return err
+		}
+		b.project, b.box = project, box
+		return b.mkAgentLogDir(ctx)
+	}
 	box, note, err := createBox(spec, func(s sandbox.BoxSpec) (*sandbox.Box, error) { return b.c.Create(ctx, s) })
 	if note != "" {
 		b.notes = append(b.notes, note)
@@ -208,7 +240,11 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 		return err
 	}
 	b.box = box
-	if _, code, err := box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: []string{"mkdir", "-p", agentLogDir}}); err != nil || code != 0 {
+	return b.mkAgentLogDir(ctx)
+}
+
+func (b *boxEpisode) mkAgentLogDir(ctx context.Context) error {
+	if _, code, err := b.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: []string{"mkdir", "-p", agentLogDir}}); err != nil || code != 0 {
 		return fmt.Errorf("mkdir %s in the container failed (exit %d): %v", agentLogDir, code, err)
 	}
 	return nil
@@ -230,6 +266,10 @@ func createBox(spec sandbox.BoxSpec, create func(sandbox.BoxSpec) (*sandbox.Box,
 // close removes the container and the guarded directories.
 func (b *boxEpisode) close() error {
 	var errs []error
+	if b.project != nil {
+		errs = append(errs, b.project.Down())
+		b.project, b.box = nil, nil
+	}
 	if b.box != nil {
 		errs = append(errs, b.box.Remove())
 	}
@@ -601,4 +641,10 @@ func stageFresh(t *Task) error {
 	}
 	defer os.RemoveAll(dir)
 	return stageInto(filepath.Join(t.Dir, "tests"), dir)
+}
+
+// composeProject is a compose project name for an episode's workspace:
+// lowercase letters, digits, dashes and underscores.
+func composeProject(ws string) string {
+	return "compactrl-" + strings.ReplaceAll(imageName(ws), ".", "-")
 }

@@ -42,6 +42,10 @@ func TestContainerTasks(t *testing.T) {
 	cases := []containerCase{
 		{task: "service-and-files", oracle: true, reward: 1},
 		{task: "service-and-files", reward: 0},
+		// A compose task (was refused): the db service runs beside the
+		// main one for the agent and the verifier, and is torn down after.
+		{task: "compose-two-services", oracle: true, reward: 1},
+		{task: "compose-two-services", reward: 0},
 		{task: "reward-json-two-keys", oracle: true, reward: 1},
 		{task: "reward-json-two-keys", reward: 0},
 		{task: "agent-timeout", oracle: true, reward: 0},
@@ -93,12 +97,18 @@ func TestContainerTasks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := ImageRef(context.Background(), task, c, ""); err != nil {
+			if _, _, err := ImageRef(context.Background(), task, c, ""); errors.Is(err, sandbox.ErrNoCompose) && !testenv.InCI() {
+				t.Logf("%s: %v: its cases do not run here", c.Name(), err)
+				continue
+			} else if err != nil {
 				t.Fatal(err)
 			}
 			tasks[tc.task] = task
 		}
 		for _, tc := range cases {
+			if tasks[tc.task] == nil {
+				continue
+			}
 			name := c.Name() + "/" + tc.task + map[bool]string{true: "/oracle", false: "/empty"}[tc.oracle]
 			if tc.choice != (RewardChoice{}) {
 				name += "/" + tc.choice.Key + tc.choice.Agg
@@ -238,4 +248,37 @@ func containerEngines(t *testing.T) []sandbox.Container {
 		return out
 	}
 	return append(out, d)
+}
+
+// A compose episode leaves nothing behind either: its services'
+// containers and its network are gone after Close.
+func TestComposeEpisodeLeavesNothing(t *testing.T) {
+	testenv.MustHavePodman(t)
+	task, err := Load(filepath.Join("testdata", "container", "compose-two-services"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.Container{Engine: "podman"}
+	ctx := context.Background()
+	if _, _, err := ImageRef(ctx, task, c, ""); err != nil {
+		testenv.Unavailable(t, "%v", err)
+	}
+	e := New(task, Options{Runner: c, WorkRoot: t.TempDir(), ExposeSolution: true})
+	if _, err := e.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	project := composeProject(filepath.Base(e.Workspace()))
+	if _, err := e.Oracle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("podman", "ps", "-aq", "--filter", "label=com.docker.compose.project="+project).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("containers of %s left: %q %v", project, out, err)
+	}
+	if out, _ := exec.Command("podman", "network", "ls", "--format", "{{.Name}}").Output(); strings.Contains(string(out), project) {
+		t.Errorf("network of %s left: %s", project, out)
+	}
 }

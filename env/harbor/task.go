@@ -12,16 +12,20 @@
 //	ImageRef: [environment] docker_image, or environment/Dockerfile built
 //	(environment/ as context, cached by its content hash)
 //	→ Reset: one container for the episode (the image's WORKDIR, USER, ENV,
-//	[environment] workdir/env/limits/network), two guarded tmpfs directories
+//	[environment] workdir/env/limits/network; with
+//	environment/docker-compose.yaml, the compose project's "main" service,
+//	the task's other services beside it: sandbox.Container.ComposeUp),
+//	two guarded tmpfs directories
 //	bound at /tests and /logs/verifier (sandbox.GuardedDir: closed to every
 //	process), the agent's persistent shell exec'd in it
 //	→ Step: shelltask.Shell.Step, one command at a time in that shell
 //	→ submit (or the agent's timeout): the agent's shell ends, what it left
 //	runs on; tests/ is copied into /tests, and /tests/test.sh runs in the
 //	same container with [verifier.env], its session alone admitted to the
-//	guarded directories (sandbox.Box.RunGuarded); then they are sealed,
-//	what outlived test.sh or still holds them is checked, and ReadRewards
-//	reads /logs/verifier.
+//	guarded directories (sandbox.Box.RunGuarded: every other open refused,
+//	every other change seen); then they are sealed, what outlived test.sh
+//	or still holds them is checked, the container's processes are killed,
+//	and ReadRewards reads /logs/verifier.
 //
 // With bubblewrap (the default; tasks that ship environment/app/) the
 // agent's sandbox has a fresh workspace with app/ at /app; at submit it is
