@@ -77,10 +77,10 @@ func loadArm(arg string) (experiment.ArmResult, error) {
 	return r, nil
 }
 
-// episodeOutcomes reads an episode JSONL file (compactrl rollout's) as an
-// evaluation: episode i must be the task whose seed follows episode i−1's
-// (ids NAME-SEED, as rollout writes them), so that two files of the same
-// seeds pair task by task.
+// episodeOutcomes reads an episode JSONL file (compactrl rollout's, whose
+// ids are NAME-SEED) as an evaluation: the episodes in task-seed order
+// (rollout writes them as they finish), which must be consecutive seeds,
+// so that two files of the same seeds pair task by task.
 func episodeOutcomes(path string) (train.EvalResult, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -92,19 +92,26 @@ func episodeOutcomes(path string) (train.EvalResult, error) {
 		return train.EvalResult{}, fmt.Errorf("eval compare %s: %w", path, err)
 	}
 	ev := train.EvalResult{Episodes: len(eps), Range: "episodes"}
-	passed, scored := 0, 0
+	seeds := make([]int64, len(eps))
 	for i := range eps {
+		if _, err := fmt.Sscanf(eps[i].ID[strings.LastIndex(eps[i].ID, "-")+1:], "%d", &seeds[i]); err != nil {
+			return ev, fmt.Errorf("eval compare %s: episode id %q does not end in its task seed", path, eps[i].ID)
+		}
+	}
+	order := make([]int, len(eps))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return seeds[order[a]] < seeds[order[b]] })
+	passed, scored := 0, 0
+	for j, i := range order {
 		e := &eps[i]
-		var seed int64
-		if _, err := fmt.Sscanf(e.ID[strings.LastIndex(e.ID, "-")+1:], "%d", &seed); err != nil {
-			return ev, fmt.Errorf("eval compare %s: episode id %q does not end in its task seed", path, e.ID)
+		if j == 0 {
+			ev.FirstSeed = seeds[i]
+		} else if seeds[i] != ev.FirstSeed+int64(j) {
+			return ev, fmt.Errorf("eval compare %s: the episodes' task seeds are not consecutive (%d follows %d)", path, seeds[i], ev.FirstSeed+int64(j)-1)
 		}
-		if i == 0 {
-			ev.FirstSeed = seed
-		} else if seed != ev.FirstSeed+int64(i) {
-			return ev, fmt.Errorf("eval compare %s: episode %d is task %d, want %d (the episodes must be consecutive task seeds in order)", path, i, seed, ev.FirstSeed+int64(i))
-		}
-		o := train.Outcome{TaskSeed: seed, Status: string(e.Status), Scored: e.Status.Scored(), Reward: e.Reward}
+		o := train.Outcome{TaskSeed: seeds[i], Status: string(e.Status), Scored: e.Status.Scored(), Reward: e.Reward}
 		if o.Scored {
 			scored++
 			if e.Succeeded() {

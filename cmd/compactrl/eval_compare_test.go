@@ -28,10 +28,15 @@ func writeEpisodes(t *testing.T, name string, first int, passed []bool) string {
 }
 
 // Two rollouts of the same four tasks: the second passes the first's two
-// and one more, Δ = 3/4 − 2/4 = +0.25, paired by task seed.
+// and one more, Δ = 3/4 − 2/4 = +0.25, paired by task seed whatever the
+// order the episodes finished in.
 func TestEvalCompareEpisodeFiles(t *testing.T) {
 	own := writeEpisodes(t, "own.jsonl", 100, []bool{true, true, false, false})
 	exp := writeEpisodes(t, "expert.jsonl", 100, []bool{true, true, true, false})
+	// The same episodes written in another order pair the same way.
+	b, _ := os.ReadFile(exp)
+	lines := strings.SplitAfter(strings.TrimSpace(string(b))+"\n", "\n")
+	os.WriteFile(exp, []byte(lines[3]+lines[1]+lines[0]+lines[2]), 0o644)
 	stdout, stderr, code := runCmd(t, "eval", "compare", "own="+own, "expert="+exp)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -47,7 +52,7 @@ func TestEvalCompareEpisodeFiles(t *testing.T) {
 		t.Errorf("other tasks compared:\n%s", stdout)
 	}
 	gap := filepath.Join(t.TempDir(), "gap.jsonl")
-	os.WriteFile(gap, []byte(`{"id":"vault-1","task":"t","status":"ok","reward":1,"segments":[]}`+"\n"+`{"id":"vault-3","task":"t","status":"ok","reward":1,"segments":[]}`+"\n"), 0o644)
+	os.WriteFile(gap, []byte(`{"id":"vault-3","task":"t","status":"ok","reward":1,"segments":[]}`+"\n"+`{"id":"vault-1","task":"t","status":"ok","reward":1,"segments":[]}`+"\n"), 0o644)
 	if _, stderr, code := runCmd(t, "eval", "compare", own, gap); code == 0 || !strings.Contains(stderr, "consecutive") {
 		t.Errorf("non-consecutive seeds: exit %d, %s", code, stderr)
 	}
