@@ -58,6 +58,7 @@ type GuardedDir struct {
 	viol       []ChannelOpen
 	nviol      int // every violation, also those past maxViolations
 	comms      map[int]string
+	nbuf       []byte // readChanges's buffer
 	// denied counts the opens refused while closed (the agent phase).
 	denied int
 }
@@ -253,7 +254,10 @@ func (c *GuardedDir) watch() {
 // the directories) pass; while admitted, those change admits pass; every
 // other change is a violation. Callers hold mu.
 func (c *GuardedDir) readChanges() {
-	buf := make([]byte, 64<<10)
+	if c.nbuf == nil {
+		c.nbuf = make([]byte, 64<<10)
+	}
+	buf := c.nbuf
 	for {
 		n, err := unix.Read(c.notif, buf)
 		if errors.Is(err, unix.EINTR) {
@@ -287,6 +291,10 @@ func (c *GuardedDir) judgeChange(m *unix.FanotifyEventMetadata, info []byte) {
 		return
 	}
 	if c.phase == "admitted" && c.change != nil && c.change(pid) {
+		return
+	}
+	if len(c.viol) >= maxViolations {
+		c.nviol++ // counted; naming it would cost a lookup per event
 		return
 	}
 	c.addViolation(ChannelOpen{PID: pid, Comm: c.comm(pid), Path: c.eventPath(info), Phase: c.phase, Op: changeOp(m.Mask)})

@@ -29,6 +29,7 @@ type forkTracker struct {
 	members map[int]bool
 	lost    bool // the socket overflowed: some fork events were lost
 	closed  bool
+	buf     []byte
 }
 
 // Proc connector constants (linux/connector.h, linux/cn_proc.h).
@@ -83,7 +84,10 @@ func (t *forkTracker) drain() {
 	if t.closed {
 		return
 	}
-	buf := make([]byte, 64<<10)
+	if t.buf == nil {
+		t.buf = make([]byte, 64<<10)
+	}
+	buf := t.buf
 	for {
 		n, _, err := unix.Recvfrom(t.fd, buf, 0)
 		if errors.Is(err, unix.EINTR) {
