@@ -27,7 +27,11 @@ type Tasks struct {
 }
 
 func (t Tasks) String() string {
-	return fmt.Sprintf("%s range, task seeds %d…%d (%d tasks)", t.Range, t.FirstSeed, t.FirstSeed+int64(t.N)-1, t.N)
+	r := t.Range + " range"
+	if t.Range == "episodes" { // episode files (eval compare): no range recorded
+		r = "episode files"
+	}
+	return fmt.Sprintf("%s, task seeds %d…%d (%d tasks)", r, t.FirstSeed, t.FirstSeed+int64(t.N)-1, t.N)
 }
 
 // Grid is an arm's outcome grid for package stats: y[s][t] is 1 if the
