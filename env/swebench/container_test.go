@@ -36,17 +36,29 @@ func testInstances(t *testing.T) map[string]Instance {
 // mustHaveImage stops t unless podman runs and image is in its store.
 func mustHaveImage(t *testing.T, image string) sandbox.Container {
 	t.Helper()
-	c := sandbox.Container{Engine: "podman"}
-	if _, err := exec.LookPath("podman"); err != nil {
-		testenv.Unavailable(t, "podman not installed: %v", err)
+	return mustHaveEngineImage(t, "podman", image)
+}
+
+// mustHaveEngineImage stops t unless engine runs and image is in its
+// store. Docker Engine is optional locally; where COMPACTRL_ENGINES names
+// it (CI starts dockerd), it is required as podman is under CI=true.
+func mustHaveEngineImage(t *testing.T, engine, image string) sandbox.Container {
+	t.Helper()
+	unavailable := testenv.Unavailable
+	if engine == "docker" && !strings.Contains(os.Getenv("COMPACTRL_ENGINES"), "docker") {
+		unavailable = func(t testing.TB, format string, args ...any) { t.Helper(); t.Skipf(format, args...) }
+	}
+	c := sandbox.Container{Engine: engine}
+	if _, err := exec.LookPath(engine); err != nil {
+		unavailable(t, "%s not installed: %v", engine, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := c.Available(ctx); err != nil {
-		testenv.Unavailable(t, "podman not usable: %v", err)
+		unavailable(t, "%s not usable: %v", engine, err)
 	}
 	if _, err := c.InspectImage(ctx, image); err != nil {
-		testenv.Unavailable(t, "image %s missing (build it with env/swebench/testdata/images/build.sh): %v", image, err)
+		unavailable(t, "image %s missing from %s (build it with env/swebench/testdata/images/build.sh %s): %v", image, engine, engine, err)
 	}
 	return c
 }
@@ -114,12 +126,14 @@ func TestContainerVerdicts(t *testing.T) {
 	if err := json.Unmarshal(b, &fakers); err != nil {
 		t.Fatal(err)
 	}
-	for _, fam := range []struct{ id, family string }{
-		{"pallets__flask-90001", "pytest"}, {"django__django-90002", "django"}, {"sympy__sympy-90003", "sympy"},
+	for _, fam := range []struct{ id, family, engine string }{
+		{"pallets__flask-90001", "pytest", "podman"}, {"django__django-90002", "django", "podman"}, {"sympy__sympy-90003", "sympy", "podman"},
+		// Docker Engine, on the family whose fakers are the most varied.
+		{"pallets__flask-90001", "pytest", "docker"},
 	} {
-		t.Run(fam.family, func(t *testing.T) {
+		t.Run(fam.family+map[string]string{"podman": "", "docker": "/docker"}[fam.engine], func(t *testing.T) {
 			image := testImagePrefix + fam.family + ":latest"
-			c := mustHaveImage(t, image)
+			c := mustHaveEngineImage(t, fam.engine, image)
 			inst := insts[fam.id]
 			// sympy's row has no image column: the override names it.
 			override := ""
