@@ -8,7 +8,9 @@ and COMPACTRL_BIN (`compactrl advantages`, the reference).
 
 What is verl's own code here: the Hydra config (trainer/config/ppo_trainer.yaml
 composed with overrides), a local Ray cluster and TransferQueue (controller
-and storage actors), the v1 agent-loop worker's ``_run_prompt`` →
+and storage actors), the v1 agent-loop worker built by its own constructor
+(HFModelConfig from models/vault-base, a real LlamaForCausalLM checkpoint with
+its tokenizer.json; in the test's process rather than a Ray actor), its ``_run_prompt`` →
 ``_run_agent_loop`` → ``_agent_loop_postprocess`` (rollout.n sessions, hydra
 instantiation of the registered loop, the TransferQueue puts under
 {uid}_{session}_{i}, the status tags), LLMServerClient with verl's
@@ -21,10 +23,6 @@ What is stubbed, because it needs a GPU:
 - the rollout replica (a vLLM/SGLang server on GPUs): llama-server serves the
   OpenAI-compatible completions it would, and the load balancer holds its
   address with no actor handle;
-- the worker's constructor (it builds an HFModelConfig from a model
-  directory, for tokenizer and processor): the worker object is made without
-  it and given the fields the agent-loop path reads; the tokenizer is None,
-  which verl's continuous-token builder accepts;
 - the trainer's constructor (resource pools, actor/critic worker groups):
   the trainer object gets the config, and an actor worker group whose only
   member is verl's DP dispatch table (3 ranks);
@@ -47,6 +45,8 @@ URL = os.environ.get("COMPACTRL_SERVE_URL")
 BIN = os.environ.get("COMPACTRL_BIN")
 ROUTER = (os.environ.get("COMPACTRL_TEST_ROUTER_IP"), os.environ.get("COMPACTRL_TEST_ROUTER_PORT"))
 DP = 3
+# A real Hugging Face checkpoint (LlamaForCausalLM config + tokenizer.json): the repository's shipped base policy.
+MODEL = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "models", "vault-base"))
 
 
 def _h(tokens, salt):
@@ -81,7 +81,7 @@ BASE = [
     "critic.ppo_mini_batch_size=2",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
     "critic.ppo_micro_batch_size_per_gpu=1",
-    "actor_rollout_ref.model.path=tiny-model",
+    f"actor_rollout_ref.model.path={MODEL}",
 ]
 
 
@@ -126,7 +126,8 @@ class Settings(unittest.TestCase):
         """docs/scale.md's verl command line composes with verl's config and passes check_config."""
         import shlex
         from compactrl_verl import settings
-        doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "scale.md"), encoding="utf-8").read()
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "scale.md"), encoding="utf-8") as f:
+            doc = f.read()
         start = doc.index("python -m verl.trainer.main_ppo")
         cmd = doc[start:doc.index("```", start)].replace("\\\n", " ")
         overrides = shlex.split(cmd)[3:]
@@ -155,20 +156,15 @@ class VerlPipeline(unittest.TestCase):
         ray.shutdown()
 
     def worker(self, config):
-        """verl's AgentLoopWorkerTQ without its GPU-side constructor (see the module doc)."""
+        """verl's AgentLoopWorkerTQ, built by its own constructor in this process (as a Ray actor it would
+        be the same object in a worker process), with verl's LLMServerClient and load balancer."""
         from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
         from verl.workers.rollout.llm_server import LLMServerClient
         from verl.workers.rollout.router import get_router_handle
         cls = AgentLoopWorkerTQ.__ray_metadata__.modified_class
-        w = cls.__new__(cls)
         lb = get_router_handle(servers={f"{ROUTER[0]}:{ROUTER[1]}": None})
-        w.config = config
-        w.llm_client = LLMServerClient(config, load_balancer_handle=lb)
-        w.teacher_client, w.reward_loop_worker_handles = None, None
-        w.distillation_enabled = False
-        w.tokenizer, w.processor, w.hf_model_type, w.dataset_cls = None, None, None, None
-        w.mm_processor_kwargs, w.tools, w.background_tasks = {}, [], set()
-        return w
+        return cls(config, LLMServerClient(config, load_balancer_handle=lb), teacher_client=None,
+                   reward_loop_worker_handles=None)
 
     def play(self, config, prompts):
         """verl's own _run_prompt for each prompt (rollout.n sessions each), as generate_sequences spawns it."""
