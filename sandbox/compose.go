@@ -212,8 +212,15 @@ func (c Container) composeOverrides(spec ComposeSpec, services []string) (base, 
 		svcs[s] = svc
 	}
 	override = map[string]any{"services": svcs}
+	network := map[string]any{}
 	if !m.Network {
-		override["networks"] = map[string]any{"default": map[string]any{"internal": true}}
+		network["internal"] = true
+	}
+	if m.Owner != "" {
+		network["labels"] = map[string]string{RunLabel: m.Owner} // ReapContainers removes it
+	}
+	if len(network) > 0 {
+		override["networks"] = map[string]any{"default": network}
 	}
 	return base, override, nil
 }

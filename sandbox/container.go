@@ -801,7 +801,8 @@ func (c Container) ContainerExists(ctx context.Context, id string) bool {
 
 // ReapContainers removes every container labelled as owned by one of the
 // run directories dirs (runs that died without removing their containers,
-// as ReapRunDirs reports them) and returns their ids.
+// as ReapRunDirs reports them) and returns their ids; the networks of
+// their compose projects (labelled the same) go with them.
 func (c Container) ReapContainers(ctx context.Context, dirs []string) ([]string, error) {
 	var removed []string
 	for _, d := range dirs {
@@ -815,6 +816,16 @@ func (c Container) ReapContainers(ctx context.Context, dirs []string) ([]string,
 				return removed, err
 			}
 			removed = append(removed, id)
+		}
+		// A compose project's network (ComposeUp labels it too).
+		out, err = c.run(ctx, nil, "network", "ls", "-q", "--filter", "label="+RunLabel+"="+d)
+		if err != nil {
+			return removed, fmt.Errorf("reap networks of %s: %w", d, err)
+		}
+		for _, id := range strings.Fields(string(out)) {
+			if _, err := c.run(ctx, nil, "network", "rm", id); err != nil {
+				return removed, fmt.Errorf("reap network %s of %s: %w", id, d, err)
+			}
 		}
 	}
 	return removed, nil

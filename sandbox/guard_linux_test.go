@@ -152,3 +152,40 @@ func TestBoxOutputCapped(t *testing.T) {
 		t.Fatalf("guarded: %+v %v", r, err)
 	}
 }
+
+// A compose project whose run died (kill -9: no down) is removed by
+// ReapContainers for that run: its services' containers and its network.
+func TestReapComposeProject(t *testing.T) {
+	base := testenv.MustHavePodman(t)
+	c := Container{Engine: "podman"}
+	ctx := context.Background()
+	if _, err := c.ComposeCommand(ctx); err != nil {
+		testenv.Unavailable(t, "%v", err)
+	}
+	dir := t.TempDir()
+	task := filepath.Join(dir, "docker-compose.yaml")
+	if err := os.WriteFile(task, []byte("services:\n  db:\n    image: "+base+"\n    command: [\"sleep\", \"infinity\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	owner := filepath.Join(dir, "run")
+	project := "compactrl-reap-" + filepath.Base(dir)
+	project = strings.ToLower(strings.NewReplacer(".", "-", "_", "-").Replace(project))
+	p, b, err := c.ComposeUp(ctx, ComposeSpec{Project: project, TaskFile: task, Dir: dir, Main: BoxSpec{Image: base, Owner: owner}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Down()
+	if out, code, err := b.Run(ctx, ExecSpec{Cmd: []string{"getent", "hosts", "db"}}); err != nil || code != 0 {
+		t.Fatalf("db not reachable by name from main: %v %d %s", err, code, out)
+	}
+	ids, err := c.ReapContainers(ctx, []string{owner})
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("reaped %v, %v; want main's and db's containers", ids, err)
+	}
+	if out, _ := exec.Command("podman", "ps", "-aq", "--filter", "label=com.docker.compose.project="+project).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("containers left: %s", out)
+	}
+	if out, _ := exec.Command("podman", "network", "ls", "-q", "--filter", "label="+RunLabel+"="+owner).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("network left: %s", out)
+	}
+}
