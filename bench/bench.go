@@ -3,18 +3,21 @@
 // and renders them as a table of ratios.
 //
 // Data flow: Options → Run, which sets runtime.GOMAXPROCS to the thread
-// count and measures, in order, the float32 FMA peak
-// (kernel.MeasurePeakGFLOPS), kernel.Gemm on square and on the model's own
-// shapes (Gemm), the built-in training step (Train) and PyTorch's on the
-// same shape (Torch, an embedded script run by python), batched KV-cached
+// count and measures, in order, the float32 FMA peak (measurePeak, with
+// the CPU share it had), kernel.Gemm on square and on the model's own
+// shapes (Gemm), the training step in interleaved rounds: the built-in
+// engine's (trainer) and PyTorch's in each configuration (StartTorch: an
+// embedded script run by a PyTorch 2.x venv's python, or Debian's torch as
+// the named fallback, answering one round at a time), batched KV-cached
 // decoding in model.Decoder (Decode) and in llama.cpp's llama-server on the
-// same weights exported to GGUF (Llama) → Report → Report.WriteTable
-// (Markdown) or JSON. Every rate is the median of several timed runs.
+// same weights exported to GGUF (Llama), the peak again → Report.Judge,
+// which marks every ratio INVALID that load, steal time or a lost CPU share
+// distorts (Rules) and computes MFU → Report.WriteTable (Markdown) or
+// JSON. Every rate is the median of several timed runs.
 package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,6 +25,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +40,8 @@ type Options struct {
 	Model   model.Config // shape of the benchmarked model (MaxSeq is derived)
 	Seq     int          // training sequence length
 	Batch   int          // training sequences a step
-	Steps   int          // timed training steps (each side)
+	Steps   int          // timed training steps a round (each side, each configuration)
+	Rounds  int          // interleaved training rounds: compactrl and every PyTorch configuration in turn
 
 	DecodeBatch  int // sequences decoded at once
 	Prompt       int // prompt tokens of each decoded sequence
@@ -47,26 +52,32 @@ type Options struct {
 	GemmTime   time.Duration // time per GEMM shape
 	PeakTime   time.Duration // time of the FMA peak measurement
 
-	Python    string   // interpreter with torch, e.g. /usr/bin/python3
-	TorchBLAS []string // one PyTorch run each: "" as installed, or a directory holding a libblas.so.3 (see Torch)
-	GGUF      string   // where to keep the exported GGUF ("" : a temporary file)
-	LlamaDir  string   // llama.cpp install (DIR/run, DIR/root/usr/bin/llama-server)
-	LlamaArgs []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
-	SkipTorch bool
-	SkipLlama bool
+	TorchSource  string   // TorchPyPI (PyTorch 2.x in a venv) or TorchDebian (the named fallback, torch 1.13)
+	Python       string   // interpreter with torch ("": ResolveTorchPython(TorchSource))
+	TorchConfigs []string // PyTorch configurations (TorchConfigs; nil: DefaultTorchConfigs(TorchSource))
+	TorchBLAS    []string // TorchDebian only: one PyTorch process each, "" as installed or a directory holding a libblas.so.3 (nil: as installed and, where present, OpenBLASDir)
+	QuietPeak    float64  // FMA peak (GFLOP/s, Threads threads) measured on the quiet machine earlier; 0: none to check against
+	Rules        Rules    // when a ratio is not a valid comparison
+	GGUF         string   // where to keep the exported GGUF ("" : a temporary file)
+	LlamaDir     string   // llama.cpp install (DIR/run, DIR/root/usr/bin/llama-server)
+	LlamaArgs    []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
+	SkipTorch    bool
+	SkipLlama    bool
 }
 
 // DefaultOptions is issue 3's shape: d=256, 4 layers, 4 heads (no
 // grouping), SwiGLU width 688, vocab 1024, untied head, sequence 512, batch
-// 8, 2 threads; 32 sequences decoding 128 tokens after 16-token prompts.
+// 8, 2 threads, 3 interleaved rounds of 3 training steps against PyTorch
+// 2.x from PyPI in every configuration; 32 sequences decoding 128 tokens
+// after 16-token prompts.
 func DefaultOptions() Options {
 	return Options{
 		Threads: 2,
 		Model:   model.Config{Vocab: 1024, Dim: 256, Layers: 4, Heads: 4, KVHeads: 4, FFN: 688, RopeTheta: 10000, NormEps: 1e-5},
-		Seq:     512, Batch: 8, Steps: 5,
+		Seq:     512, Batch: 8, Steps: 3, Rounds: 3,
 		DecodeBatch: 32, Prompt: 16, DecodeTokens: 128, DecodeReps: 3,
 		GemmSquare: []int{256, 1024}, GemmTime: 500 * time.Millisecond, PeakTime: time.Second,
-		Python: "/usr/bin/python3", TorchBLAS: defaultTorchBLAS(), LlamaDir: os.Getenv(LlamaEnv),
+		TorchSource: TorchPyPI, LlamaDir: os.Getenv(LlamaEnv), Rules: DefaultRules,
 	}
 }
 
@@ -97,18 +108,27 @@ func (o Options) validate() error {
 	switch {
 	case o.Threads <= 0:
 		return fmt.Errorf("bench: threads %d must be positive", o.Threads)
-	case o.Seq <= 0 || o.Batch <= 0 || o.Steps <= 0:
-		return fmt.Errorf("bench: seq %d, batch %d and steps %d must be positive", o.Seq, o.Batch, o.Steps)
+	case o.Seq <= 0 || o.Batch <= 0 || o.Steps <= 0 || o.Rounds <= 0:
+		return fmt.Errorf("bench: seq %d, batch %d, steps %d and rounds %d must be positive", o.Seq, o.Batch, o.Steps, o.Rounds)
+	case !(o.Rules.MinShare > 0 && o.Rules.MinShare <= 1 && o.Rules.PeakAgreement > 0 && o.Rules.PeakAgreement <= 1 && o.Rules.MaxSteal >= 0):
+		return fmt.Errorf("bench: validity rules %+v out of range (shares and agreement in (0, 1], steal ≥ 0)", o.Rules)
+	case o.QuietPeak < 0:
+		return fmt.Errorf("bench: quiet peak %g GFLOP/s must not be negative", o.QuietPeak)
 	case o.DecodeBatch <= 0 || o.Prompt <= 0 || o.DecodeTokens < 2 || o.DecodeReps <= 0:
 		return fmt.Errorf("bench: decode batch %d, prompt %d, reps %d must be positive and decode tokens %d at least 2", o.DecodeBatch, o.Prompt, o.DecodeReps, o.DecodeTokens)
 	case o.GemmTime <= 0 || o.PeakTime <= 0:
 		return fmt.Errorf("bench: gemm time %v and peak time %v must be positive", o.GemmTime, o.PeakTime)
-	case !o.SkipTorch && o.Python == "":
-		return errors.New("bench: no python interpreter for the PyTorch comparison (set one or skip it)")
-	case !o.SkipTorch && len(o.TorchBLAS) == 0:
-		return errors.New("bench: no PyTorch variant to run (TorchBLAS is empty; \"\" runs torch as installed)")
+	case !o.SkipTorch && o.TorchSource != TorchPyPI && o.TorchSource != TorchDebian:
+		return fmt.Errorf("bench: unknown PyTorch source %q (want %s or %s)", o.TorchSource, TorchPyPI, TorchDebian)
+	case !o.SkipTorch && o.TorchSource == TorchPyPI && len(o.TorchBLAS) > 0:
+		return fmt.Errorf("bench: choosing a libblas.so.3 (%q) applies to Debian's torch only (--torch %s); PyTorch from PyPI carries its own MKL", o.TorchBLAS, TorchDebian)
 	case !o.SkipLlama && o.LlamaDir == "":
 		return fmt.Errorf("bench: no llama.cpp directory for the decode comparison (set %s or skip it)", LlamaEnv)
+	}
+	for _, c := range o.TorchConfigs {
+		if !slices.Contains(TorchConfigs, c) {
+			return fmt.Errorf("bench: unknown PyTorch configuration %q (have %s)", c, strings.Join(TorchConfigs, ", "))
+		}
 	}
 	for _, n := range o.GemmSquare {
 		if n <= 0 {
@@ -121,10 +141,12 @@ func (o Options) validate() error {
 	return nil
 }
 
-// GemmResult is one GEMM shape's throughput in GFLOP/s.
+// GemmResult is one GEMM shape's throughput in GFLOP/s, and its ratio to
+// the FMA peak.
 type GemmResult struct {
-	Shape  GemmShape `json:"shape"`
-	GFLOPS Measure   `json:"gflops"`
+	Shape  GemmShape  `json:"shape"`
+	GFLOPS Measure    `json:"gflops"`
+	ToPeak Comparison `json:"to_peak"`
 }
 
 // Report is everything one Run measured. Torch is empty and Llama nil when
@@ -143,21 +165,46 @@ type Report struct {
 	Params       int          `json:"params"`
 	Seq          int          `json:"seq"`
 	Batch        int          `json:"batch"`
+	Steps        int          `json:"steps_per_round"`
+	Rounds       int          `json:"rounds"`
 	DecodeBatch  int          `json:"decode_batch"`
 	Prompt       int          `json:"prompt"`
 	DecodeTokens int          `json:"decode_tokens"`
 
-	PeakGFLOPS float64       `json:"peak_gflops"`
-	Gemm       []GemmResult  `json:"gemm"`
-	Train      Measure       `json:"train_tokens_per_s"`
-	Torch      []TorchResult `json:"torch,omitempty"`
-	Decode     DecodeResult  `json:"decode_tokens_per_s"`
-	Llama      *LlamaResult  `json:"llama,omitempty"`
+	// PeakGFLOPS is the best of Conditions.Peaks: the denominator of the
+	// GEMM ratios and of MFU.
+	PeakGFLOPS float64      `json:"peak_gflops"`
+	Gemm       []GemmResult `json:"gemm"`
+	Train      Measure      `json:"train_tokens_per_s"`
+	// FlopsPerToken is 6·Params (a training token's multiply-adds in the
+	// parameter products, forward and backward; the embedding table counted
+	// although its lookup is no product); AttnFlopsPerToken adds attention's
+	// score and value products, 12·Layers·Heads·HeadDim·Seq (the full T×T,
+	// causal masking not discounted).
+	FlopsPerToken     float64 `json:"flops_per_token"`
+	AttnFlopsPerToken float64 `json:"attn_flops_per_token"`
+
+	TorchSource string        `json:"torch_source,omitempty"`
+	TorchPython string        `json:"torch_python,omitempty"` // the interpreter and where it came from
+	Torch       []TorchResult `json:"torch,omitempty"`
+	Decode      DecodeResult  `json:"decode_tokens_per_s"`
+	Llama       *LlamaResult  `json:"llama,omitempty"`
+	DecodeCmp   *Comparison   `json:"decode_vs_llama,omitempty"`
+	GenerateCmp *Comparison   `json:"generate_vs_llama,omitempty"`
+
+	Rules      Rules      `json:"rules"`
+	Conditions Conditions `json:"conditions"`
+	// Validity is the run's: invalid when its conditions (load, steal,
+	// peak) distort every ratio. Each ratio has its own too (CPU shares).
+	Validity Validity `json:"validity"`
 }
 
 // Run measures everything o asks for, writing one progress line per
 // measurement to progress (may be nil). It sets runtime.GOMAXPROCS to
-// o.Threads for its duration.
+// o.Threads for its duration. The training step is measured in o.Rounds
+// interleaved rounds: o.Steps steps of compactrl, then of each PyTorch
+// configuration, the order reversed every other round, so that load that
+// comes and goes falls on both sides.
 func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -167,15 +214,21 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.Threads))
 	cfg := o.config()
+	steal0, total0, stealOK := stealTimes()
 	r := &Report{
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Machine: cpuModel(), GoVersion: runtime.Version(),
 		KernelPath: kernel.Path(), Threads: o.Threads, Load1Start: loadAverage(), Model: cfg, Params: cfg.NumParams(),
-		Seq: o.Seq, Batch: o.Batch, DecodeBatch: o.DecodeBatch, Prompt: o.Prompt, DecodeTokens: o.DecodeTokens,
+		Seq: o.Seq, Batch: o.Batch, Steps: o.Steps, Rounds: o.Rounds, DecodeBatch: o.DecodeBatch, Prompt: o.Prompt, DecodeTokens: o.DecodeTokens,
+		Rules: o.Rules,
 	}
+	r.FlopsPerToken = 6 * float64(r.Params)
+	r.AttnFlopsPerToken = 12 * float64(cfg.Layers*cfg.Heads*cfg.HeadDim()*o.Seq)
 	step := func(what string) { fmt.Fprintf(progress, "bench: %s\n", what) }
 
 	step(fmt.Sprintf("FMA peak, %d threads", o.Threads))
-	labeled(ctx, "peak", func(context.Context) { r.PeakGFLOPS = kernel.MeasurePeakGFLOPS(o.Threads, o.PeakTime) })
+	labeled(ctx, "peak", func(context.Context) {
+		r.Conditions.Peaks = append(r.Conditions.Peaks, measurePeak("before the run", o.Threads, o.PeakTime))
+	})
 	shapes := append(SquareShapes(o.GemmSquare...), ModelShapes(cfg, o.Batch, o.Seq, o.DecodeBatch)...)
 	for _, s := range shapes {
 		step("GEMM " + s.Name)
@@ -188,21 +241,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		r.Gemm = append(r.Gemm, GemmResult{Shape: s, GFLOPS: g})
 	}
 
-	step("built-in training step")
-	var err error
-	labeled(ctx, "train", func(ctx context.Context) { r.Train, err = Train(ctx, cfg, o.Batch, o.Seq, o.Steps) })
-	if err != nil {
+	if err := trainCompared(ctx, o, cfg, r, step); err != nil {
 		return nil, err
-	}
-	if !o.SkipTorch {
-		for _, lib := range o.TorchBLAS {
-			step("PyTorch training step " + map[bool]string{true: "(BLAS as installed)", false: "(BLAS from " + lib + ")"}[lib == ""])
-			t, err := Torch(ctx, o.Python, lib, cfg, o.Batch, o.Seq, o.Steps, o.Threads)
-			if err != nil {
-				return nil, err
-			}
-			r.Torch = append(r.Torch, t)
-		}
 	}
 
 	m, err := model.New(cfg, 1, false)
@@ -238,8 +278,138 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		}
 		r.Llama = &l
 	}
+	step(fmt.Sprintf("FMA peak again, %d threads", o.Threads))
+	labeled(ctx, "peak", func(context.Context) {
+		r.Conditions.Peaks = append(r.Conditions.Peaks, measurePeak("after the run", o.Threads, o.PeakTime))
+	})
 	r.Load1End = loadAverage()
+	r.Conditions.Threads, r.Conditions.Load1Start, r.Conditions.Load1End = o.Threads, r.Load1Start, r.Load1End
+	r.Conditions.QuietPeak, r.Conditions.Steal = o.QuietPeak, stealSince(steal0, total0, stealOK)
+	r.Judge()
 	return r, nil
+}
+
+// trainCompared measures the built-in training step and, unless skipped,
+// PyTorch's in every configuration, in interleaved rounds.
+func trainCompared(ctx context.Context, o Options, cfg model.Config, r *Report, step func(string)) error {
+	type engine struct {
+		name    string
+		session *TorchSession
+		config  string
+		rounds  []TorchRound
+	}
+	var engines []*engine
+	if !o.SkipTorch {
+		python, from := o.Python, "--python"
+		if python == "" {
+			var err error
+			if python, from, err = ResolveTorchPython(o.TorchSource); err != nil {
+				return err
+			}
+		}
+		r.TorchSource, r.TorchPython = o.TorchSource, python+" ("+from+")"
+		configs := o.TorchConfigs
+		if configs == nil {
+			configs = DefaultTorchConfigs(o.TorchSource)
+		}
+		blas := []string{""}
+		if o.TorchSource == TorchDebian {
+			blas = o.TorchBLAS
+			if blas == nil {
+				blas = defaultTorchBLAS()
+			}
+		}
+		for _, lib := range blas {
+			what := "as installed"
+			if lib != "" {
+				what = "BLAS from " + lib
+			}
+			step(fmt.Sprintf("PyTorch (%s, %s): building and warming up %s", python, what, strings.Join(configs, ", ")))
+			s, err := StartTorch(ctx, python, lib, configs, cfg, o.Batch, o.Seq, o.Threads)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for _, c := range configs {
+				engines = append(engines, &engine{name: fmt.Sprintf("PyTorch %s (%s)", c, what), session: s, config: c})
+			}
+		}
+	}
+	step("built-in training step: warm-up")
+	var tr *trainer
+	var err error
+	labeled(ctx, "train", func(context.Context) { tr, err = newTrainer(cfg, o.Batch, o.Seq) })
+	if err != nil {
+		return err
+	}
+	ours := &engine{name: "compactrl"}
+	var ourRounds []trainRound
+	all := append([]*engine{ours}, engines...)
+	for round := range o.Rounds {
+		order := slices.Clone(all)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, e := range order {
+			step(fmt.Sprintf("training round %d of %d: %s, %d steps", round+1, o.Rounds, e.name, o.Steps))
+			if e == ours {
+				var tr1 trainRound
+				labeled(ctx, "train", func(ctx context.Context) { tr1, err = tr.round(ctx, o.Steps) })
+				if err != nil {
+					return err
+				}
+				ourRounds = append(ourRounds, tr1)
+				continue
+			}
+			tr1, err := e.session.Round(e.config, o.Steps)
+			if err != nil {
+				return err
+			}
+			e.rounds = append(e.rounds, tr1)
+		}
+	}
+	r.Train = tr.result(ourRounds)
+	for _, e := range engines {
+		r.Torch = append(r.Torch, e.session.Result(e.config, e.rounds))
+	}
+	for _, e := range engines {
+		if err := e.session.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Judge fills the report's validity, every ratio with its own and the
+// MFU of every training engine from what was measured: the best peak,
+// the run's conditions, each side's CPU share.
+func (r *Report) Judge() {
+	r.PeakGFLOPS = 0
+	for _, p := range r.Conditions.Peaks {
+		r.PeakGFLOPS = max(r.PeakGFLOPS, p.GFLOPS)
+	}
+	run := r.Conditions.reasons(r.Rules)
+	r.Validity = validity(run)
+	for i := range r.Gemm {
+		g := &r.Gemm[i]
+		g.ToPeak = compare(r.Rules, run, r.Threads, g.GFLOPS, "", Measure{Value: r.PeakGFLOPS})
+	}
+	for i := range r.Torch {
+		t := &r.Torch[i]
+		t.VsCompactrl = compare(r.Rules, run, r.Threads, r.Train, "PyTorch "+t.Config, t.Train)
+		t.MFU = MFU(t.Train.Value, r.FlopsPerToken, r.PeakGFLOPS)
+		t.MFUAttn = MFU(t.Train.Value, r.FlopsPerToken+r.AttnFlopsPerToken, r.PeakGFLOPS)
+	}
+	if r.Llama != nil {
+		d := compare(r.Rules, run, r.Threads, r.Decode.Decode, "llama.cpp", r.Llama.Rate.Decode)
+		g := compare(r.Rules, run, r.Threads, r.Decode.Generate, "llama.cpp", r.Llama.Rate.Generate)
+		r.DecodeCmp, r.GenerateCmp = &d, &g
+	}
+}
+
+// TrainMFU is the built-in engine's MFU without and with attention's FLOPs.
+func (r *Report) TrainMFU() (params, withAttn float64) {
+	return MFU(r.Train.Value, r.FlopsPerToken, r.PeakGFLOPS), MFU(r.Train.Value, r.FlopsPerToken+r.AttnFlopsPerToken, r.PeakGFLOPS)
 }
 
 // labeled runs fn with the pprof label phase=name, which the goroutines it
@@ -261,58 +431,115 @@ func cpuModel() string {
 	return runtime.GOOS + "/" + runtime.GOARCH
 }
 
-// WriteTable renders r as Markdown: a header naming the machine and shapes,
-// then one row per measurement with the reference and the ratio.
+// WriteTable renders r as Markdown: a header naming the machine, the
+// shapes and whether the run is a valid comparison, one row per ratio with
+// its reference, its per-round ratios, the cores each side had and its
+// verdict, then the training engines' MFU.
 func (r *Report) WriteTable(w io.Writer) error {
 	c := r.Model
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s · %s · %d threads · %s, kernel path %s · load average %.2f before, %.2f after\n\n",
+	fmt.Fprintf(&b, "%s · %s · %d threads · %s, kernel path %s · load average %.2f before, %.2f after",
 		r.Date, r.Machine, r.Threads, r.GoVersion, r.KernelPath, r.Load1Start, r.Load1End)
+	if r.Conditions.Steal >= 0 {
+		fmt.Fprintf(&b, " · steal %.1f%%", 100*r.Conditions.Steal)
+	}
+	b.WriteString("\n\n")
+	if r.Validity.Valid {
+		b.WriteString("**Run conditions: valid** (load, steal and FMA peak within the rules; each ratio below also needs both sides' CPU share).\n\n")
+	} else {
+		fmt.Fprintf(&b, "**NOT A VALID COMPARISON: %s.** Every ratio below is marked INVALID; do not quote them.\n\n", strings.Join(r.Validity.Reasons, "; "))
+	}
 	fmt.Fprintf(&b, "Model: d=%d, %d layers, %d heads (%d KV), FFN %d, vocab %d, %s head, %.2fM parameters, float32.\n",
 		c.Dim, c.Layers, c.Heads, c.KVHeads, c.FFN, c.Vocab, map[bool]string{true: "tied", false: "untied"}[c.TiedEmbeddings], float64(r.Params)/1e6)
-	fmt.Fprintf(&b, "Training: batch %d × seq %d = %d tokens a step (forward, backward, clip, AdamW). Decode: %d sequences, %d-token prompts, %d new tokens each (temperature 1, no truncation).\n\n",
-		r.Batch, r.Seq, r.Batch*r.Seq, r.DecodeBatch, r.Prompt, r.DecodeTokens)
-	b.WriteString("| measurement | compactrl | reference | ratio | target | cores busy |\n|---|---:|---|---:|---|---|\n")
+	fmt.Fprintf(&b, "Training: batch %d × seq %d = %d tokens a step (forward, backward, clip, AdamW), %d interleaved rounds of %d steps each side. Decode: %d sequences, %d-token prompts, %d new tokens each (temperature 1, no truncation).\n",
+		r.Batch, r.Seq, r.Batch*r.Seq, r.Rounds, r.Steps, r.DecodeBatch, r.Prompt, r.DecodeTokens)
+	if len(r.Torch) > 0 {
+		t := r.Torch[0]
+		fmt.Fprintf(&b, "PyTorch: %s from %s; multiplies with %s; CPU capability %s.\n", t.Engine, r.TorchPython, t.BLAS, orUnknown(t.CPUCapability))
+	}
+	b.WriteString("\n| measurement | compactrl | reference | ratio (per round) | target | cores busy | verdict |\n|---|---:|---|---:|---|---|---|\n")
 	cores := func(m Measure) string {
 		if m.CPUShare <= 0 {
 			return "?"
 		}
 		return fmt.Sprintf("%.2f", m.CPUShare*float64(r.Threads))
 	}
-	row := func(what string, ours Measure, unit, refName string, ref *Measure, target string) {
-		refCell, ratio, busy := refName, "—", cores(ours)
-		if ref != nil && ref.Value > 0 {
+	row := func(what string, ours Measure, unit, refName string, ref *Measure, cmp *Comparison, target string) {
+		refCell, ratio, busy, verdict := refName, "—", cores(ours), "—"
+		if ref != nil && cmp != nil {
 			refCell = fmt.Sprintf("%s: %s", refName, num(ref.Value))
-			ratio = fmt.Sprintf("%.2f×", ours.Value/ref.Value)
-			if ref.CPUShare > 0 || ours.CPUShare > 0 {
+			ratio = fmt.Sprintf("%.2f×", cmp.Ratio)
+			if len(cmp.RoundRatios) > 0 {
+				parts := make([]string, len(cmp.RoundRatios))
+				for i, x := range cmp.RoundRatios {
+					parts[i] = fmt.Sprintf("%.2f", x)
+				}
+				ratio += " (" + strings.Join(parts, ", ") + ")"
+			}
+			if ref.Samples != nil || ref.CPUShare > 0 {
 				busy += " / " + cores(*ref)
 			}
+			verdict = cmp.Validity.String()
+			if !cmp.Validity.Valid {
+				// The run's own reasons are in the header; the row names only its own.
+				own := cmp.Validity.Reasons[len(r.Validity.Reasons):]
+				verdict = "INVALID"
+				if len(own) > 0 {
+					verdict += ": " + strings.Join(own, "; ")
+				}
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s |\n", what, num(ours.Value), unit, refCell, ratio, target, busy)
+		fmt.Fprintf(&b, "| %s | %s %s | %s | %s | %s | %s | %s |\n", what, num(ours.Value), unit, refCell, ratio, target, busy, verdict)
 	}
 	if len(r.Torch) == 0 {
-		row("training tokens/s", r.Train, "tok/s", "PyTorch (skipped)", nil, "≥ 1.0× (aim 1.5×)")
+		row("training tokens/s", r.Train, "tok/s", "PyTorch (skipped)", nil, nil, "≥ 1.0× (aim 1.5×)")
 	}
 	for _, t := range r.Torch {
-		row("training tokens/s", r.Train, "tok/s", t.Label(), &t.Train, "≥ 1.0× (aim 1.5×)")
+		row("training tokens/s", r.Train, "tok/s", t.Label(), &t.Train, &t.VsCompactrl, "≥ 1.0× (aim 1.5×)")
 	}
 	llamaName, llamaDec, llamaGen := "llama.cpp (skipped)", (*Measure)(nil), (*Measure)(nil)
 	if r.Llama != nil {
 		llamaName, llamaDec, llamaGen = r.Llama.Engine, &r.Llama.Rate.Decode, &r.Llama.Rate.Generate
 	}
-	row(fmt.Sprintf("batch-%d decode tokens/s (steady state)", r.DecodeBatch), r.Decode.Decode, "tok/s", llamaName, llamaDec, "≥ 0.5× (aim 1×)")
-	row(fmt.Sprintf("batch-%d generate tokens/s (prefill included)", r.DecodeBatch), r.Decode.Generate, "tok/s", llamaName, llamaGen, "—")
+	row(fmt.Sprintf("batch-%d decode tokens/s (steady state)", r.DecodeBatch), r.Decode.Decode, "tok/s", llamaName, llamaDec, r.DecodeCmp, "≥ 0.5× (aim 1×)")
+	row(fmt.Sprintf("batch-%d generate tokens/s (prefill included)", r.DecodeBatch), r.Decode.Generate, "tok/s", llamaName, llamaGen, r.GenerateCmp, "—")
 	peak := &Measure{Value: r.PeakGFLOPS}
 	for _, g := range r.Gemm {
-		row("GEMM "+g.Shape.Name, g.GFLOPS, "GFLOP/s", "FMA peak", peak, "—")
+		row("GEMM "+g.Shape.Name, g.GFLOPS, "GFLOP/s", "FMA peak", peak, &g.ToPeak, "—")
 	}
-	fmt.Fprintf(&b, "| float32 FMA peak, %d threads (best of 10 windows) | %s GFLOP/s | | | | |\n", r.Threads, num(r.PeakGFLOPS))
+	for _, p := range r.Conditions.Peaks {
+		fmt.Fprintf(&b, "| float32 FMA peak %s, %d threads (best of 10 windows) | %s GFLOP/s | | | | %.2f | |\n", p.When, p.Threads, num(p.GFLOPS), p.CPUShare*float64(p.Threads))
+	}
+	if r.Conditions.QuietPeak > 0 {
+		fmt.Fprintf(&b, "| float32 FMA peak on the quiet machine (given) | %s GFLOP/s | | | | | |\n", num(r.Conditions.QuietPeak))
+	}
+
+	fmt.Fprintf(&b, "\nModel-FLOP utilisation against the best FMA peak (%s GFLOP/s): MFU = tokens/s × %s FLOP (6 × %d parameters, the embedding table included) ÷ peak; with attention, + %s FLOP a token (12 · layers · heads · head_dim · seq, the full T×T).\n\n",
+		num(r.PeakGFLOPS), num(r.FlopsPerToken), r.Params, num(r.AttnFlopsPerToken))
+	b.WriteString("| engine | training tok/s | MFU | MFU with attention | cores busy |\n|---|---:|---:|---:|---|\n")
+	mp, ma := r.TrainMFU()
+	fmt.Fprintf(&b, "| compactrl (%s) | %s | %.2f | %.2f | %s |\n", r.KernelPath, num(r.Train.Value), mp, ma, cores(r.Train))
+	for _, t := range r.Torch {
+		note := ""
+		if t.Config == TorchBF16 {
+			note = " (bf16 products against the float32 peak)"
+		}
+		fmt.Fprintf(&b, "| %s%s | %s | %.2f | %.2f | %s |\n", t.Label(), note, num(t.Train.Value), t.MFU, t.MFUAttn, cores(t.Train))
+	}
 	if r.Llama != nil {
 		fmt.Fprintf(&b, "\nllama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))
 	}
-	b.WriteString("Rates are medians of the timed runs. Cores busy: CPU time of the engine's process over the timed runs ÷ their wall time (compactrl / reference); below the thread count, other load had the cores.\n")
+	fmt.Fprintf(&b, "Rates are medians of the timed steps (per round: each round's median). Cores busy: CPU time of the engine's process over its timed runs ÷ their wall time (compactrl / reference). A ratio is INVALID when either side had under %.0f%% of its threads, the load average before the run exceeded the thread count (after it, twice), steal time exceeded %.0f%%, or an FMA peak measurement was under %.0f%% of the best (or of the given quiet peak).\n",
+		100*r.Rules.MinShare, 100*r.Rules.MaxSteal, 100*r.Rules.PeakAgreement)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // num formats a rate with three significant digits (at least the units).

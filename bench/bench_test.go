@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +25,7 @@ import (
 func tinyOptions() Options {
 	o := DefaultOptions()
 	o.Model = model.Config{Vocab: 320, Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: FFNFor(32), RopeTheta: 10000, NormEps: 1e-5}
-	o.Seq, o.Batch, o.Steps = 16, 2, 2
+	o.Seq, o.Batch, o.Steps, o.Rounds = 16, 2, 2, 2
 	o.DecodeBatch, o.Prompt, o.DecodeTokens, o.DecodeReps = 4, 3, 5, 1
 	o.GemmSquare, o.GemmTime, o.PeakTime = []int{16}, 10*time.Millisecond, 20*time.Millisecond
 	return o
@@ -141,41 +144,150 @@ func TestGemm(t *testing.T) {
 	}
 }
 
-func TestTableRenders(t *testing.T) {
+// quietConditions are a run's conditions that break no rule: load below
+// the threads, no steal, two peaks within 10% of each other, each with
+// its cores.
+func quietConditions() Conditions {
+	return Conditions{Threads: 2, Load1Start: 0.4, Load1End: 2.1, Steal: 0,
+		Peaks: []PeakMeasure{{When: "before", Threads: 2, GFLOPS: 200, CPUShare: 0.99}, {When: "after", Threads: 2, GFLOPS: 190, CPUShare: 0.98}}}
+}
+
+func handReport() *Report {
 	r := &Report{
 		Date: "2026-12-02 10:00 UTC", Machine: "test CPU", Threads: 2, GoVersion: "go1.26", KernelPath: "avx512",
-		Model: DefaultOptions().Model, Params: 3_000_000, Seq: 512, Batch: 8, DecodeBatch: 32, Prompt: 16, DecodeTokens: 128,
-		PeakGFLOPS: 200,
-		Gemm:       []GemmResult{{Shape: SquareShapes(256)[0], GFLOPS: Measure{Value: 150}}},
-		Train:      Measure{Value: 3000, CPUShare: 0.975},
-		Torch: []TorchResult{{Engine: "PyTorch 1.13", BLAS: "/usr/lib/blas/libblas.so.3", Train: Measure{Value: 2000, CPUShare: 0.5}},
-			{Engine: "PyTorch 1.13", Train: Measure{Value: 4000}}},
-		Decode: DecodeResult{Decode: Measure{Value: 900}, Generate: Measure{Value: 800}},
-		Llama:  &LlamaResult{Engine: "llama.cpp 0.7", Args: []string{"-t", "2"}, Rate: DecodeResult{Decode: Measure{Value: 1200}, Generate: Measure{Value: 1000}}},
+		Model: DefaultOptions().Model, Params: 3_000_000, Seq: 512, Batch: 8, Steps: 3, Rounds: 2, DecodeBatch: 32, Prompt: 16, DecodeTokens: 128,
+		FlopsPerToken: 18e6, AttnFlopsPerToken: 2e6,
+		Gemm:  []GemmResult{{Shape: SquareShapes(256)[0], GFLOPS: Measure{Value: 150, CPUShare: 0.97}}},
+		Train: Measure{Value: 3000, CPUShare: 0.975, Rounds: []float64{2900, 3100}},
+		Torch: []TorchResult{{Engine: "PyTorch 2.15.0", Config: TorchEager, BLAS: "MKL 2024.2", Train: Measure{Value: 2000, CPUShare: 0.5, Rounds: []float64{2000, 2000}}},
+			{Engine: "PyTorch 2.15.0", Config: TorchCompile, BLAS: "MKL 2024.2", Train: Measure{Value: 4000, CPUShare: 0.95, Rounds: []float64{4000, 4000}}}},
+		Decode: DecodeResult{Decode: Measure{Value: 900, CPUShare: 0.95}, Generate: Measure{Value: 800, CPUShare: 0.95}},
+		Llama:  &LlamaResult{Engine: "llama.cpp 0.7", Args: []string{"-t", "2"}, Rate: DecodeResult{Decode: Measure{Value: 1200, CPUShare: 0.97}, Generate: Measure{Value: 1000, CPUShare: 0.97}}},
+		Rules:  DefaultRules, Conditions: quietConditions(), Load1Start: 0.4, Load1End: 2.1,
+	}
+	r.Judge()
+	return r
+}
+
+func TestTableRenders(t *testing.T) {
+	r := handReport()
+	if !r.Validity.Valid || r.PeakGFLOPS != 200 {
+		t.Fatalf("quiet run judged %v, peak %g", r.Validity, r.PeakGFLOPS)
 	}
 	var b bytes.Buffer
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	// Hand-computed ratios: 3000/2000, 900/1200, 800/1000, 150/200.
-	for _, want := range []string{"| training tokens/s | 3000 tok/s | PyTorch 1.13 + libblas.so.3: 2000 | 1.50× | ≥ 1.0× (aim 1.5×) | 1.95 / 1.00 |",
-		"| training tokens/s | 3000 tok/s | PyTorch 1.13: 4000 | 0.75× |",
+	// Hand-computed ratios: 3000/2000 (rounds 2900/2000, 3100/2000), 3000/4000, 900/1200, 800/1000, 150/200.
+	// MFU: 3000 · 18e6 / 200e9 = 0.27; with attention 3000 · 20e6 / 200e9 = 0.30; compile 4000 · 18e6 / 200e9 = 0.36.
+	for _, want := range []string{
+		"| training tokens/s | 3000 tok/s | PyTorch 2.15.0 eager fp32 (attention written out, AdamW default): 2000 | 1.50× (1.45, 1.55) | ≥ 1.0× (aim 1.5×) | 1.95 / 1.00 | INVALID: PyTorch eager had 1.00 of 2 cores",
+		"| training tokens/s | 3000 tok/s | PyTorch 2.15.0 torch.compile fp32 (SDPA model, fused AdamW): 4000 | 0.75× (0.72, 0.78) | ≥ 1.0× (aim 1.5×) | 1.95 / 1.90 | valid |",
 		"| batch-32 decode tokens/s (steady state) | 900 tok/s | llama.cpp 0.7: 1200 | 0.75× |",
 		"prefill included) | 800 tok/s | llama.cpp 0.7: 1000 | 0.80× |",
 		"| GEMM 256³ | 150 GFLOP/s | FMA peak: 200 | 0.75× |",
-		"| float32 FMA peak, 2 threads (best of 10 windows) | 200 GFLOP/s |", "`-t 2`", "test CPU"} {
+		"| float32 FMA peak before, 2 threads (best of 10 windows) | 200 GFLOP/s | | | | 1.98 | |",
+		"| compactrl (avx512) | 3000 | 0.27 | 0.30 | 1.95 |",
+		"| PyTorch 2.15.0 torch.compile fp32 (SDPA model, fused AdamW) | 4000 | 0.36 | 0.40 | 1.90 |",
+		"**Run conditions: valid**", "PyTorch: PyTorch 2.15.0 from", "multiplies with MKL 2024.2", "`-t 2`", "test CPU"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	r.Torch, r.Llama = nil, nil
+	r.Torch, r.Llama, r.DecodeCmp, r.GenerateCmp = nil, nil, nil, nil
 	b.Reset()
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "PyTorch (skipped) | — |") || !strings.Contains(b.String(), "llama.cpp (skipped) | — |") {
 		t.Errorf("skipped references not marked:\n%s", b.String())
+	}
+}
+
+// TestValidityRules: each rule on hand-made measurements, alone, marks the
+// run (or the one ratio) invalid, and the quiet conditions break none.
+func TestValidityRules(t *testing.T) {
+	if rs := quietConditions().reasons(DefaultRules); len(rs) != 0 {
+		t.Fatalf("quiet conditions judged invalid: %q", rs)
+	}
+	for _, c := range []struct {
+		name string
+		mod  func(*Conditions)
+		want string
+	}{
+		{"load before", func(c *Conditions) { c.Load1Start = 2.3 }, "load average 2.30 before the run exceeds the 2 threads"},
+		{"load unknown", func(c *Conditions) { c.Load1Start = -1 }, "load average unknown"},
+		{"load after", func(c *Conditions) { c.Load1End = 4.5 }, "load average 4.50 after the run exceeds twice"},
+		{"steal", func(c *Conditions) { c.Steal = 0.08 }, "8% of CPU time stolen"},
+		{"peak share", func(c *Conditions) { c.Peaks[1].CPUShare = 0.7 }, "the FMA peak after had 1.40 of 2 cores"},
+		{"peak spread", func(c *Conditions) { c.Peaks[1].GFLOPS = 120 }, "the FMA peak after (120 GFLOP/s) is 60% of the best (200)"},
+		{"quiet peak", func(c *Conditions) { c.QuietPeak = 234 }, "the best FMA peak (200 GFLOP/s) is 85% of the quiet machine's 234"},
+		{"no peak", func(c *Conditions) { c.Peaks = nil }, "no FMA peak measured"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cond := quietConditions()
+			c.mod(&cond)
+			rs := cond.reasons(DefaultRules)
+			if len(rs) != 1 || !strings.Contains(rs[0], c.want) {
+				t.Fatalf("reasons %q, want one containing %q", rs, c.want)
+			}
+			r := handReport()
+			r.Conditions = cond
+			r.Judge()
+			var b bytes.Buffer
+			if err := r.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			if r.Validity.Valid || !strings.Contains(b.String(), "**NOT A VALID COMPARISON: ") {
+				t.Fatalf("run judged %v:\n%s", r.Validity, b.String())
+			}
+			for _, tr := range r.Torch {
+				if tr.VsCompactrl.Validity.Valid {
+					t.Errorf("%s ratio valid in an invalid run", tr.Config)
+				}
+			}
+			if strings.Contains(b.String(), "| valid |") {
+				t.Errorf("a row is valid in an invalid run:\n%s", b.String())
+			}
+		})
+	}
+	// A quiet peak the run matches (within 10%) is no reason.
+	cond := quietConditions()
+	cond.QuietPeak = 215
+	if rs := cond.reasons(DefaultRules); len(rs) != 0 {
+		t.Fatalf("peak 200 against quiet 215 judged invalid: %q", rs)
+	}
+	// Each side of a ratio: 0.9 of its threads is the limit, unknown CPU time is no pass.
+	for _, c := range []struct {
+		ours, ref float64
+		valid     bool
+	}{{0.95, 0.95, true}, {0.9, 0.9, true}, {0.89, 0.95, false}, {0.95, 0.6, false}, {0.95, 0, false}} {
+		cmp := compare(DefaultRules, nil, 2, Measure{Value: 1, CPUShare: c.ours}, "ref", Measure{Value: 1, CPUShare: c.ref})
+		if cmp.Validity.Valid != c.valid {
+			t.Errorf("shares %g / %g: %v, want valid %v", c.ours, c.ref, cmp.Validity, c.valid)
+		}
+	}
+	// The issue's loaded run: MKL lost half its cores, compactrl a quarter; a 5.5× "ratio".
+	cmp := compare(DefaultRules, nil, 2, Measure{Value: 5500, CPUShare: 0.75}, "PyTorch eager", Measure{Value: 1000, CPUShare: 0.5})
+	if cmp.Validity.Valid || len(cmp.Validity.Reasons) != 2 || cmp.Ratio != 5.5 {
+		t.Fatalf("loaded ratio judged %+v", cmp)
+	}
+}
+
+func TestMFU(t *testing.T) {
+	// 6 · 3.69M · 6000 tok/s = 132.8 GFLOP/s over a 232 GFLOP/s peak.
+	if got := MFU(6000, 6*3.69e6, 232); math.Abs(got-0.5726) > 1e-3 {
+		t.Fatalf("MFU = %g", got)
+	}
+	if !math.IsNaN(MFU(1, 1, 0)) {
+		t.Fatal("MFU without a peak is a number")
+	}
+	o := DefaultOptions()
+	cfg := o.config()
+	// 12 · layers · heads · head_dim · seq: 12 · 4 · 4 · 64 · 512.
+	if got := 12 * float64(cfg.Layers*cfg.Heads*cfg.HeadDim()*o.Seq); got != 12*4*4*64*512 {
+		t.Fatalf("attention FLOPs %g", got)
 	}
 }
 
@@ -186,33 +298,119 @@ func TestRunBuiltinOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.PeakGFLOPS <= 0 || len(r.Gemm) != 1+7 || len(r.Torch) != 0 || r.Llama != nil {
+	if r.PeakGFLOPS <= 0 || len(r.Gemm) != 1+7 || len(r.Torch) != 0 || r.Llama != nil || len(r.Conditions.Peaks) != 2 {
 		t.Fatalf("report %+v", r)
 	}
-	checkMeasure(t, "train", r.Train, o.Steps)
+	checkMeasure(t, "train", r.Train, o.Steps*o.Rounds)
+	if len(r.Train.Rounds) != o.Rounds {
+		t.Fatalf("%d round medians, want %d", len(r.Train.Rounds), o.Rounds)
+	}
 	checkMeasure(t, "decode", r.Decode.Decode, o.DecodeReps)
+	if r.FlopsPerToken != 6*float64(r.Params) {
+		t.Fatalf("flops a token %g for %d parameters", r.FlopsPerToken, r.Params)
+	}
 	raw, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var back Report
-	if err := json.Unmarshal(raw, &back); err != nil || back.Train.Value != r.Train.Value {
+	if err := json.Unmarshal(raw, &back); err != nil || back.Train.Value != r.Train.Value || back.Validity.Valid != r.Validity.Valid {
 		t.Fatalf("JSON round trip: %v", err)
 	}
 	var b bytes.Buffer
-	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "training tokens/s") {
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "training tokens/s") || !strings.Contains(b.String(), "| compactrl (") {
 		t.Fatalf("table: %v\n%s", err, b.String())
+	}
+}
+
+// fakePython writes an executable that speaks torch_train.py's protocol for
+// tinyOptions' shape on one thread (configs eager and sdpa), logging each
+// command to log, so that Run's interleaving is tested without torch.
+func fakePython(t *testing.T, log string) string {
+	t.Helper()
+	o := tinyOptions()
+	script := `#!/bin/sh
+echo '{"engine": "PyTorch 9.9 (fake)", "version": "9.9", "threads": 1, "tokens_per_step": ` + strconv.Itoa(o.Batch*o.Seq) + `, "configs": ["eager", "sdpa"], "blas": "MKL 0.0", "blas_library": "", "mkl": true, "mkldnn": true, "cpu_capability": "AVX512", "warmup_s": {}}'
+while read cmd cfg n; do
+  [ "$cmd" = quit ] && exit 0
+  echo "$cmd $cfg $n" >> ` + log + `
+  steps=""
+  i=0
+  while [ $i -lt $n ]; do steps="$steps${steps:+, }0.01"; i=$((i+1)); done
+  echo "{\"config\": \"$cfg\", \"step_s\": [$steps], \"cpu_s\": 0.001, \"loss\": 5.0}"
+done
+`
+	p := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRunInterleaves: compactrl and each PyTorch configuration take turns,
+// the order reversed every other round; the fake's tiny CPU time makes
+// its ratios invalid (under 0.9 of its thread).
+func TestRunInterleaves(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the fake interpreter is a shell script")
+	}
+	log := filepath.Join(t.TempDir(), "log")
+	o := tinyOptions()
+	o.Threads, o.SkipLlama, o.Rounds, o.Steps = 1, true, 3, 2
+	o.Python, o.TorchConfigs = fakePython(t, log), []string{TorchEager, TorchSDPA}
+	var progress bytes.Buffer
+	r, err := Run(context.Background(), o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var order []string
+	for _, line := range strings.Split(progress.String(), "\n") {
+		if _, rest, ok := strings.Cut(line, "training round "); ok {
+			name, _, _ := strings.Cut(rest[strings.Index(rest, ": ")+2:], ",")
+			order = append(order, strings.Fields(name)[0]+" "+strings.Fields(name)[len(strings.Fields(name))-1])
+		}
+	}
+	want := []string{"compactrl compactrl", "PyTorch installed)", "PyTorch installed)", "PyTorch installed)", "PyTorch installed)", "compactrl compactrl", "compactrl compactrl", "PyTorch installed)", "PyTorch installed)"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("round order %q, want %q\n%s", order, want, progress.String())
+	}
+	logged, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(logged)); strings.Join(got, " ") != "run eager 2 run sdpa 2 run sdpa 2 run eager 2 run eager 2 run sdpa 2" {
+		t.Fatalf("commands %q", logged)
+	}
+	if len(r.Torch) != 2 || r.Torch[0].Config != TorchEager || r.Torch[1].Config != TorchSDPA {
+		t.Fatalf("torch rows %+v", r.Torch)
+	}
+	for _, tr := range r.Torch {
+		// 2 steps × 3 rounds of 0.01 s at 32 tokens a step.
+		if len(tr.Train.Samples) != 6 || tr.Train.Value != 3200 || len(tr.VsCompactrl.RoundRatios) != 3 || tr.VsCompactrl.Validity.Valid {
+			t.Fatalf("%s: %+v", tr.Config, tr)
+		}
+		if !strings.Contains(strings.Join(tr.VsCompactrl.Validity.Reasons, ";"), "PyTorch "+tr.Config+" had 0.05 of 1 cores") {
+			t.Fatalf("%s: reasons %q", tr.Config, tr.VsCompactrl.Validity.Reasons)
+		}
+	}
+	if !strings.Contains(r.TorchPython, "(--python)") {
+		t.Fatalf("interpreter's origin %q", r.TorchPython)
 	}
 }
 
 func TestRunRejectsBadOptions(t *testing.T) {
 	for name, mod := range map[string]func(*Options){
-		"threads":   func(o *Options) { o.Threads = 0 },
-		"tokens":    func(o *Options) { o.DecodeTokens = 1 },
-		"heads":     func(o *Options) { o.Model.Heads = 3 },
-		"gemm size": func(o *Options) { o.GemmSquare = []int{0} },
-		"no python": func(o *Options) { o.SkipTorch, o.Python = false, "" },
-		"no llama":  func(o *Options) { o.SkipLlama, o.LlamaDir = false, "" },
+		"threads":      func(o *Options) { o.Threads = 0 },
+		"tokens":       func(o *Options) { o.DecodeTokens = 1 },
+		"heads":        func(o *Options) { o.Model.Heads = 3 },
+		"gemm size":    func(o *Options) { o.GemmSquare = []int{0} },
+		"rounds":       func(o *Options) { o.Rounds = 0 },
+		"rules":        func(o *Options) { o.Rules = Rules{} },
+		"quiet peak":   func(o *Options) { o.QuietPeak = -1 },
+		"torch source": func(o *Options) { o.SkipTorch, o.TorchSource = false, "conda" },
+		"blas on pypi": func(o *Options) { o.SkipTorch, o.TorchSource, o.TorchBLAS = false, TorchPyPI, []string{""} },
+		"config":       func(o *Options) { o.TorchConfigs = []string{"jit"} },
+		"no llama":     func(o *Options) { o.SkipLlama, o.LlamaDir = false, "" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := tinyOptions()
@@ -225,27 +423,153 @@ func TestRunRejectsBadOptions(t *testing.T) {
 	}
 }
 
-func TestTorch(t *testing.T) {
-	python := testenv.Python
-	testenv.MustHaveTorch(t, python)
-	o := tinyOptions()
-	r, err := Torch(context.Background(), python, "", o.config(), o.Batch, o.Seq, 2, 1)
+func TestResolveTorchPython(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", cache)
+	t.Setenv(TorchPythonEnv, "")
+	if _, _, err := ResolveTorchPython(TorchPyPI); err == nil || !strings.Contains(err.Error(), "bench/torch/setup.sh") || !strings.Contains(err.Error(), "--torch debian") {
+		t.Fatalf("no venv: %v; want advice naming setup.sh and the fallback", err)
+	}
+	venv, err := ManagedTorchVenv()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if runtime.GOOS == "linux" && venv != filepath.Join(cache, "compactrl", "torch-venv") {
+		t.Fatalf("managed venv %s", venv)
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if err := os.MkdirAll(filepath.Dir(py), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(py, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, from, err := ResolveTorchPython(TorchPyPI); err != nil || got != py || !strings.Contains(from, "managed venv") {
+		t.Fatalf("managed venv: %s (%s), %v", got, from, err)
+	}
+	t.Setenv(TorchPythonEnv, "/opt/x/python")
+	if got, from, err := ResolveTorchPython(TorchPyPI); err != nil || got != "/opt/x/python" || from != "$"+TorchPythonEnv {
+		t.Fatalf("env: %s (%s), %v", got, from, err)
+	}
+	if got, _, err := ResolveTorchPython(TorchDebian); err != nil || got != DebianPython {
+		t.Fatalf("debian: %s, %v", got, err)
+	}
+	if _, _, err := ResolveTorchPython("conda"); err == nil {
+		t.Fatal("unknown source accepted")
+	}
+}
+
+// torch2Python is the interpreter of a venv with PyTorch 2.x from PyPI:
+// $COMPACTRL_TORCH_PYTHON, else $COMPACTRL_VERL_PYTHON (the verl venv
+// .ci/run makes pins torch 2.15.0 from PyPI).
+func torch2Python(t *testing.T) string {
+	t.Helper()
+	for _, env := range []string{TorchPythonEnv, testenv.VerlEnv} {
+		if p := os.Getenv(env); p != "" {
+			testenv.MustHaveTorch(t, p)
+			return p
+		}
+	}
+	testenv.Unavailable(t, "no PyTorch 2.x: neither %s nor %s is set", TorchPythonEnv, testenv.VerlEnv)
+	return ""
+}
+
+// TestTorchPyPI runs every configuration of torch_train.py for a tiny shape
+// on PyTorch 2.x (torch.compile only outside -short: it compiles for tens
+// of seconds): the float32 configurations do the same work (the same loss
+// after the same steps), the BLAS is named from torch's build
+// configuration, and bad requests fail.
+func TestTorchPyPI(t *testing.T) {
+	python := torch2Python(t)
+	o := tinyOptions()
+	configs := []string{TorchEager, TorchSDPA, TorchBF16}
+	if !testing.Short() {
+		configs = []string{TorchEager, TorchSDPA, TorchCompile, TorchBF16}
+	}
+	s, err := StartTorch(context.Background(), python, "", configs, o.config(), o.Batch, o.Seq, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := s.Hello
+	if !strings.HasPrefix(h.Version, "2.") || !strings.HasPrefix(h.Engine, "PyTorch 2.") {
+		t.Fatalf("engine %q, version %q: want PyTorch 2.x", h.Engine, h.Version)
+	}
+	if h.MKL && !strings.Contains(h.BLAS, "MKL ") || !strings.Contains(h.BLAS, "BLAS_INFO=") || strings.Contains(h.BLAS, "openblas") {
+		t.Fatalf("BLAS %q (mkl %v, mkldnn %v)", h.BLAS, h.MKL, h.MKLDNN)
+	}
+	losses := map[string]float64{}
+	for _, c := range configs {
+		r, err := s.Round(c, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses[c] = r.Loss
+		res := s.Result(c, []TorchRound{r})
+		checkMeasure(t, "torch "+c, res.Train, 2)
+		if res.Train.CPUShare <= 0 || res.Config != c || !strings.Contains(res.Label(), torchConfigLabel[c]) {
+			t.Fatalf("%s: %+v", c, res)
+		}
+	}
+	for _, c := range configs {
+		tol := 1e-3
+		if c == TorchBF16 {
+			tol = 0.05
+		}
+		if math.Abs(losses[c]-losses[TorchEager]) > tol {
+			t.Errorf("%s's loss %g differs from eager's %g by more than %g: not the same work", c, losses[c], losses[TorchEager], tol)
+		}
+	}
+	if _, err := s.Round("jit", 1); err == nil {
+		t.Fatal("unknown configuration accepted")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartTorch(context.Background(), python, "", []string{"jit"}, o.config(), o.Batch, o.Seq, 1); err == nil {
+		t.Fatal("unknown configuration started")
+	}
+}
+
+// TestTorchDebian is the named fallback: Debian's torch 1.13 runs the eager
+// configuration on the system's libblas.so.3 and on OpenBLAS where
+// present, refuses the others, and cannot silently fall back to the
+// system's BLAS when asked for another.
+func TestTorchDebian(t *testing.T) {
+	python := DebianPython
+	testenv.MustHaveTorch(t, python)
+	o := tinyOptions()
+	run := func(blas string) TorchResult {
+		t.Helper()
+		s, err := StartTorch(context.Background(), python, blas, []string{TorchEager}, o.config(), o.Batch, o.Seq, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		r, err := s.Round(TorchEager, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Result(TorchEager, []TorchRound{r})
+	}
+	r := run("")
 	checkMeasure(t, "torch", r.Train, 2)
-	if !strings.HasPrefix(r.Engine, "PyTorch ") || !strings.Contains(r.BLAS, "blas") {
+	if !strings.HasPrefix(r.Engine, "PyTorch ") || r.BLAS == "" {
 		t.Fatalf("engine %q, BLAS %q", r.Engine, r.BLAS)
 	}
 	if _, err := os.Stat(OpenBLASDir); err == nil && !testing.Short() {
-		ob, err := Torch(context.Background(), python, OpenBLASDir, o.config(), o.Batch, o.Seq, 1, 1)
-		if err != nil || !strings.HasPrefix(ob.BLAS, OpenBLASDir) {
-			t.Fatalf("torch on OpenBLAS: BLAS %q, %v", ob.BLAS, err)
+		if ob := run(OpenBLASDir); !strings.HasPrefix(ob.BLASLibrary, OpenBLASDir) || !strings.Contains(ob.Label(), "libblas.so.3") {
+			t.Fatalf("torch on OpenBLAS: library %q, label %q", ob.BLASLibrary, ob.Label())
 		}
 	}
-	// A library directory that holds no BLAS cannot silently fall back to the system's.
-	if _, err := Torch(context.Background(), python, t.TempDir(), o.config(), o.Batch, o.Seq, 1, 1); err == nil {
+	if _, err := StartTorch(context.Background(), python, t.TempDir(), []string{TorchEager}, o.config(), o.Batch, o.Seq, 1); err == nil {
 		t.Fatal("run without the asked-for BLAS accepted")
+	}
+	if strings.HasPrefix(r.Engine, "PyTorch 1.") {
+		if _, err := StartTorch(context.Background(), python, "", []string{TorchSDPA}, o.config(), o.Batch, o.Seq, 1); err == nil || !strings.Contains(err.Error(), "lacks") {
+			t.Fatalf("torch 1.x started the SDPA configuration: %v", err)
+		}
 	}
 }
 

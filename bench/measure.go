@@ -22,11 +22,14 @@ import (
 // cores moves it less than it moves the mean. CPUShare is the engine
 // process's CPU time over the timed runs divided by their wall time times
 // the thread count: near 1 when the engine had (and used) every core it
-// was given, lower when other load took them; 0 when unknown.
+// was given, lower when other load took them; 0 when unknown. Rounds, when
+// the samples were taken in interleaved rounds (Run's training rows), is
+// the median of each round.
 type Measure struct {
 	Value    float64   `json:"value"`
 	Samples  []float64 `json:"samples"`
 	CPUShare float64   `json:"cpu_share"`
+	Rounds   []float64 `json:"rounds,omitempty"`
 }
 
 func median(xs []float64) float64 {
@@ -52,15 +55,45 @@ func newMeasure(samples []float64, share float64) Measure {
 // clipping to 1 and an AdamW update. Each sample is batch·seq / (wall time
 // of one step), in tokens/s, on runtime.GOMAXPROCS threads.
 func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measure, error) {
-	if batch <= 0 || seq <= 0 || steps <= 0 {
-		return Measure{}, fmt.Errorf("bench train: batch %d, seq %d and steps %d must be positive", batch, seq, steps)
+	if steps <= 0 {
+		return Measure{}, fmt.Errorf("bench train: steps %d must be positive", steps)
+	}
+	tr, err := newTrainer(cfg, batch, seq)
+	if err != nil {
+		return Measure{}, err
+	}
+	r, err := tr.round(ctx, steps)
+	if err != nil {
+		return Measure{}, err
+	}
+	return tr.result([]trainRound{r}), nil
+}
+
+// trainer is the built-in engine's training step on one model and batch,
+// warmed up, timed in rounds (Run interleaves them with PyTorch's).
+type trainer struct {
+	step   func() error
+	tokens int
+}
+
+// trainRound is one round's wall time per step and process CPU time.
+type trainRound struct {
+	stepS []time.Duration
+	cpu   time.Duration
+}
+
+// newTrainer builds the model of cfg, the batch and the optimiser of Train
+// and runs the warm-up step.
+func newTrainer(cfg model.Config, batch, seq int) (*trainer, error) {
+	if batch <= 0 || seq <= 0 {
+		return nil, fmt.Errorf("bench train: batch %d and seq %d must be positive", batch, seq)
 	}
 	if seq+1 > cfg.MaxSeq {
-		return Measure{}, fmt.Errorf("bench train: seq %d + 1 exceeds max_seq %d", seq, cfg.MaxSeq)
+		return nil, fmt.Errorf("bench train: seq %d + 1 exceeds max_seq %d", seq, cfg.MaxSeq)
 	}
 	m, err := model.New(cfg, 1, false)
 	if err != nil {
-		return Measure{}, fmt.Errorf("bench train: %w", err)
+		return nil, fmt.Errorf("bench train: %w", err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	seqs := make([]model.Seq, batch)
@@ -87,24 +120,47 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 		return opt.Step(ps, 1e-4)
 	}
 	if err := step(); err != nil {
-		return Measure{}, fmt.Errorf("bench train warm-up step: %w", err)
+		return nil, fmt.Errorf("bench train warm-up step: %w", err)
 	}
-	samples := make([]float64, 0, steps)
-	var wall time.Duration
+	return &trainer{step: step, tokens: batch * seq}, nil
+}
+
+// round times steps steps.
+func (t *trainer) round(ctx context.Context, steps int) (trainRound, error) {
+	var r trainRound
 	cpu0 := cputime.Process()
 	for s := range steps {
 		if err := ctx.Err(); err != nil {
-			return Measure{}, err
+			return trainRound{}, err
 		}
 		t0 := time.Now()
-		if err := step(); err != nil {
-			return Measure{}, fmt.Errorf("bench train step %d: %w", s+1, err)
+		if err := t.step(); err != nil {
+			return trainRound{}, fmt.Errorf("bench train step %d: %w", s+1, err)
 		}
-		d := time.Since(t0)
-		wall += d
-		samples = append(samples, float64(batch*seq)/d.Seconds())
+		r.stepS = append(r.stepS, time.Since(t0))
 	}
-	return newMeasure(samples, cpuShare(cputime.Process()-cpu0, wall, runtime.GOMAXPROCS(0))), nil
+	r.cpu = cputime.Process() - cpu0
+	return r, nil
+}
+
+// result gathers rounds into a Measure: one rate per step, the median of
+// each round, the CPU share over every timed step.
+func (t *trainer) result(rounds []trainRound) Measure {
+	var samples, per []float64
+	var wall, cpu time.Duration
+	for _, r := range rounds {
+		var rs []float64
+		for _, d := range r.stepS {
+			rs = append(rs, float64(t.tokens)/d.Seconds())
+			wall += d
+		}
+		cpu += r.cpu
+		samples = append(samples, rs...)
+		per = append(per, median(rs))
+	}
+	m := newMeasure(samples, cpuShare(cpu, wall, runtime.GOMAXPROCS(0)))
+	m.Rounds = per
+	return m
 }
 
 // DecodeResult is batched generation throughput, in generated tokens/s.

@@ -28,12 +28,14 @@ const benchModelExample = "compactrl bench model --threads 2"
 
 func runBenchModel(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("bench model", "bench model [flags]")
-	fs.about = "Measures, in one run at one thread count and one shape: built-in training tokens/s\nagainst PyTorch, batched decode tokens/s against llama.cpp on the exported GGUF, and\nkernel GEMM GFLOP/s against the measured float32 FMA peak."
-	fs.examples = []string{benchModelExample, "compactrl bench model --threads 2 --paths all", "compactrl bench model --skip-torch --skip-llama --json"}
+	fs.about = "Measures, in one run at one thread count and one shape: built-in training tokens/s\nagainst PyTorch 2.x (eager, SDPA + fused AdamW, torch.compile, bf16 autocast; rounds\ninterleaved), batched decode tokens/s against llama.cpp on the exported GGUF, kernel\nGEMM GFLOP/s against the measured float32 FMA peak, and MFU. Ratios measured while\nother load had the cores are marked INVALID."
+	fs.examples = []string{benchModelExample, "compactrl bench model --threads 2 --paths all", "compactrl bench model --torch-configs eager,compile --require-valid", "compactrl bench model --torch debian --torch-blas installed," + bench.OpenBLASDir, "compactrl bench model --skip-torch --skip-llama --json"}
 	o := bench.DefaultOptions()
 	o.Model.KVHeads, o.Model.FFN, o.Model.TiedEmbeddings = 0, 0, false // 0: derived after parsing
 	bindBenchFlags(fs, &o)
-	torchBLAS := fs.String("torch-blas", strings.Join(blasNames(o.TorchBLAS), ","), "PyTorch runs, comma-separated: \"installed\" (the system's libblas.so.3) or a directory put first on LD_LIBRARY_PATH (e.g. "+bench.OpenBLASDir+")")
+	torchBLAS := fs.String("torch-blas", "", "--torch "+bench.TorchDebian+" only: PyTorch processes, comma-separated: \"installed\" (the system's libblas.so.3) or a directory put first on LD_LIBRARY_PATH (default: installed and, where present, "+bench.OpenBLASDir+")")
+	torchConfigs := fs.String("torch-configs", "", "PyTorch configurations, comma-separated, of "+strings.Join(bench.TorchConfigs, ", ")+" (default: all four for --torch "+bench.TorchPyPI+", eager for --torch "+bench.TorchDebian+")")
+	requireValid := fs.Bool("require-valid", false, "exit with an error (after printing the report) when the run is not a valid comparison")
 	llamaArgs := fs.String("llama-args", "", "extra llama-server flags, space-separated (e.g. \"-fa off -ctk f32 -ctv f32\")")
 	asJSON := fs.Bool("json", false, "print the report as JSON instead of a Markdown table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (built-in engine only; the references are subprocesses) to FILE")
@@ -58,6 +60,12 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 		o.Model.FFN = bench.FFNFor(o.Model.Dim)
 	}
 	o.LlamaArgs, o.TorchBLAS = strings.Fields(*llamaArgs), blasDirs(*torchBLAS)
+	if *torchConfigs != "" {
+		o.TorchConfigs = strings.Split(*torchConfigs, ",")
+		for i := range o.TorchConfigs {
+			o.TorchConfigs[i] = strings.TrimSpace(o.TorchConfigs[i])
+		}
+	}
 	stop, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		return err
@@ -70,9 +78,14 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		err = enc.Encode(r)
+	} else {
+		err = r.WriteTable(e.stdout)
 	}
-	return r.WriteTable(e.stdout)
+	if err == nil && *requireValid && !r.Validity.Valid {
+		return fmt.Errorf("bench model: not a valid comparison (--require-valid): %s", strings.Join(r.Validity.Reasons, "; "))
+	}
+	return err
 }
 
 // benchPaths reads --paths: "all" is every path this CPU supports.
@@ -172,14 +185,17 @@ func bindBenchFlags(fs *cmdLine, o *bench.Options) {
 	fs.BoolVar(&o.Model.TiedEmbeddings, "tied", false, "tie the language-model head to the embeddings")
 	fs.IntVar(&o.Seq, "seq", o.Seq, "training sequence length")
 	fs.IntVar(&o.Batch, "batch", o.Batch, "training sequences a step")
-	fs.IntVar(&o.Steps, "steps", o.Steps, "timed training steps each side (median reported)")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "timed training steps a round, each side (median reported)")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "interleaved training rounds (compactrl, then each PyTorch configuration; order reversed every other round)")
 	fs.IntVar(&o.DecodeBatch, "decode-batch", o.DecodeBatch, "sequences decoded at once")
 	fs.IntVar(&o.DecodeTokens, "decode-tokens", o.DecodeTokens, "new tokens a decoded sequence")
 	fs.IntVar(&o.Prompt, "prompt", o.Prompt, "prompt tokens a decoded sequence")
 	fs.IntVar(&o.DecodeReps, "decode-reps", o.DecodeReps, "timed decode rounds each side (median reported)")
 	fs.DurationVar(&o.GemmTime, "gemm-time", o.GemmTime, "time per GEMM shape")
 	fs.DurationVar(&o.PeakTime, "peak-time", o.PeakTime, "time of the FMA peak measurement")
-	fs.StringVar(&o.Python, "python", o.Python, "Python interpreter with torch")
+	fs.StringVar(&o.TorchSource, "torch", o.TorchSource, "PyTorch reference: \""+bench.TorchPyPI+"\" (2.x from PyPI: --python, else $"+bench.TorchPythonEnv+", else the venv bench/torch/setup.sh makes) or \""+bench.TorchDebian+"\" (the fallback: Debian's python3-torch under "+bench.DebianPython+")")
+	fs.StringVar(&o.Python, "python", "", "Python interpreter with torch (overrides --torch's choice of interpreter)")
+	fs.Float64Var(&o.QuietPeak, "quiet-peak", 0, "float32 FMA peak (GFLOP/s, same threads) measured earlier on the quiet machine: a run whose peak falls 10% below it is invalid (0: none)")
 	fs.StringVar(&o.GGUF, "gguf", "", "keep the exported GGUF at FILE (default: a temporary file)")
 	fs.StringVar(&o.LlamaDir, "llama-dir", o.LlamaDir, "llama.cpp install directory (default $"+bench.LlamaEnv+")")
 	fs.BoolVar(&o.SkipTorch, "skip-torch", false, "do not run the PyTorch comparison")
@@ -216,16 +232,4 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-// blasNames writes bench.Options.TorchBLAS for the --torch-blas flag.
-func blasNames(dirs []string) []string {
-	out := make([]string, len(dirs))
-	for i, d := range dirs {
-		out[i] = d
-		if d == "" {
-			out[i] = "installed"
-		}
-	}
-	return out
 }
