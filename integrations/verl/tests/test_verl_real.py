@@ -361,6 +361,11 @@ class VerlPipeline(unittest.TestCase):
         self.assertEqual(seen["actor"]["mini_batch_size"], len(balanced))
         self.assertEqual(seen["actor"]["global_batch_size"], len(balanced))
         self.assertEqual(int(config.actor_rollout_ref.actor.ppo_mini_batch_size), 2, "config restored")
+        trainer.critic_wg = types.SimpleNamespace(train_mini_batch=lambda b: types.SimpleNamespace(
+            get=lambda: (seen.update(critic=dict(b.extra_info)), {"metrics": {"mfu": [0.0]}})[1]))
+        trainer._update_critic(balanced, {})
+        self.assertEqual(seen["critic"]["mini_batch_size"], len(balanced))
+        self.assertEqual(int(config.critic.ppo_mini_batch_size), 2, "config restored")
 
 
 if __name__ == "__main__":
