@@ -26,6 +26,10 @@ run on it: a configuration mistake must not be retried forever. The trainer
 also stops the run when a step's share of infra-failed episodes passes
 compactrl.max_infra_fraction.
 
+Every call checks the whole configuration (settings.check_config): an agent
+loop under another trainer mode raises ConfigError naming the key, which verl
+logs for each failed rollout.
+
 Sampling: temperature is sent; top_p must be 1 and top_k −1 (settings.py says
 why); repetition_penalty must be 1; logprobs is a no-op (the service always
 returns them).
@@ -127,7 +131,9 @@ class CompactrlAgentLoop(AgentLoopBase):
     """The ``compactrl`` agent loop (see the module doc)."""
 
     async def run(self, sampling_params, **fields):
-        s = cfg.settings(self.config)
+        # The whole configuration, not only the compactrl section: with another trainer mode verl would
+        # compute its own (whitened, per-segment) advantages on these segments without a word.
+        s = cfg.check_config(self.config)
         check_sampling(sampling_params)
         task_id = task_of(fields, s.task_key)
         uid, session = fields.get("uid"), fields.get("session_id", 0)

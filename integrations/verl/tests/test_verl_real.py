@@ -122,6 +122,15 @@ class Settings(unittest.TestCase):
         with self.assertRaisesRegex(settings.ConfigError, "compactrl.serve_url"):
             settings.check_config(verl_config(BASE))
 
+    def test_agent_loop_refuses_other_trainers(self):
+        """The agent loop alone (under verl's own async trainer) refuses to play, naming the key."""
+        from compactrl_verl import agent_loop, settings
+        cfg = verl_config(BASE + ["+compactrl.serve_url=http://127.0.0.1:1", "trainer.v1.trainer_mode=colocate_async"])
+        loop = agent_loop.CompactrlAgentLoop.__new__(agent_loop.CompactrlAgentLoop)
+        loop.config = cfg
+        with self.assertRaisesRegex(settings.ConfigError, r"^trainer\.v1\.trainer_mode="):
+            asyncio.run(loop.run({"temperature": 1.0}, uid="u", session_id=0, extra_info={"task_id": "t"}))
+
     def test_documented_command_line(self):
         """docs/scale.md's verl command line composes with verl's config and passes check_config."""
         import shlex
