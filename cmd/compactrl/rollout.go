@@ -93,7 +93,7 @@ func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	o := &rolloutOptions{agent: agent.DefaultConfig()} // the system prompt: --config's, else the suite's (tasks.SystemPrompter)
 	fs.StringVar(&o.config, "config", "", "take the suite and the agent loop's settings (eval_temperature as the temperature) from a run config `FILE.yaml` (configs/demo.yaml, configs/vault-long.yaml) instead of --env and the agent flags")
 	fs.StringVar(&o.env, "env", defaultEnv, "environment: a generated suite NAME[:KNOBS] (registered: "+strings.Join(tasks.SuiteNames(), ", ")+"); KNOBS are name=value,… (a bad one lists the suite's)")
-	fs.StringVar(&o.split, "split", "test", "seed range of the suite (vault: train or test)")
+	fs.StringVar(&o.split, "split", "test", "seed range of the suite (vault: train, or test: its first 1,000,000 seeds from suite.test_seed_start, which lie in the development range of run.eval_range, not the sealed test range)")
 	fs.StringVar(&o.policy, "policy", "scripted", "policy: scripted[:OPTS] (the suite's scripted policy; vault's expert takes p=P,seed=S, each fact kept in a summary with probability P) or checkpoint:DIR")
 	fs.IntVar(&o.episodes, "episodes", 100, "episodes to play")
 	fs.Int64Var(&o.seed, "seed", 0, "first episode's offset in the split's seed range; episode i uses seed start+S+i")
