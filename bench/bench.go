@@ -183,6 +183,8 @@ type Report struct {
 	// causal masking not discounted).
 	FlopsPerToken     float64 `json:"flops_per_token"`
 	AttnFlopsPerToken float64 `json:"attn_flops_per_token"`
+	// TrainMFUValidity judges the built-in engine's MFU (TrainMFU).
+	TrainMFUValidity Validity `json:"train_mfu_validity"`
 
 	TorchSource string        `json:"torch_source,omitempty"`
 	TorchPython string        `json:"torch_python,omitempty"` // the interpreter and where it came from
@@ -223,7 +225,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	r.FlopsPerToken = 6 * float64(r.Params)
 	r.AttnFlopsPerToken = 12 * float64(cfg.Layers*cfg.Heads*cfg.HeadDim()*o.Seq)
-	step := func(what string) { fmt.Fprintf(progress, "bench: %s\n", what) }
+	began := time.Now()
+	step := func(what string) { fmt.Fprintf(progress, "bench: %5.1fs %s\n", time.Since(began).Seconds(), what) }
 
 	step(fmt.Sprintf("FMA peak, %d threads", o.Threads))
 	labeled(ctx, "peak", func(context.Context) {
@@ -399,7 +402,9 @@ func (r *Report) Judge() {
 		t.VsCompactrl = compare(r.Rules, run, r.Threads, r.Train, "PyTorch "+t.Config, t.Train)
 		t.MFU = MFU(t.Train.Value, r.FlopsPerToken, r.PeakGFLOPS)
 		t.MFUAttn = MFU(t.Train.Value, r.FlopsPerToken+r.AttnFlopsPerToken, r.PeakGFLOPS)
+		t.MFUValidity = mfuValidity(r.Rules, run, "PyTorch "+t.Config, t.Train, r.Threads)
 	}
+	r.TrainMFUValidity = mfuValidity(r.Rules, run, "compactrl", r.Train, r.Threads)
 	if r.Llama != nil {
 		d := compare(r.Rules, run, r.Threads, r.Decode.Decode, "llama.cpp", r.Llama.Rate.Decode)
 		g := compare(r.Rules, run, r.Threads, r.Decode.Generate, "llama.cpp", r.Llama.Rate.Generate)
@@ -514,17 +519,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "| float32 FMA peak on the quiet machine (given) | %s GFLOP/s | | | | | |\n", num(r.Conditions.QuietPeak))
 	}
 
-	fmt.Fprintf(&b, "\nModel-FLOP utilisation against the best FMA peak (%s GFLOP/s): MFU = tokens/s × %s FLOP (6 × %d parameters, the embedding table included) ÷ peak; with attention, + %s FLOP a token (12 · layers · heads · head_dim · seq, the full T×T).\n\n",
-		num(r.PeakGFLOPS), num(r.FlopsPerToken), r.Params, num(r.AttnFlopsPerToken))
-	b.WriteString("| engine | training tok/s | MFU | MFU with attention | cores busy |\n|---|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "\nModel-FLOP utilisation against the best FMA peak (%s GFLOP/s): MFU = tokens/s × %.4g FLOP (6 × %d parameters, the embedding table included) ÷ peak; with attention, + %.4g FLOP a token (12 · layers · heads · head_dim · seq, the full T×T).\n\n",
+		num(r.PeakGFLOPS), r.FlopsPerToken, r.Params, r.AttnFlopsPerToken)
+	b.WriteString("| engine | training tok/s | MFU | MFU with attention | cores busy | verdict |\n|---|---:|---:|---:|---|---|\n")
+	mfuVerdict := func(v Validity) string {
+		if v.Valid {
+			return "valid"
+		}
+		if own := v.Reasons[len(r.Validity.Reasons):]; len(own) > 0 {
+			return "INVALID: " + strings.Join(own, "; ")
+		}
+		return "INVALID"
+	}
 	mp, ma := r.TrainMFU()
-	fmt.Fprintf(&b, "| compactrl (%s) | %s | %.2f | %.2f | %s |\n", r.KernelPath, num(r.Train.Value), mp, ma, cores(r.Train))
+	fmt.Fprintf(&b, "| compactrl (%s) | %s | %.2f | %.2f | %s | %s |\n", r.KernelPath, num(r.Train.Value), mp, ma, cores(r.Train), mfuVerdict(r.TrainMFUValidity))
 	for _, t := range r.Torch {
 		note := ""
 		if t.Config == TorchBF16 {
 			note = " (bf16 products against the float32 peak)"
 		}
-		fmt.Fprintf(&b, "| %s%s | %s | %.2f | %.2f | %s |\n", t.Label(), note, num(t.Train.Value), t.MFU, t.MFUAttn, cores(t.Train))
+		fmt.Fprintf(&b, "| %s%s | %s | %.2f | %.2f | %s | %s |\n", t.Label(), note, num(t.Train.Value), t.MFU, t.MFUAttn, cores(t.Train), mfuVerdict(t.MFUValidity))
 	}
 	if r.Llama != nil {
 		fmt.Fprintf(&b, "\nllama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))

@@ -23,10 +23,11 @@ func WritePathsTable(w io.Writer, rs []*Report) error {
 		}
 	}
 	var torch []TorchResult
+	var torchFrom *Report
 	var llama *LlamaResult
 	for _, r := range rs {
 		if len(torch) == 0 && len(r.Torch) > 0 {
-			torch = r.Torch
+			torch, torchFrom = r.Torch, r
 		}
 		if llama == nil && r.Llama != nil {
 			llama = r.Llama
@@ -46,7 +47,7 @@ func WritePathsTable(w io.Writer, rs []*Report) error {
 		b.WriteString("---:|")
 	}
 	b.WriteString("\n")
-	row := func(what, refName string, ref float64, val func(r *Report) float64) {
+	row := func(what, refName string, ref float64, val func(r *Report) float64, note func(r *Report) string) {
 		refCell := refName
 		if ref > 0 {
 			refCell = fmt.Sprintf("%s: %s", refName, num(ref))
@@ -55,7 +56,11 @@ func WritePathsTable(w io.Writer, rs []*Report) error {
 		for _, r := range rs {
 			v := val(r)
 			if ref > 0 {
-				fmt.Fprintf(&b, " %s (%.2f×) |", num(v), v/ref)
+				extra := ""
+				if note != nil {
+					extra = ", " + note(r)
+				}
+				fmt.Fprintf(&b, " %s (%.2f×%s) |", num(v), v/ref, extra)
 			} else {
 				fmt.Fprintf(&b, " %s |", num(v))
 			}
@@ -63,17 +68,27 @@ func WritePathsTable(w io.Writer, rs []*Report) error {
 		b.WriteString("\n")
 	}
 	if len(torch) == 0 {
-		row("training tokens/s", "PyTorch (skipped)", 0, func(r *Report) float64 { return r.Train.Value })
+		row("training tokens/s", "PyTorch (skipped)", 0, func(r *Report) float64 { return r.Train.Value }, nil)
 	}
-	for _, t := range torch {
-		row("training tokens/s", t.Label(), t.Train.Value, func(r *Report) float64 { return r.Train.Value })
+	for i, t := range torch {
+		// Only the run that measured PyTorch interleaved its rounds with it.
+		note := func(r *Report) string {
+			if r != torchFrom {
+				return "not interleaved: INVALID"
+			}
+			if !torchFrom.Torch[i].VsCompactrl.Validity.Valid {
+				return "INVALID"
+			}
+			return "valid"
+		}
+		row("training tokens/s", t.Label(), t.Train.Value, func(r *Report) float64 { return r.Train.Value }, note)
 	}
 	llamaName, llamaDec, llamaGen := "llama.cpp (skipped)", 0.0, 0.0
 	if llama != nil {
 		llamaName, llamaDec, llamaGen = llama.Engine, llama.Rate.Decode.Value, llama.Rate.Generate.Value
 	}
-	row(fmt.Sprintf("batch-%d decode tokens/s", first.DecodeBatch), llamaName, llamaDec, func(r *Report) float64 { return r.Decode.Decode.Value })
-	row(fmt.Sprintf("batch-%d generate tokens/s", first.DecodeBatch), llamaName, llamaGen, func(r *Report) float64 { return r.Decode.Generate.Value })
+	row(fmt.Sprintf("batch-%d decode tokens/s", first.DecodeBatch), llamaName, llamaDec, func(r *Report) float64 { return r.Decode.Decode.Value }, nil)
+	row(fmt.Sprintf("batch-%d generate tokens/s", first.DecodeBatch), llamaName, llamaGen, func(r *Report) float64 { return r.Decode.Generate.Value }, nil)
 	for i, g := range first.Gemm {
 		fmt.Fprintf(&b, "| GEMM %s GFLOP/s | the path's FMA peak |", g.Shape.Name)
 		for _, r := range rs {
@@ -82,10 +97,14 @@ func WritePathsTable(w io.Writer, rs []*Report) error {
 		}
 		b.WriteString("\n")
 	}
-	row(fmt.Sprintf("float32 FMA peak, %d threads, GFLOP/s", first.Threads), "", 0, func(r *Report) float64 { return r.PeakGFLOPS })
+	row(fmt.Sprintf("float32 FMA peak, %d threads, GFLOP/s", first.Threads), "", 0, func(r *Report) float64 { return r.PeakGFLOPS }, nil)
 	b.WriteString("\nLoad average (1 min) before → after each path's run:")
 	for _, r := range rs {
 		fmt.Fprintf(&b, " %s %.2f → %.2f;", r.KernelPath, r.Load1Start, r.Load1End)
+	}
+	b.WriteString("\nRun conditions:")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %s %s;", r.KernelPath, r.Validity)
 	}
 	b.WriteString("\nRates are medians of the timed runs; ratios are against the row's reference (GEMM: the path's own measured peak).\n")
 	_, err := io.WriteString(w, b.String())

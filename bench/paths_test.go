@@ -14,7 +14,8 @@ func TestPathsTableRenders(t *testing.T) {
 			Train: Measure{Value: train}, Decode: DecodeResult{Decode: Measure{Value: dec}, Generate: Measure{Value: dec / 2}}}
 	}
 	a := base("avx512", 400, 340, 6000, 12000)
-	a.Torch = []TorchResult{{Engine: "PyTorch 2.5", Train: Measure{Value: 2000}}}
+	a.Torch = []TorchResult{{Engine: "PyTorch 2.5", Train: Measure{Value: 2000}, VsCompactrl: Comparison{Validity: Validity{Valid: true}}}}
+	a.Validity = Validity{Valid: true}
 	a.Llama = &LlamaResult{Engine: "llama.cpp b1", Rate: DecodeResult{Decode: Measure{Value: 3000}, Generate: Measure{Value: 2000}}}
 	v := base("avx2", 200, 170, 3000, 6000)
 	var b bytes.Buffer
@@ -25,7 +26,8 @@ func TestPathsTableRenders(t *testing.T) {
 	// Hand-computed: 6000/2000, 3000/2000; 12000/3000, 6000/3000; 340/400, 170/200.
 	for _, want := range []string{
 		"| measurement | reference | avx512 | avx2 |",
-		"| training tokens/s | PyTorch 2.5: 2000 | 6000 (3.00×) | 3000 (1.50×) |",
+		"| training tokens/s | PyTorch 2.5: 2000 | 6000 (3.00×, valid) | 3000 (1.50×, not interleaved: INVALID) |",
+		"Run conditions: avx512 valid; avx2 INVALID: ;",
 		"| batch-32 decode tokens/s | llama.cpp b1: 3000 | 12000 (4.00×) | 6000 (2.00×) |",
 		"| batch-32 generate tokens/s | llama.cpp b1: 2000 | 6000 (3.00×) | 3000 (1.50×) |",
 		"| GEMM 256³ GFLOP/s | the path's FMA peak | 340 (85%) | 170 (85%) |",

@@ -134,6 +134,7 @@ type TorchResult struct {
 	VsCompactrl Comparison `json:"compactrl_ratio"`
 	MFU         float64    `json:"mfu"`
 	MFUAttn     float64    `json:"mfu_with_attention"`
+	MFUValidity Validity   `json:"mfu_validity"`
 }
 
 // Label names the engine, the configuration and, for a run on a chosen

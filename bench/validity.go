@@ -104,7 +104,7 @@ func (c Conditions) reasons(rules Rules) []string {
 	}
 	for _, p := range c.Peaks {
 		if p.CPUShare < rules.MinShare {
-			out = append(out, fmt.Sprintf("the FMA peak %s had %.2f of %d cores (%s)", p.When, p.CPUShare*float64(p.Threads), p.Threads, shareWord(p.CPUShare)))
+			out = append(out, fmt.Sprintf("the FMA peak %s had %.2f of %d cores (%s, under %.0f%%)", p.When, p.CPUShare*float64(p.Threads), p.Threads, shareWord(p.CPUShare), 100*rules.MinShare))
 		}
 		if !(p.GFLOPS >= rules.PeakAgreement*best) {
 			out = append(out, fmt.Sprintf("the FMA peak %s (%s GFLOP/s) is %.0f%% of the best (%s)", p.When, num(p.GFLOPS), 100*p.GFLOPS/best, num(best)))
@@ -122,13 +122,13 @@ func shareReasons(rules Rules, side string, m Measure, threads int) []string {
 	case m.CPUShare <= 0:
 		return []string{side + ": CPU time unknown"}
 	case m.CPUShare < rules.MinShare:
-		return []string{fmt.Sprintf("%s had %.2f of %d cores (%s)", side, m.CPUShare*float64(threads), threads, shareWord(m.CPUShare))}
+		return []string{fmt.Sprintf("%s had %.2f of %d cores (%s, under %.0f%%)", side, m.CPUShare*float64(threads), threads, shareWord(m.CPUShare), 100*rules.MinShare)}
 	}
 	return nil
 }
 
 func shareWord(s float64) string {
-	return fmt.Sprintf("%.0f%% of its threads' time, below the %.0f%% a valid comparison needs", 100*s, 100*DefaultRules.MinShare)
+	return fmt.Sprintf("%.0f%% of its threads' time", 100*s)
 }
 
 // Comparison is one ratio of the report: ours over the reference's median
@@ -157,6 +157,12 @@ func compare(rules Rules, run []string, threads int, ours Measure, refSide strin
 	}
 	c.Validity = validity(reasons)
 	return c
+}
+
+// mfuValidity judges an engine's MFU: the run's conditions (the peak is
+// its denominator) and the engine's own CPU share.
+func mfuValidity(rules Rules, run []string, side string, m Measure, threads int) Validity {
+	return validity(append(append([]string{}, run...), shareReasons(rules, side, m, threads)...))
 }
 
 // MFU is model-FLOP utilisation: tokensPerS · flopsPerToken over the FMA
