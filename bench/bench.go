@@ -519,8 +519,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "| float32 FMA peak on the quiet machine (given) | %s GFLOP/s | | | | | |\n", num(r.Conditions.QuietPeak))
 	}
 
-	fmt.Fprintf(&b, "\nModel-FLOP utilisation against the best FMA peak (%s GFLOP/s): MFU = tokens/s × %.4g FLOP (6 × %d parameters, the embedding table included) ÷ peak; with attention, + %.4g FLOP a token (12 · layers · heads · head_dim · seq, the full T×T).\n\n",
-		num(r.PeakGFLOPS), r.FlopsPerToken, r.Params, r.AttnFlopsPerToken)
+	fmt.Fprintf(&b, "\nModel-FLOP utilisation against the best FMA peak (%s GFLOP/s): MFU = tokens/s × %.2f MFLOP (6 × %d parameters, the embedding table included) ÷ peak; with attention, + %.2f MFLOP a token (12 · layers · heads · head_dim · seq, the full T×T).\n\n",
+		num(r.PeakGFLOPS), r.FlopsPerToken/1e6, r.Params, r.AttnFlopsPerToken/1e6)
 	b.WriteString("| engine | training tok/s | MFU | MFU with attention | cores busy | verdict |\n|---|---:|---:|---:|---|---|\n")
 	mfuVerdict := func(v Validity) string {
 		if v.Valid {
@@ -540,8 +540,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "| %s%s | %s | %.2f | %.2f | %s | %s |\n", t.Label(), note, num(t.Train.Value), t.MFU, t.MFUAttn, cores(t.Train), mfuVerdict(t.MFUValidity))
 	}
+	b.WriteString("\n")
 	if r.Llama != nil {
-		fmt.Fprintf(&b, "\nllama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))
+		fmt.Fprintf(&b, "llama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))
 	}
 	fmt.Fprintf(&b, "Rates are medians of the timed steps (per round: each round's median). Cores busy: CPU time of the engine's process over its timed runs ÷ their wall time (compactrl / reference). A ratio is INVALID when either side had under %.0f%% of its threads, the load average before the run exceeded the thread count (after it, twice), steal time exceeded %.0f%%, or an FMA peak measurement was under %.0f%% of the best (or of the given quiet peak).\n",
 		100*r.Rules.MinShare, 100*r.Rules.MaxSteal, 100*r.Rules.PeakAgreement)
