@@ -51,7 +51,7 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return benchEachPath(ctx, e, list, withoutFlag(args, "paths"), *asJSON)
+		return benchEachPath(ctx, e, list, withoutFlag(withoutFlag(args, "paths"), "require-valid"), *asJSON, *requireValid)
 	}
 	if o.Model.KVHeads == 0 {
 		o.Model.KVHeads = o.Model.Heads
@@ -111,7 +111,7 @@ func benchPaths(spec string) ([]string, error) {
 // path in a child process (the path is fixed when a process starts) and
 // prints the reports side by side. Only the first child runs the PyTorch
 // and llama.cpp references: they do not depend on the path.
-func benchEachPath(ctx context.Context, e env, paths, args []string, asJSON bool) error {
+func benchEachPath(ctx context.Context, e env, paths, args []string, asJSON, requireValid bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench model --paths: %w", err)
@@ -143,10 +143,28 @@ func benchEachPath(ctx context.Context, e env, paths, args []string, asJSON bool
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(reports)
+		err = enc.Encode(reports)
+	} else {
+		err = bench.WritePathsTable(e.stdout, reports)
 	}
-	return bench.WritePathsTable(e.stdout, reports)
+	if err != nil || !requireValid {
+		return err
+	}
+	var invalid []string
+	for _, r := range reports {
+		if !r.Validity.Valid {
+			invalid = append(invalid, r.KernelPath+": "+strings.Join(r.Validity.Reasons, "; "))
+		}
+	}
+	if len(invalid) > 0 {
+		return fmt.Errorf("bench model: not a valid comparison (--require-valid): %s", strings.Join(invalid, " | "))
+	}
+	return nil
 }
+
+// boolFlags are bench model's boolean flags that withoutFlag removes: their
+// value is never the next argument.
+var boolFlags = map[string]bool{"json": true, "require-valid": true}
 
 // withoutFlag returns args without the flag name (-name, --name, with its
 // value as -name=v or as the next argument; a boolean's form -name=v only).
@@ -161,7 +179,7 @@ func withoutFlag(args []string, name string) []string {
 		case !strings.HasPrefix(a, "-"):
 			out = append(out, a)
 		case bare == name:
-			if name != "json" && i+1 < len(args) {
+			if !boolFlags[name] && i+1 < len(args) {
 				i++
 			}
 		case strings.HasPrefix(bare, name+"="):

@@ -34,6 +34,13 @@ func TestBenchModelCLI(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Threads != 1 || r.Model.KVHeads != 1 {
 		t.Fatalf("json %+v %v:\n%s", r, err, out.String())
 	}
+	// A quiet peak no machine reaches makes the run invalid: --require-valid prints the report, then fails.
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), env{stdout: &out, stderr: &errb}, append(tiny, "--quiet-peak", "1e9", "--require-valid")); code == 0 ||
+		!strings.Contains(out.String(), "NOT A VALID COMPARISON") || !strings.Contains(errb.String(), "--require-valid") {
+		t.Fatalf("--require-valid on an invalid run: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
 	// --paths runs this binary (acting as the CLI) once per path and puts the reports side by side.
 	t.Setenv("COMPACTRL_TEST_AS_CLI", "1")
 	out.Reset()
@@ -63,6 +70,7 @@ func TestWithoutFlag(t *testing.T) {
 		{"paths", []string{"-paths", "go"}, nil},
 		{"json", []string{"--json", "--threads", "2"}, []string{"--threads", "2"}},
 		{"json", []string{"--json=true", "x"}, []string{"x"}},
+		{"require-valid", []string{"--require-valid", "--threads", "2"}, []string{"--threads", "2"}},
 		{"paths", []string{"--threads", "2", "--", "--paths"}, []string{"--threads", "2", "--", "--paths"}},
 	} {
 		if got := withoutFlag(c.in, c.name); !slices.Equal(got, c.want) {
