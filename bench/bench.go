@@ -292,6 +292,9 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	return r, nil
 }
 
+// settle is the pause before each training round of the interleaving.
+const settle = 250 * time.Millisecond
+
 // trainCompared measures the built-in training step and, unless skipped,
 // PyTorch's in every configuration, in interleaved rounds.
 func trainCompared(ctx context.Context, o Options, cfg model.Config, r *Report, step func(string)) error {
@@ -354,6 +357,9 @@ func trainCompared(ctx context.Context, o Options, cfg model.Config, r *Report, 
 			slices.Reverse(order)
 		}
 		for _, e := range order {
+			// The engine before may still spin its idle worker threads (OpenMP
+			// waits actively for up to 200 ms by default): let them sleep first.
+			time.Sleep(settle)
 			step(fmt.Sprintf("training round %d of %d: %s, %d steps", round+1, o.Rounds, e.name, o.Steps))
 			if e == ours {
 				var tr1 trainRound
