@@ -63,6 +63,8 @@ type Options struct {
 	LlamaArgs    []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
 	SkipTorch    bool
 	SkipLlama    bool
+
+	pythonFrom string // where Run found Python, for the report
 }
 
 // DefaultOptions is issue 3's shape: d=256, 4 layers, 4 heads (no
@@ -214,6 +216,17 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
+	if !o.SkipTorch {
+		// Find the interpreter before measuring anything: a missing venv fails at once.
+		from := "--python"
+		if o.Python == "" {
+			var err error
+			if o.Python, from, err = ResolveTorchPython(o.TorchSource); err != nil {
+				return nil, err
+			}
+		}
+		o.pythonFrom = from
+	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.Threads))
 	cfg := o.config()
 	steal0, total0, stealOK := stealTimes()
@@ -306,14 +319,8 @@ func trainCompared(ctx context.Context, o Options, cfg model.Config, r *Report, 
 	}
 	var engines []*engine
 	if !o.SkipTorch {
-		python, from := o.Python, "--python"
-		if python == "" {
-			var err error
-			if python, from, err = ResolveTorchPython(o.TorchSource); err != nil {
-				return err
-			}
-		}
-		r.TorchSource, r.TorchPython = o.TorchSource, python+" ("+from+")"
+		python := o.Python
+		r.TorchSource, r.TorchPython = o.TorchSource, python+" ("+o.pythonFrom+")"
 		configs := o.TorchConfigs
 		if configs == nil {
 			configs = DefaultTorchConfigs(o.TorchSource)

@@ -432,6 +432,13 @@ func TestResolveTorchPython(t *testing.T) {
 	if _, _, err := ResolveTorchPython(TorchPyPI); err == nil || !strings.Contains(err.Error(), "bench/torch/setup.sh") || !strings.Contains(err.Error(), "--torch debian") {
 		t.Fatalf("no venv: %v; want advice naming setup.sh and the fallback", err)
 	}
+	// Run looks for it before measuring anything.
+	o := tinyOptions()
+	o.SkipLlama = true
+	var progress bytes.Buffer
+	if _, err := Run(context.Background(), o, &progress); err == nil || !strings.Contains(err.Error(), "setup.sh") || progress.Len() != 0 {
+		t.Fatalf("Run without PyTorch 2.x: %v after %q", err, progress.String())
+	}
 	venv, err := ManagedTorchVenv()
 	if err != nil {
 		t.Fatal(err)
