@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkTrainStep: the "bench" preset, 8 sequences of 512 positions (the
-// shape of testdata/torch_bench.py); the median step's tokens/s.
+// shape bench model compares with PyTorch); the median step's tokens/s.
 func BenchmarkTrainStep(b *testing.B) {
 	r, err := Train(context.Background(), model.Presets["bench"], 8, 512, b.N)
 	if err != nil {

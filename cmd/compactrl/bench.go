@@ -210,7 +210,7 @@ func bindBenchFlags(fs *cmdLine, o *bench.Options) {
 	fs.IntVar(&o.Prompt, "prompt", o.Prompt, "prompt tokens a decoded sequence")
 	fs.IntVar(&o.DecodeReps, "decode-reps", o.DecodeReps, "timed decode rounds each side (median reported)")
 	fs.DurationVar(&o.GemmTime, "gemm-time", o.GemmTime, "time per GEMM shape")
-	fs.DurationVar(&o.PeakTime, "peak-time", o.PeakTime, "time of the FMA peak measurement")
+	fs.DurationVar(&o.PeakTime, "peak-time", o.PeakTime, "time of each FMA peak measurement (one before the run, one after)")
 	fs.StringVar(&o.TorchSource, "torch", o.TorchSource, "PyTorch reference: \""+bench.TorchPyPI+"\" (2.x from PyPI: --python, else $"+bench.TorchPythonEnv+", else the venv bench/torch/setup.sh makes) or \""+bench.TorchDebian+"\" (the fallback: Debian's python3-torch under "+bench.DebianPython+")")
 	fs.StringVar(&o.Python, "python", "", "Python interpreter with torch (overrides --torch's choice of interpreter)")
 	fs.Float64Var(&o.QuietPeak, "quiet-peak", 0, "float32 FMA peak (GFLOP/s, same threads) measured earlier on the quiet machine: a run whose peak falls 10% below it is invalid (0: none)")
