@@ -6,7 +6,9 @@
 // tasks: the interval of an effect across runs, which neither a Wilson
 // interval over pooled episodes (it counts one task once per seed as if
 // independent, and leaves out the seed-to-seed spread) nor a t-interval
-// over seeds (it leaves out the task sampling) gives.
+// over seeds (it leaves out the task sampling) gives; and ClusterRate, a
+// pass rate over tasks attempted several times, whose interval counts a
+// task's attempts as one cluster.
 package stats
 
 import (
