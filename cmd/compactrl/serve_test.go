@@ -425,22 +425,7 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 func runSlimePython(t *testing.T, serveURL, engineURL string) {
 	t.Helper()
 	testenv.MustHaveTorch(t, testenv.Python)
-	u, _ := url.Parse(engineURL)
-	root, _ := filepath.Abs("../../integrations/slime")
-	cmd := exec.Command("/usr/bin/python3", "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(),
-		"COMPACTRL_SERVE_URL="+serveURL,
-		"COMPACTRL_TEST_ROUTER_IP="+u.Hostname(), "COMPACTRL_TEST_ROUTER_PORT="+u.Port(),
-		"COMPACTRL_BIN="+os.Args[0], "COMPACTRL_TEST_AS_CLI=1", "PYTHONDONTWRITEBYTECODE=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("python tests:\n%s", out)
-	if err != nil {
-		t.Fatalf("python tests failed: %v", err)
-	}
-	if bytes.Contains(out, []byte("skipped")) && testenv.InCI() {
-		t.Fatalf("python tests skipped in CI")
-	}
+	runIntegrationTests(t, testenv.Python, "slime", serveURL, engineURL)
 }
 
 // runVerlPython runs integrations/verl's tests, which drive verl's own
@@ -450,22 +435,31 @@ func runSlimePython(t *testing.T, serveURL, engineURL string) {
 func runVerlPython(t *testing.T, serveURL, engineURL string) {
 	t.Helper()
 	py := testenv.MustHaveVerl(t)
+	runIntegrationTests(t, py, "verl", serveURL, engineURL,
+		"RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", "VERL_LOGGING_LEVEL=WARN")
+}
+
+// runIntegrationTests runs `python -m unittest discover` in
+// integrations/NAME with the service's and the engine's addresses and
+// this test binary as `compactrl` (COMPACTRL_BIN); under CI=true a skipped
+// test fails it.
+func runIntegrationTests(t *testing.T, python, name, serveURL, engineURL string, env ...string) {
+	t.Helper()
 	u, _ := url.Parse(engineURL)
-	root, _ := filepath.Abs("../../integrations/verl")
-	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
+	root, _ := filepath.Abs(filepath.Join("../../integrations", name))
+	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(),
 		"COMPACTRL_SERVE_URL="+serveURL,
 		"COMPACTRL_TEST_ROUTER_IP="+u.Hostname(), "COMPACTRL_TEST_ROUTER_PORT="+u.Port(),
-		"COMPACTRL_BIN="+os.Args[0], "COMPACTRL_TEST_AS_CLI=1", "PYTHONDONTWRITEBYTECODE=1",
-		"RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", "VERL_LOGGING_LEVEL=WARN")
+		"COMPACTRL_BIN="+os.Args[0], "COMPACTRL_TEST_AS_CLI=1", "PYTHONDONTWRITEBYTECODE=1"), env...)
 	out, err := cmd.CombinedOutput()
-	t.Logf("python verl tests:\n%s", out)
+	t.Logf("python %s tests:\n%s", name, out)
 	if err != nil {
-		t.Fatalf("python verl tests failed: %v", err)
+		t.Fatalf("python %s tests failed: %v", name, err)
 	}
 	if bytes.Contains(out, []byte("skipped")) && testenv.InCI() {
-		t.Fatalf("python verl tests skipped in CI")
+		t.Fatalf("python %s tests skipped in CI", name)
 	}
 }
 
