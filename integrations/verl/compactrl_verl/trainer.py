@@ -79,6 +79,7 @@ def cross_gae_step(keys, padding, masks, rewards, values, gamma, alpha, lam, sca
             episodes[ep].append((idx, k))
     advs = [[0.0] * len(m) for m in masks]
     rets = [[0.0] * len(m) for m in masks]
+    count = 0
     for ep, segs in episodes.items():
         segs.sort()
         if [i for i, _ in segs] != list(range(len(segs))):
@@ -86,12 +87,12 @@ def cross_gae_step(keys, padding, masks, rewards, values, gamma, alpha, lam, sca
                              "not 0..K-1: a step must hold whole episodes")
         counts = [sum(1 for m in masks[k] if m) for _, k in segs]
         total = sum(counts)
+        count += total
         gl = gamma * lambda_for(total, alpha, lam)
         later = total
         for (_, k), n in zip(segs, counts):
             later -= n
             advs[k], rets[k] = segment_advantages(values[k], masks[k], rewards[k], later, gamma, gl, scaled_returns)
-    count = sum(sum(1 for m in masks[k] if m) for k in range(len(keys)) if not padding[k])
     return advs, rets, count
 
 
