@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net"
 	"net/http"
@@ -447,6 +448,7 @@ func runIntegrationTests(t *testing.T, python, name, serveURL, engineURL string,
 	t.Helper()
 	u, _ := url.Parse(engineURL)
 	root, _ := filepath.Abs(filepath.Join("../../integrations", name))
+	readPythonSources(t, "../../integrations")
 	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 	cmd.Dir = root
 	cmd.Env = append(append(os.Environ(),
@@ -460,6 +462,23 @@ func runIntegrationTests(t *testing.T, python, name, serveURL, engineURL string,
 	}
 	if bytes.Contains(out, []byte("skipped")) && testenv.InCI() {
 		t.Fatalf("python %s tests skipped in CI", name)
+	}
+}
+
+// readPythonSources reads every Python file under dir in the test binary
+// itself, so that go test's result cache, which records the files a test
+// opens but not what its subprocesses read, reruns the test when one changes.
+func readPythonSources(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".py" {
+			return err
+		}
+		_, err = os.ReadFile(path)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read the integrations' sources: %v", err)
 	}
 }
 
