@@ -1,29 +1,23 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/sandbox"
-	"github.com/compactrl/compactrl/stats"
 )
 
 // runEval is `compactrl eval`: pass@1 of a policy on real tasks (Harbor /
@@ -136,14 +130,14 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	var none *noRunnableTask
 	if errors.As(err, &none) {
 		// Still a results.json: which tasks were skipped, and why.
-		res := summarize(nil, nil, o.attempts, skipped, map[string]string{"policy": o.policy, "tasks": o.tasks.tasks})
+		res := eval.Summarize(nil, nil, o.attempts, skipped, map[string]string{"policy": o.policy, "tasks": o.tasks.tasks})
 		if werr := os.MkdirAll(o.out, 0o755); werr != nil {
 			return fmt.Errorf("--out: %w", werr)
 		}
-		if werr := writeJSON(filepath.Join(o.out, "results.json"), res); werr != nil {
+		if werr := res.WriteFile(filepath.Join(o.out, "results.json")); werr != nil {
 			return werr
 		}
-		printResults(e.stdout, res)
+		res.WriteTable(e.stdout)
 		return &exitError{exitNothingScored, err.Error() + "; results.json lists why"}
 	}
 	if err != nil {
@@ -246,16 +240,20 @@ func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, sk
 	}
 	defer f.Close()
 	jobs, envs := o.jobs(runnable)
-	sink := &verdictSink{}
+	sink := &eval.Collector{}
 	_, rerr := playEpisodes(ctx, e, "eval", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta, Taint: taint},
-		jobs, closingRunner{r}, envs, func(s rollout.Sink) rollout.Sink { sink.inner = s; return sink })
-	res := summarize(sink.verdicts, runnable, o.attempts, skipped, meta)
-	if err := writeJSON(filepath.Join(o.out, "results.json"), res); err != nil {
+		jobs, closingRunner{r}, envs, func(s rollout.Sink) rollout.Sink { sink.Next = s; return sink })
+	names := make([]string, len(runnable))
+	for i, t := range runnable {
+		names[i] = t.Name
+	}
+	res := eval.Summarize(sink.Verdicts(), names, o.attempts, skipped, meta)
+	if err := res.WriteFile(filepath.Join(o.out, "results.json")); err != nil {
 		return err
 	}
-	printResults(e.stdout, res)
+	res.WriteTable(e.stdout)
 	if o.policy == "oracle" {
-		printOracleFailures(e.stdout, res)
+		res.WriteOracleFailures(e.stdout)
 	}
 	if rerr == nil {
 		rerr = infraOutcome(res.Episodes, res.InfraError+res.VerifierError)
@@ -264,54 +262,6 @@ func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, sk
 		rerr = &exitError{exitSomeSkipped, fmt.Sprintf("%d tasks were skipped (not loadable or not runnable here; see results.json's skipped)", len(skipped))}
 	}
 	return rerr
-}
-
-// printOracleFailures lists the tasks whose own solution (the gold patch of
-// a SWE-bench instance) did not succeed on every attempt, and those
-// skipped, so an environment can be validated before training.
-func printOracleFailures(w io.Writer, res results) {
-	var bad []string
-	for _, t := range res.Tasks {
-		if t.Successes == t.Attempts {
-			continue
-		}
-		why := ""
-		for _, v := range t.Episodes {
-			if !v.Success {
-				why = cmp.Or(v.Error, v.RewardNote, v.Detail)
-				break
-			}
-		}
-		bad = append(bad, fmt.Sprintf("  %s (%d/%d; %s): %s", t.Task, t.Successes, t.Attempts, statusList(t.Statuses), oneLine(why, 300)))
-	}
-	for _, s := range res.Skipped {
-		bad = append(bad, fmt.Sprintf("  %s (skipped): %s", s.Task, oneLine(s.Reason, 300)))
-	}
-	if len(bad) == 0 {
-		fmt.Fprintf(w, "oracle: the solution resolves all %d tasks\n", len(res.Tasks))
-		return
-	}
-	fmt.Fprintf(w, "oracle: %d of %d tasks are not resolved by their own solution (gold patch), or could not run:\n%s\n", len(bad), len(res.Tasks)+len(res.Skipped), strings.Join(bad, "\n"))
-}
-
-func statusList(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
-		keys[i] = fmt.Sprintf("%s=%d", k, m[k])
-	}
-	return strings.Join(keys, " ")
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return s
 }
 
 // jobs are the episodes of every attempt at every task, and the
@@ -396,19 +346,19 @@ type closingRunner struct{ r rollout.Runner }
 
 // A Close error (a sandbox whose processes could not be confirmed dead, a
 // workspace that could not be removed) is kept in the episode's meta
-// "close_error"; a note on a zero reward (tasks.RewardNoter) in
-// "reward_note".
+// eval.MetaCloseError; a note on a zero reward (tasks.RewardNoter) in
+// eval.MetaRewardNote.
 func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
 	ep, err := c.r.Run(ctx, env, seed)
 	if ep.Meta == nil {
 		ep.Meta = map[string]string{}
 	}
 	if n, ok := env.(tasks.RewardNoter); ok && n.RewardNote() != "" {
-		ep.Meta["reward_note"] = n.RewardNote()
+		ep.Meta[eval.MetaRewardNote] = n.RewardNote()
 	}
 	if cl, ok := env.(tasks.Closer); ok {
 		if cerr := cl.Close(); cerr != nil {
-			ep.Meta["close_error"] = cerr.Error()
+			ep.Meta[eval.MetaCloseError] = cerr.Error()
 		}
 	}
 	return ep, err
@@ -437,272 +387,4 @@ func parseTemplate(spec string) (agent.Template, error) {
 		seen[id] = true
 	}
 	return t, nil
-}
-
-// verdict is what results.json keeps of one episode.
-type verdict struct {
-	ID          string  `json:"id"`
-	Task        string  `json:"task"`
-	Status      string  `json:"status"`
-	Reward      float64 `json:"reward"`
-	Success     bool    `json:"success"`
-	Compactions float64 `json:"compactions"`
-	Turns       float64 `json:"turns"`
-	Error       string  `json:"error,omitempty"`
-	// RewardNote says why a verifier that ran gave no valid reward (the
-	// attempt scored 0); CloseError reports a sandbox or workspace that
-	// could not be cleaned up after the episode.
-	RewardNote string `json:"reward_note,omitempty"`
-	CloseError string `json:"close_error,omitempty"`
-	// Detail is the tail of the final observation (the verifier's output)
-	// of an episode that did not succeed.
-	Detail string `json:"detail,omitempty"`
-}
-
-// verdictSink forwards episodes and keeps their verdicts.
-type verdictSink struct {
-	inner    rollout.Sink
-	verdicts []verdict
-}
-
-func (s *verdictSink) Write(ep *episode.Episode) error {
-	if err := s.inner.Write(ep); err != nil {
-		return err
-	}
-	s.verdicts = append(s.verdicts, verdict{
-		ID: ep.ID, Task: ep.Group, Status: string(ep.Status), Reward: ep.Reward,
-		Success:     ep.Succeeded(),
-		Compactions: ep.Metrics[agent.MetricCompactions], Turns: ep.Metrics[agent.MetricTurns],
-		Error: ep.Meta[agent.MetaError], RewardNote: ep.Meta["reward_note"], CloseError: ep.Meta["close_error"],
-	})
-	if v := &s.verdicts[len(s.verdicts)-1]; !v.Success {
-		v.Detail = tailString(ep.Meta[agent.MetaFinalObservation], 600)
-	}
-	return nil
-}
-
-// taskResult aggregates one task's attempts.
-type taskResult struct {
-	Task        string         `json:"task"`
-	Attempts    int            `json:"attempts"`
-	Scored      int            `json:"scored"` // attempts that were not infra_error
-	Successes   int            `json:"successes"`
-	Pass1       *float64       `json:"pass1"`
-	MeanReward  *float64       `json:"mean_reward"`
-	Compactions float64        `json:"mean_compactions"`
-	Statuses    map[string]int `json:"statuses"`
-	Episodes    []verdict      `json:"episodes"`
-}
-
-// results is results.json.
-type results struct {
-	Meta     map[string]string `json:"meta"`
-	Attempts int               `json:"attempts_per_task"`
-	Episodes int               `json:"episodes"`
-	// Scored excludes infra_error episodes (masked, never scored 0).
-	Scored     int `json:"scored"`
-	InfraError int `json:"infra_errors"`
-	// VerifierError counts verifier_error episodes: the task's verifier
-	// could not run or finish (masked like infra_error).
-	VerifierError int `json:"verifier_errors"`
-	Successes     int `json:"successes"`
-	// Pass1 is successes / scored, a success being status ok and a full
-	// reward (episode.Success);
-	// Pass1CI its 95% interval: Wilson's with one attempt a task, else
-	// Wilson's on the effective number of attempts (stats.ClusterRate;
-	// Pass1CIMethod says which). Absent when nothing
-	// was scored.
-	Pass1           *float64        `json:"pass1"`
-	Pass1CI         []float64       `json:"pass1_ci95,omitempty"`
-	Pass1CIMethod   string          `json:"pass1_ci95_method,omitempty"`
-	MeanReward      *float64        `json:"mean_reward"`
-	MeanCompactions float64         `json:"mean_compactions"`
-	Compacted       int             `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
-	Pass1Compacted  *float64        `json:"pass1_compacted"`    // pass@1 among them
-	Statuses        map[string]int  `json:"statuses"`
-	Tasks           []taskResult    `json:"tasks"`
-	Skipped         []tasks.Skipped `json:"skipped,omitempty"`
-}
-
-func ptr(v float64) *float64 { return &v }
-
-func tailString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-n:]
-}
-
-// summarize computes pass@1 = (1/n) Σ 1[ok ∧ Success(R)] over the n scored
-// episodes, its Wilson interval, and per-task verdicts.
-func summarize(vs []verdict, runnable []tasks.Task, attempts int, skipped []tasks.Skipped, meta map[string]string) results {
-	res := results{Meta: meta, Attempts: attempts, Statuses: map[string]int{}, Skipped: skipped}
-	byTask := map[string]*taskResult{}
-	for _, t := range runnable {
-		byTask[t.Name] = &taskResult{Task: t.Name, Statuses: map[string]int{}}
-	}
-	sort.Slice(vs, func(i, j int) bool { return vs[i].ID < vs[j].ID })
-	var sums scoredSums
-	for _, v := range vs {
-		tr := byTask[v.Task]
-		if tr == nil {
-			tr = &taskResult{Task: v.Task, Statuses: map[string]int{}}
-			byTask[v.Task] = tr
-		}
-		sums.count(&res, tr, v)
-	}
-	sums.rates(&res)
-	res.Tasks = taskRates(byTask)
-	clusterCI(&res)
-	return res
-}
-
-// clusterCI replaces pass@1's Wilson interval over episodes by one over
-// the effective number of independent attempts when some task was
-// attempted more than once: the attempts of one task are not independent
-// evidence (stats.ClusterRate).
-func clusterCI(res *results) {
-	k, n := make([]int, len(res.Tasks)), make([]int, len(res.Tasks))
-	repeated := false
-	for i, t := range res.Tasks {
-		k[i], n[i] = t.Successes, t.Scored
-		repeated = repeated || t.Scored > 1
-	}
-	if !repeated || res.Scored == 0 {
-		return
-	}
-	if b, err := stats.ClusterRate(k, n); err == nil {
-		res.Pass1CI, res.Pass1CIMethod = []float64{b.Lo, b.Hi}, "Wilson on the effective attempts (task design effect)"
-	}
-}
-
-// scoredSums are the sums over scored episodes that the overall means
-// divide.
-type scoredSums struct {
-	reward, compactions float64
-	compactedSuccesses  int
-}
-
-// count adds verdict v to the overall counts and to its task's; an
-// infra_error episode is counted but not scored.
-func (s *scoredSums) count(res *results, tr *taskResult, v verdict) {
-	res.Episodes++
-	res.Statuses[v.Status]++
-	tr.Attempts++
-	tr.Statuses[v.Status]++
-	tr.Episodes = append(tr.Episodes, v)
-	if v.Status == string(episode.StatusInfraError) {
-		res.InfraError++
-		return
-	}
-	if v.Status == string(episode.StatusVerifierError) {
-		res.VerifierError++
-		return
-	}
-	res.Scored++
-	tr.Scored++
-	s.reward += v.Reward
-	s.compactions += v.Compactions
-	tr.Compactions += v.Compactions
-	if v.Success {
-		res.Successes++
-		tr.Successes++
-	}
-	if v.Compactions > 0 {
-		res.Compacted++
-		if v.Success {
-			s.compactedSuccesses++
-		}
-	}
-}
-
-// rates sets pass@1 and its 95% Wilson interval, the mean reward and
-// compactions over the scored episodes, and pass@1 among the compacted ones.
-func (s *scoredSums) rates(res *results) {
-	if res.Scored > 0 {
-		res.Pass1 = ptr(float64(res.Successes) / float64(res.Scored))
-		lo, hi := stats.Wilson(res.Successes, res.Scored)
-		res.Pass1CI, res.Pass1CIMethod = []float64{lo, hi}, "Wilson"
-		res.MeanReward = ptr(s.reward / float64(res.Scored))
-		res.MeanCompactions = s.compactions / float64(res.Scored)
-	}
-	if res.Compacted > 0 {
-		res.Pass1Compacted = ptr(float64(s.compactedSuccesses) / float64(res.Compacted))
-	}
-}
-
-// taskRates turns each task's counts into its pass@1 and means over its
-// scored episodes, in the order of the task names.
-func taskRates(byTask map[string]*taskResult) []taskResult {
-	names := make([]string, 0, len(byTask))
-	for n := range byTask {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []taskResult
-	for _, n := range names {
-		tr := byTask[n]
-		if tr.Scored > 0 {
-			tr.Pass1 = ptr(float64(tr.Successes) / float64(tr.Scored))
-			sum := 0.0
-			for _, v := range tr.Episodes {
-				if episode.Status(v.Status).Scored() {
-					sum += v.Reward
-				}
-			}
-			tr.MeanReward = ptr(sum / float64(tr.Scored))
-			tr.Compactions /= float64(tr.Scored)
-		}
-		out = append(out, *tr)
-	}
-	return out
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func fmtPtr(p *float64, format string) string {
-	if p == nil || math.IsNaN(*p) {
-		return "n/a"
-	}
-	return fmt.Sprintf(format, *p)
-}
-
-// printResults writes the per-task table and the totals.
-func printResults(w io.Writer, res results) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "task\tattempts\tpass@1\tmean reward\tcompactions\tstatuses")
-	for _, t := range res.Tasks {
-		keys := make([]string, 0, len(t.Statuses))
-		for k := range t.Statuses {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = fmt.Sprintf("%s=%d", k, t.Statuses[k])
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\t%s\n", t.Task, t.Attempts, fmtPtr(t.Pass1, "%.3f"), fmtPtr(t.MeanReward, "%.3f"), t.Compactions, strings.Join(parts, " "))
-	}
-	tw.Flush()
-	ci := ""
-	if len(res.Pass1CI) == 2 {
-		ci = fmt.Sprintf(" [%.3f, %.3f]", res.Pass1CI[0], res.Pass1CI[1])
-	}
-	fmt.Fprintf(w, "pass@1 %s%s over %d scored episodes (%d infra_error, %d verifier_error, masked); mean compactions %.2f; pass@1 of compacted %s (%d episodes)\n",
-		fmtPtr(res.Pass1, "%.3f"), ci, res.Scored, res.InfraError, res.VerifierError, res.MeanCompactions, fmtPtr(res.Pass1Compacted, "%.3f"), res.Compacted)
-	for _, s := range res.Skipped {
-		fmt.Fprintf(w, "skipped %s: %s\n", s.Task, s.Reason)
-	}
-	if res.Episodes > 0 && res.Scored == 0 {
-		fmt.Fprintf(w, "NOTHING COULD BE SCORED: all %d episodes were infra_error or verifier_error (see the errors in results.json)\n", res.Episodes)
-	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/recipe"
-	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -51,21 +51,9 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	printEval(e, ev, cfg)
+	eval.WriteHeldOut(e.stdout, ev, cfg.Agent.Context, cfg.Agent.EvalTemperature)
 	if *outcomes != "" {
 		return train.WriteOutcomes(*outcomes, ev)
 	}
 	return nil
-}
-
-// printEval prints a held-out evaluation: pass@1 with and without
-// compaction with 95% Wilson intervals, summary quality and compactions.
-func printEval(e env, ev train.EvalResult, cfg recipe.Config) {
-	n := ev.Episodes
-	row := func(name string, p float64) { fmt.Fprintf(e.stdout, "%-28s %s\n", name, stats.RateCI(p, n)) }
-	fmt.Fprintf(e.stdout, "%s range, task seeds %d…%d (%d episodes per mode), window %d, temperature %g\n",
-		ev.Range, ev.FirstSeed, ev.FirstSeed+int64(n)-1, n, cfg.Agent.Context, cfg.Agent.EvalTemperature)
-	row("pass@1 with compaction", ev.Pass1Compact)
-	row("pass@1 single window", ev.Pass1Single)
-	fmt.Fprintf(e.stdout, "%-28s %s\n%-28s %.2f\n%-28s %s\n", "summary quality", fmtPtr(&ev.SummaryQuality, "%.3f"), "compactions / episode", ev.Compactions, "pass@1 of compacted", fmtPtr(&ev.PassCompacted, "%.3f"))
 }

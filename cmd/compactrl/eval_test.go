@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/env/harbor"
+	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/stats"
 )
@@ -23,13 +24,13 @@ func evalNeedBwrap(t *testing.T) {
 	testenv.MustHaveBwrap(t)
 }
 
-func readResults(t *testing.T, dir string) results {
+func readResults(t *testing.T, dir string) eval.Results {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r results
+	var r eval.Results
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("results.json: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/recipe"
 )
@@ -57,7 +58,7 @@ func runPretrain(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "base policy written to %s (%.0f s)\n", base, info.WallS)
-	printEval(e, info.Eval, cfg)
+	eval.WriteHeldOut(e.stdout, info.Eval, cfg.Agent.Context, cfg.Agent.EvalTemperature)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/stats"
@@ -95,7 +96,7 @@ func printResult(e env, res train.Result) {
 	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", "before RL (base policy)", ci(b.Pass1Compact, b.Episodes), ci(b.Pass1Single, b.Episodes))
 	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), ci(a.Pass1Compact, a.Episodes), ci(a.Pass1Single, a.Episodes))
 	fmt.Fprintf(e.stdout, "\nheld-out (%d episodes, with compaction): mean reward %.3f → %.3f; summary quality %s → %s; compactions/episode %.2f → %.2f\n",
-		a.Episodes, b.Reward, a.Reward, fmtPtr(&b.SummaryQuality, "%.3f"), fmtPtr(&a.SummaryQuality, "%.3f"), b.Compactions, a.Compactions)
+		a.Episodes, b.Reward, a.Reward, eval.FormatOptional(&b.SummaryQuality, "%.3f"), eval.FormatOptional(&a.SummaryQuality, "%.3f"), b.Compactions, a.Compactions)
 	fmt.Fprintf(e.stdout, "wall %.1fs: warm start %.1fs, rollouts %.1fs, training %.1fs, evaluation %.1fs\n",
 		res.Wall.Seconds(), res.TimeSFT.Seconds(), res.TimeRollout.Seconds(), res.TimeTrain.Seconds(), res.TimeEval.Seconds())
 	if res.TimeRollout > 0 && res.TimeTrain > 0 {
