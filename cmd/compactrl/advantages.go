@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -28,7 +27,7 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	cfg := rl.DefaultAdvantageConfig()
 	est := fs.String("estimator", string(cfg.Estimator), fmt.Sprintf("advantage estimator: one of %v", rl.EstimatorNames()))
 	fs.Float64Var(&cfg.Gamma, "gamma", cfg.Gamma, "discount γ in [0, 1] (0 is legal: each token's advantage is its own δ)")
-	fs.Float64Var(&cfg.Lambda, "lambda", cfg.Lambda, "fixed GAE λ in [0, 1] (instead of the length-adaptive λ; implies --alpha 0)")
+	fs.Float64Var(&cfg.Lambda, "lambda", cfg.Lambda, "fixed GAE λ in [0, 1], used with --alpha 0 (the rule of a training config's rl section)")
 	fs.Float64Var(&cfg.Alpha, "alpha", cfg.Alpha, "length-adaptive λ = 1 − 1/(α·l), l the episode's optimised tokens (0: the fixed --lambda)")
 	fs.Float64Var(&cfg.Eps, "eps", cfg.Eps, "ε of grpo's (R − mean)/(std + ε)")
 	fs.BoolVar(&cfg.GroupByTask, "group-by-task", cfg.GroupByTask, "grpo groups: episodes of one task (default: the group field)")
@@ -38,11 +37,6 @@ func runAdvantages(ctx context.Context, e env, args []string) error {
 	fs.about = "Episodes come on stdin; the GAE estimators stream, grpo and dr-grpo hold all episodes (a group's members may be anywhere)."
 	if _, err := fs.parse(e, args); err != nil {
 		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["lambda"] && !set["alpha"] {
-		cfg.Alpha = 0 // a fixed λ asked for
 	}
 	cfg.Estimator, cfg.MaskOverlong = rl.Estimator(*est), !*noMask
 	if err := cfg.Validate(); err != nil {

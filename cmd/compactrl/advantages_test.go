@@ -65,7 +65,7 @@ func wantVec(t *testing.T, name string, got, want []float64) {
 //	           scaled by 0.5^{N_{>0} = 2} = 0.25: Â = [0.0625 0.375 0]
 //	episode b (overlong, masked by default): zeros; unmasked: p1 A = 1, G = 1; p0 A = 0.5, G = 0.5
 func TestAdvantagesCLICrossGAE(t *testing.T) {
-	out, stderr, code := runCLI(t, advInput, "--lambda", "0.5")
+	out, stderr, code := runCLI(t, advInput, "--alpha", "0", "--lambda", "0.5")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -87,7 +87,7 @@ func TestAdvantagesCLICrossGAE(t *testing.T) {
 		t.Errorf("fields lost: %+v", eps[0])
 	}
 
-	out, stderr, code = runCLI(t, advInput, "--lambda=0.5", "--no-mask-overlong")
+	out, stderr, code = runCLI(t, advInput, "--alpha=0", "--lambda=0.5", "--no-mask-overlong")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -111,7 +111,7 @@ func TestAdvantagesCLIOtherGAE(t *testing.T) {
 		{"concat", []float64{-0.0625, 0.875, 0}, []float64{0.9375, 1.375, 0}},
 	} {
 		t.Run(c.est, func(t *testing.T) {
-			out, stderr, code := runCLI(t, advInput, "--estimator", c.est, "--gamma", "1", "--lambda", "0.5")
+			out, stderr, code := runCLI(t, advInput, "--estimator", c.est, "--gamma", "1", "--alpha", "0", "--lambda", "0.5")
 			if code != 0 {
 				t.Fatalf("%s: exit %d: %s", c.est, code, stderr)
 			}
@@ -128,7 +128,7 @@ func TestAdvantagesCLIOtherGAE(t *testing.T) {
 func TestAdvantagesCLIAdaptive(t *testing.T) {
 	def, _, code1 := runCLI(t, advInput)
 	alpha, _, code2 := runCLI(t, advInput, "--alpha", "1.5")
-	fixed, _, code3 := runCLI(t, advInput, "--lambda", "0.8333333333333334")
+	fixed, _, code3 := runCLI(t, advInput, "--alpha", "0", "--lambda", "0.8333333333333334")
 	if code1 != 0 || code2 != 0 || code3 != 0 {
 		t.Fatalf("exit codes %d %d %d", code1, code2, code3)
 	}
@@ -183,6 +183,7 @@ func TestAdvantagesCLIErrors(t *testing.T) {
 		{"missing values", noValues, nil, `line 1: episode "a": segments[2].values`},
 		{"grpo bad line", advInput + "{}\n", []string{"--estimator", "grpo"}, "line 3: id: missing"},
 		{"lambda and alpha", advInput, []string{"--lambda", "0.5", "--alpha", "2"}, "lambda: 0.5 is used only with alpha 0"},
+		{"lambda beside the default alpha", advInput, []string{"--lambda", "0.5"}, "lambda: 0.5 is used only with alpha 0 (alpha 1.5 selects"},
 		{"estimator", advInput, []string{"--estimator", "ppo"}, `unknown estimator "ppo"`},
 		{"gamma range", advInput, []string{"--gamma", "2"}, "gamma: 2 must be in [0, 1]"},
 		{"args", advInput, []string{"x.jsonl"}, "unexpected arguments"},
@@ -293,7 +294,7 @@ func TestAdvantagesCLIRandomEpisodes(t *testing.T) {
 	for _, est := range []string{"cross-gae", "independent", "concat"} {
 		for _, mask := range []bool{true, false} {
 			gamma, lambda := 0.7+0.3*rng.Float64(), 0.5+0.5*rng.Float64()
-			args := []string{"--estimator", est, "--gamma", fmt.Sprint(gamma), "--lambda", fmt.Sprint(lambda)}
+			args := []string{"--estimator", est, "--gamma", fmt.Sprint(gamma), "--alpha", "0", "--lambda", fmt.Sprint(lambda)}
 			if !mask {
 				args = append(args, "--no-mask-overlong")
 			}

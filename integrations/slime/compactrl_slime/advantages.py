@@ -56,6 +56,28 @@ def lambda_for(l, alpha, fixed):
     return max(0.0, 1.0 - 1.0 / (alpha * l))
 
 
+# The trainers' own default λ (slime's --lambd, verl's algorithm.lam): a
+# fixed λ left at it is "not set".
+TRAINER_DEFAULT_LAMBDA = 1.0
+
+
+def check_lambda(alpha, fixed, alpha_name, lambda_name):
+    """The rule compactrl's rl.AdvantageConfig.Validate applies, in a trainer's names.
+
+    α must be finite and ≥ 0; α > 0 selects the length-adaptive λ, so a fixed
+    λ set beside it (other than the trainer's default, 1.0) would be ignored
+    and is refused; α = 0 selects the fixed λ, which must lie in [0, 1].
+    Returns an error message, or None."""
+    if not (alpha >= 0) or alpha == float("inf"):
+        return f"{alpha_name}: {alpha}: want a finite value ≥ 0 (0 selects the fixed {lambda_name})"
+    if alpha > 0 and fixed != TRAINER_DEFAULT_LAMBDA:
+        return (f"{lambda_name}: {fixed} is used only with {alpha_name} 0 ({alpha_name} {alpha} selects "
+                f"λ = 1 − 1/(α·l)); set {alpha_name} to 0 for a fixed λ")
+    if alpha == 0 and not 0 <= fixed <= 1:
+        return f"{lambda_name}: {fixed}: want a value in [0, 1]"
+    return None
+
+
 def segment_advantages(values, loss_mask, reward, later, gamma, gl, scaled_returns=False, chain=None):
     """One segment's cross-GAE: returns (advantages, returns) as float lists.
 
@@ -124,7 +146,10 @@ def cross_gae(args, rollout_data):
             f"loss_masks {len(masks)}, rollout_mask_sums {len(sums)}, {CARRY_KEY} {len(later)}")
     gamma = float(getattr(args, "gamma", 1.0))
     alpha = float(_arg(args, "compactrl_gae_alpha"))
-    fixed = float(getattr(args, "lambd", 1.0))
+    fixed = float(getattr(args, "lambd", TRAINER_DEFAULT_LAMBDA))
+    bad = check_lambda(alpha, fixed, "compactrl_gae_alpha", "--lambd")
+    if bad:
+        raise ValueError(f"compactrl cross_gae: {bad}")
     scaled = bool(_arg(args, "compactrl_scaled_returns"))
     _episode_raw_rewards(args, rollout_data)
     advs, rets = [], []

@@ -118,7 +118,7 @@ class CrossGAEMatchesCompactrl(unittest.TestCase):
         for seed in (5, 6):
             rng = random.Random(seed)
             eps = [random_episode(rng, n) for n in range(20)]
-            ref = reference(eps, ["--lambda", "0.95", "--gamma", "0.99", "--scaled-returns"])
+            ref = reference(eps, ["--alpha", "0", "--lambda", "0.95", "--gamma", "0.99", "--scaled-returns"])
             a = types.SimpleNamespace(kl_coef=0.0, compactrl_max_infra_fraction=1.0, **rng_args, **args)
             samples, values = [], []
             for rid, ep in enumerate(eps):
@@ -143,6 +143,18 @@ class Guards(unittest.TestCase):
             advantages.cross_gae(types.SimpleNamespace(gamma=1.0, lambd=1.0, kl_coef=0.0), dict(rd))
         with self.assertRaisesRegex(NotImplementedError, "kl"):
             advantages.cross_gae(types.SimpleNamespace(gamma=1.0, lambd=1.0, kl_coef=0.1), dict(rd))
+
+    def test_lambda_rule(self):
+        """compactrl's rl rule: α > 0 is the adaptive λ, and a fixed λ beside it is refused, not ignored."""
+        self.assertIsNone(advantages.check_lambda(1.5, 1.0, "a", "l"))
+        self.assertIsNone(advantages.check_lambda(0.0, 0.95, "a", "l"))
+        self.assertRegex(advantages.check_lambda(1.5, 0.95, "a", "l"), "^l: 0.95 is used only with a 0")
+        self.assertRegex(advantages.check_lambda(-1.0, 1.0, "a", "l"), "^a: -1.0: want a finite value")
+        self.assertRegex(advantages.check_lambda(0.0, 1.5, "a", "l"), r"^l: 1.5: want a value in \[0, 1\]")
+        rd = {"values": [torch.zeros(2)], "rewards": [1.0], "loss_masks": [[1, 1]], "rollout_mask_sums": [2],
+              advantages.CARRY_KEY: [0]}
+        with self.assertRaisesRegex(ValueError, "--lambd: 0.95 is used only with compactrl_gae_alpha 0"):
+            advantages.cross_gae(types.SimpleNamespace(gamma=1.0, lambd=0.95, kl_coef=0.0), dict(rd))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ CompactionRL, naming the key and the value it needs.
 import math
 import types
 
+from compactrl_slime.advantages import TRAINER_DEFAULT_LAMBDA, check_lambda
 from omegaconf import OmegaConf
 
 DEFAULTS = {
@@ -59,8 +60,6 @@ def settings(config):
         raise ConfigError("compactrl.serve_url: set it to one or more `compactrl serve` URLs (+compactrl.serve_url=...)")
     if not 0 <= float(out["max_infra_fraction"]) <= 1:
         raise ConfigError(f"compactrl.max_infra_fraction: {out['max_infra_fraction']} is not in [0, 1]")
-    if float(out["gae_alpha"]) < 0:
-        raise ConfigError(f"compactrl.gae_alpha: {out['gae_alpha']} is negative")
     if not isinstance(out["agent"], dict):
         raise ConfigError("compactrl.agent: must be a mapping of agent fields")
     return types.SimpleNamespace(**out)
@@ -119,6 +118,10 @@ def check_config(config):
               f"set it to data.train_batch_size ({bs}): verl counts mini-batches in samples, and a step's "
               "segments would be split over several optimiser steps, each with its own token mean; the plug-in "
               "runs one optimiser step (per epoch) over every segment of the step")
+    bad = check_lambda(float(s.gae_alpha), float(_get(config, "algorithm.lam", TRAINER_DEFAULT_LAMBDA)),
+                       "compactrl.gae_alpha", "algorithm.lam")
+    if bad:
+        raise ConfigError(bad)
     check_sampling_config(config)
     return s
 

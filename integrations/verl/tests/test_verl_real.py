@@ -115,12 +115,17 @@ class Settings(unittest.TestCase):
              "actor_rollout_ref.rollout.agent.default_agent_loop"),
             ("actor_rollout_ref.rollout.name=trtllm", "actor_rollout_ref.rollout.name"),
             ("+compactrl.gae_alpah=1", "compactrl.gae_alpah"),
+            ("algorithm.lam=0.95", "algorithm.lam"),
+            ("+compactrl.gae_alpha=-1", "compactrl.gae_alpha"),
         ):
             cfg = verl_config([o for o in ok if o.split("=")[0] != override.split("=")[0]] + [override])
             with self.assertRaisesRegex(settings.ConfigError, "^" + key.replace(".", r"\.") + "[=:]", msg=override):
                 settings.check_config(cfg)
         with self.assertRaisesRegex(settings.ConfigError, "compactrl.serve_url"):
             settings.check_config(verl_config(BASE))
+        # A fixed λ is set with α = 0, as in compactrl's own rl section.
+        s = settings.check_config(verl_config(ok + ["algorithm.lam=0.95", "+compactrl.gae_alpha=0"]))
+        self.assertEqual(s.gae_alpha, 0)
 
     def test_agent_loop_refuses_other_trainers(self):
         """The agent loop alone (under verl's own async trainer) refuses to play, naming the key."""
