@@ -2,7 +2,7 @@
 """Distribution of an episode JSONL file (`compactrl rollout --out`): success,
 compactions (quartiles, histogram), the compaction boundaries the first-found
 asked fact crosses (from the first summary whose audit counts an asked fact as
-seen to the answer), turns and tokens. docs/results.md, stop 14.
+seen to the answer), turns and tokens. docs/results.md, section 9.
 
 usage: python3 docs/episode_dist.py FILE.jsonl"""
 import json, sys, statistics as st

@@ -172,7 +172,7 @@ func PretrainConfig() Config {
 }
 
 // GoalRecall is the warm start that learns the key → value lookup from
-// more seeds than PretrainConfig's (docs/results.md, stop 15): the expert
+// more seeds than PretrainConfig's (docs/results.md, section 8): the expert
 // demonstrates perfect summaries (sft.expert_p = 1, where PretrainConfig's
 // lossy p = 0.5 teaches writing "?" for a value in the context half the
 // time, against the lookup), and recall pretraining queries a summary's
@@ -215,7 +215,7 @@ func DemoConfig() Config {
 }
 
 // LongBase is the long suite's base policy (`compactrl pretrain --config
-// configs/pretrain-long.yaml`, seed 1; docs/results.md, stop 15).
+// configs/pretrain-long.yaml`, seed 1; docs/results.md, section 8).
 const LongBase = "models/vault-long-base"
 
 // LongSuite is the long-horizon configuration of the vault suite
@@ -227,7 +227,7 @@ const LongBase = "models/vault-long-base"
 // scripted expert compacts 5–12 times an episode (median 8 on held-out
 // seeds) and finds the first fact before its first compaction, so every
 // success carries that fact across at least five compaction boundaries
-// (docs/results.md, stop 14).
+// (docs/results.md, section 9).
 func LongSuite() SuiteConfig {
 	return SuiteConfig{Name: "vault", Seeds: train.Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
 		Config: vault.Config{Files: 7, Pages: 3, Facts: 2, Keys: 4, Distractors: 4, NoiseLines: 4, Spread: true}}
@@ -254,7 +254,7 @@ func LongPretrainConfig() Config {
 // range. Unlike the paper, overlong episodes are scored as failures
 // (rl.mask_overlong false): on the development range the masked method
 // left the long base where it was or collapsed, the unmasked one improved
-// it (docs/results.md, issue 36).
+// it (docs/results.md, section 4).
 func LongConfig() Config {
 	c := LongPretrainConfig()
 	c.Model.Init = LongBase

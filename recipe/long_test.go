@@ -15,7 +15,7 @@ import (
 // first asked fact is found before the first compaction and carried across
 // at least five compaction boundaries in every episode it passes, and the
 // lossy expert (p = 0.5) passes far less: the headroom that summaries must
-// close. docs/results.md (stop 14) has the distribution on 1000 seeds.
+// close. docs/results.md (section 9) has the distribution on 1000 seeds.
 func TestLongSuiteNeedsSixCompactions(t *testing.T) {
 	cfg, err := LoadConfig("../configs/vault-long.yaml")
 	if err != nil {

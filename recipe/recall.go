@@ -54,7 +54,7 @@ type RecallConfig struct {
 	// weights (a new draw of the seed's stream) when recall ends with the
 	// mean loss of its last 100 steps above RecallTarget, up to
 	// RecallRestarts times (train.ExtraExamples); whether the lookup forms
-	// in recall depends on the initialisation (docs/results.md, stops 12–15).
+	// in recall depends on the initialisation (docs/results.md, section 8).
 	RecallRestarts int     `yaml:"recall_restarts"`
 	RecallTarget   float64 `yaml:"recall_target"`
 }
@@ -177,7 +177,7 @@ type FactTokens struct {
 // NewFactTokens encodes the fact language of the vault suite cfg with tok. Each
 // piece must encode the same alone as inside a line, so that spliced lines
 // are token for token what the environment would show.
-func NewFactTokens(tok agent.Tokenizer, cfg vault.Config) (*FactTokens, error) {
+func NewFactTokens(tok agent.LocalTokenizer, cfg vault.Config) (*FactTokens, error) {
 	keys, values := vault.FactWords(cfg)
 	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:"), Unknown: tok.Encode(" ?"),
 		Goal: tok.Encode(" report the values of"), GoalLine: tok.Encode("\ngoal:"), GoalEnd: tok.Encode(" files."), Answer: tok.Encode("answer")}
