@@ -97,13 +97,17 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 // an error. Episode workspaces go under *workRoot (nil: the system's
 // temporary directory), read when each episode's environment is made.
 func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
-	o := tasks.Options{Runner: r, Limits: limits, Image: f.image, ReposDir: f.repos, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
+	o := tasks.Options{Runner: r, Limits: limits, ReposDir: f.repos, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
 		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Namespace: f.namespace,
 		RewardKey: f.rewardKey, RewardAgg: f.rewardAgg,
 		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
 		Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
 	if workRoot != nil {
 		o.WorkRoot = func() string { return *workRoot }
+	}
+	if f.runner != "bwrap" {
+		// The sources' container mode, chosen here by the flag.
+		o.Runner, o.Engine = nil, &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
 	}
 	if f.imageMap != "" {
 		b, err := os.ReadFile(f.imageMap)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/sandbox"
 )
 
@@ -31,11 +32,19 @@ const guardedDirBytes = 512 << 20
 // ErrBuild marks a task whose environment image could not be built.
 var ErrBuild = errors.New("environment build failed")
 
-// boxEpisode is the container side of one episode run the way Harbor runs
-// it: the task's image, one container for the whole episode, the agent's
-// shell and then the verifier inside it.
+// boxBackend runs episodes the way Harbor runs them: the task's image,
+// one container for the whole episode, the agent's shell and then the
+// verifier inside it.
+type boxBackend struct {
+	e  *Env
+	c  sandbox.Container
+	ep *boxEpisode // the current episode's container; nil between episodes
+}
+
+// boxEpisode is one episode's container and what the verifier needs of it.
 type boxEpisode struct {
 	c       sandbox.Container
+	task    *Task
 	box     *sandbox.Box
 	image   string
 	user    string // the agent's user ("" : the image's USER)
@@ -43,7 +52,49 @@ type boxEpisode struct {
 	tests   *sandbox.GuardedDir
 	logs    *sandbox.GuardedDir
 	project *sandbox.ComposeProject // compose tasks: the main service is box
-	notes   []string                // what the episode could not apply (e.g. storage_mb)
+	notes   *[]string               // the Env's: what the episode could not apply
+}
+
+// admit builds or finds the task's image once, before any episode: a task
+// whose image cannot be built is refused.
+func (b *boxBackend) admit(ctx context.Context, note func(string)) string {
+	t := b.e.task
+	begin := time.Now()
+	ref, cached, err := ImageRef(ctx, t, b.c, b.c.DefaultImage)
+	if err != nil {
+		return err.Error()
+	}
+	if !cached {
+		note(fmt.Sprintf("task %s: image %s built in %.1fs", t.Name, ref, time.Since(begin).Seconds()))
+	}
+	return ""
+}
+
+// stageSolution copies solution/ into the episode's container at
+// /solution (solve.sh executable).
+func (b *boxBackend) stageSolution(ctx context.Context) error {
+	e := b.e
+	if b.ep == nil {
+		return errors.New("no container: the episode has ended")
+	}
+	sol := filepath.Join(e.sh.Workspace(), "solution")
+	if err := copyDir(filepath.Join(e.task.Dir, "solution"), sol); err != nil {
+		return fmt.Errorf("copy solution: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(sol, "solve.sh"), 0o755); err != nil {
+		return err
+	}
+	return b.ep.box.CopyIn(ctx, sol, solutionDir)
+}
+
+// close removes the episode's container and guarded directories.
+func (b *boxBackend) close() error {
+	if b.ep == nil {
+		return nil
+	}
+	err := b.ep.close()
+	b.ep = nil
+	return err
 }
 
 // ImageRef is the image the task's episodes run in: [environment]
@@ -100,27 +151,30 @@ func imageName(task string) string {
 	return s
 }
 
-// resetBox starts the episode's container: the image (built if needed),
+// start starts the episode's container: the image (built if needed),
 // the task's [environment] env and workdir, its limits and network, two
 // guarded directories bound at /tests and /logs/verifier (closed to
 // everything in the container until the verifier runs), environment/app/
 // copied to /app when the task has no Dockerfile, and the agent's shell.
-func (e *Env) resetBox(ctx context.Context, c sandbox.Container) error {
-	t := e.task
+func (bb *boxBackend) start(ctx context.Context) error {
+	e, c, t := bb.e, bb.c, bb.e.task
 	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "harbor-"+t.Name+"-", 0)
 	if err != nil {
 		return err
 	}
-	b := &boxEpisode{c: c, user: t.Config.Agent.User}
-	e.boxEp = b
+	b := &boxEpisode{c: c, task: t, user: t.Config.Agent.User, notes: &e.notes}
+	bb.ep = b
 	begin := time.Now()
 	ref, cached, err := ImageRef(ctx, t, c, c.DefaultImage)
 	if err != nil {
 		return err
 	}
 	b.image = ref
-	e.pendingMetrics["image_build_seconds"] = time.Since(begin).Seconds()
-	e.pendingMetrics["image_cached"] = boolMetric(cached)
+	// Measured before the agent's shell starts, which resets the metrics.
+	pending := map[shelltask.Metric]float64{
+		metricImageBuildSeconds: time.Since(begin).Seconds(),
+		metricImageCached:       boolMetric(cached),
+	}
 	cfg, err := c.InspectImage(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.Name, err)
@@ -148,8 +202,11 @@ func (e *Env) resetBox(ctx context.Context, c sandbox.Container) error {
 	if err != nil {
 		return fmt.Errorf("task %s: agent shell: %w", t.Name, err)
 	}
-	e.pendingMetrics["container_start_seconds"] = time.Since(begin).Seconds()
+	pending[metricContainerStartSeconds] = time.Since(begin).Seconds()
 	e.sh.StartSession(sess, e.agentTimeout())
+	for k, v := range pending {
+		e.sh.SetMetric(k, v)
+	}
 	return nil
 }
 
@@ -190,7 +247,7 @@ func (b *boxEpisode) openGuards(ws string, require bool) error {
 		if require {
 			return err
 		}
-		b.notes = append(b.notes, "verdict not guarded: "+err.Error())
+		*b.notes = append(*b.notes, "verdict not guarded: "+err.Error())
 		return nil
 	}
 	var err error
@@ -222,7 +279,7 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 	}
 	if file := e.task.composeFile(); file != "" {
 		if storage > 0 {
-			b.notes = append(b.notes, "storage_mb not enforced: compose tasks' services get no storage limit (nor do Harbor's)")
+			*b.notes = append(*b.notes, "storage_mb not enforced: compose tasks' services get no storage limit (nor do Harbor's)")
 		}
 		spec.StorageBytes = 0
 		project, box, err := b.c.ComposeUp(ctx, sandbox.ComposeSpec{Project: composeProject(filepath.Base(ws)), TaskFile: file, Dir: ws, Main: spec})
@@ -234,7 +291,7 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 	}
 	box, note, err := createBox(spec, func(s sandbox.BoxSpec) (*sandbox.Box, error) { return b.c.Create(ctx, s) })
 	if note != "" {
-		b.notes = append(b.notes, note)
+		*b.notes = append(*b.notes, note)
 	}
 	if err != nil {
 		return err
@@ -440,99 +497,86 @@ func shebang(src string) (string, []string) {
 	return f[0], f[1:]
 }
 
-// verifyBox runs tests/test.sh the way Harbor does, in the episode's
+// runVerifier runs tests/test.sh the way Harbor does, in the episode's
 // container after the agent phase: /tests and /logs/verifier are emptied,
 // the tests copied in, and `/tests/test.sh > /logs/verifier/test-stdout.txt
 // 2>&1` runs as [verifier] user (else the image's USER) in the working
 // directory with [verifier.env], under [verifier] timeout_sec, while
 // everything the agent left keeps running. Only the verifier's own session
 // may open /tests and /logs/verifier while it runs, nobody after
-// (sandbox.Box.RunGuarded). The verdict is 0 with a note when: a process
-// outside that session opened either, a process still holds the reward
-// channel after test.sh's session was killed, a verifier process was being
-// traced, test.sh died by a signal, both reward files exist, or the reward
-// is missing or unreadable. It is ErrVerifier (status verifier_error) when
-// the verifier could not run or timed out.
-func (e *Env) verifyBox(ctx context.Context) (float64, error) {
-	b, ws, t := e.boxEp, e.sh.Workspace(), e.task
-	e.sh.SetMetric("verifier_guarded", boolMetric(b.logs != nil))
+// (sandbox.Box.RunGuarded): a process outside that session that opened
+// either, one still holding the reward channel after test.sh's session was
+// killed, a verifier process being traced, or a process writing into the
+// exec's own pipe is tampering. A test.sh that cannot run at all (its
+// interpreter missing from the image, a syntax error) is ErrVerifier.
+func (bb *boxBackend) runVerifier(ctx context.Context) (verifierRun, error) {
+	e, b := bb.e, bb.ep
+	ws, t := e.sh.Workspace(), e.task
+	acted := e.sh.Commands() > 0
+	e.sh.SetMetric(metricVerifierGuarded, boolMetric(b.logs != nil))
 	if err := b.stageTests(ws, t); err != nil {
-		return e.stageFailed(err)
+		return b.stageFailed(err, acted)
 	}
 	user := t.Config.Verifier.User
 	var broke *agentBrokeVerifier
 	if why, err := b.precheck(ctx, t, user); errors.As(err, &broke) {
-		return e.zero("%s", broke.why), nil
-	} else if errors.Is(err, sandbox.ErrOutputCap) && e.sh.Metric("commands") > 0 {
-		return e.zero("a check of the agent's container printed past the host's cap: %v", err), nil
+		return verifierRun{refused: broke.why}, nil
+	} else if errors.Is(err, sandbox.ErrOutputCap) && acted {
+		return verifierRun{refused: fmt.Sprintf("a check of the agent's container printed past the host's cap: %v", err)}, nil
 	} else if err != nil {
-		return 0, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
+		return verifierRun{}, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
 	} else if why != "" {
-		return 0, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)
+		return verifierRun{}, fmt.Errorf("task %s: %w: %s", t.Name, ErrVerifier, why)
 	}
 	probe := "cd \"$1\" || exit 0; shift; for n; do [ -e \"$n.py\" ] && { echo \"$n.py\"; exit; }; [ -e \"$n\" ] && { echo \"$n\"; exit; }; done"
 	out, _, err := b.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: append([]string{"sh", "-c", probe, "probe", b.workdir}, shadowNames...)})
-	if errors.Is(err, sandbox.ErrOutputCap) && e.sh.Metric("commands") > 0 {
-		return e.zero("a check of the agent's container printed past the host's cap: %v", err), nil
+	if errors.Is(err, sandbox.ErrOutputCap) && acted {
+		return verifierRun{refused: fmt.Sprintf("a check of the agent's container printed past the host's cap: %v", err)}, nil
 	}
-	if err == nil && strings.TrimSpace(out) != "" && e.sh.Metric("commands") > 0 {
-		return e.zero("the agent left %s in %s, where it would shadow the test tooling's own module", strings.TrimSpace(out), b.workdir), nil
+	if err == nil && strings.TrimSpace(out) != "" && acted {
+		return verifierRun{refused: fmt.Sprintf("the agent left %s in %s, where it would shadow the test tooling's own module", strings.TrimSpace(out), b.workdir)}, nil
 	}
 	var guards []*sandbox.GuardedDir
 	if b.logs != nil {
 		guards = []*sandbox.GuardedDir{b.logs, b.tests}
 		// Opens the agent phase tried on the verifier's directories (all
 		// refused): a signal of a policy probing for the reward channel.
-		e.sh.SetMetric("verifier_dirs_refused_to_agent", float64(b.logs.DeniedWhileClosed()+b.tests.DeniedWhileClosed()))
+		e.sh.SetMetric(metricDirsRefusedToAgent, float64(b.logs.DeniedWhileClosed()+b.tests.DeniedWhileClosed()))
 	}
 	cmd := "exec " + testsDir + "/test.sh > " + verifierDir + "/test-stdout.txt 2>&1"
 	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},
 		e.verifierTimeout(), guards...)
-	e.sh.SetMetric("verifier_seconds", r.Duration.Seconds())
+	e.sh.SetMetric(metricVerifierSeconds, r.Duration.Seconds())
 	if err == nil {
-		e.sh.SetMetric("verifier_guarded", boolMetric(r.Guarded))
+		e.sh.SetMetric(metricVerifierGuarded, boolMetric(r.Guarded))
 	}
-	if errors.Is(err, sandbox.ErrNotStarted) && e.sh.Metric("commands") > 0 {
+	if errors.Is(err, sandbox.ErrNotStarted) && acted {
 		// The container is the agent's: what it left can keep the
 		// verifier from starting. That is the attempt's failure.
-		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("the verifier could not start in the agent's container: %v", err), nil
+		return verifierRun{tampered: fmt.Sprintf("the verifier could not start in the agent's container: %v", err)}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("task %s: verifier: %w", t.Name, err)
+		return verifierRun{}, fmt.Errorf("task %s: verifier: %w", t.Name, err)
 	}
 	stdout, _ := sandbox.ReadRegular(filepath.Join(b.logsHost(ws), "test-stdout.txt"), 1<<20)
-	e.verOut = fmt.Sprintf("%s[test.sh exit %d]", tail(string(stdout), 4000), r.ExitCode)
-	if r.OutputBytes > sandbox.MaxExecOutputBytes {
+	run := verifierRun{
+		logs: b.logsHost(ws), output: fmt.Sprintf("%s[test.sh exit %d]", tail(string(stdout), 4000), r.ExitCode),
+		exit: r.ExitCode, timedOut: r.TimedOut, stragglers: r.Leftovers, agentSandbox: true,
+	}
+	switch {
+	case r.OutputBytes > sandbox.MaxExecOutputBytes:
 		// test.sh's output goes to test-stdout.txt: the exec's own pipe
 		// carries nothing but the wrapper's errors, unless a process of
 		// the container reopened it and wrote.
-		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("the verifier's exec pipe carried %d bytes, past the host's cap of %d (a process of the container wrote into it)", r.OutputBytes, sandbox.MaxExecOutputBytes), nil
+		run.tampered = fmt.Sprintf("the verifier's exec pipe carried %d bytes, past the host's cap of %d (a process of the container wrote into it)", r.OutputBytes, sandbox.MaxExecOutputBytes)
+	case r.Traced:
+		run.tampered = "a process of the verifier's run was being traced (ptrace) by another process"
+	case len(r.Violations) > 0:
+		run.tampered = violation(r.Violations, r.ViolationCount)
+	case len(r.Holders) > 0:
+		run.tampered = "processes still held the verifier's files open when test.sh exited: " + strings.Join(r.Holders, ", ")
 	}
-	if r.Traced {
-		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("a process of the verifier's run was being traced (ptrace) by another process"), nil
-	}
-	if r.TimedOut {
-		return e.verifierTimedOut()
-	}
-	if len(r.Violations) > 0 {
-		return e.violated(r.Violations, r.ViolationCount), nil
-	}
-	// Before holders and leftovers: what killed test.sh is the clearer note.
-	if r.ExitCode > 128 && r.ExitCode < 128+65 {
-		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
-	}
-	if len(r.Holders) > 0 {
-		e.sh.SetMetric("verifier_tampered", 1)
-		return e.zero("processes still held the verifier's files open when test.sh exited: %s", strings.Join(r.Holders, ", ")), nil
-	}
-	if r.Leftovers > 0 {
-		e.sh.SetMetric("verifier_stragglers", float64(r.Leftovers))
-		return e.zero("%d processes of the verifier's run outlived test.sh; any of them could have written the reward file", r.Leftovers), nil
-	}
-	return e.readVerdict(b.logsHost(ws), r.ExitCode)
+	return run, nil
 }
 
 // clearDir removes everything inside dir, through an os.Root of it (a
@@ -565,20 +609,6 @@ func runHost(ctx context.Context, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// verifierTimedOut attributes a verifier timeout: with no command of the
-// agent run, the verifier's own (ErrVerifier, status verifier_error);
-// otherwise the attempt's, 0 with a note, since what the agent did (code
-// under test that loops, processes left behind that stop or trace the
-// verifier) can make test.sh hang, and a policy must not learn to turn its
-// failures into masked episodes.
-func (e *Env) verifierTimedOut() (float64, error) {
-	e.sh.SetMetric("verifier_timeout", 1)
-	if e.sh.Metric("commands") > 0 {
-		return e.zero("test.sh timed out after %v (the agent's work can make the tests hang)", e.verifierTimeout()), nil
-	}
-	return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", e.task.Name, ErrVerifier, e.verifierTimeout())
-}
-
 // phaseWords says when a guarded directory's phase was.
 func phaseWords(phase string) string {
 	switch phase {
@@ -592,23 +622,22 @@ func phaseWords(phase string) string {
 	return phase
 }
 
-// violated scores 0 for opens or changes of the guarded directories by
+// violation describes opens or changes of the guarded directories by
 // processes outside the verifier's run, naming the first.
-func (e *Env) violated(vs []sandbox.ChannelOpen, n int) float64 {
+func violation(vs []sandbox.ChannelOpen, n int) string {
 	v := vs[0]
-	e.sh.SetMetric("verifier_tampered", 1)
-	return e.zero("%d opens or changes of the verifier's files by processes outside its run (first: pid %d (%s) %s %s while %s)", n, v.PID, v.Comm, v.Op, v.Path, phaseWords(v.Phase))
+	return fmt.Sprintf("%d opens or changes of the verifier's files by processes outside its run (first: pid %d (%s) %s %s while %s)", n, v.PID, v.Comm, v.Op, v.Path, phaseWords(v.Phase))
 }
 
 // stageFailed attributes a failure to stage the tests into the guarded
 // directories. They are bound into the agent's container: when a process
-// there changed them, that is the note; when the task's tests/ cannot be
+// there changed them, that is tampering; when the task's tests/ cannot be
 // staged into a fresh directory either, the task is at fault
-// (ErrVerifier); otherwise, once the agent ran a command, the failure is
-// the attempt's (0 with a note: a policy must not learn to turn its
-// failures into masked episodes), and with no command run the harness's.
-func (e *Env) stageFailed(err error) (float64, error) {
-	b, t := e.boxEp, e.task
+// (ErrVerifier); otherwise, once the agent ran a command (acted), the
+// failure is the attempt's (0 with a note: a policy must not learn to turn
+// its failures into masked episodes), and with no command run the
+// harness's.
+func (b *boxEpisode) stageFailed(err error, acted bool) (verifierRun, error) {
 	var vs []sandbox.ChannelOpen
 	n := 0
 	for _, g := range []*sandbox.GuardedDir{b.tests, b.logs} {
@@ -619,15 +648,15 @@ func (e *Env) stageFailed(err error) (float64, error) {
 		}
 	}
 	if len(vs) > 0 {
-		return e.violated(vs, n), nil
+		return verifierRun{tampered: violation(vs, n)}, nil
 	}
-	if ferr := stageFresh(t); ferr != nil {
-		return 0, fmt.Errorf("task %s: %w: its tests/ cannot be staged: %v", t.Name, ErrVerifier, ferr)
+	if ferr := stageFresh(b.task); ferr != nil {
+		return verifierRun{}, fmt.Errorf("task %s: %w: its tests/ cannot be staged: %v", b.task.Name, ErrVerifier, ferr)
 	}
-	if e.sh.Metric("commands") > 0 {
-		return e.zero("the tests could not be staged into the agent's container: %v", err), nil
+	if acted {
+		return verifierRun{refused: fmt.Sprintf("the tests could not be staged into the agent's container: %v", err)}, nil
 	}
-	return 0, fmt.Errorf("task %s: stage the tests: %w", t.Name, err)
+	return verifierRun{}, fmt.Errorf("task %s: stage the tests: %w", b.task.Name, err)
 }
 
 // stageFresh stages the task's tests/ into a new directory of the host's

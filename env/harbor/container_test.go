@@ -128,7 +128,7 @@ func TestContainerTasks(t *testing.T) {
 func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e := New(task, Options{Runner: c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
+	e := New(task, Options{Engine: &c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
 	defer func() {
 		if err := e.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -192,11 +192,11 @@ func TestContainerEpisodeLeavesNothing(t *testing.T) {
 	c := sandbox.Container{Engine: "podman"}
 	ctx := context.Background()
 	root := t.TempDir()
-	e := New(task, Options{Runner: c, WorkRoot: root, ExposeSolution: true})
+	e := New(task, Options{Engine: &c, WorkRoot: root, ExposeSolution: true})
 	if _, err := e.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	id := e.boxEp.box.ID()
+	id := e.back.(*boxBackend).ep.box.ID()
 	if _, err := e.Oracle(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestComposeEpisodeLeavesNothing(t *testing.T) {
 	if _, _, err := ImageRef(ctx, task, c, ""); err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
-	e := New(task, Options{Runner: c, WorkRoot: t.TempDir(), ExposeSolution: true})
+	e := New(task, Options{Engine: &c, WorkRoot: t.TempDir(), ExposeSolution: true})
 	if _, err := e.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package harbor
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
@@ -29,7 +26,15 @@ const OracleReply = "```bash\nbash /solution/solve.sh\n```\n<submit/>"
 
 // Options configure an Env. Zero values take the documented defaults.
 type Options struct {
-	Runner sandbox.Runner // default sandbox.Bubblewrap{}
+	// Runner is the host sandbox episodes run in when Engine is nil
+	// (default sandbox.Bubblewrap{}): environment/app/ copied to /app.
+	Runner sandbox.Runner
+	// Engine, when set, runs each episode the way Harbor does: in one
+	// container of the task's image ([environment] docker_image, else
+	// environment/Dockerfile built, else Engine's DefaultImage), with the
+	// verifier run in that container after the agent. Runner is then not
+	// used.
+	Engine *sandbox.Container
 	// Limits for the agent's and the verifier's sandboxes; a zero
 	// MemoryBytes takes [environment] memory (else sandbox.DefaultLimits).
 	Limits sandbox.Limits
@@ -78,9 +83,9 @@ type Env struct {
 	verOut  string
 	note    string // why the reward is 0 although the verifier ran (see RewardNote)
 
-	envs           resolvedEnvs
-	boxEp          *boxEpisode        // the episode's container (container runners only)
-	pendingMetrics map[string]float64 // measured before the agent's shell started
+	envs  resolvedEnvs
+	back  backend  // where the episodes run, chosen by New
+	notes []string // what the episode could not apply (e.g. storage_mb), shown after the verdict
 }
 
 var (
@@ -96,7 +101,7 @@ func New(task *Task, opts Options) *Env {
 		KeepWorkspace: opts.KeepWorkspace, CountRestarts: true,
 		TimeUpNote: "The agent's time limit (" + e.agentTimeout().String() + ") was reached.",
 	})
-	e.opts.Runner = e.sh.Runner()
+	e.back = newBackend(e)
 	return e
 }
 
@@ -139,55 +144,11 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 	if err := e.Close(); err != nil {
 		return "", fmt.Errorf("task %s: previous episode: %w", e.task.Name, err)
 	}
-	e.reward, e.rewards, e.verOut, e.note = 0, nil, "", ""
-	e.pendingMetrics = map[string]float64{}
+	e.reward, e.rewards, e.verOut, e.note, e.notes = 0, nil, "", "", nil
 	if err := e.resolveEnvs(); err != nil {
 		return "", err
 	}
-	if c, isContainer := e.opts.Runner.(sandbox.Container); isContainer {
-		if err := e.resetBox(ctx, c); err != nil {
-			return "", err
-		}
-		for k, v := range e.pendingMetrics {
-			e.sh.SetMetric(k, v)
-		}
-		return e.taskText(), nil
-	}
-	{
-		if need, why := e.task.NeedsContainer(); need {
-			return "", fmt.Errorf("task %s: %w (%s); run it with a container runner", e.task.Name, ErrNeedsContainer, why)
-		}
-	}
-	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "harbor-"+e.task.Name+"-", e.limits().DiskBytes)
-	if err != nil {
-		return "", err
-	}
-	app := filepath.Join(ws, "app")
-	if src := e.task.AppDir(); src != "" {
-		err = copyDir(src, app)
-	} else {
-		err = os.Mkdir(app, 0o755)
-	}
-	if err != nil {
-		return "", fmt.Errorf("task %s: copy environment/app: %w", e.task.Name, err)
-	}
-	var mounts []sandbox.Mount
-	if e.opts.ExposeSolution {
-		sol := filepath.Join(ws, "solution")
-		if err := copyDir(filepath.Join(e.task.Dir, "solution"), sol); err != nil {
-			return "", fmt.Errorf("task %s: copy solution: %w", e.task.Name, err)
-		}
-		mounts = append(mounts, sandbox.Mount{Host: sol, Target: "/solution"})
-	}
-	if !e.opts.ExposeSolution {
-		// The shared cache never sees an episode that has the solution.
-		mounts = append(mounts, shelltask.CacheMounts(e.opts.CacheDir)...)
-	}
-	err = e.sh.Start(ctx, sandbox.Spec{
-		Workdir: app, Mounts: mounts, Env: e.env(nil), Network: e.network(),
-		Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
-	}, e.agentTimeout())
-	if err != nil {
+	if err := e.back.start(ctx); err != nil {
 		return "", err
 	}
 	return e.taskText(), nil
@@ -211,19 +172,12 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 // finish runs the verifier once the agent phase has ended (the agent's
 // sandbox closed: nothing of the agent runs beside the verifier).
 func (e *Env) finish(ctx context.Context, _ shelltask.Action, obs string) (agent.Step, error) {
-	verify := e.verify
-	if e.boxEp != nil {
-		verify = e.verifyBox
+	reward, err := e.verify(ctx)
+	for _, n := range e.notes {
+		obs += "\n[" + n + "]"
 	}
-	reward, err := verify(ctx)
-	if e.boxEp != nil {
-		for _, n := range e.boxEp.notes {
-			obs += "\n[" + n + "]"
-		}
-		if cerr := e.boxEp.close(); err == nil && cerr != nil {
-			err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
-		}
-		e.boxEp = nil
+	if cerr := e.back.close(); err == nil && cerr != nil {
+		err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
 	}
 	if cerr := e.sh.Cleanup(); err == nil && cerr != nil {
 		err = fmt.Errorf("task %s: %w", e.task.Name, cerr)
@@ -245,148 +199,44 @@ func (e *Env) finish(ctx context.Context, _ shelltask.Action, obs string) (agent
 	return agent.Step{Done: true, Reward: reward, Observation: obs}, nil
 }
 
-// verifierScript runs test.sh, then, from the verifier's own shell, counts
-// the processes still alive besides the shell and the namespace's init
-// and kills them all. A process counts unless every thread of it is a
-// zombie (a thread-group leader that exited while another thread runs on
-// is not dead); one whose /proc entry cannot be read counts too (it was
-// listed after test.sh exited, or the shell was kept from reading: agent
-// code can lower its ancestors' open-file limit). It prints the count on
-// a line that starts with a per-verification nonce (NONCE below; code run
-// by test.sh cannot predict it) and exits with test.sh's status. No command
-// after test.sh carries a redirection: under a lowered open-file limit a
-// failed redirection skips its command, which would fail open.
-const verifierScript = `/tests/test.sh
-__crl_rc=$?
-exec 2>/dev/null
-__crl_n=0
-for __crl_p in /proc/[0-9]*; do
-  __crl_p=${__crl_p#/proc/}
-  case $__crl_p in 1|$$) continue;; esac
-  __crl_live=0
-  for __crl_t in /proc/$__crl_p/task/*; do
-    if read -r __crl_s < "$__crl_t/stat"; then
-      __crl_s=${__crl_s##*) }
-      [ "${__crl_s%% *}" = Z ] || __crl_live=1
-    else
-      __crl_live=1
-    fi
-  done
-  [ $__crl_live = 0 ] || __crl_n=$((__crl_n+1))
-done
-kill -9 -1
-printf '\n` + stragglersMarker + `_NONCE %d\n' "$__crl_n"
-(exit $__crl_rc)`
-
-// stragglersMarker prefixes verifierScript's last line (with the nonce).
-const stragglersMarker = "__compactrl_verifier_stragglers"
-
-// stragglers reads verifierScript's count from the end of out (-1 when the
-// line with this nonce is missing: the script was killed before it got
-// there) and returns out without that line.
-func stragglers(out, nonce string) (int, string) {
-	marker := "\n" + stragglersMarker + "_" + nonce + " "
-	i := strings.LastIndex(out, marker)
-	if i < 0 {
-		return -1, out
-	}
-	var n int
-	if _, err := fmt.Sscanf(strings.TrimSpace(out[i+len(marker):]), "%d", &n); err != nil {
-		return -1, out
-	}
-	return n, out[:i]
-}
-
-// verify runs tests/test.sh in a fresh sandbox over the workspace and
-// returns the reward. The reward file is read only after that sandbox is
-// closed, with every process in it dead, so nothing can rewrite it after the
-// host has decided to read it.
+// verify runs the verifier (backend.runVerifier) and turns what it found
+// into the reward.
 //
-// The verifier runs the agent's code (test.sh tests what is in /app), so
-// what the verifier leaves behind is the attempt's doing, not the
-// harness's: a missing or unreadable reward, a verifier killed from inside,
-// or processes that outlived test.sh (which could have written the reward
-// file while test.sh did) score 0 with the reason in RewardNote and the
-// final observation. Only when the agent ran no command at all is a
-// missing reward the task's own fault, an error; so is a reward beyond
-// ±MaxAbsReward (with commands run, 0 with a note). The verifier gets no
-// shared cache.
+// The verifier runs the agent's code (test.sh tests what the agent left),
+// so what the verifier leaves behind is the attempt's doing, not the
+// harness's: a verifier that could not start or was killed from inside, a
+// process outside its run that reached its files, test.sh killed by a
+// signal, processes that outlived test.sh (which could have written the
+// reward file while it ran), or a missing or unreadable reward score 0
+// with the reason in RewardNote and the final observation. Only when the
+// agent ran no command at all (and the verifier ran in a sandbox of its
+// own) is a missing reward the task's own fault, an error; so is a reward
+// beyond ±MaxAbsReward (with commands run, 0 with a note). A verifier that
+// could not run or finish is ErrVerifier (status verifier_error).
 func (e *Env) verify(ctx context.Context) (float64, error) {
-	ws := e.sh.Workspace()
-	tests := filepath.Join(ws, "tests")
-	logs := filepath.Join(ws, "logs", "verifier")
-	if err := copyDir(filepath.Join(e.task.Dir, "tests"), tests); err != nil {
-		if ferr := stageFresh(e.task); ferr != nil {
-			return 0, fmt.Errorf("task %s: %w: its tests/ cannot be staged: %v", e.task.Name, ErrVerifier, ferr)
-		}
-		if e.sh.Metric("commands") > 0 {
-			// The workspace is the agent's: a full one cannot take the tests.
-			return e.zero("the workspace could not take the tests: %v", err), nil
-		}
-		return 0, fmt.Errorf("task %s: copy tests: %w", e.task.Name, err)
-	}
-	// Harbor's way: the copy is writable, test.sh executable and run
-	// directly (its #! line; a script without one runs in bash).
-	if err := os.Chmod(filepath.Join(tests, "test.sh"), 0o755); err != nil {
-		return 0, fmt.Errorf("task %s: %w", e.task.Name, err)
-	}
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return 0, fmt.Errorf("task %s: %w", e.task.Name, err)
-	}
-	os.Chmod(filepath.Dir(logs), 0o755)
-	if m := shadowing(filepath.Join(ws, "app")); m != "" && e.sh.Metric("commands") > 0 {
-		return e.zero("the agent left %s in /app, where it would shadow the test tooling's own module", m), nil
-	}
-	// No shared cache here: the verifier runs agent code, which must not
-	// carry the hidden tests into a cache later episodes read.
-	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{
-		Workdir: filepath.Join(ws, "app"),
-		Mounts: []sandbox.Mount{
-			{Host: tests, Target: "/tests", Writable: true},
-			{Host: logs, Target: "/logs/verifier", Writable: true},
-		},
-		Env: e.taskEnv(e.envs.verifier), Network: e.network(), Limits: e.limits(), Image: e.task.Config.Environment.DockerImage,
-	})
-	if err != nil && e.sh.Metric("commands") > 0 {
-		// The agent's sandbox started over this workspace; the verifier's
-		// does not: what the agent left (a 2,200-deep tree the host cannot
-		// chown, a full disk) is the attempt's failure.
-		return e.zero("the verifier's sandbox could not start over the agent's workspace: %v", err), nil
-	}
+	run, err := e.back.runVerifier(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("task %s: start verifier sandbox: %w", e.task.Name, err)
+		return 0, err
 	}
-	begin := time.Now()
-	var nb [8]byte
-	rand.Read(nb[:])
-	nonce := hex.EncodeToString(nb[:])
-	r, err := sess.Exec(ctx, strings.ReplaceAll(verifierScript, "NONCE", nonce), e.verifierTimeout())
-	e.sh.SetMetric("verifier_seconds", time.Since(begin).Seconds())
-	cerr := sess.Close()
-	if err != nil {
-		return 0, fmt.Errorf("task %s: verifier: %w", e.task.Name, err)
-	}
-	if cerr != nil {
-		return 0, fmt.Errorf("task %s: verifier sandbox not contained: %w", e.task.Name, cerr)
-	}
-	n, out := stragglers(r.Output, nonce)
-	r.Output = out
-	if r.Restarted && !r.TimedOut {
-		n = -1 // the verifier's shell died: whatever it printed, it did not finish
-	}
-	e.verOut = shelltask.FormatResult(r, e.verifierTimeout())
+	e.verOut = run.output
 	switch {
-	case r.TimedOut:
+	case run.tampered != "":
+		e.sh.SetMetric(metricVerifierTampered, 1)
+		return e.zero("%s", run.tampered), nil
+	case run.refused != "":
+		return e.zero("%s", run.refused), nil
+	case run.timedOut:
 		return e.verifierTimedOut()
-	case n < 0:
-		return e.zero("the verifier was killed before it finished (test.sh exit %d)", r.ExitCode), nil
-	case n > 0:
-		e.sh.SetMetric("verifier_stragglers", float64(n))
-		return e.zero("%d processes outlived test.sh; any of them could have written the reward file", n), nil
-	case r.ExitCode > 128 && r.ExitCode < 128+65:
-		return e.zero("test.sh was killed by signal %d (exit status %d)", r.ExitCode-128, r.ExitCode), nil
+	case run.unfinished:
+		return e.zero("the verifier was killed before it finished (test.sh exit %d)", run.exit), nil
+	case run.exit > 128 && run.exit < 128+65:
+		// Before stragglers: what killed test.sh is the clearer note.
+		return e.zero("test.sh was killed by signal %d (exit status %d)", run.exit-128, run.exit), nil
+	case run.stragglers > 0:
+		e.sh.SetMetric(metricVerifierStragglers, float64(run.stragglers))
+		return e.zero("%d processes of the verifier's run outlived test.sh; any of them could have written the reward file", run.stragglers), nil
 	}
-	return e.readVerdict(logs, r.ExitCode)
+	return e.readVerdict(run)
 }
 
 // readVerdict reads the reward test.sh left in dir the way Harbor does
@@ -398,38 +248,52 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 // (an error). A reward without the chosen scalar (the key missing; several
 // keys and none named "reward") is the agent's once it ran a command (0
 // with a note), else the task's: ErrVerifier.
-func (e *Env) readVerdict(dir string, exit int) (float64, error) {
-	all, err := ReadRewards(dir)
+func (e *Env) readVerdict(run verifierRun) (float64, error) {
+	all, err := ReadRewards(run.logs)
 	switch {
 	case errors.Is(err, ErrTwoRewardFiles):
 		return e.zero("%v (compactrl does not guess which one counts)", err), nil
-	case err != nil && (e.sh.Metric("commands") > 0 || e.boxEp != nil):
-		return e.zero("%v (test.sh exit %d)", err, exit), nil
+	case err != nil && (e.sh.Commands() > 0 || run.agentSandbox):
+		return e.zero("%v (test.sh exit %d)", err, run.exit), nil
 	case err != nil:
-		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, err, exit, tail(e.verOut, 2000))
+		return 0, fmt.Errorf("task %s: %w (test.sh exit %d; output:\n%s)", e.task.Name, err, run.exit, tail(e.verOut, 2000))
 	}
 	for k, v := range all {
-		e.sh.SetMetric("reward/"+k, v) // every value the verifier reported
+		e.sh.SetMetric(metricRewardPrefix+shelltask.Metric(k), v) // every value the verifier reported
 	}
 	e.rewards = all
 	reward, err := e.opts.Reward.Scalar(all)
 	if err != nil {
-		if e.sh.Metric("commands") > 0 {
+		if e.sh.Commands() > 0 {
 			// The agent's code can write the file (a daemon renaming a
 			// reward.json of its own into place): its failure, never a
 			// masked episode.
 			return e.zero("%v", err), nil
 		}
-		return 0, fmt.Errorf("task %s: %w: %s: %v", e.task.Name, ErrVerifier, dir, err)
+		return 0, fmt.Errorf("task %s: %w: %s: %v", e.task.Name, ErrVerifier, run.logs, err)
 	}
 	if math.Abs(reward) > MaxAbsReward {
-		if e.sh.Metric("commands") > 0 || e.boxEp != nil {
+		if e.sh.Commands() > 0 || run.agentSandbox {
 			// The agent's code could have written it: its failure.
 			return e.zero("verifier reward %g is beyond ±%g", reward, MaxAbsReward), nil
 		}
 		return 0, fmt.Errorf("task %s: verifier reward %g is beyond ±%g", e.task.Name, reward, MaxAbsReward)
 	}
 	return reward, nil
+}
+
+// verifierTimedOut attributes a verifier timeout: with no command of the
+// agent run, the verifier's own (ErrVerifier, status verifier_error);
+// otherwise the attempt's, 0 with a note, since what the agent did (code
+// under test that loops, processes left behind that stop or trace the
+// verifier) can make test.sh hang, and a policy must not learn to turn its
+// failures into masked episodes.
+func (e *Env) verifierTimedOut() (float64, error) {
+	e.sh.SetMetric(metricVerifierTimeout, 1)
+	if e.sh.Commands() > 0 {
+		return e.zero("test.sh timed out after %v (the agent's work can make the tests hang)", e.verifierTimeout()), nil
+	}
+	return 0, fmt.Errorf("task %s: %w: test.sh timed out after %v", e.task.Name, ErrVerifier, e.verifierTimeout())
 }
 
 // MaxAbsReward bounds a verifier's reward: Harbor accepts any finite
@@ -439,7 +303,7 @@ const MaxAbsReward = 1e6
 // zero records why the attempt scores 0 although the verifier ran.
 func (e *Env) zero(format string, args ...any) float64 {
 	e.note = fmt.Sprintf(format, args...)
-	e.sh.SetMetric("reward_invalid", 1)
+	e.sh.SetMetric(metricRewardInvalid, 1)
 	return 0
 }
 
@@ -492,11 +356,7 @@ func (e *Env) resolveEnvs() error {
 // Close ends the episode early (if running), removes its container (if
 // any) and the workspace unless KeepWorkspace; see shelltask.Shell.Close.
 func (e *Env) Close() error {
-	var berr error
-	if e.boxEp != nil {
-		berr = e.boxEp.close()
-		e.boxEp = nil
-	}
+	berr := e.back.close()
 	return errors.Join(e.sh.Close(), berr)
 }
 
@@ -583,26 +443,11 @@ func CopyDir(src, dst string) error {
 // with [solution.env] and DEBIAN_FRONTEND=noninteractive, under the agent's
 // whole timeout rather than the per-command one.
 func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
-	ws := e.sh.Workspace()
-	if ws == "" {
+	if e.sh.Workspace() == "" {
 		return agent.Step{}, fmt.Errorf("task %s: Oracle before Reset", e.task.Name)
 	}
-	sol := filepath.Join(ws, "solution")
-	if e.boxEp == nil && !e.opts.ExposeSolution {
-		return agent.Step{}, fmt.Errorf("task %s: Oracle needs Options.ExposeSolution under bubblewrap", e.task.Name)
-	}
-	if e.boxEp != nil {
-		if err := copyDir(filepath.Join(e.task.Dir, "solution"), sol); err != nil {
-			return agent.Step{}, fmt.Errorf("task %s: copy solution: %w", e.task.Name, err)
-		}
-	}
-	if err := os.Chmod(filepath.Join(sol, "solve.sh"), 0o755); err != nil {
+	if err := e.back.stageSolution(ctx); err != nil {
 		return agent.Step{}, fmt.Errorf("task %s: solution: %w", e.task.Name, err)
-	}
-	if e.boxEp != nil {
-		if err := e.boxEp.box.CopyIn(ctx, sol, solutionDir); err != nil {
-			return agent.Step{}, fmt.Errorf("task %s: %w", e.task.Name, err)
-		}
 	}
 	env := maps.Clone(e.envs.solution)
 	env["DEBIAN_FRONTEND"] = "noninteractive"

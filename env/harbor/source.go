@@ -2,15 +2,12 @@ package harbor
 
 import (
 	"context"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
-	"github.com/compactrl/compactrl/sandbox"
 )
 
 // Harbor task directories are the task source "harbor": --tasks names a
@@ -55,12 +52,13 @@ func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	c, container := o.Runner.(sandbox.Container)
 	var ts []tasks.Task
 	var skipped []tasks.Skipped
 	for _, f := range failed {
 		skipped = append(skipped, tasks.Skipped{Task: f.Task, Reason: "does not load: " + f.Reason})
 	}
+	opts := Options{Runner: o.Runner, Engine: o.Engine, Limits: o.Limits, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
+		CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Reward: choice}
 	for _, t := range hts {
 		for _, w := range t.Warnings {
 			o.Warning("task " + t.Name + ": " + w)
@@ -73,23 +71,10 @@ func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, erro
 			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: err.Error()})
 			continue
 		}
-		if need, why := t.NeedsContainer(); need && !container {
-			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: "needs its container image (" + why + "); run it with --runner podman (or docker)"})
+		if why := New(t, opts).back.admit(context.Background(), o.Note); why != "" {
+			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: why})
 			continue
 		}
-		if container {
-			begin := time.Now()
-			ref, cached, err := ImageRef(context.Background(), t, c, o.Image)
-			if err != nil {
-				skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: err.Error()})
-				continue
-			}
-			if !cached {
-				o.Note(fmt.Sprintf("task %s: image %s built in %.1fs", t.Name, ref, time.Since(begin).Seconds()))
-			}
-		}
-		opts := Options{Runner: o.Runner, Limits: o.Limits, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
-			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Reward: choice}
 		ts = append(ts, tasks.Task{Name: t.Name, New: func(oracle bool) agent.Environment {
 			eo := opts
 			eo.ExposeSolution, eo.WorkRoot = oracle, o.Root()

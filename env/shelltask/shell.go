@@ -50,8 +50,23 @@ type Shell struct {
 	started  time.Time
 	deadline time.Time
 	done     bool
-	metrics  map[string]float64
+	metrics  map[Metric]float64
 }
+
+// Metric names one of an episode's metrics (a key of
+// agent.MetricsReporter's map). The agent phase's own are the constants
+// below; an environment declares its own the same way and sets them with
+// SetMetric.
+type Metric string
+
+// The agent phase's metrics, kept by Shell.
+const (
+	metricCommands        Metric = "commands"         // commands run
+	metricInvalidActions  Metric = "invalid_actions"  // replies that neither ran a command nor submitted
+	metricCommandTimeouts Metric = "command_timeouts" // commands killed at their timeout
+	metricShellRestarts   Metric = "shell_restarts"   // commands that found the shell exited (Config.CountRestarts)
+	metricAgentSeconds    Metric = "agent_seconds"    // the agent phase's wall-clock time
+)
 
 // NewShell returns a Shell with no episode started.
 func NewShell(cfg Config) *Shell {
@@ -101,9 +116,9 @@ func (s *Shell) StartSession(sess sandbox.Session, agentTimeout time.Duration) {
 	s.started = time.Now()
 	s.deadline = s.started.Add(agentTimeout)
 	s.done = false
-	s.metrics = map[string]float64{"commands": 0, "invalid_actions": 0, "command_timeouts": 0}
+	s.metrics = map[Metric]float64{metricCommands: 0, metricInvalidActions: 0, metricCommandTimeouts: 0}
 	if s.cfg.CountRestarts {
-		s.metrics["shell_restarts"] = 0
+		s.metrics[metricShellRestarts] = 0
 	}
 }
 
@@ -128,7 +143,7 @@ func (s *Shell) Step(ctx context.Context, reply string, submit SubmitFunc) (agen
 		err = s.cfg.PatchOnly
 	}
 	if err != nil {
-		s.metrics["invalid_actions"]++
+		s.metrics[metricInvalidActions]++
 		return agent.Step{Invalid: true, Observation: "Invalid action: " + err.Error()}, nil
 	}
 	var obs string
@@ -142,12 +157,12 @@ func (s *Shell) Step(ctx context.Context, reply string, submit SubmitFunc) (agen
 		if err != nil {
 			return agent.Step{}, fmt.Errorf("%s: exec: %w", s.cfg.Name, err)
 		}
-		s.metrics["commands"]++
+		s.metrics[metricCommands]++
 		if r.TimedOut {
-			s.metrics["command_timeouts"]++
+			s.metrics[metricCommandTimeouts]++
 		}
 		if r.Restarted && s.cfg.CountRestarts {
-			s.metrics["shell_restarts"]++
+			s.metrics[metricShellRestarts]++
 		}
 		obs = FormatResult(r, timeout)
 		if r.TimedOut && time.Until(s.deadline) <= 0 {
@@ -166,7 +181,7 @@ func (s *Shell) Step(ctx context.Context, reply string, submit SubmitFunc) (agen
 // can still write the files it reads.
 func (s *Shell) end(ctx context.Context, submit SubmitFunc, a Action, obs string) (agent.Step, error) {
 	s.done = true
-	s.metrics["agent_seconds"] = time.Since(s.started).Seconds()
+	s.metrics[metricAgentSeconds] = time.Since(s.started).Seconds()
 	err := s.sess.Close()
 	s.sess = nil
 	if err != nil {
@@ -204,18 +219,19 @@ func (s *Shell) SetCommandTimeout(d time.Duration) {
 	}
 }
 
-// Metric is the current value of one metric (0 when unset).
-func (s *Shell) Metric(name string) float64 { return s.metrics[name] }
+// Commands is how many of the policy's commands have run this episode:
+// none means whatever the verification finds is not the agent's doing.
+func (s *Shell) Commands() int { return int(s.metrics[metricCommands]) }
 
 // SetMetric records an environment's own metric; only after Start.
-func (s *Shell) SetMetric(name string, v float64) { s.metrics[name] = v }
+func (s *Shell) SetMetric(name Metric, v float64) { s.metrics[name] = v }
 
 // Metrics returns a copy of the episode's metrics, for
 // agent.MetricsReporter.
 func (s *Shell) Metrics() map[string]float64 {
 	m := make(map[string]float64, len(s.metrics))
 	for k, v := range s.metrics {
-		m[k] = v
+		m[string(k)] = v
 	}
 	return m
 }

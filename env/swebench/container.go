@@ -63,18 +63,30 @@ func ResolveImage(ctx context.Context, c sandbox.Container, inst *Instance, over
 		inst.InstanceID, ErrImageMissing, strings.Join(cands, ", "), c.Name())
 }
 
-// containerEpisode is the container side of one episode: the agent's
-// container, and what grading needs of it.
-type containerEpisode struct {
+// containerBackend runs episodes in container mode: the agent in a
+// container of the instance's image, the grading in a fresh one.
+type containerBackend struct {
+	e     *Env
 	c     sandbox.Container
 	image string
 	box   *sandbox.Box // the agent's container, until the patch is taken
 	head  string       // /testbed's HEAD when the agent started
 }
 
-func (e *Env) container() (sandbox.Container, bool) {
-	c, ok := e.opts.Runner.(sandbox.Container)
-	return c, ok
+// admit refuses an instance without a harness spec (EvalScript) or whose
+// image none of ImageCandidates finds (o.Image: an --image-map entry), and
+// sets o.Image to the image found.
+func (cb *containerBackend) admit(ctx context.Context, o *Options) error {
+	inst := &cb.e.inst
+	if _, err := EvalScript(inst); err != nil {
+		return err
+	}
+	image, err := ResolveImage(ctx, cb.c, inst, o.Image, o.Namespace)
+	if err != nil {
+		return err
+	}
+	o.Image = image
+	return nil
 }
 
 func (e *Env) boxSpec(image string) sandbox.BoxSpec {
@@ -82,39 +94,39 @@ func (e *Env) boxSpec(image string) sandbox.BoxSpec {
 	return sandbox.BoxSpec{Image: image, Workdir: Testbed, Limits: e.opts.Limits, Network: e.opts.Network, NoTmpfs: true}
 }
 
-// resetContainer starts the episode in the instance's image: a container
-// whose /testbed is the repository at base_commit with the instance's
+// start starts the episode in the instance's image: a container whose
+// /testbed is the repository at base_commit with the instance's
 // environment installed, and the agent's shell in /testbed with the
 // testbed environment active.
-func (e *Env) resetContainer(ctx context.Context, c sandbox.Container) error {
+func (ep *containerBackend) start(ctx context.Context) (string, error) {
+	e, c := ep.e, ep.c
 	id := e.inst.InstanceID
 	if _, err := EvalScript(&e.inst); err != nil {
-		return err
+		return "", err
 	}
 	if RepoParser(e.inst.Repo) == nil {
-		return fmt.Errorf("instance %s: %w: no log parser for repository %q", id, ErrNoHarnessSpec, e.inst.Repo)
+		return "", fmt.Errorf("instance %s: %w: no log parser for repository %q", id, ErrNoHarnessSpec, e.inst.Repo)
 	}
 	if _, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "swebench-"+safeName(id)+"-", 0); err != nil {
-		return err
+		return "", err
 	}
 	image, err := ResolveImage(ctx, c, &e.inst, e.opts.Image, e.opts.Namespace)
 	if err != nil {
-		return err
+		return "", err
 	}
-	ep := &containerEpisode{c: c, image: image}
-	e.boxEp = ep
+	ep.image = image
 	begin := time.Now()
 	if ep.box, err = c.Create(ctx, e.boxSpec(image)); err != nil {
-		return fmt.Errorf("instance %s: image %s: %w", id, image, err)
+		return "", fmt.Errorf("instance %s: image %s: %w", id, image, err)
 	}
 	out, code, err := ep.box.Run(ctx, sandbox.ExecSpec{Workdir: Testbed, Cmd: []string{"git", "-c", "safe.directory=*", "rev-parse", "HEAD"}})
 	if err != nil || code != 0 {
-		return fmt.Errorf("instance %s: image %s has no git repository at %s (exit %d): %v %s", id, image, Testbed, code, err, tailString(out, 500))
+		return "", fmt.Errorf("instance %s: image %s has no git repository at %s (exit %d): %v %s", id, image, Testbed, code, err, tailString(out, 500))
 	}
 	ep.head = strings.TrimSpace(out)
 	sess, err := ep.box.Shell(ctx, sandbox.ExecSpec{Workdir: Testbed}, e.opts.Limits)
 	if err != nil {
-		return fmt.Errorf("instance %s: agent shell: %w", id, err)
+		return "", fmt.Errorf("instance %s: agent shell: %w", id, err)
 	}
 	r, err := sess.Exec(ctx, activate, 2*time.Minute)
 	if err == nil && r.ExitCode != 0 {
@@ -122,11 +134,11 @@ func (e *Env) resetContainer(ctx context.Context, c sandbox.Container) error {
 	}
 	if err != nil {
 		sess.Close()
-		return fmt.Errorf("instance %s: activate the testbed environment in %s: %w", id, image, err)
+		return "", fmt.Errorf("instance %s: activate the testbed environment in %s: %w", id, image, err)
 	}
 	e.sh.StartSession(sess, e.opts.AgentTimeout)
-	e.sh.SetMetric("container_start_seconds", time.Since(begin).Seconds())
-	return nil
+	e.sh.SetMetric(metricContainerStartSeconds, time.Since(begin).Seconds())
+	return Testbed, nil
 }
 
 // containerDiff is the agent's change in its container: every file of
@@ -136,8 +148,8 @@ func (e *Env) resetContainer(ctx context.Context, c sandbox.Container) error {
 // `git diff` (what the harness's agents submit) cannot carry them; their
 // names are returned. git runs in the agent's container, where whatever
 // the agent left in .git can only spoil its own patch.
-func (e *Env) containerDiff(ctx context.Context) (patch string, binary []string, err error) {
-	ep := e.boxEp
+func (ep *containerBackend) containerDiff(ctx context.Context) (patch string, binary []string, err error) {
+	e := ep.e
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	script := `set -e; cd ` + Testbed + `; export GIT_INDEX_FILE=/tmp/compactrl-diff.index; rm -f "$GIT_INDEX_FILE"
@@ -149,13 +161,13 @@ stat -c %s /tmp/compactrl-model.patch`
 		return "", nil, fmt.Errorf("git diff in the agent's container: %w", err)
 	}
 	if code != 0 {
-		e.sh.SetMetric("patch_error", 1)
+		e.sh.SetMetric(metricPatchError, 1)
 		return "", nil, nil
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	size, _ := strconv.ParseInt(lines[len(lines)-1], 10, 64)
 	if size > maxPatchBytes {
-		e.sh.SetMetric("patch_error", 1)
+		e.sh.SetMetric(metricPatchError, 1)
 		return "", nil, nil
 	}
 	out, code, err = ep.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: []string{"head", "-c", strconv.Itoa(maxPatchBytes), "/tmp/compactrl-model.patch"}})
@@ -217,15 +229,14 @@ func splitDiff(patch string) []string {
 	return append(out, patch[start:])
 }
 
-// finishContainer takes the model's patch (the submitting reply's ```diff
-// block, else the agent's diff), removes the agent's container and grades
-// the patch in a fresh one.
-func (e *Env) finishContainer(ctx context.Context, patch string) (Report, error) {
-	ep := e.boxEp
+// grade takes the model's patch (the submitting reply's ```diff block,
+// else the agent's diff), removes the agent's container and grades the
+// patch in a fresh one.
+func (ep *containerBackend) grade(ctx context.Context, patch string) (Report, error) {
 	rep := Report{Mode: "container", Image: ep.image}
 	if patch == "" {
 		var err error
-		if patch, rep.BinaryExcluded, err = e.containerDiff(ctx); err != nil {
+		if patch, rep.BinaryExcluded, err = ep.containerDiff(ctx); err != nil {
 			return rep, err
 		}
 	}
@@ -233,7 +244,7 @@ func (e *Env) finishContainer(ctx context.Context, patch string) (Report, error)
 		return rep, fmt.Errorf("remove the agent's container: %w", err)
 	}
 	ep.box = nil
-	return e.gradeContainer(ctx, rep, patch)
+	return ep.gradeContainer(ctx, rep, patch)
 }
 
 // gradeContainer is the harness's run_instance on a fresh container of
@@ -243,7 +254,8 @@ func (e *Env) finishContainer(ctx context.Context, patch string) (Report, error)
 // statuses, never an exit status. An empty patch is not applied (the
 // harness skips empty predictions); its tests still run, for the record,
 // and it resolves nothing.
-func (e *Env) gradeContainer(ctx context.Context, rep Report, patch string) (Report, error) {
+func (ep *containerBackend) gradeContainer(ctx context.Context, rep Report, patch string) (Report, error) {
+	e := ep.e
 	rep.PatchBytes = len(patch)
 	rep.FailToPass, rep.PassToPass = map[string]bool{}, map[string]bool{}
 	script, err := EvalScript(&e.inst)
@@ -259,9 +271,9 @@ func (e *Env) gradeContainer(ctx context.Context, rep Report, patch string) (Rep
 			return rep, err
 		}
 	}
-	box, err := e.boxEp.c.Create(ctx, e.boxSpec(e.boxEp.image))
+	box, err := ep.c.Create(ctx, e.boxSpec(ep.image))
 	if err != nil {
-		return rep, fmt.Errorf("grading container from %s: %w", e.boxEp.image, err)
+		return rep, fmt.Errorf("grading container from %s: %w", ep.image, err)
 	}
 	defer box.Remove()
 	if err := box.CopyIn(ctx, in, "/tmp"); err != nil {
@@ -283,13 +295,13 @@ func (e *Env) gradeContainer(ctx context.Context, rep Report, patch string) (Rep
 			}
 		}
 		if !rep.PatchApplied {
-			e.sh.SetMetric("patch_applied", 0)
+			e.sh.SetMetric(metricPatchApplied, 0)
 			rep.Resolution, rep.Note = ResolvedNo, applyPatchFail
 			e.setVerdictMetrics(rep)
 			return rep, nil
 		}
 	}
-	e.sh.SetMetric("patch_applied", boolMetric(rep.PatchApplied))
+	e.sh.SetMetric(metricPatchApplied, boolMetric(rep.PatchApplied))
 	timeout := e.opts.EvalTimeout
 	if timeout <= 0 {
 		timeout = DefaultEvalTimeout
@@ -298,7 +310,7 @@ func (e *Env) gradeContainer(ctx context.Context, rep Report, patch string) (Rep
 	begin := time.Now()
 	log, _, err := box.Run(rctx, root("/bin/bash /tmp/eval.sh 2>&1 | head -c "+strconv.Itoa(maxLogBytes)))
 	cancel()
-	e.sh.SetMetric("test_seconds", time.Since(begin).Seconds())
+	e.sh.SetMetric(metricTestSeconds, time.Since(begin).Seconds())
 	if err != nil && ctx.Err() == nil && rctx.Err() == context.DeadlineExceeded {
 		rep.TimedOut = true
 		log += "\n\nTimeout error: " + strconv.Itoa(int(timeout.Seconds())) + " seconds exceeded."
@@ -345,13 +357,13 @@ func (e *Env) setVerdictMetrics(rep Report) {
 	if rep.Tests != nil {
 		f2p, p2p = len(rep.Tests.FailToPass.Success), len(rep.Tests.PassToPass.Success)
 	}
-	e.sh.SetMetric("f2p_passed", float64(f2p))
-	e.sh.SetMetric("f2p_total", float64(len(e.inst.FailToPass)))
-	e.sh.SetMetric("p2p_passed", float64(p2p))
-	e.sh.SetMetric("p2p_total", float64(len(e.inst.PassToPass)))
-	e.sh.SetMetric("resolved", boolMetric(rep.Resolved))
+	e.sh.SetMetric(metricF2PPassed, float64(f2p))
+	e.sh.SetMetric(metricF2PTotal, float64(len(e.inst.FailToPass)))
+	e.sh.SetMetric(metricP2PPassed, float64(p2p))
+	e.sh.SetMetric(metricP2PTotal, float64(len(e.inst.PassToPass)))
+	e.sh.SetMetric(metricResolved, boolMetric(rep.Resolved))
 	if len(rep.BinaryExcluded) > 0 {
-		e.sh.SetMetric("binary_files_excluded", float64(len(rep.BinaryExcluded)))
+		e.sh.SetMetric(metricBinaryFilesExcluded, float64(len(rep.BinaryExcluded)))
 	}
 }
 
@@ -369,13 +381,12 @@ func tailString(s string, n int) string {
 	return "..." + s[len(s)-n:]
 }
 
-// closeBox removes the agent's container if it is still there.
-func (e *Env) closeBox() error {
-	if e.boxEp == nil || e.boxEp.box == nil {
-		e.boxEp = nil
+// close removes the agent's container if it is still there.
+func (ep *containerBackend) close() error {
+	if ep.box == nil {
 		return nil
 	}
-	err := e.boxEp.box.Remove()
-	e.boxEp = nil
+	err := ep.box.Remove()
+	ep.box = nil
 	return err
 }

@@ -24,10 +24,12 @@ import (
 
 // Options configure an Env. Zero values take the documented defaults.
 type Options struct {
-	// Runner is the sandbox: a sandbox.Container selects container mode
-	// (the instance's image, the harness's eval script and grading); any
-	// other runner, the local-repository mode. Default sandbox.Bubblewrap{}.
+	// Runner is the host sandbox of the local-repository mode (default
+	// sandbox.Bubblewrap{}), used when Engine is nil.
 	Runner sandbox.Runner
+	// Engine, when set, selects container mode: the instance's image, the
+	// harness's eval script and grading. Runner is then not used.
+	Engine *sandbox.Container
 	// Image is the instance's image in container mode (an --image-map
 	// entry); "" tries ImageCandidates.
 	Image string
@@ -97,8 +99,7 @@ type Env struct {
 	opts Options
 	sh   *shelltask.Shell // workspace (app/ and the evaluation's), agent shell, metrics
 
-	src    string // the local repository
-	boxEp  *containerEpisode
+	back   backend // where the episodes run, chosen by New
 	report Report
 }
 
@@ -121,8 +122,9 @@ func New(inst Instance, opts Options) *Env {
 		PatchOnly:     errors.New("a ```diff block alone does nothing: add <submit/> to submit it as your patch"),
 		TimeUpNote:    "The agent's time limit was reached.",
 	})
-	opts.Runner = sh.Runner()
-	return &Env{inst: inst, opts: opts, sh: sh}
+	e := &Env{inst: inst, opts: opts, sh: sh}
+	e.back = newBackend(e)
+	return e
 }
 
 // RepoDir resolves the instance's local repository (see Options.ReposDir).
@@ -190,13 +192,8 @@ func (e *Env) Reset(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("instance %s: previous episode: %w", e.inst.InstanceID, err)
 	}
 	e.report = Report{}
-	workdir := sandbox.AppDir
-	if c, ok := e.container(); ok {
-		if err := e.resetContainer(ctx, c); err != nil {
-			return "", err
-		}
-		workdir = Testbed
-	} else if err := e.resetLocal(ctx); err != nil {
+	workdir, err := e.back.start(ctx)
+	if err != nil {
 		return "", err
 	}
 	task, err := e.task(workdir)
@@ -231,30 +228,31 @@ func LocalRefusal(inst *Instance) error {
 	return fmt.Errorf("instance %s: %s is an official SWE-bench repository; grading it needs %s, which the local-repository mode cannot reproduce: run it with --runner podman (or docker) and the instance's image", inst.InstanceID, inst.Repo, why)
 }
 
-// resetLocal starts the local-repository mode's episode: a clone of the
-// local repository at base_commit, the agent at /app.
-func (e *Env) resetLocal(ctx context.Context) error {
+// start starts the local-repository mode's episode: a clone of the local
+// repository at base_commit, the agent at /app.
+func (l *localBackend) start(ctx context.Context) (string, error) {
+	e := l.e
 	if err := LocalRefusal(&e.inst); err != nil {
-		return err
+		return "", err
 	}
 	src, err := RepoDir(&e.inst, e.opts.ReposDir)
 	if err != nil {
-		return err
+		return "", err
 	}
-	e.src = src
+	l.src = src
 	disk := e.opts.Limits.DiskBytes
 	if disk == 0 {
 		disk = sandbox.DefaultLimits().DiskBytes
 	}
 	ws, err := e.sh.MakeWorkspace(e.opts.WorkRoot, "swebench-"+safeName(e.inst.InstanceID)+"-", disk)
 	if err != nil {
-		return err
+		return "", err
 	}
 	app := filepath.Join(ws, "app")
 	if err := checkout(ctx, src, app, e.inst.BaseCommit); err != nil {
-		return fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
+		return "", fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
 	}
-	return e.sh.Start(ctx, sandbox.Spec{Workdir: app, Mounts: shelltask.CacheMounts(e.opts.CacheDir), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network}, e.opts.AgentTimeout)
+	return sandbox.AppDir, e.sh.Start(ctx, sandbox.Spec{Workdir: app, Mounts: shelltask.CacheMounts(e.opts.CacheDir), Env: e.env(), Limits: e.opts.Limits, Network: e.opts.Network}, e.opts.AgentTimeout)
 }
 
 // taskFile is the task template, prompts/task.tmpl; the file ends with
@@ -310,26 +308,25 @@ func (e *Env) Step(ctx context.Context, reply string) (agent.Step, error) {
 // sandbox closed: nothing of the agent can still write the workspace).
 func (e *Env) finish(ctx context.Context, a shelltask.Action, obs string) (agent.Step, error) {
 	defer e.sh.Cleanup()
-	patch := a.Patch
-	if e.boxEp != nil {
-		rep, err := e.finishContainer(ctx, patch)
-		if err != nil {
-			return agent.Step{}, fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
-		}
-		return e.verdict(rep, obs), nil
-	}
-	if patch == "" {
-		var err error
-		if patch, err = e.workspaceDiff(ctx); err != nil {
-			return agent.Step{}, fmt.Errorf("instance %s: model patch: %w", e.inst.InstanceID, err)
-		}
-	}
-	rep, err := e.evaluate(ctx, patch)
+	rep, err := e.back.grade(ctx, a.Patch)
 	if err != nil {
 		return agent.Step{}, fmt.Errorf("instance %s: %w", e.inst.InstanceID, err)
 	}
-	rep.Mode = "local"
 	return e.verdict(rep, obs), nil
+}
+
+// grade is the local-repository mode's verdict on patch ("": the agent's
+// changes to its workspace).
+func (l *localBackend) grade(ctx context.Context, patch string) (Report, error) {
+	if patch == "" {
+		var err error
+		if patch, err = l.workspaceDiff(ctx); err != nil {
+			return Report{}, fmt.Errorf("model patch: %w", err)
+		}
+	}
+	rep, err := l.evaluate(ctx, patch)
+	rep.Mode = "local"
+	return rep, err
 }
 
 // verdict records rep and ends the episode: reward 1 when resolved.
@@ -376,13 +373,14 @@ const maxPatchBytes = 64 << 20
 // controls the workspace's .git (config, hooks, filters, fsmonitor), and
 // git on the host would run whatever it names. A workspace whose git no
 // longer works yields an empty patch (metric patch_error = 1).
-func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
+func (l *localBackend) workspaceDiff(ctx context.Context) (string, error) {
+	e := l.e
 	ws := e.sh.Workspace()
 	out := filepath.Join(ws, "out")
 	if err := os.Mkdir(out, 0o755); err != nil {
 		return "", err
 	}
-	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: filepath.Join(ws, "app"),
+	sess, err := l.runner.Start(ctx, sandbox.Spec{Workdir: filepath.Join(ws, "app"),
 		Mounts: []sandbox.Mount{{Host: out, Target: "/out", Writable: true}}, Limits: e.opts.Limits})
 	if err != nil {
 		return "", fmt.Errorf("start diff sandbox: %w", err)
@@ -399,12 +397,12 @@ func (e *Env) workspaceDiff(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if r.ExitCode != 0 {
-		e.sh.SetMetric("patch_error", 1)
+		e.sh.SetMetric(metricPatchError, 1)
 		return "", nil
 	}
 	b, err := sandbox.ReadRegular(filepath.Join(out, "model.patch"), maxPatchBytes)
 	if err != nil {
-		e.sh.SetMetric("patch_error", 1)
+		e.sh.SetMetric(metricPatchError, 1)
 		return "", nil
 	}
 	return string(b), nil
@@ -462,14 +460,15 @@ func patchFiles(patch string) []string {
 // on the host from the trusted repository; everything after — applying the
 // untrusted patch, resetting the test files, applying test_patch, the
 // tests — runs inside one sandbox.
-func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
+func (l *localBackend) evaluate(ctx context.Context, patch string) (Report, error) {
+	e := l.e
 	rep := Report{PatchBytes: len(patch), FailToPass: map[string]bool{}, PassToPass: map[string]bool{}}
 	dir, err := sandbox.MkdirTemp(e.sh.Workspace(), "eval-")
 	if err != nil {
 		return rep, err
 	}
 	app, in := filepath.Join(dir, "app"), filepath.Join(dir, "in")
-	if err := checkout(ctx, e.src, app, e.inst.BaseCommit); err != nil {
+	if err := checkout(ctx, l.src, app, e.inst.BaseCommit); err != nil {
 		return rep, err
 	}
 	if err := os.Mkdir(in, 0o755); err != nil {
@@ -482,12 +481,12 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 	}
 	// No shared cache: the tests run the patched code, which must not carry
 	// the test patch into a cache later episodes read.
-	sess, err := e.opts.Runner.Start(ctx, sandbox.Spec{Workdir: app,
+	sess, err := l.runner.Start(ctx, sandbox.Spec{Workdir: app,
 		Mounts: []sandbox.Mount{{Host: in, Target: "/in"}}, Limits: e.opts.Limits, Network: e.opts.Network})
 	if err != nil {
 		return rep, fmt.Errorf("start test sandbox: %w", err)
 	}
-	rep, err = e.runTests(ctx, sess, rep, app, patch)
+	rep, err = l.runTests(ctx, sess, rep, app, patch)
 	if cerr := sess.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("test sandbox not contained: %w", cerr)
 	}
@@ -495,7 +494,8 @@ func (e *Env) evaluate(ctx context.Context, patch string) (Report, error) {
 }
 
 // runTests applies the patches and runs the instance's tests in sess.
-func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, app, patch string) (Report, error) {
+func (l *localBackend) runTests(ctx context.Context, sess sandbox.Session, rep Report, app, patch string) (Report, error) {
+	e := l.e
 	modelPatched := strings.TrimSpace(patch) != ""
 	// Root entries the test tooling could import instead of its own
 	// modules: the checkout's and the test patch's are the instance's,
@@ -508,12 +508,12 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 			return rep, err
 		}
 		if method == "" {
-			e.sh.SetMetric("patch_applied", 0)
+			e.sh.SetMetric(metricPatchApplied, 0)
 			return rep, nil // an unappliable patch resolves nothing
 		}
 		rep.PatchApplied, rep.ApplyMethod = true, method
 	}
-	e.sh.SetMetric("patch_applied", map[bool]float64{false: 0, true: 1}[rep.PatchApplied])
+	e.sh.SetMetric(metricPatchApplied, map[bool]float64{false: 0, true: 1}[rep.PatchApplied])
 	afterModel = rootEntries(app)
 	if strings.TrimSpace(e.inst.TestPatch) != "" {
 		// Test files are the instance's: undo the model's edits to them.
@@ -534,7 +534,7 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 		}
 		if method == "" {
 			if modelPatched {
-				e.sh.SetMetric("test_patch_conflict", 1)
+				e.sh.SetMetric(metricTestPatchConflict, 1)
 				return rep, nil // the model's patch broke what the tests need
 			}
 			return rep, errors.New("test_patch does not apply to base_commit")
@@ -565,7 +565,7 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 	}
 	if note := shadowed(); note != "" {
 		rep.Note = note
-		e.sh.SetMetric("tooling_shadowed", 1)
+		e.sh.SetMetric(metricToolingShadowed, 1)
 		return rep, nil
 	}
 	hasPytest := false
@@ -603,10 +603,10 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 	if err := run(e.inst.PassToPass, rep.PassToPass); err != nil {
 		return rep, err
 	}
-	e.sh.SetMetric("test_seconds", time.Since(begin).Seconds())
+	e.sh.SetMetric(metricTestSeconds, time.Since(begin).Seconds())
 	if refused != "" {
 		rep.Note = refused
-		e.sh.SetMetric("tooling_shadowed", 1)
+		e.sh.SetMetric(metricToolingShadowed, 1)
 	}
 	rep.Resolved = refused == ""
 	f2p, p2p := 0, 0
@@ -624,11 +624,11 @@ func (e *Env) runTests(ctx context.Context, sess sandbox.Session, rep Report, ap
 			rep.Resolved = false
 		}
 	}
-	e.sh.SetMetric("f2p_passed", float64(f2p))
-	e.sh.SetMetric("f2p_total", float64(len(rep.FailToPass)))
-	e.sh.SetMetric("p2p_passed", float64(p2p))
-	e.sh.SetMetric("p2p_total", float64(len(rep.PassToPass)))
-	e.sh.SetMetric("resolved", map[bool]float64{false: 0, true: 1}[rep.Resolved])
+	e.sh.SetMetric(metricF2PPassed, float64(f2p))
+	e.sh.SetMetric(metricF2PTotal, float64(len(rep.FailToPass)))
+	e.sh.SetMetric(metricP2PPassed, float64(p2p))
+	e.sh.SetMetric(metricP2PTotal, float64(len(rep.PassToPass)))
+	e.sh.SetMetric(metricResolved, map[bool]float64{false: 0, true: 1}[rep.Resolved])
 	return rep, nil
 }
 
@@ -701,7 +701,7 @@ func (e *Env) Metrics() map[string]float64 { return e.sh.Metrics() }
 
 // Close ends the episode early (if running) and removes the workspace
 // unless KeepWorkspace; see shelltask.Shell.Close.
-func (e *Env) Close() error { return errors.Join(e.sh.Close(), e.closeBox()) }
+func (e *Env) Close() error { return errors.Join(e.sh.Close(), e.back.close()) }
 
 // toolingModules reports which of mods the test tooling could import as
 // its own: a standard-library module, or one found on the sandbox's

@@ -8,7 +8,6 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
-	"github.com/compactrl/compactrl/sandbox"
 )
 
 // SWE-bench instance files are the task source "swebench": --tasks names
@@ -54,35 +53,15 @@ func LoadTasks(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, err
 	if repos == "" {
 		repos = filepath.Dir(path)
 	}
-	c, container := o.Runner.(sandbox.Container)
 	var ts []tasks.Task
 	var skipped []tasks.Skipped
-	skip := func(in *Instance, err error) {
-		skipped = append(skipped, tasks.Skipped{Task: in.InstanceID, Reason: err.Error()})
-	}
 	for _, in := range insts {
-		opts := Options{Runner: o.Runner, Limits: o.Limits, ReposDir: repos, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
-			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Namespace: o.Namespace}
-		if container {
-			if _, err := EvalScript(&in); err != nil {
-				skip(&in, err)
-				continue
-			}
-			image, err := ResolveImage(context.Background(), c, &in, o.ImageMap[in.InstanceID], o.Namespace)
-			if err != nil {
-				skip(&in, err)
-				continue
-			}
-			opts.Image = image
-		} else {
-			if err := LocalRefusal(&in); err != nil {
-				skip(&in, err)
-				continue
-			}
-			if _, err := RepoDir(&in, repos); err != nil {
-				skip(&in, err)
-				continue
-			}
+		opts := Options{Runner: o.Runner, Engine: o.Engine, Limits: o.Limits, ReposDir: repos, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
+			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Namespace: o.Namespace,
+			Image: o.ImageMap[in.InstanceID]}
+		if err := New(in, opts).back.admit(context.Background(), &opts); err != nil {
+			skipped = append(skipped, tasks.Skipped{Task: in.InstanceID, Reason: err.Error()})
+			continue
 		}
 		ts = append(ts, tasks.Task{Name: in.InstanceID, New: func(bool) agent.Environment {
 			eo := opts

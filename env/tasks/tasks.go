@@ -106,7 +106,7 @@
 //		return 0, 0, fmt.Errorf("split %q: want train or test", name)
 //	}
 //
-//	func (suite) Scripted(opts string, tok agent.Tokenizer, tmpl agent.Template) (infer.Sampler, error) {
+//	func (suite) Scripted(opts string, tok agent.LocalTokenizer, tmpl agent.Template) (infer.Sampler, error) {
 //		return newExpert(opts, tok, tmpl)
 //	}
 //
@@ -135,11 +135,15 @@ import (
 // and its limits, the per-command and agent timeouts, and the settings of
 // the command line's task flags. A source ignores what does not concern it.
 type Options struct {
-	Runner sandbox.Runner // the sandbox (sandbox.Container: podman or docker)
+	// Runner is the host sandbox (bubblewrap) episodes run in when Engine
+	// is nil.
+	Runner sandbox.Runner
+	// Engine, when set, is the container engine (podman, docker) episodes
+	// run in: each source runs its tasks in containers of their images
+	// (its DefaultImage for tasks that name none, --image), and Runner is
+	// not used. The choice is this field's, never the Runner's type.
+	Engine *sandbox.Container
 	Limits sandbox.Limits // per sandbox; zero fields take the task's or the defaults
-	// Image is the container image of tasks that name none (Harbor
-	// without [environment] docker_image) (--image).
-	Image string
 	// ImageMap is instance id → image (SWE-bench in containers,
 	// --image-map); Namespace the harness's image namespace
 	// (--swebench-namespace).
