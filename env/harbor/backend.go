@@ -49,10 +49,15 @@ func newBackend(e *Env) backend {
 // verifierRun is what one verification found, whichever backend ran it;
 // Env.verify turns it into the verdict.
 type verifierRun struct {
-	// tampered says how a process outside the verifier's run reached its
-	// files or kept test.sh from starting (the metric verifier_tampered);
-	// the verdict is 0 with this note.
-	tampered string
+	// tampered, violated and held say how a process outside the
+	// verifier's run reached it (the metric verifier_tampered; the verdict
+	// is 0 with the note): tampered before test.sh's outcome can be judged
+	// at all (it could not start, it was traced, its exec pipe was written
+	// into), violated by opening or changing the verdict's files, held by
+	// keeping them open after test.sh exited. They are weighed in that
+	// order among the outcomes (see Env.verify): a timeout comes before
+	// violated, a signal before held.
+	tampered, violated, held string
 	// refused says why test.sh did not run because of what the agent left
 	// (its workspace full, a module shadowing the test tooling); the
 	// verdict is 0 with this note.

@@ -563,6 +563,12 @@ func (bb *boxBackend) runVerifier(ctx context.Context) (verifierRun, error) {
 		logs: b.logsHost(ws), output: fmt.Sprintf("%s[test.sh exit %d]", tail(string(stdout), 4000), r.ExitCode),
 		exit: r.ExitCode, timedOut: r.TimedOut, stragglers: r.Leftovers, agentSandbox: true,
 	}
+	if len(r.Violations) > 0 {
+		run.violated = violation(r.Violations, r.ViolationCount)
+	}
+	if len(r.Holders) > 0 {
+		run.held = "processes still held the verifier's files open when test.sh exited: " + strings.Join(r.Holders, ", ")
+	}
 	switch {
 	case r.OutputBytes > sandbox.MaxExecOutputBytes:
 		// test.sh's output goes to test-stdout.txt: the exec's own pipe
@@ -571,10 +577,6 @@ func (bb *boxBackend) runVerifier(ctx context.Context) (verifierRun, error) {
 		run.tampered = fmt.Sprintf("the verifier's exec pipe carried %d bytes, past the host's cap of %d (a process of the container wrote into it)", r.OutputBytes, sandbox.MaxExecOutputBytes)
 	case r.Traced:
 		run.tampered = "a process of the verifier's run was being traced (ptrace) by another process"
-	case len(r.Violations) > 0:
-		run.tampered = violation(r.Violations, r.ViolationCount)
-	case len(r.Holders) > 0:
-		run.tampered = "processes still held the verifier's files open when test.sh exited: " + strings.Join(r.Holders, ", ")
 	}
 	return run, nil
 }
@@ -648,7 +650,7 @@ func (b *boxEpisode) stageFailed(err error, acted bool) (verifierRun, error) {
 		}
 	}
 	if len(vs) > 0 {
-		return verifierRun{tampered: violation(vs, n)}, nil
+		return verifierRun{violated: violation(vs, n)}, nil
 	}
 	if ferr := stageFresh(b.task); ferr != nil {
 		return verifierRun{}, fmt.Errorf("task %s: %w: its tests/ cannot be staged: %v", b.task.Name, ErrVerifier, ferr)

@@ -229,9 +229,16 @@ func (e *Env) verify(ctx context.Context) (float64, error) {
 		return e.verifierTimedOut()
 	case run.unfinished:
 		return e.zero("the verifier was killed before it finished (test.sh exit %d)", run.exit), nil
+	case run.violated != "":
+		e.sh.SetMetric(metricVerifierTampered, 1)
+		return e.zero("%s", run.violated), nil
 	case run.exit > 128 && run.exit < 128+65:
-		// Before stragglers: what killed test.sh is the clearer note.
+		// Before holders and stragglers: what killed test.sh is the
+		// clearer note.
 		return e.zero("test.sh was killed by signal %d (exit status %d)", run.exit-128, run.exit), nil
+	case run.held != "":
+		e.sh.SetMetric(metricVerifierTampered, 1)
+		return e.zero("%s", run.held), nil
 	case run.stragglers > 0:
 		e.sh.SetMetric(metricVerifierStragglers, float64(run.stragglers))
 		return e.zero("%d processes of the verifier's run outlived test.sh; any of them could have written the reward file", run.stragglers), nil
