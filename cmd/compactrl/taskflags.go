@@ -1,16 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/compactrl/compactrl/env/harbor"
-	"github.com/compactrl/compactrl/env/swebench"
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/sandbox"
 )
@@ -19,7 +15,7 @@ import (
 // env/tasks source: Harbor task directories, SWE-bench JSONL) and the
 // sandbox they run in; load turns them into tasks.Options.
 type taskFlags struct {
-	tasks, repos          string
+	tasks                 string
 	runner, image         string
 	cache                 string
 	cmdTimeout            time.Duration
@@ -29,18 +25,15 @@ type taskFlags struct {
 	procs                 int
 	network, keep, noHint bool
 	binds                 stringList
-	imageMap, namespace   string
-	rewardKey, rewardAgg  string
+	// settings are the registered sources' own flags (tasks.AllSettings).
+	settings map[string]*string
 }
 
 func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
 	fs.StringVar(&f.tasks, "tasks", "", tasksHelp)
-	fs.StringVar(&f.repos, "repos", "", "SWE-bench: directory of local git repositories (<owner>__<name>, <owner>/<name> or <name>)")
 	fs.BoolVar(&f.noHint, "no-format-hint", false, "do not append the action-format hint to each task")
 	fs.StringVar(&f.runner, "runner", "bwrap", "sandbox: bwrap, docker or podman")
 	fs.StringVar(&f.image, "image", "", "docker/podman: image for tasks without [environment] docker_image")
-	fs.StringVar(&f.imageMap, "image-map", "", "SWE-bench with docker/podman: JSON file of {\"instance_id\": \"image\"} overriding the instance images (default: the row's image column, then the harness's names)")
-	fs.StringVar(&f.namespace, "swebench-namespace", swebench.DefaultNamespace, "SWE-bench with docker/podman: namespace of the harness's image names (\"none\": its local build names)")
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", 120*time.Second, "limit of one command")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
 	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
@@ -50,8 +43,19 @@ func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
 	fs.Var(&f.binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")
 	fs.StringVar(&f.cache, "cache", "", "host directory shared by all sandboxes as a build cache (/cache: GOCACHE, PIP_CACHE_DIR)")
 	fs.BoolVar(&f.keep, "keep-workspaces", false, "leave episode workspaces on disk")
-	fs.StringVar(&f.rewardKey, "reward-key", "", "Harbor: the reward.json key used as the episode's reward (default: \"reward\", else the only key); tasks whose tests cannot write it are skipped")
-	fs.StringVar(&f.rewardAgg, "reward-agg", "", "Harbor: aggregate every reward.json key into the episode's reward: "+strings.Join(harbor.RewardAggs, ", "))
+	f.settings = map[string]*string{}
+	for _, s := range tasks.AllSettings() {
+		f.settings[s.Name] = fs.String(s.Name, s.Default, s.Usage)
+	}
+}
+
+// values are the sources' settings as given.
+func (f *taskFlags) values() tasks.Settings {
+	v := tasks.Settings{}
+	for name, p := range f.settings {
+		v[name] = *p
+	}
+	return v
 }
 
 func (f *taskFlags) validate() error {
@@ -61,8 +65,7 @@ func (f *taskFlags) validate() error {
 	case f.episodeTimeout < 0:
 		return errors.New("--episode-timeout must be ≥ 0")
 	}
-	_, err := harbor.ParseRewardChoice(f.rewardKey, f.rewardAgg)
-	return err
+	return tasks.CheckSettings(f.values())
 }
 
 // sandbox is the --runner, with per-session confinement for bwrap when
@@ -97,9 +100,8 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 // an error. Episode workspaces go under *workRoot (nil: the system's
 // temporary directory), read when each episode's environment is made.
 func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
-	o := tasks.Options{Runner: r, Limits: limits, ReposDir: f.repos, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
-		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Namespace: f.namespace,
-		RewardKey: f.rewardKey, RewardAgg: f.rewardAgg,
+	o := tasks.Options{Runner: r, Limits: limits, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
+		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Settings: f.values(),
 		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
 		Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
 	if workRoot != nil {
@@ -108,15 +110,6 @@ func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Lim
 	if f.runner != "bwrap" {
 		// The sources' container mode, chosen here by the flag.
 		o.Runner, o.Engine = nil, &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
-	}
-	if f.imageMap != "" {
-		b, err := os.ReadFile(f.imageMap)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--image-map: %w", err)
-		}
-		if err := json.Unmarshal(b, &o.ImageMap); err != nil {
-			return nil, nil, fmt.Errorf("--image-map %s: want a JSON object of instance id to image: %w", f.imageMap, err)
-		}
 	}
 	_, runnable, skipped, err := tasks.Open(f.tasks, o)
 	if err != nil {

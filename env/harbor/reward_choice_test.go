@@ -73,7 +73,7 @@ func TestRewardKeyRefusedAtLoad(t *testing.T) {
 		{dir: js, key: "coverage", skipped: `no file of tests/ names the key "coverage"`},
 		{dir: js, agg: "min"},
 	} {
-		ts, skipped, err := LoadTasks(c.dir, tasks.Options{Runner: sandbox.Bubblewrap{}, RewardKey: c.key, RewardAgg: c.agg})
+		ts, skipped, err := LoadTasks(c.dir, tasks.Options{Runner: sandbox.Bubblewrap{}, Settings: tasks.Settings{settingRewardKey: c.key, settingRewardAgg: c.agg}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestRewardKeyRefusedAtLoad(t *testing.T) {
 			t.Errorf("%s key %q: %d tasks, skipped %v; want it skipped for %q", c.dir, c.key, len(ts), skipped, c.skipped)
 		}
 	}
-	if _, _, err := LoadTasks(txt, tasks.Options{Runner: sandbox.Bubblewrap{}, RewardKey: "a", RewardAgg: "sum"}); err == nil {
+	if _, _, err := LoadTasks(txt, tasks.Options{Runner: sandbox.Bubblewrap{}, Settings: tasks.Settings{settingRewardKey: "a", settingRewardAgg: "sum"}}); err == nil {
 		t.Error("both --reward-key and --reward-agg accepted")
 	}
 }

@@ -37,7 +37,7 @@ var (
 )
 
 // LoadTasks is the "harbor" task source: the tasks under dir (LoadAll) that
-// can run with o.Runner. A bad o.RewardKey / o.RewardAgg is an error. A
+// can run here. A bad reward choice (--reward-key, --reward-agg) is an error. A
 // task.toml that does not load, a task Harbor cannot run (Unsupported), a
 // task that cannot produce the chosen reward key (CheckRewardChoice), one that needs its container image under
 // bubblewrap and one whose image cannot be built (container runners build
@@ -48,7 +48,7 @@ func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	choice, err := ParseRewardChoice(o.RewardKey, o.RewardAgg)
+	choice, err := rewardChoice(o.Settings)
 	if err != nil {
 		return nil, nil, err
 	}

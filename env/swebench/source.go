@@ -40,16 +40,20 @@ func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
 // LoadTasks is the "swebench" task source: the instances in path
 // (LoadInstances) that can run with o.Runner. In container mode an
 // instance without a harness spec (EvalScript) or whose image cannot be
-// found (ResolveImage, with o.ImageMap's entry and o.Namespace) is
+// found (ResolveImage, with its --image-map entry and --swebench-namespace) is
 // skipped with the reason (the images tried), never scored; in the
 // local-repository mode one the mode refuses (LocalRefusal) or whose
-// repository is not under o.ReposDir (default: path's directory) is.
+// repository is not under --repos (default: path's directory) is.
 func LoadTasks(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
 	insts, err := LoadInstances(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	repos := o.ReposDir
+	images, err := imageMap(o.Settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	repos := o.Settings.Get(settingRepos)
 	if repos == "" {
 		repos = filepath.Dir(path)
 	}
@@ -57,8 +61,8 @@ func LoadTasks(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, err
 	var skipped []tasks.Skipped
 	for _, in := range insts {
 		opts := Options{Runner: o.Runner, Engine: o.Engine, Limits: o.Limits, ReposDir: repos, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
-			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Namespace: o.Namespace,
-			Image: o.ImageMap[in.InstanceID]}
+			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network,
+			Namespace: o.Settings.Get(settingNamespace), Image: images[in.InstanceID]}
 		if err := New(in, opts).back.admit(context.Background(), &opts); err != nil {
 			skipped = append(skipped, tasks.Skipped{Task: in.InstanceID, Reason: err.Error()})
 			continue

@@ -46,6 +46,35 @@
 //
 // and the command line links it in with a blank import (cmd/compactrl's
 // sources.go): `import _ "github.com/compactrl/compactrl/env/mysuite"`.
+//
+// # An environment's own settings
+//
+// A setting only one source understands (SWE-bench's --repos, Harbor's
+// --reward-key) is registered by that source, in the same package: the
+// command line offers a flag for every registered Setting, checks the
+// values with each source's CheckFunc before loading, and hands them all
+// to every source in Options.Settings. Giving mysuite a --mysuite-level
+// flag is one more file in its package, settings.go:
+//
+//	package mysuite
+//
+//	const settingLevel = "mysuite-level"
+//
+//	func init() {
+//		tasks.RegisterSettings("mysuite", checkSettings,
+//			tasks.Setting{Name: settingLevel, Default: "easy", Usage: "mysuite: easy or hard"})
+//	}
+//
+//	func checkSettings(s tasks.Settings) error {
+//		if l := s.Get(settingLevel); l != "easy" && l != "hard" {
+//			return fmt.Errorf("--%s %q: want easy or hard", settingLevel, l)
+//		}
+//		return nil
+//	}
+//
+// and load reads it with o.Settings.Get(settingLevel); nothing outside the
+// package changes (env/harbor's and env/swebench's settings.go are the
+// real ones).
 // A source says Yes to the paths that are surely its own and Fallback to
 // those it would read when no source says Yes (env/harbor: any directory,
 // env/swebench: any file), so a new source's files or directories go to
@@ -132,8 +161,9 @@ import (
 )
 
 // Options are what every source is given besides the path: the sandbox
-// and its limits, the per-command and agent timeouts, and the settings of
-// the command line's task flags. A source ignores what does not concern it.
+// and its limits, the per-command and agent timeouts, the settings of the
+// command line's task flags, and every source's own settings. A source
+// ignores what does not concern it.
 type Options struct {
 	// Runner is the host sandbox (bubblewrap) episodes run in when Engine
 	// is nil.
@@ -142,26 +172,17 @@ type Options struct {
 	// run in: each source runs its tasks in containers of their images
 	// (its DefaultImage for tasks that name none, --image), and Runner is
 	// not used. The choice is this field's, never the Runner's type.
-	Engine *sandbox.Container
-	Limits sandbox.Limits // per sandbox; zero fields take the task's or the defaults
-	// ImageMap is instance id → image (SWE-bench in containers,
-	// --image-map); Namespace the harness's image namespace
-	// (--swebench-namespace).
-	ImageMap  map[string]string
-	Namespace string
-	// ReposDir holds local git repositories (SWE-bench without containers,
-	// --repos); "": the directory of the tasks file.
-	ReposDir       string
-	CommandTimeout time.Duration // one action; 0: the source's default
-	AgentTimeout   time.Duration // the agent phase; 0: the task's own, else the source's default
-	CacheDir       string        // a build cache shared by every sandbox ("": none)
-	KeepWorkspace  bool          // leave episode workspaces on disk
-	NoFormatHint   bool          // do not append the action-format hint to each task
-	Network        bool          // give sandboxes the host's network (where the task allows it)
-	// RewardKey / RewardAgg choose the scalar reward of tasks whose
-	// verifier reports several (Harbor's reward.json): one key, or an
-	// aggregation of all (--reward-key, --reward-agg); "": the source's own.
-	RewardKey, RewardAgg string
+	Engine         *sandbox.Container
+	Limits         sandbox.Limits // per sandbox; zero fields take the task's or the defaults
+	CommandTimeout time.Duration  // one action; 0: the source's default
+	AgentTimeout   time.Duration  // the agent phase; 0: the task's own, else the source's default
+	CacheDir       string         // a build cache shared by every sandbox ("": none)
+	KeepWorkspace  bool           // leave episode workspaces on disk
+	NoFormatHint   bool           // do not append the action-format hint to each task
+	Network        bool           // give sandboxes the host's network (where the task allows it)
+	// Settings are the values of the sources' own settings
+	// (RegisterSettings), by name; a source reads its own with Get.
+	Settings Settings
 	// WorkRoot returns the parent of episode workspaces when a Task makes
 	// an environment (the run's directory exists only after loading); nil
 	// or "": the system's temporary directory. See Root.
