@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // DefaultMaxLineBytes bounds one JSONL line (one episode) unless
@@ -83,9 +85,9 @@ func (r *Reader) Next() (Episode, error) {
 		}
 		ep, err := r.decode(line)
 		if err != nil {
-			var fe *FieldError
+			var fe *field.Error
 			if errors.As(err, &fe) {
-				return Episode{}, &LineError{Line: r.line, Field: fe.Field, Err: errors.New(fe.Msg)}
+				return Episode{}, &LineError{Line: r.line, Field: fe.Path, Err: errors.New(fe.Msg)}
 			}
 			return Episode{}, &LineError{Line: r.line, Err: err}
 		}
@@ -260,10 +262,10 @@ func (r *Reader) convert(raw *rawEpisode, segs []rawSegment, rawSegs json.RawMes
 
 func (r *Reader) splitSegment(data []byte, path string, raw *rawSegment) error {
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
-		return fieldErr(path, "not a JSON object")
+		return field.Errorf(path, "not a JSON object")
 	}
 	if err := r.decodeObject(data, raw); err != nil {
-		return fieldErr(path, "%v", err)
+		return field.Errorf(path, "%v", err)
 	}
 	return nil
 }
@@ -285,7 +287,7 @@ func decodeSegment(raw *rawSegment, path string, s *Segment) error {
 		{"response_ids", raw.ResponseIDs, &s.ResponseIDs, true},
 		{"loss_mask", raw.LossMask, &s.LossMask, true},
 	} {
-		if err := numbers(f.raw, path+"."+f.name, f.required, f.dst, parseInts); err != nil {
+		if err := numbers(f.raw, field.Key(path, f.name), f.required, f.dst, parseInts); err != nil {
 			return err
 		}
 	}
@@ -299,7 +301,7 @@ func decodeSegment(raw *rawSegment, path string, s *Segment) error {
 		{"advantages", raw.Advantages, &s.Advantages},
 		{"returns", raw.Returns, &s.Returns},
 	} {
-		if err := numbers(f.raw, path+"."+f.name, false, f.dst, parseFloats); err != nil {
+		if err := numbers(f.raw, field.Key(path, f.name), false, f.dst, parseFloats); err != nil {
 			return err
 		}
 	}
@@ -307,41 +309,41 @@ func decodeSegment(raw *rawSegment, path string, s *Segment) error {
 }
 
 // numbers decodes a per-token array field with parse; null reads as empty.
-func numbers[T any](raw json.RawMessage, field string, required bool, dst *[]T, parse func([]byte, string, *[]T) error) error {
+func numbers[T any](raw json.RawMessage, path string, required bool, dst *[]T, parse func([]byte, string, *[]T) error) error {
 	if raw == nil {
 		if required {
-			return fieldErr(field, "missing")
+			return field.Errorf(path, "missing")
 		}
 		return nil
 	}
 	if bytes.Equal(raw, null) {
 		return nil
 	}
-	return parse(raw, field, dst)
+	return parse(raw, path, dst)
 }
 
 var null = []byte("null")
 
 // scalar decodes a required, non-null scalar field.
-func scalar[T any](raw json.RawMessage, field string, dst *T) error {
+func scalar[T any](raw json.RawMessage, path string, dst *T) error {
 	if raw == nil {
-		return fieldErr(field, "missing")
+		return field.Errorf(path, "missing")
 	}
 	if bytes.Equal(raw, null) {
-		return fieldErr(field, "null, want a value")
+		return field.Errorf(path, "null, want a value")
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return fieldErr(field, "%v", typeErr(err))
+		return field.Errorf(path, "%v", typeErr(err))
 	}
 	return nil
 }
 
 // array decodes an array field; null reads as empty, and an empty result
 // is stored as nil.
-func array[T any](raw json.RawMessage, field string, required bool, dst *[]T) error {
+func array[T any](raw json.RawMessage, path string, required bool, dst *[]T) error {
 	if raw == nil {
 		if required {
-			return fieldErr(field, "missing")
+			return field.Errorf(path, "missing")
 		}
 		return nil
 	}
@@ -349,10 +351,10 @@ func array[T any](raw json.RawMessage, field string, required bool, dst *[]T) er
 		return nil
 	}
 	if raw[0] != '[' {
-		return fieldErr(field, "not an array")
+		return field.Errorf(path, "not an array")
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return fieldErr(field, "%v", typeErr(err))
+		return field.Errorf(path, "%v", typeErr(err))
 	}
 	if len(*dst) == 0 {
 		*dst = nil
@@ -362,16 +364,16 @@ func array[T any](raw json.RawMessage, field string, required bool, dst *[]T) er
 
 // object decodes an optional JSON object of non-null values; an empty
 // result is stored as nil.
-func object[T any](raw json.RawMessage, field string, dst *map[string]T) error {
+func object[T any](raw json.RawMessage, path string, dst *map[string]T) error {
 	if raw == nil || bytes.Equal(raw, null) {
 		return nil
 	}
 	if raw[0] != '{' {
-		return fieldErr(field, "not an object")
+		return field.Errorf(path, "not an object")
 	}
 	var m map[string]*T
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return fieldErr(field, "%v", typeErr(err))
+		return field.Errorf(path, "%v", typeErr(err))
 	}
 	if len(m) == 0 {
 		return nil
@@ -379,7 +381,7 @@ func object[T any](raw json.RawMessage, field string, dst *map[string]T) error {
 	*dst = make(map[string]T, len(m))
 	for k, v := range m {
 		if v == nil {
-			return fieldErr(fmt.Sprintf("%s[%q]", field, k), "null, want a value")
+			return field.Errorf(field.MapKey(path, k), "null, want a value")
 		}
 		(*dst)[k] = *v
 	}

@@ -2,10 +2,11 @@ package episode
 
 import (
 	"bytes"
-	"fmt"
 	"math"
 	"strconv"
 	"unsafe"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // Hand-written decoding of the per-token arrays, which are the bulk of an
@@ -17,13 +18,13 @@ import (
 // error, not a silent 0.
 
 // parseInts decodes a JSON array of integers into dst (nil if empty).
-func parseInts(raw []byte, field string, dst *[]int) error {
-	return parseArray(raw, field, dst, func(tok []byte) (int, bool) { return atoi(tok) }, "int")
+func parseInts(raw []byte, path string, dst *[]int) error {
+	return parseArray(raw, path, dst, func(tok []byte) (int, bool) { return atoi(tok) }, "int")
 }
 
 // parseFloats decodes a JSON array of numbers into dst (nil if empty).
-func parseFloats(raw []byte, field string, dst *[]float64) error {
-	return parseArray(raw, field, dst, parseFloat, "float64")
+func parseFloats(raw []byte, path string, dst *[]float64) error {
+	return parseArray(raw, path, dst, parseFloat, "float64")
 }
 
 // parseFloat reads one JSON number as a float64: an integer of at most 53
@@ -40,12 +41,12 @@ func parseFloat(tok []byte) (float64, bool) {
 
 // parseArray decodes a JSON array of numbers with conv into dst (nil if
 // empty); an element conv refuses is an error naming it and typ.
-func parseArray[T any](raw []byte, field string, dst *[]T, conv func([]byte) (T, bool), typ string) error {
+func parseArray[T any](raw []byte, path string, dst *[]T, conv func([]byte) (T, bool), typ string) error {
 	out := make([]T, 0, bytes.Count(raw, comma)+1)
-	err := scanArray(raw, field, func(tok []byte, at func() string) error {
+	err := scanArray(raw, path, func(tok []byte, at func() string) error {
 		v, ok := conv(tok)
 		if !ok {
-			return fieldErr(at(), "cannot use number %s as %s", tok, typ)
+			return field.Errorf(at(), "cannot use number %s as %s", tok, typ)
 		}
 		out = append(out, v)
 		return nil
@@ -98,7 +99,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // scanArray calls elem for every element of the JSON array raw, each a
 // number token; at() gives the element's field path for errors.
-func scanArray(raw []byte, field string, elem func(tok []byte, at func() string) error) error {
+func scanArray(raw []byte, path string, elem func(tok []byte, at func() string) error) error {
 	i, n := 0, len(raw)
 	skip := func() {
 		for i < n && isSpace(raw[i]) {
@@ -107,7 +108,7 @@ func scanArray(raw []byte, field string, elem func(tok []byte, at func() string)
 	}
 	skip()
 	if i == n || raw[i] != '[' {
-		return fieldErr(field, "not an array")
+		return field.Errorf(path, "not an array")
 	}
 	i++
 	skip()
@@ -115,12 +116,12 @@ func scanArray(raw []byte, field string, elem func(tok []byte, at func() string)
 		i++
 		skip()
 		if i != n {
-			return fieldErr(field, "trailing data after the array")
+			return field.Errorf(path, "trailing data after the array")
 		}
 		return nil
 	}
 	idx := 0
-	at := func() string { return field + "[" + strconv.Itoa(idx) + "]" }
+	at := func() string { return field.Index(path, idx) }
 	for {
 		skip()
 		start := i
@@ -128,14 +129,14 @@ func scanArray(raw []byte, field string, elem func(tok []byte, at func() string)
 			i = scanNumber(raw, i)
 		}
 		if i == start {
-			return fieldErr(at(), "not a number")
+			return field.Errorf(at(), "not a number")
 		}
 		if err := elem(raw[start:i], at); err != nil {
 			return err
 		}
 		skip()
 		if i == n {
-			return fieldErr(field, "unterminated array")
+			return field.Errorf(path, "unterminated array")
 		}
 		switch raw[i] {
 		case ',':
@@ -145,11 +146,11 @@ func scanArray(raw []byte, field string, elem func(tok []byte, at func() string)
 			i++
 			skip()
 			if i != n {
-				return fieldErr(field, "trailing data after the array")
+				return field.Errorf(path, "trailing data after the array")
 			}
 			return nil
 		default:
-			return fieldErr(fmt.Sprintf("%s[%d]", field, idx), "not a number")
+			return field.Errorf(field.Index(path, idx), "not a number")
 		}
 	}
 }

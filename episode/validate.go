@@ -1,27 +1,10 @@
 package episode
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
-
-// FieldError is a validation failure located at a field path inside an
-// episode, such as "segments[2].loss_mask[5]".
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
-func fieldErr(field, format string, args ...any) error {
-	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
 
 // Known reports whether k is one of the kinds of docs/design.md §3.
 func (k Kind) Known() bool { return k == KindExec || k == KindSummary }
@@ -39,22 +22,22 @@ func (s Status) Known() bool {
 // status and kinds, a finite reward, token ids ≥ 0, loss_mask of the same
 // length as response_ids with values 0 or 1, each of logprobs, values,
 // advantages and returns either empty or of the length of response_ids, and
-// every number finite. The error is a *FieldError naming the first bad
+// every number finite. The error is a *field.Error naming the first bad
 // field.
 func (e *Episode) Validate() error {
 	if !e.Status.Known() {
-		return fieldErr("status", "unknown status %q, want ok, overlong, infra_error or format_error", e.Status)
+		return field.Errorf("status", "unknown status %q, want ok, overlong, infra_error or format_error", e.Status)
 	}
 	if !finite(e.Reward) {
-		return fieldErr("reward", "non-finite value %v", e.Reward)
+		return field.Errorf("reward", "non-finite value %v", e.Reward)
 	}
 	for k, v := range e.Metrics {
 		if !finite(v) {
-			return fieldErr(fmt.Sprintf("metrics[%q]", k), "non-finite value %v", v)
+			return field.Errorf(field.MapKey("metrics", k), "non-finite value %v", v)
 		}
 	}
 	for i := range e.Segments {
-		if err := e.Segments[i].validate(fmt.Sprintf("segments[%d]", i)); err != nil {
+		if err := e.Segments[i].validate(field.Index("segments", i)); err != nil {
 			return err
 		}
 	}
@@ -66,32 +49,27 @@ func (e *Episode) Validate() error {
 func (s *Segment) Validate() error { return s.validate("") }
 
 func (s *Segment) validate(path string) error {
-	at := func(name string) string {
-		if path == "" {
-			return name
-		}
-		return path + "." + name
-	}
+	at := func(name string) string { return field.Key(path, name) }
 	if !s.Kind.Known() {
-		return fieldErr(at("kind"), "unknown kind %q, want exec or summary", s.Kind)
+		return field.Errorf(at("kind"), "unknown kind %q, want exec or summary", s.Kind)
 	}
 	for i, id := range s.PromptIDs {
 		if id < 0 {
-			return fieldErr(fmt.Sprintf("%s[%d]", at("prompt_ids"), i), "negative token id %d", id)
+			return field.Errorf(field.Index(at("prompt_ids"), i), "negative token id %d", id)
 		}
 	}
 	for i, id := range s.ResponseIDs {
 		if id < 0 {
-			return fieldErr(fmt.Sprintf("%s[%d]", at("response_ids"), i), "negative token id %d", id)
+			return field.Errorf(field.Index(at("response_ids"), i), "negative token id %d", id)
 		}
 	}
 	n := len(s.ResponseIDs)
 	if len(s.LossMask) != n {
-		return fieldErr(at("loss_mask"), "length %d, want %d (len(response_ids))", len(s.LossMask), n)
+		return field.Errorf(at("loss_mask"), "length %d, want %d (len(response_ids))", len(s.LossMask), n)
 	}
 	for i, m := range s.LossMask {
 		if m != 0 && m != 1 {
-			return fieldErr(fmt.Sprintf("%s[%d]", at("loss_mask"), i), "value %d, want 0 or 1", m)
+			return field.Errorf(field.Index(at("loss_mask"), i), "value %d, want 0 or 1", m)
 		}
 	}
 	for _, f := range []struct {
@@ -104,11 +82,11 @@ func (s *Segment) validate(path string) error {
 		{"returns", s.Returns},
 	} {
 		if len(f.v) != 0 && len(f.v) != n {
-			return fieldErr(at(f.name), "length %d, want 0 or %d (len(response_ids))", len(f.v), n)
+			return field.Errorf(at(f.name), "length %d, want 0 or %d (len(response_ids))", len(f.v), n)
 		}
 		for i, x := range f.v {
 			if !finite(x) {
-				return fieldErr(fmt.Sprintf("%s[%d]", at(f.name), i), "non-finite value %v", x)
+				return field.Errorf(field.Index(at(f.name), i), "non-finite value %v", x)
 			}
 		}
 	}
