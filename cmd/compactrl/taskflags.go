@@ -37,7 +37,7 @@ func (f *taskFlags) register(fs *flag.FlagSet, tasksHelp string) {
 	fs.DurationVar(&f.cmdTimeout, "command-timeout", 120*time.Second, "limit of one command")
 	fs.DurationVar(&f.agentTimeout, "agent-timeout", 0, "agent phase limit (0: the task's [agent] timeout_sec; SWE-bench 30m)")
 	fs.DurationVar(&f.episodeTimeout, "episode-timeout", 0, "wall-clock limit of a whole episode, past it infra_error (0: none)")
-	fs.Int64Var(&f.memMB, "memory-mb", 0, "address-space limit per sandboxed process in MiB (0: the task's [environment] memory, else 4096)")
+	fs.Int64Var(&f.memMB, "memory-mb", 0, "memory limit in MiB: bwrap applies it to each process's address space (RLIMIT_AS) and, where cgroups allow, to the sandbox as a whole; docker/podman to the container (0: the task's [environment] memory_mb, else 4096)")
 	fs.IntVar(&f.procs, "max-procs", 0, "processes+threads per sandbox (0: 1024)")
 	fs.BoolVar(&f.network, "network", false, "give sandboxes the host's network (Harbor: only tasks with allow_internet; default: no network)")
 	fs.Var(&f.binds, "bind", "host path to expose read-only at the same place in bwrap sandboxes (repeatable), e.g. a toolchain outside /usr")

@@ -36,7 +36,8 @@ type Options struct {
 	// used.
 	Engine *sandbox.Container
 	// Limits for the agent's and the verifier's sandboxes; a zero
-	// MemoryBytes takes [environment] memory (else sandbox.DefaultLimits).
+	// MemoryBytes takes [environment] memory_mb (else
+	// sandbox.DefaultLimits). See limits for what memory_mb bounds where.
 	Limits sandbox.Limits
 	// CommandTimeout bounds one action (default
 	// shelltask.DefaultCommandTimeout), never past the agent's deadline
@@ -119,6 +120,20 @@ func (e *Env) verifierTimeout() time.Duration {
 	return e.task.VerifierTimeout()
 }
 
+// limits are the sandboxes' limits: Options.Limits, with the task's
+// [environment] memory_mb, cpus and storage_mb where those are zero.
+//
+// Harbor's memory_mb bounds the whole environment. In a container
+// (Options.Engine) it is exactly that: the container's memory limit. On
+// the host it is two limits: the session's memory cgroup, the same bound
+// on all the sandbox's processes together, where sandbox.Confinement
+// enforces memory (Confinement.Enforced); and always RLIMIT_AS on each
+// process, which bounds a process's address space, not its memory. So on
+// the host a runtime that reserves more address space than it uses (Go,
+// the JVM, V8) can fail where Harbor's container would run it, and without
+// the cgroup processes together can use more than memory_mb. The
+// per-process limit stays: verdicts do not change with the host's cgroup
+// setup.
 func (e *Env) limits() sandbox.Limits {
 	l := e.opts.Limits
 	if l.MemoryBytes == 0 {

@@ -377,3 +377,21 @@ func TestPlantedModuleDoesNotShadowTestTool(t *testing.T) {
 		t.Fatalf("a planted unittest.py passed the tests: %+v %v (note %q)", st, err, e.RewardNote())
 	}
 }
+
+// memory_mb reaches both host limits (each process's address space, and
+// the session's cgroup, whose default is the same value) and the
+// container's memory limit, which sandbox.Container sets from
+// SessionMemoryBytes's default.
+func TestMemoryMBLimits(t *testing.T) {
+	task, err := Load(writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "[environment]\nmemory_mb = 256\n", "tests/test.sh": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(task, Options{}).limits()
+	if l.MemoryBytes != 256<<20 || l.SessionMemoryBytes != 0 {
+		t.Fatalf("limits %+v: want MemoryBytes 256 MiB and SessionMemoryBytes left to default to it", l)
+	}
+	if l := New(task, Options{Limits: sandbox.Limits{MemoryBytes: 1 << 30}}).limits(); l.MemoryBytes != 1<<30 {
+		t.Fatalf("--memory-mb does not override memory_mb: %+v", l)
+	}
+}
