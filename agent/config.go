@@ -2,7 +2,8 @@ package agent
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // Config is the agent loop's budget and limits, all lengths in tokens of the
@@ -73,43 +74,20 @@ const (
 	MaxTemperature = 100
 )
 
-// FieldError is an unusable setting of Config, named by its key: the YAML
-// key, which serve's JSON (agent.KEY) and the flags (--key-with-dashes)
-// share.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
-
 // Validate is the one check of the settings' ranges (the budget's
 // inequalities are Budget's). It returns every unusable setting as a
-// *FieldError, joined in field order; errors.As finds the first.
+// *field.Error named by its key (the YAML key, which serve's JSON,
+// agent.KEY, and the flags, --key-with-dashes, share), joined in field
+// order; errors.As finds the first.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, a ...any) {
-		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
-	}
-	for _, f := range []struct {
-		name        string
-		v, min, max int
-	}{
-		{"context", c.Context, 1, MaxContextTokens}, {"reserve", c.Reserve, 1, MaxContextTokens},
-		{"keep_last", c.KeepLast, 0, MaxCount}, {"max_compactions", c.MaxCompactions, 0, MaxCount},
-		{"max_turns", c.MaxTurns, 1, MaxCount}, {"max_format_errors", c.MaxFormatErrors, 1, MaxCount},
-		{"max_action_tokens", c.MaxActionTokens, 1, MaxContextTokens}, {"max_summary_tokens", c.MaxSummaryTokens, 1, MaxContextTokens},
-		{"max_observation_tokens", c.MaxObservationTokens, 0, MaxContextTokens},
-	} {
-		switch {
-		case f.v > f.max:
-			bad(f.name, "%d is above the limit %d", f.v, f.max)
-		case f.v < f.min && f.min == 0:
-			bad(f.name, "%d must not be negative", f.v)
-		case f.v < f.min:
-			bad(f.name, "%d must be positive", f.v)
-		}
-	}
+	errs := []error{field.CheckInts(
+		field.Int{Path: "context", V: c.Context, Min: 1, Max: MaxContextTokens}, field.Int{Path: "reserve", V: c.Reserve, Min: 1, Max: MaxContextTokens},
+		field.Int{Path: "keep_last", V: c.KeepLast, Max: MaxCount}, field.Int{Path: "max_compactions", V: c.MaxCompactions, Max: MaxCount},
+		field.Int{Path: "max_turns", V: c.MaxTurns, Min: 1, Max: MaxCount}, field.Int{Path: "max_format_errors", V: c.MaxFormatErrors, Min: 1, Max: MaxCount},
+		field.Int{Path: "max_action_tokens", V: c.MaxActionTokens, Min: 1, Max: MaxContextTokens}, field.Int{Path: "max_summary_tokens", V: c.MaxSummaryTokens, Min: 1, Max: MaxContextTokens},
+		field.Int{Path: "max_observation_tokens", V: c.MaxObservationTokens, Max: MaxContextTokens},
+	)}
+	bad := func(path, format string, a ...any) { errs = append(errs, field.Errorf(path, format, a...)) }
 	if c.Context > 0 && c.Reserve >= c.Context {
 		bad("reserve", "%d must be below context %d", c.Reserve, c.Context)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // TestConfigYAML decodes every key over DefaultConfig strictly: each field
@@ -86,9 +88,9 @@ func TestConfigUpperBounds(t *testing.T) {
 		cfg := testConfig()
 		set(&cfg)
 		_, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
-		var fe *FieldError
-		if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) || fe.Field != strings.TrimSpace(name) {
-			t.Errorf("%s: %v, want an ErrConfig with a FieldError naming it", name, err)
+		var fe *field.Error
+		if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) || fe.Path != strings.TrimSpace(name) {
+			t.Errorf("%s: %v, want an ErrConfig with a field.Error naming it", name, err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // Engine is the inference endpoint a request's episode samples from: for
@@ -108,35 +108,18 @@ type ErrorBody struct {
 	Field string `json:"field,omitempty"`
 }
 
-// FieldError is a request that cannot be served as sent.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Msg
-	}
-	return e.Field + ": " + e.Msg
-}
-
-func fieldErr(field, format string, a ...any) *FieldError {
-	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
-}
-
 // maxBody bounds a request body (the request is small; the response is not).
 const maxBody = 1 << 20
 
 // DecodeRequest reads one JSON request. Unknown fields, trailing data,
-// wrong types and a missing or malformed required field are *FieldError.
+// wrong types and a missing or malformed required field are *field.Error.
 func DecodeRequest(r io.Reader) (Request, error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxBody+1))
 	if err != nil {
-		return Request{}, fieldErr("", "read body: %v", err)
+		return Request{}, field.Errorf("", "read body: %v", err)
 	}
 	if len(b) > maxBody {
-		return Request{}, fieldErr("", "body larger than %d bytes", maxBody)
+		return Request{}, field.Errorf("", "body larger than %d bytes", maxBody)
 	}
 	return decodeRequest(b)
 }
@@ -151,19 +134,19 @@ func decodeRequest(b []byte) (Request, error) {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return req, fieldErr(te.Field, "want a JSON %s, got %s", te.Type, te.Value)
+			return req, field.Errorf(te.Field, "want a JSON %s, got %s", te.Type, te.Value)
 		case errors.As(err, &se):
-			return req, fieldErr("", "malformed JSON at byte %d: %v", se.Offset, err)
+			return req, field.Errorf("", "malformed JSON at byte %d: %v", se.Offset, err)
 		case isUnknownField(err):
-			return req, fieldErr(unknownFieldName(err), "unknown field")
+			return req, field.Errorf(unknownFieldName(err), "unknown field")
 		case errors.Is(err, io.EOF):
-			return req, fieldErr("", "empty body: want a JSON object")
+			return req, field.Errorf("", "empty body: want a JSON object")
 		default:
-			return req, fieldErr("", "%v", err)
+			return req, field.Errorf("", "%v", err)
 		}
 	}
 	if dec.More() {
-		return req, fieldErr("", "trailing data after the JSON object")
+		return req, field.Errorf("", "trailing data after the JSON object")
 	}
 	return req, nil
 }
@@ -186,42 +169,42 @@ func unknownFieldName(err error) string {
 // budget's own invariants are checked when the agent is built.
 func (r *Request) Validate() error {
 	if r.TaskID == "" {
-		return fieldErr("task_id", "required")
+		return field.Errorf("task_id", "required")
 	}
 	if r.RolloutID == nil {
-		return fieldErr("rollout_id", "required (an integer shared by the segments of this rollout)")
+		return field.Errorf("rollout_id", "required (an integer shared by the segments of this rollout)")
 	}
 	if len(r.RoutingKey) > 256 || strings.ContainsAny(r.RoutingKey, "\r\n\x00") {
-		return fieldErr("routing_key", "want at most 256 bytes without CR, LF or NUL")
+		return field.Errorf("routing_key", "want at most 256 bytes without CR, LF or NUL")
 	}
 	if r.Engine.URL == "" {
-		return fieldErr("engine.url", "required")
+		return field.Errorf("engine.url", "required")
 	}
 	u, err := url.Parse(r.Engine.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fieldErr("engine.url", "%q is not an http(s) URL", r.Engine.URL)
+		return field.Errorf("engine.url", "%q is not an http(s) URL", r.Engine.URL)
 	}
 	if r.Engine.Kind == "" {
-		return fieldErr("engine.kind", "required: %s", remote.KindList())
+		return field.Errorf("engine.kind", "required: %s", remote.KindList())
 	}
 	if _, ok := remote.LookupKind(r.Engine.Kind); !ok {
-		return fieldErr("engine.kind", "%q: want %s", r.Engine.Kind, remote.KindList())
+		return field.Errorf("engine.kind", "%q: want %s", r.Engine.Kind, remote.KindList())
 	}
 	switch r.Engine.LogprobsMode {
 	case "", remote.LogprobsRaw, remote.LogprobsProcessed:
 	default:
-		return fieldErr("engine.logprobs_mode", "%q: want %s or %s", r.Engine.LogprobsMode, remote.LogprobsRaw, remote.LogprobsProcessed)
+		return field.Errorf("engine.logprobs_mode", "%q: want %s or %s", r.Engine.LogprobsMode, remote.LogprobsRaw, remote.LogprobsProcessed)
 	}
 	switch r.Engine.SeedMode {
 	case "", remote.SeedRequest, remote.SeedNone:
 	default:
-		return fieldErr("engine.seed_mode", "%q: want %s or %s", r.Engine.SeedMode, remote.SeedRequest, remote.SeedNone)
+		return field.Errorf("engine.seed_mode", "%q: want %s or %s", r.Engine.SeedMode, remote.SeedRequest, remote.SeedNone)
 	}
 	// The agent settings' ranges are agent.Config.Validate's, checked on
 	// the merged configuration (AgentConfig); only what the engines
 	// need beyond them is checked here.
 	if s := r.Sampling; s.TopP != nil && *s.TopP == 0 {
-		return fieldErr("sampling.top_p", "%v: want a value in (0, 1]", *s.TopP)
+		return field.Errorf("sampling.top_p", "%v: want a value in (0, 1]", *s.TopP)
 	}
 	return nil
 }
@@ -241,7 +224,7 @@ func requestField(key string) string {
 
 // AgentConfig applies the request's sampling and agent fields to base and
 // checks the result (agent.Config.Validate); a bad setting is a
-// *FieldError naming the request field it came from, or the server's
+// *field.Error naming the request field it came from, or the server's
 // default it conflicts with.
 func (r *Request) AgentConfig(base agent.Config) (agent.Config, error) {
 	c := base
@@ -270,11 +253,11 @@ func (r *Request) AgentConfig(base agent.Config) (agent.Config, error) {
 		c.TopP = *r.Sampling.TopP
 	}
 	if err := c.Validate(); err != nil {
-		var fe *agent.FieldError
+		var fe *field.Error
 		if !errors.As(err, &fe) {
-			return c, fieldErr("agent", "%v", err)
+			return c, field.Errorf("agent", "%v", err)
 		}
-		return c, fieldErr(requestField(fe.Field), "%s", fe.Msg)
+		return c, field.Errorf(requestField(fe.Path), "%s", fe.Msg)
 	}
 	return c, nil
 }

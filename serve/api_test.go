@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
-// An unknown key is a *FieldError naming it; the text encoding/json uses
+// An unknown key is a *field.Error naming it; the text encoding/json uses
 // for it (it has no error type) is checked against the real decoder here,
 // so a change in Go's wording fails this test instead of turning unknown
 // fields into nameless 400s.
@@ -17,9 +19,9 @@ func TestDecodeUnknownFieldIsAFieldError(t *testing.T) {
 		`{"task_id":"1","engine":{"speed":2}}`: "speed",
 	} {
 		_, err := decodeRequest([]byte(body))
-		var fe *FieldError
-		if !errors.As(err, &fe) || fe.Field != want || fe.Msg != "unknown field" {
-			t.Errorf("%s: %v; want a FieldError on %q", body, err, want)
+		var fe *field.Error
+		if !errors.As(err, &fe) || fe.Path != want || fe.Msg != "unknown field" {
+			t.Errorf("%s: %v; want a field.Error on %q", body, err, want)
 		}
 	}
 
@@ -37,7 +39,7 @@ func TestDecodeUnknownFieldIsAFieldError(t *testing.T) {
 	// other decode failures name no field
 	for _, body := range []string{``, `{"task_id":`, `{"task_id":1}`} {
 		_, err := decodeRequest([]byte(body))
-		var fe *FieldError
+		var fe *field.Error
 		if !errors.As(err, &fe) || fe.Msg == "unknown field" {
 			t.Errorf("%q: %v", body, err)
 		}

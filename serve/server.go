@@ -37,6 +37,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
+	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/rollout"
 )
 
@@ -240,24 +241,24 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 		err = req.Validate()
 	}
 	if err == nil && !s.f.HasTask(req.TaskID) {
-		err = fieldErr("task_id", "unknown task %q", req.TaskID)
+		err = field.Errorf("task_id", "unknown task %q", req.TaskID)
 	}
 	var runner rollout.Runner
 	if err == nil {
 		var cfg agent.Config
 		if cfg, err = req.AgentConfig(s.cfg.Agent); err == nil {
-			var field string
-			if runner, field, err = s.f.Runner(r.Context(), req.Engine, cfg); err != nil {
-				err = &FieldError{Field: field, Msg: err.Error()}
+			var path string
+			if runner, path, err = s.f.Runner(r.Context(), req.Engine, cfg); err != nil {
+				err = &field.Error{Path: path, Msg: err.Error()}
 			}
 		}
 	}
 	if err != nil {
-		var fe *FieldError
+		var fe *field.Error
 		if !errors.As(err, &fe) {
-			fe = &FieldError{Msg: err.Error()}
+			fe = &field.Error{Msg: err.Error()}
 		}
-		s.reject(w, http.StatusBadRequest, "bad_request", ErrorBody{Error: fe.Error(), Field: fe.Field})
+		s.reject(w, http.StatusBadRequest, "bad_request", ErrorBody{Error: fe.Error(), Field: fe.Path})
 		return
 	}
 

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/internal/override"
 	"github.com/compactrl/compactrl/rl"
 )
@@ -424,11 +425,11 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.Agent.Validate(); err != nil {
-		var fe *agent.FieldError
-		if errors.As(err, &fe) {
-			return fmt.Errorf("agent.%w", fe)
+		// The first of the agent's errors, as this Validate reports one.
+		if fe := (*field.Error)(nil); errors.As(err, &fe) {
+			err = fe
 		}
-		return fmt.Errorf("agent: %w", err)
+		return field.Under("agent", err)
 	}
 	if err := c.checkRanges(); err != nil {
 		return err
