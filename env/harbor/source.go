@@ -40,7 +40,7 @@ var (
 // can run here. A bad reward choice (--reward-key, --reward-agg) is an error. A
 // task.toml that does not load, a task Harbor cannot run (Unsupported), a
 // task that cannot produce the chosen reward key (CheckRewardChoice), one that needs its container image under
-// bubblewrap and one whose image cannot be built (container runners build
+// bubblewrap and one whose image cannot be built (container engines build
 // or find every image once, here, before any episode) are skipped with the
 // reason; each task's load warnings go to o.Warn.
 func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {

@@ -4,10 +4,11 @@
 // A task directory holds task.toml, instruction.md (the task),
 // environment/ (a Dockerfile and its build context, and/or app/),
 // tests/test.sh (the verifier) and solution/solve.sh (the oracle). An
-// episode runs in one of two ways.
+// episode runs in one of two ways, its backend (backend.go), which New
+// picks once from Options: Engine set, or not.
 //
-// With a container runner (sandbox.Container: podman, docker) it runs as
-// Harbor runs it (container.go):
+// With a container engine (Options.Engine: podman, docker) it runs as
+// Harbor runs it (boxBackend, container.go):
 //
 //	ImageRef: [environment] docker_image, or environment/Dockerfile built
 //	(environment/ as context, cached by its content hash)
@@ -27,16 +28,18 @@
 //	or still holds them is checked, the container's processes are killed,
 //	and ReadRewards reads /logs/verifier.
 //
-// With bubblewrap (the default; tasks that ship environment/app/) the
+// On the host (hostBackend: Options.Runner, bubblewrap by default; tasks
+// that ship environment/app/) the
 // agent's sandbox has a fresh workspace with app/ at /app; at submit it is
 // closed with every process in it dead, and a fresh sandbox over the same
 // /app, with a writable copy of tests/ at /tests, runs test.sh and counts
 // what outlived it. A task with only a Dockerfile or docker_image cannot
 // run there: Reset returns ErrNeedsContainer.
 //
-// Either way a verdict the agent's doing can change scores 0 with a note
-// (RewardNote), and a verifier that cannot run on its own account is
-// ErrVerifier (the episode's status verifier_error).
+// Either way the backend reports what the verifier's run saw and
+// Env.verify alone turns it into the verdict: one the agent's doing can
+// change scores 0 with a note (RewardNote), and a verifier that cannot run
+// on its own account is ErrVerifier (the episode's status verifier_error).
 //
 // # task.toml
 //

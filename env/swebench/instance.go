@@ -1,7 +1,9 @@
 // Package swebench runs SWE-bench instances as agent.Environments, in one
-// of two modes chosen by Options.Runner.
+// of two modes, the Env's backend (backend.go), which New picks once from
+// Options: container mode when Options.Engine is set, else the
+// local-repository mode on Options.Runner.
 //
-// Container mode (a sandbox.Container runner: podman or docker) runs an
+// Container mode (Options.Engine: podman or docker) runs an
 // instance the way the official harness (the `swebench` package of
 // SWE-bench/SWE-bench, release HarnessVersion) runs it:
 //

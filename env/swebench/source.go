@@ -38,7 +38,7 @@ func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
 }
 
 // LoadTasks is the "swebench" task source: the instances in path
-// (LoadInstances) that can run with o.Runner. In container mode an
+// (LoadInstances) that can run here. In container mode (o.Engine) an
 // instance without a harness spec (EvalScript) or whose image cannot be
 // found (ResolveImage, with its --image-map entry and --swebench-namespace) is
 // skipped with the reason (the images tried), never scored; in the

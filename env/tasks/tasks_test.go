@@ -164,23 +164,23 @@ func TestOpenSuite(t *testing.T) {
 // A source's settings come back sorted with the others', their defaults
 // stand in for values not given, and a source's check refuses bad ones.
 func TestRegisterSettings(t *testing.T) {
-	tasks.RegisterSettings("settings-test", func(s tasks.Settings) error {
+	RegisterSettings("settings-test", func(s Settings) error {
 		if s.Get("zz-test-level") == "bad" {
 			return errors.New("--zz-test-level bad")
 		}
 		return nil
-	}, tasks.Setting{Name: "zz-test-level", Default: "easy", Usage: "test"})
-	all := tasks.AllSettings()
+	}, Setting{Name: "zz-test-level", Default: "easy", Usage: "test"})
+	all := AllSettings()
 	if len(all) == 0 || all[len(all)-1].Name != "zz-test-level" {
 		t.Fatalf("AllSettings = %v, want zz-test-level last", all)
 	}
-	if got := (tasks.Settings{}).Get("zz-test-level"); got != "easy" {
+	if got := (Settings{}).Get("zz-test-level"); got != "easy" {
 		t.Fatalf("default: %q", got)
 	}
-	if err := tasks.CheckSettings(tasks.Settings{"zz-test-level": "bad"}); err == nil {
+	if err := CheckSettings(Settings{"zz-test-level": "bad"}); err == nil {
 		t.Fatal("bad value accepted")
 	}
-	if err := tasks.CheckSettings(tasks.Settings{"zz-test-level": "hard"}); err != nil {
+	if err := CheckSettings(Settings{"zz-test-level": "hard"}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -188,5 +188,5 @@ func TestRegisterSettings(t *testing.T) {
 			t.Fatal("a setting registered twice did not panic")
 		}
 	}()
-	tasks.RegisterSettings("other", nil, tasks.Setting{Name: "zz-test-level"})
+	RegisterSettings("other", nil, Setting{Name: "zz-test-level"})
 }
