@@ -153,8 +153,10 @@ func (e *Env) limits() sandbox.Limits {
 	return l
 }
 
-// Reset implements agent.Environment: a fresh workspace with
-// environment/app/ copied to /app and a new sandbox shell in it.
+// Reset implements agent.Environment: the task's env tables resolved, a
+// fresh workspace and the agent's shell started by the backend (host: a
+// sandbox over environment/app/ at /app; container: one container of the
+// task's image), and the task text.
 func (e *Env) Reset(ctx context.Context) (string, error) {
 	if err := e.Close(); err != nil {
 		return "", fmt.Errorf("task %s: previous episode: %w", e.task.Name, err)
