@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -108,13 +107,13 @@ func (c RLConfig) validate(episodes int) error {
 		}
 	}
 	if _, err := rl.ParseAggregation(string(c.LossAggMode)); err != nil {
-		return fmt.Errorf("rl.loss_agg_mode: %w", err)
+		return field.Under("rl.loss_agg_mode", err)
 	}
 	switch {
 	case !c.Estimator.UsesValues() && c.GroupSize < 2:
-		return fmt.Errorf("rl.group_size: %d must be at least 2 for estimator %s", c.GroupSize, c.Estimator)
+		return field.Errorf("rl.group_size", "%d must be at least 2 for estimator %s", c.GroupSize, c.Estimator)
 	case episodes%c.GroupSize != 0:
-		return fmt.Errorf("run.episodes: %d must be a multiple of rl.group_size %d", episodes, c.GroupSize)
+		return field.Errorf("run.episodes", "%d must be a multiple of rl.group_size %d", episodes, c.GroupSize)
 	case c.GradClip < 0 || c.WeightDecay < 0:
 		return fmt.Errorf("rl.grad_clip %g and weight_decay %g must not be negative", c.GradClip, c.WeightDecay)
 	}
@@ -194,15 +193,15 @@ func (c Config) EvalSeedStart() int64 {
 func (c Config) validateEvalRange() error {
 	switch r := c.EvalRangeName(); {
 	case r != RangeDev && r != RangeTest:
-		return fmt.Errorf("run.eval_range: %q must be dev or test", c.Run.EvalRange)
+		return field.Errorf("run.eval_range", "%q must be dev or test", c.Run.EvalRange)
 	case c.Run.SealedSeedStart < 0:
-		return fmt.Errorf("run.sealed_seed_start: %d must not be negative", c.Run.SealedSeedStart)
+		return field.Errorf("run.sealed_seed_start", "%d must not be negative", c.Run.SealedSeedStart)
 	case c.SealedStart() <= c.Seeds.TestSeedStart:
-		return fmt.Errorf("run.sealed_seed_start: %d must be above suite.test_seed_start %d (the development range lies between)", c.SealedStart(), c.Seeds.TestSeedStart)
+		return field.Errorf("run.sealed_seed_start", "%d must be above suite.test_seed_start %d (the development range lies between)", c.SealedStart(), c.Seeds.TestSeedStart)
 	case c.Run.EvalSeedOffset < 0 || c.Run.EvalSeedOffset > maxSeedOffset:
-		return fmt.Errorf("run.eval_seed_offset: %d must be in [0, %d]", c.Run.EvalSeedOffset, int64(maxSeedOffset))
+		return field.Errorf("run.eval_seed_offset", "%d must be in [0, %d]", c.Run.EvalSeedOffset, int64(maxSeedOffset))
 	case c.Run.SealedSeedStart > maxSeedOffset:
-		return fmt.Errorf("run.sealed_seed_start: %d must be at most %d", c.Run.SealedSeedStart, int64(maxSeedOffset))
+		return field.Errorf("run.sealed_seed_start", "%d must be at most %d", c.Run.SealedSeedStart, int64(maxSeedOffset))
 	case r == RangeDev && c.EvalSeedStart()+int64(c.Run.EvalEpisodes) > c.SealedStart():
 		return fmt.Errorf("run.eval_seed_offset %d + eval_episodes %d: development evaluation would reach the sealed test range at %d", c.Run.EvalSeedOffset, c.Run.EvalEpisodes, c.SealedStart())
 	}
@@ -310,15 +309,15 @@ func checkIntegers(n *yaml.Node, t reflect.Type, path string) error {
 			} else if name != key {
 				continue
 			}
-			field := strings.TrimPrefix(path+"."+key, ".")
+			at := field.Key(path, key)
 			switch f.Type.Kind() {
 			case reflect.Struct:
-				if err := checkIntegers(val, f.Type, field); err != nil {
+				if err := checkIntegers(val, f.Type, at); err != nil {
 					return err
 				}
 			case reflect.Int, reflect.Int64:
 				if val.Kind == yaml.ScalarNode && val.ShortTag() != "!!int" {
-					return fmt.Errorf("%s: %q is not an integer", field, val.Value)
+					return field.Errorf(at, "%q is not an integer", val.Value)
 				}
 			}
 		}
@@ -334,18 +333,18 @@ func checkFinite(v reflect.Value, path string) error {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		name, inline := override.YAMLKey(t.Field(i))
-		field := strings.TrimPrefix(path+"."+name, ".")
+		at := field.Key(path, name)
 		if inline {
-			field = path
+			at = path
 		}
 		switch f := v.Field(i); f.Kind() {
 		case reflect.Struct:
-			if err := checkFinite(f, field); err != nil {
+			if err := checkFinite(f, at); err != nil {
 				return err
 			}
 		case reflect.Float64:
 			if x := f.Float(); math.IsNaN(x) || math.IsInf(x, 0) {
-				return fmt.Errorf("%s: %g is not a finite number", field, x)
+				return field.Errorf(at, "%g is not a finite number", x)
 			}
 		}
 	}
@@ -367,29 +366,9 @@ const (
 	maxClipOrMag = 1e6 // grad_clip
 )
 
-// checkRanges reports the first integer or float field above its bound, by
-// its YAML path and value.
+// checkRanges reports the first float field above its bound, by its YAML
+// path and value.
 func (c Config) checkRanges() error {
-	for _, f := range []struct {
-		field  string
-		v, max int
-	}{
-		{"sft.episodes", c.SFT.Episodes, MaxSteps}, {"sft.steps", c.SFT.Steps, MaxSteps},
-		{"sft.batch_size", c.SFT.BatchSize, MaxBatch}, {"sft.copy_steps", c.SFT.CopySteps, MaxSteps},
-		{"sft.copy_len", c.SFT.CopyLen, agent.MaxContextTokens}, {"sft.copy_batch", c.SFT.CopyBatch, MaxBatch},
-		{"rl.group_size", c.RL.GroupSize, MaxBatch}, {"rl.ppo_epochs", c.RL.PPOEpochs, MaxBatch},
-		{"rl.mini_batches", c.RL.MiniBatches, MaxBatch}, {"rl.micro_batch", c.RL.MicroBatch, MaxBatch},
-		{"rl.warmup_steps", c.RL.WarmupSteps, MaxSteps}, {"rl.critic_warmup", c.RL.CriticWarmup, MaxSteps},
-		{"rl.value_updates", c.RL.ValueUpdates, MaxBatch},
-		{"run.iterations", c.Run.Iterations, MaxSteps}, {"run.episodes", c.Run.Episodes, MaxSteps},
-		{"run.workers", c.Run.Workers, MaxBatch}, {"run.eval_every", c.Run.EvalEvery, MaxSteps},
-		{"run.eval_episodes", c.Run.EvalEpisodes, MaxSteps}, {"run.checkpoint_every", c.Run.CheckpointEvery, MaxSteps},
-		{"run.threads", c.Run.Threads, MaxBatch},
-	} {
-		if f.v > f.max {
-			return fmt.Errorf("%s: %d is above the limit %d", f.field, f.v, f.max)
-		}
-	}
 	for _, f := range []struct {
 		field  string
 		v, max float64
@@ -400,27 +379,34 @@ func (c Config) checkRanges() error {
 		{"run.episode_timeout_s", c.Run.EpisodeTimeoutS, maxTimeoutS},
 	} {
 		if f.v > f.max {
-			return fmt.Errorf("%s: %g is above the limit %g", f.field, f.v, f.max)
+			return field.Errorf(f.field, "%g is above the limit %g", f.v, f.max)
 		}
 	}
 	return nil
 }
 
+// ints are the config's integer settings with their bounds, by YAML path.
+// sft.copy_len has no lower bound of its own: it matters only with
+// sft.copy_steps > 0 (Validate).
+func (c Config) ints() []field.Int {
+	return []field.Int{
+		{Path: "sft.episodes", V: c.SFT.Episodes, Max: MaxSteps}, {Path: "sft.steps", V: c.SFT.Steps, Max: MaxSteps},
+		{Path: "sft.batch_size", V: c.SFT.BatchSize, Min: 1, Max: MaxBatch}, {Path: "sft.copy_steps", V: c.SFT.CopySteps, Max: MaxSteps},
+		{Path: "sft.copy_len", V: c.SFT.CopyLen, Min: math.MinInt, Max: agent.MaxContextTokens}, {Path: "sft.copy_batch", V: c.SFT.CopyBatch, Max: MaxBatch},
+		{Path: "rl.group_size", V: c.RL.GroupSize, Min: 1, Max: MaxBatch}, {Path: "rl.ppo_epochs", V: c.RL.PPOEpochs, Min: 1, Max: MaxBatch},
+		{Path: "rl.mini_batches", V: c.RL.MiniBatches, Min: 1, Max: MaxBatch}, {Path: "rl.micro_batch", V: c.RL.MicroBatch, Min: 1, Max: MaxBatch},
+		{Path: "rl.warmup_steps", V: c.RL.WarmupSteps, Max: MaxSteps}, {Path: "rl.critic_warmup", V: c.RL.CriticWarmup, Max: MaxSteps},
+		{Path: "rl.value_updates", V: c.RL.ValueUpdates, Max: MaxBatch},
+		{Path: "run.iterations", V: c.Run.Iterations, Max: MaxSteps}, {Path: "run.episodes", V: c.Run.Episodes, Min: 1, Max: MaxSteps},
+		{Path: "run.workers", V: c.Run.Workers, Min: 1, Max: MaxBatch}, {Path: "run.eval_every", V: c.Run.EvalEvery, Max: MaxSteps},
+		{Path: "run.eval_episodes", V: c.Run.EvalEpisodes, Max: MaxSteps}, {Path: "run.checkpoint_every", V: c.Run.CheckpointEvery, Max: MaxSteps},
+		{Path: "run.threads", V: c.Run.Threads, Max: MaxBatch},
+	}
+}
+
 // Validate reports the first unusable field by its YAML path: NaN and ±Inf
 // in any float, values below their range, and values above their bounds.
 func (c Config) Validate() error {
-	pos := func(field string, v int) error {
-		if v <= 0 {
-			return fmt.Errorf("%s: %d must be positive", field, v)
-		}
-		return nil
-	}
-	nonneg := func(field string, v int) error {
-		if v < 0 {
-			return fmt.Errorf("%s: %d must not be negative", field, v)
-		}
-		return nil
-	}
 	if err := checkFinite(reflect.ValueOf(c), ""); err != nil {
 		return err
 	}
@@ -434,60 +420,42 @@ func (c Config) Validate() error {
 	if err := c.checkRanges(); err != nil {
 		return err
 	}
-	for _, e := range []error{
-		nonneg("sft.episodes", c.SFT.Episodes),
-		nonneg("sft.steps", c.SFT.Steps),
-		nonneg("sft.copy_steps", c.SFT.CopySteps),
-		nonneg("sft.copy_batch", c.SFT.CopyBatch),
-		pos("sft.batch_size", c.SFT.BatchSize),
-		pos("rl.group_size", c.RL.GroupSize),
-		pos("rl.ppo_epochs", c.RL.PPOEpochs),
-		pos("rl.mini_batches", c.RL.MiniBatches),
-		pos("rl.micro_batch", c.RL.MicroBatch),
-		nonneg("rl.warmup_steps", c.RL.WarmupSteps),
-		nonneg("rl.critic_warmup", c.RL.CriticWarmup),
-		nonneg("rl.value_updates", c.RL.ValueUpdates),
-		nonneg("run.iterations", c.Run.Iterations),
-		pos("run.episodes", c.Run.Episodes),
-		pos("run.workers", c.Run.Workers),
-		nonneg("run.eval_every", c.Run.EvalEvery),
-		nonneg("run.eval_episodes", c.Run.EvalEpisodes),
-		nonneg("run.checkpoint_every", c.Run.CheckpointEvery),
-		nonneg("run.threads", c.Run.Threads),
-		c.RL.validate(c.Run.Episodes),
-	} {
-		if e != nil {
-			return e
+	for _, f := range c.ints() {
+		if err := f.Check(); err != nil {
+			return err
 		}
+	}
+	if err := c.RL.validate(c.Run.Episodes); err != nil {
+		return err
 	}
 	if err := c.validateEvalRange(); err != nil {
 		return err
 	}
 	switch {
 	case c.Seeds.TestSeedStart <= c.Seeds.TrainSeedStart:
-		return fmt.Errorf("suite.test_seed_start: %d must be above train_seed_start %d (held-out seeds)", c.Seeds.TestSeedStart, c.Seeds.TrainSeedStart)
+		return field.Errorf("suite.test_seed_start", "%d must be above train_seed_start %d (held-out seeds)", c.Seeds.TestSeedStart, c.Seeds.TrainSeedStart)
 	case c.Run.Iterations > 0 && c.Agent.Temperature != 1:
 		// The sampler's log-probs and the scorer's are at temperature 1: the
 		// PPO ratio describes the sampling policy only there.
-		return fmt.Errorf("agent.temperature: %g must be 1 for RL (run.iterations %d): the policy's log-probs, and so the PPO ratio, are those of temperature 1; eval_temperature may differ", c.Agent.Temperature, c.Run.Iterations)
+		return field.Errorf("agent.temperature", "%g must be 1 for RL (run.iterations %d): the policy's log-probs, and so the PPO ratio, are those of temperature 1; eval_temperature may differ", c.Agent.Temperature, c.Run.Iterations)
 	case c.Run.Iterations > 0 && c.Agent.TopP != 1:
 		// Likewise: nucleus sampling is not the policy whose log-probs the
 		// trainer scores.
-		return fmt.Errorf("agent.top_p: %g must be 1 for RL (run.iterations %d): the PPO ratio needs the policy's own distribution", c.Agent.TopP, c.Run.Iterations)
+		return field.Errorf("agent.top_p", "%g must be 1 for RL (run.iterations %d): the PPO ratio needs the policy's own distribution", c.Agent.TopP, c.Run.Iterations)
 	case c.Agent.EvalTemperature < 0:
-		return fmt.Errorf("agent.eval_temperature: %g must not be negative", c.Agent.EvalTemperature)
+		return field.Errorf("agent.eval_temperature", "%g must not be negative", c.Agent.EvalTemperature)
 	case c.Run.EpisodeTimeoutS < 0:
-		return fmt.Errorf("run.episode_timeout_s: %g must not be negative", c.Run.EpisodeTimeoutS)
+		return field.Errorf("run.episode_timeout_s", "%g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
-		return fmt.Errorf("sft.expert_p: %g must be in [0, 1]", c.SFT.ExpertP)
+		return field.Errorf("sft.expert_p", "%g must be in [0, 1]", c.SFT.ExpertP)
 	case c.SFT.CopySteps > 0 && c.SFT.CopyLen < 2:
-		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
+		return field.Errorf("sft.copy_len", "%d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
-		return errors.New("sft.episodes: must be positive when sft.steps > 0")
+		return field.Errorf("sft.episodes", "must be positive when sft.steps > 0")
 	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
 		return fmt.Errorf("learning rates must not be negative (sft.lr %g, rl.lr %g, rl.critic_lr %g)", c.SFT.LR, c.RL.LR, c.RL.CriticLR)
 	case c.Run.Dir == "":
-		return errors.New("run.dir: must be set")
+		return field.Errorf("run.dir", "must be set")
 	}
 	return nil
 }
