@@ -114,8 +114,6 @@ func (c RLConfig) validate(episodes int) error {
 		return field.Errorf("rl.group_size", "%d must be at least 2 for estimator %s", c.GroupSize, c.Estimator)
 	case episodes%c.GroupSize != 0:
 		return field.Errorf("run.episodes", "%d must be a multiple of rl.group_size %d", episodes, c.GroupSize)
-	case c.GradClip < 0 || c.WeightDecay < 0:
-		return fmt.Errorf("rl.grad_clip %g and weight_decay %g must not be negative", c.GradClip, c.WeightDecay)
 	}
 	return nil
 }
@@ -366,23 +364,14 @@ const (
 	maxClipOrMag = 1e6 // grad_clip
 )
 
-// checkRanges reports the first float field above its bound, by its YAML
-// path and value.
-func (c Config) checkRanges() error {
-	for _, f := range []struct {
-		field  string
-		v, max float64
-	}{
-		{"agent.eval_temperature", c.Agent.EvalTemperature, agent.MaxTemperature},
-		{"sft.lr", c.SFT.LR, maxLR}, {"rl.lr", c.RL.LR, maxLR}, {"rl.critic_lr", c.RL.CriticLR, maxLR},
-		{"rl.grad_clip", c.RL.GradClip, maxClipOrMag}, {"rl.weight_decay", c.RL.WeightDecay, 1},
-		{"run.episode_timeout_s", c.Run.EpisodeTimeoutS, maxTimeoutS},
-	} {
-		if f.v > f.max {
-			return field.Errorf(f.field, "%g is above the limit %g", f.v, f.max)
-		}
+// floats are the config's float settings with their bounds, by YAML path.
+func (c Config) floats() []field.Float {
+	return []field.Float{
+		{Path: "agent.eval_temperature", V: c.Agent.EvalTemperature, Max: agent.MaxTemperature},
+		{Path: "sft.lr", V: c.SFT.LR, Max: maxLR}, {Path: "rl.lr", V: c.RL.LR, Max: maxLR}, {Path: "rl.critic_lr", V: c.RL.CriticLR, Max: maxLR},
+		{Path: "rl.grad_clip", V: c.RL.GradClip, Max: maxClipOrMag}, {Path: "rl.weight_decay", V: c.RL.WeightDecay, Max: 1},
+		{Path: "run.episode_timeout_s", V: c.Run.EpisodeTimeoutS, Max: maxTimeoutS},
 	}
-	return nil
 }
 
 // ints are the config's integer settings with their bounds, by YAML path.
@@ -417,8 +406,10 @@ func (c Config) Validate() error {
 		}
 		return field.Under("agent", err)
 	}
-	if err := c.checkRanges(); err != nil {
-		return err
+	for _, f := range c.floats() {
+		if err := f.Check(); err != nil {
+			return err
+		}
 	}
 	for _, f := range c.ints() {
 		if err := f.Check(); err != nil {
@@ -442,18 +433,12 @@ func (c Config) Validate() error {
 		// Likewise: nucleus sampling is not the policy whose log-probs the
 		// trainer scores.
 		return field.Errorf("agent.top_p", "%g must be 1 for RL (run.iterations %d): the PPO ratio needs the policy's own distribution", c.Agent.TopP, c.Run.Iterations)
-	case c.Agent.EvalTemperature < 0:
-		return field.Errorf("agent.eval_temperature", "%g must not be negative", c.Agent.EvalTemperature)
-	case c.Run.EpisodeTimeoutS < 0:
-		return field.Errorf("run.episode_timeout_s", "%g must not be negative", c.Run.EpisodeTimeoutS)
 	case c.SFT.ExpertP < 0 || c.SFT.ExpertP > 1:
 		return field.Errorf("sft.expert_p", "%g must be in [0, 1]", c.SFT.ExpertP)
 	case c.SFT.CopySteps > 0 && c.SFT.CopyLen < 2:
 		return field.Errorf("sft.copy_len", "%d must be at least 2 when sft.copy_steps > 0", c.SFT.CopyLen)
 	case c.SFT.Steps > 0 && c.SFT.Episodes == 0:
 		return field.Errorf("sft.episodes", "must be positive when sft.steps > 0")
-	case c.SFT.LR < 0 || c.RL.LR < 0 || c.RL.CriticLR < 0:
-		return fmt.Errorf("learning rates must not be negative (sft.lr %g, rl.lr %g, rl.critic_lr %g)", c.SFT.LR, c.RL.LR, c.RL.CriticLR)
 	case c.Run.Dir == "":
 		return field.Errorf("run.dir", "must be set")
 	}

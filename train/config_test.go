@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -136,5 +137,28 @@ func TestCheckFiniteNamesThePath(t *testing.T) {
 	}
 	if err := CheckFinite(DefaultConfig()); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// Each setting's bounds are declared once (Config.ints, Config.floats):
+// below and above them, the error names the setting by its YAML path.
+func TestValidateBoundsNameTheField(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.RL.LR = -1 }, "rl.lr: -1 must not be negative"},
+		{func(c *Config) { c.RL.GradClip = -1 }, "rl.grad_clip: -1 must not be negative"},
+		{func(c *Config) { c.Run.EpisodeTimeoutS = -1 }, "run.episode_timeout_s: -1 must not be negative"},
+		{func(c *Config) { c.Run.Workers = 0 }, "run.workers: 0 must be positive"},
+		{func(c *Config) { c.Run.Workers = MaxBatch + 1 }, fmt.Sprintf("run.workers: %d is above the limit %d", MaxBatch+1, MaxBatch)},
+		{func(c *Config) { c.SFT.Steps = -2 }, "sft.steps: -2 must not be negative"},
+		{func(c *Config) { c.Agent.Context = 0 }, "agent.context: 0 must be positive"},
+	} {
+		cfg := DefaultConfig()
+		c.set(&cfg)
+		if err := cfg.Validate(); err == nil || err.Error() != c.want {
+			t.Errorf("%v, want %s", err, c.want)
+		}
 	}
 }

@@ -102,6 +102,31 @@ func (f Int) Check() error {
 	}
 }
 
+// Float is a float setting and its bounds, declared once where it is
+// validated.
+type Float struct {
+	Path     string
+	V        float64
+	Min, Max float64
+}
+
+// Check is nil when f.V lies in [f.Min, f.Max], else an *Error saying
+// which bound it breaks, or that it is NaN.
+func (f Float) Check() error {
+	switch {
+	case f.V != f.V:
+		return Errorf(f.Path, "%g is not a finite number", f.V)
+	case f.V > f.Max:
+		return Errorf(f.Path, "%g is above the limit %g", f.V, f.Max)
+	case f.V >= f.Min:
+		return nil
+	case f.Min == 0:
+		return Errorf(f.Path, "%g must not be negative", f.V)
+	default:
+		return Errorf(f.Path, "%g must be in [%g, %g]", f.V, f.Min, f.Max)
+	}
+}
+
 // CheckInts is the error of every field of fs out of its bounds, joined
 // in the order of fs (nil when all are in bounds); errors.As finds the
 // first.

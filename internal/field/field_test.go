@@ -3,6 +3,7 @@ package field
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -50,6 +51,22 @@ func TestCheckInts(t *testing.T) {
 	want := "a: 0 must be positive\nb: -1 must not be negative\nc: 11 is above the limit 10\nd: 1 must be at least 2"
 	if err == nil || err.Error() != want {
 		t.Fatalf("%v\nwant\n%s", err, want)
+	}
+	for _, c := range []struct {
+		f    Float
+		want string
+	}{
+		{Float{"lr", 11, 0, 10}, "lr: 11 is above the limit 10"},
+		{Float{"lr", -1, 0, 10}, "lr: -1 must not be negative"},
+		{Float{"p", 0.1, 0.5, 1}, "p: 0.1 must be in [0.5, 1]"},
+		{Float{"p", math.NaN(), 0, 1}, "p: NaN is not a finite number"},
+	} {
+		if err := c.f.Check(); err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %s", c.f, err, c.want)
+		}
+	}
+	if (Float{"lr", 1, 0, 10}).Check() != nil {
+		t.Error("float in bounds")
 	}
 	if CheckInts(Int{"e", 5, 0, 10}) != nil {
 		t.Fatal("in bounds")
