@@ -64,16 +64,18 @@ type Agent struct {
 }
 
 // New checks cfg against the token arithmetic of Budget and precomputes the
-// template blocks, with the built-in model's six-id Template.
-func New(cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, error) {
+// template blocks, with the built-in model's six-id Template. ctx bounds
+// the encoding of the fixed texts (system prompt, summary instruction,
+// resume text); a tokenizer failure is returned as it is, not as ErrConfig.
+func New(ctx context.Context, cfg Config, tok Tokenizer, tmpl Template, s infer.Sampler) (*Agent, error) {
 	if err := tmpl.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return NewWithFormat(cfg, tok, tmpl.Format(), s)
+	return NewWithFormat(ctx, cfg, tok, tmpl.Format(), s)
 }
 
 // NewWithFormat is New with any Format, e.g. a real model's ChatFormat.
-func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent, error) {
+func NewWithFormat(ctx context.Context, cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -87,9 +89,18 @@ func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent
 	for _, id := range f.Stop() {
 		a.stop[id] = true
 	}
-	a.system = f.System(a.content(cfg.SystemPrompt))
-	a.qsum = f.SummaryRequest(a.content(cfg.SummaryInstruction))
-	a.resumeText = a.content(cfg.ResumeText)
+	system, err := a.encode(ctx, f.Content(cfg.SystemPrompt))
+	if err != nil {
+		return nil, fmt.Errorf("system prompt: %w", err)
+	}
+	instruction, err := a.encode(ctx, f.Content(cfg.SummaryInstruction))
+	if err != nil {
+		return nil, fmt.Errorf("summary instruction: %w", err)
+	}
+	if a.resumeText, err = a.encode(ctx, f.Content(cfg.ResumeText)); err != nil {
+		return nil, fmt.Errorf("resume text: %w", err)
+	}
+	a.system, a.qsum = f.System(system), f.SummaryRequest(instruction)
 	a.closeMax = max(len(f.Close(true)), len(f.Close(false)))
 	resume := len(f.Resume(a.resumeText, nil))
 	probe := f.Resume(a.resumeText, []int{-1})
@@ -98,7 +109,11 @@ func NewWithFormat(cfg Config, tok Tokenizer, f Format, s infer.Sampler) (*Agent
 	} else {
 		return nil, fmt.Errorf("%w: the format's Resume does not place the summary once, as given", ErrConfig)
 	}
-	b, err := a.deriveBudget(resume)
+	markerMax, err := a.marker(ctx, maxOmitted)
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.deriveBudget(resume, len(markerMax))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -111,10 +126,6 @@ func (a *Agent) Budget() Budget { return a.budget }
 
 // Config returns the configuration the agent was built with.
 func (a *Agent) Config() Config { return a.cfg }
-
-// content encodes a fixed text (system prompt, instruction) as the format
-// wants its contents.
-func (a *Agent) content(text string) []int { return a.tok.Encode(a.f.Content(text)) }
 
 // actionTurnMax is the most tokens one action turn adds to the context:
 // Action() ⊕ a (≤ A tokens) ⊕ the longer Close.
@@ -130,53 +141,59 @@ func (a *Agent) stripStop(ids []int) ([]int, bool) {
 	return ids, false
 }
 
-// encode tokenises text inside an episode, through ContextTokenizer when
-// the tokenizer has it.
+// encode tokenises text, naming the call in its error.
 func (a *Agent) encode(ctx context.Context, text string) ([]int, error) {
-	if ct, ok := a.tok.(ContextTokenizer); ok {
-		ids, err := ct.EncodeContext(ctx, text)
-		if err != nil {
-			return nil, fmt.Errorf("tokenize: %w", err)
-		}
-		return ids, nil
+	ids, err := a.tok.Encode(ctx, text)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
 	}
-	return a.tok.Encode(text), nil
+	return ids, nil
 }
 
 // decode is encode's inverse.
 func (a *Agent) decode(ctx context.Context, ids []int) (string, error) {
-	if ct, ok := a.tok.(ContextTokenizer); ok {
-		text, err := ct.DecodeContext(ctx, ids)
-		if err != nil {
-			return "", fmt.Errorf("detokenize: %w", err)
-		}
-		return text, nil
+	text, err := a.tok.Decode(ctx, ids)
+	if err != nil {
+		return "", fmt.Errorf("detokenize: %w", err)
 	}
-	return a.tok.Decode(ids), nil
+	return text, nil
 }
 
 // OmissionMarker is the text that stands for n tokens a capped observation
 // leaves out.
 func OmissionMarker(n int) string { return fmt.Sprintf(" …[%d tokens omitted]… ", n) }
 
-func (a *Agent) marker(n int) []int { return a.tok.Encode(OmissionMarker(n)) }
+func (a *Agent) marker(ctx context.Context, n int) ([]int, error) {
+	ids, err := a.encode(ctx, OmissionMarker(n))
+	if err != nil {
+		return nil, fmt.Errorf("omission marker: %w", err)
+	}
+	return ids, nil
+}
 
 // minKeptTokens is the least a capped observation keeps: one token of its
 // head and one of its tail.
 const minKeptTokens = 2
 
-// CapObservation returns ids unchanged when len(ids) ≤ limit, else
+// capObservation returns ids unchanged when len(ids) ≤ limit, else
 // head ⊕ marker(n) ⊕ tail with len ≤ limit, where n ids are left out and the
 // head gets the odd token. It returns nil when limit cannot hold the marker
 // and one token of each side.
-func (a *Agent) CapObservation(ids []int, limit int) []int {
+func (a *Agent) capObservation(ctx context.Context, ids []int, limit int) ([]int, error) {
 	if len(ids) <= limit {
-		return ids
+		return ids, nil
 	}
 	// keep + |marker(len(ids) − keep)| ≤ limit, searched down from the
 	// marker of the largest n (marker lengths need not be monotone in n).
-	for keep := limit - len(a.marker(len(ids))); keep >= minKeptTokens; keep-- {
-		m := a.marker(len(ids) - keep)
+	longest, err := a.marker(ctx, len(ids))
+	if err != nil {
+		return nil, err
+	}
+	for keep := limit - len(longest); keep >= minKeptTokens; keep-- {
+		m, err := a.marker(ctx, len(ids)-keep)
+		if err != nil {
+			return nil, err
+		}
 		if keep+len(m) > limit {
 			continue
 		}
@@ -184,7 +201,7 @@ func (a *Agent) CapObservation(ids []int, limit int) []int {
 		out := make([]int, 0, keep+len(m))
 		out = append(out, ids[:head]...)
 		out = append(out, m...)
-		return append(out, ids[len(ids)-(keep-head):]...)
+		return append(out, ids[len(ids)-(keep-head):]...), nil
 	}
-	return nil
+	return nil, nil
 }

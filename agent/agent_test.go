@@ -266,7 +266,7 @@ func TestSegmentsFitWindowRandom(t *testing.T) {
 			cfg.MaxObservationTokens = 30 + rng.IntN(100)
 		}
 		s := &randSampler{}
-		a, err := New(cfg, byteTok{}, testTmpl, s)
+		a, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 		if err != nil {
 			continue // an impossible budget: New's own tests cover the rejection
 		}
@@ -301,7 +301,7 @@ const templateStepMarkers = 4
 
 func TestBudgetInequalities(t *testing.T) {
 	cfg := testConfig()
-	a, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
+	a, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,25 +323,25 @@ func TestBudgetInequalities(t *testing.T) {
 	// the summary, and a window too small to resume are all rejected.
 	bad := cfg
 	bad.MaxObservationTokens = b.ObservationCap + 1
-	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err == nil {
+	if _, err := New(context.Background(), bad, Local(byteTok{}), testTmpl, &randSampler{}); err == nil {
 		t.Fatal("cap above the reserve's room accepted")
 	}
 	bad = cfg
 	bad.Reserve = q + cfg.MaxSummaryTokens + cfg.MaxActionTokens + templateStepMarkers + b.MarkerMax + minObservationCap - 1
-	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err == nil {
+	if _, err := New(context.Background(), bad, Local(byteTok{}), testTmpl, &randSampler{}); err == nil {
 		t.Fatal("reserve without room for an observation accepted")
 	}
 	bad.Reserve++
-	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err != nil {
+	if _, err := New(context.Background(), bad, Local(byteTok{}), testTmpl, &randSampler{}); err != nil {
 		t.Fatalf("smallest valid reserve rejected: %v", err)
 	}
 	bad = cfg
 	bad.Context = b.ResumeMax + cfg.Reserve - 1
-	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err == nil {
+	if _, err := New(context.Background(), bad, Local(byteTok{}), testTmpl, &randSampler{}); err == nil {
 		t.Fatal("window without room to resume accepted")
 	}
 	bad.Context++
-	if _, err := New(bad, byteTok{}, testTmpl, &randSampler{}); err != nil {
+	if _, err := New(context.Background(), bad, Local(byteTok{}), testTmpl, &randSampler{}); err != nil {
 		t.Fatalf("smallest valid window rejected: %v", err)
 	}
 	for _, f := range []func(*Config){
@@ -354,20 +354,23 @@ func TestBudgetInequalities(t *testing.T) {
 	} {
 		c := cfg
 		f(&c)
-		if _, err := New(c, byteTok{}, testTmpl, &randSampler{}); err == nil {
+		if _, err := New(context.Background(), c, Local(byteTok{}), testTmpl, &randSampler{}); err == nil {
 			t.Fatalf("bad config accepted: %+v", c)
 		}
 	}
 }
 
 func TestCapObservation(t *testing.T) {
-	a, err := New(testConfig(), byteTok{}, testTmpl, &randSampler{})
+	a, err := New(context.Background(), testConfig(), Local(byteTok{}), testTmpl, &randSampler{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := byteTok{}.Encode(strings.Repeat("0123456789", 100))
 	for _, limit := range []int{1000, 999, 500, 101, 40, 38} {
-		out := a.CapObservation(ids, limit)
+		out, err := a.capObservation(context.Background(), ids, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(out) > limit {
 			t.Fatalf("limit %d: %d ids", limit, len(out))
 		}
@@ -398,7 +401,7 @@ func TestCapObservation(t *testing.T) {
 			t.Fatalf("limit %d: head/tail not from the observation", limit)
 		}
 	}
-	if out := a.CapObservation(ids, 5); out != nil {
+	if out, err := a.capObservation(context.Background(), ids, 5); err != nil || out != nil {
 		t.Fatal("limit below the marker should give nil")
 	}
 }
@@ -407,7 +410,7 @@ func TestSummaryMasksAndResume(t *testing.T) {
 	cfg := testConfig()
 	cfg.KeepLast = 2
 	s := &randSampler{}
-	a, err := New(cfg, byteTok{}, testTmpl, s)
+	a, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +450,7 @@ func TestSummaryMasksAndResume(t *testing.T) {
 func TestActionAtTokenLimitGetsStop(t *testing.T) {
 	cfg := testConfig()
 	s := &randSampler{fixed: slices.Repeat([]int{6 + 'q'}, 100)}
-	a, err := New(cfg, byteTok{}, testTmpl, s)
+	a, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +474,7 @@ func TestFormatErrorsEndEpisode(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxFormatErrors = 3
 	s := &randSampler{fixed: []int{6 + 'z', testTmpl.EndOfTurn}}
-	a, _ := New(cfg, byteTok{}, testTmpl, s)
+	a, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	env := &fakeEnv{rng: rand.New(rand.NewPCG(1, 1)), obsMax: 20, doneAfter: 100, invalid: func(r string) bool { return r == "z" }}
 	ep, err := a.Run(context.Background(), env, 1)
 	if err != nil {
@@ -486,7 +489,7 @@ func TestFormatErrorsEndEpisode(t *testing.T) {
 	}
 	// Empty replies are passed to the environment as "".
 	s2 := &randSampler{fixed: []int{testTmpl.EndOfTurn}}
-	a2, _ := New(cfg, byteTok{}, testTmpl, s2)
+	a2, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s2)
 	env2 := &fakeEnv{rng: rand.New(rand.NewPCG(1, 1)), obsMax: 20, doneAfter: 100, invalid: func(r string) bool { return r == "" }}
 	ep2, _ := a2.Run(context.Background(), env2, 1)
 	if ep2.Status != episode.StatusFormatError {
@@ -498,7 +501,7 @@ func TestNoCompactionEndsOverlong(t *testing.T) {
 	cfg := testConfig()
 	cfg.NoCompaction = true
 	s := &randSampler{}
-	a, _ := New(cfg, byteTok{}, testTmpl, s)
+	a, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	env := &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 200, doneAfter: 1000}
 	ep, err := a.Run(context.Background(), env, 1)
 	if err != nil {
@@ -518,7 +521,7 @@ func TestNoCompactionEndsOverlong(t *testing.T) {
 func TestMaxTurnsAndCompactionsOverlong(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxTurns = 5
-	a, _ := New(cfg, byteTok{}, testTmpl, &randSampler{})
+	a, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 	ep, _ := a.Run(context.Background(), &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 5, doneAfter: 1000}, 1)
 	if ep.Status != episode.StatusOverlong || ep.Meta[MetaEndReason] != "max_turns" || ep.Metrics[MetricTurns] != 5 {
 		t.Fatalf("status %s reason %s turns %v", ep.Status, ep.Meta[MetaEndReason], ep.Metrics[MetricTurns])
@@ -526,7 +529,7 @@ func TestMaxTurnsAndCompactionsOverlong(t *testing.T) {
 	cfg = testConfig()
 	cfg.MaxCompactions = 1
 	s := &randSampler{}
-	a, _ = New(cfg, byteTok{}, testTmpl, s)
+	a, _ = New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	ep, _ = a.Run(context.Background(), &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 200, doneAfter: 1000}, 1)
 	checkEpisode(t, a, ep, s.calls)
 	if ep.Status != episode.StatusOverlong || ep.Meta[MetaEndReason] != "max_compactions" || ep.Metrics[MetricCompactions] != 1 {
@@ -538,7 +541,7 @@ func TestInfraErrors(t *testing.T) {
 	cfg := testConfig()
 	// Environment error mid-episode: infra_error, partial segments kept.
 	s := &randSampler{}
-	a, _ := New(cfg, byteTok{}, testTmpl, s)
+	a, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	ep, err := a.Run(context.Background(), &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 100, doneAfter: 100, stepErrAt: 4}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -549,13 +552,13 @@ func TestInfraErrors(t *testing.T) {
 	checkEpisode(t, a, ep, s.calls)
 	// Sampler error.
 	s = &randSampler{err: errors.New("engine down"), errAt: 3}
-	a, _ = New(cfg, byteTok{}, testTmpl, s)
+	a, _ = New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	ep, err = a.Run(context.Background(), &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 100, doneAfter: 100}, 1)
 	if err != nil || ep.Status != episode.StatusInfraError || !strings.Contains(ep.Meta[MetaError], "engine down") {
 		t.Fatalf("sampler error: err %v status %s meta %v", err, ep.Status, ep.Meta)
 	}
 	// A sampler that breaks its contract (more tokens than asked).
-	a, _ = New(cfg, byteTok{}, testTmpl, badSampler{})
+	a, _ = New(context.Background(), cfg, Local(byteTok{}), testTmpl, badSampler{})
 	ep, err = a.Run(context.Background(), &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 100, doneAfter: 100}, 1)
 	if err != nil || ep.Status != episode.StatusInfraError {
 		t.Fatalf("bad sampler: err %v status %s", err, ep.Status)
@@ -563,13 +566,13 @@ func TestInfraErrors(t *testing.T) {
 	// Cancelled context: an error, and the partial episode is infra_error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a, _ = New(cfg, byteTok{}, testTmpl, &randSampler{})
+	a, _ = New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 	ep, err = a.Run(ctx, &fakeEnv{rng: rand.New(rand.NewPCG(2, 2)), obsMax: 100, doneAfter: 100}, 1)
 	if !errors.Is(err, context.Canceled) || ep.Status != episode.StatusInfraError {
 		t.Fatalf("cancelled: err %v status %s", err, ep.Status)
 	}
 	// A task too long for the window.
-	a, _ = New(cfg, byteTok{}, testTmpl, &randSampler{})
+	a, _ = New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 	ep, err = a.Run(context.Background(), longTaskEnv{}, 1)
 	if err != nil || ep.Status != episode.StatusInfraError {
 		t.Fatalf("long task: err %v status %s", err, ep.Status)
@@ -615,7 +618,7 @@ func TestKeepLastReducedUntilItFits(t *testing.T) {
 	cfg := testConfig()
 	cfg.KeepLast = 2
 	s := &randSampler{}
-	a, _ := New(cfg, byteTok{}, testTmpl, s)
+	a, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	b := a.Budget()
 	resumed := len(a.system) + len(a.resume) + cfg.MaxSummaryTokens + 1
 	if !(resumed+2*b.StepMax > cfg.Context-cfg.Reserve && resumed+(b.StepMax) <= cfg.Context-cfg.Reserve) {
@@ -658,35 +661,41 @@ func (e *fixedObsEnv) Step(ctx context.Context, reply string) (Step, error) {
 	return st, err
 }
 
-// flakyTok is a ContextTokenizer that fails from its failAt-th in-episode call on.
+// flakyTok is a Tokenizer that, once armed with failAt, fails from its
+// failAt-th call on.
 type flakyTok struct {
-	byteTok
 	calls, failAt int
 }
 
-func (f *flakyTok) EncodeContext(ctx context.Context, s string) ([]int, error) {
-	if f.calls++; f.calls >= f.failAt {
+func (f *flakyTok) fail() bool {
+	f.calls++
+	return f.failAt > 0 && f.calls >= f.failAt
+}
+
+func (f *flakyTok) Encode(ctx context.Context, s string) ([]int, error) {
+	if f.fail() {
 		return nil, errors.New("tokenizer endpoint down")
 	}
-	return f.Encode(s), nil
+	return byteTok{}.Encode(s), nil
 }
 
-func (f *flakyTok) DecodeContext(ctx context.Context, ids []int) (string, error) {
-	if f.calls++; f.calls >= f.failAt {
+func (f *flakyTok) Decode(ctx context.Context, ids []int) (string, error) {
+	if f.fail() {
 		return "", errors.New("tokenizer endpoint down")
 	}
-	return f.Decode(ids), nil
+	return byteTok{}.Decode(ids), nil
 }
 
-func TestContextTokenizerFailureIsInfraError(t *testing.T) {
+func TestTokenizerFailureIsInfraError(t *testing.T) {
 	cfg := testConfig()
 	for _, failAt := range []int{1, 2, 3, 6} {
 		s := &randSampler{}
-		tok := &flakyTok{failAt: failAt}
-		a, err := New(cfg, tok, testTmpl, s)
+		tok := &flakyTok{}
+		a, err := New(context.Background(), cfg, tok, testTmpl, s)
 		if err != nil {
 			t.Fatal(err)
 		}
+		tok.calls, tok.failAt = 0, failAt
 		env := &fakeEnv{rng: rand.New(rand.NewPCG(3, 3)), obsMax: 100, doneAfter: 100}
 		ep, err := a.Run(context.Background(), env, 1)
 		if err != nil {
@@ -717,7 +726,7 @@ func (hugeTaskEnv) Step(ctx context.Context, r string) (Step, error) {
 func TestTaskTextLimit(t *testing.T) {
 	cfg := testConfig()
 	cfg.Context = MaxContextTokens // the window would let it through
-	a, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
+	a, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -741,7 +750,7 @@ func TestTaskTextLimit(t *testing.T) {
 	}
 	// At the limit it plays.
 	cfg.Context = 4 << 20
-	a, _ = New(cfg, byteTok{}, testTmpl, &randSampler{})
+	a, _ = New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 	ep, _ = a.Run(context.Background(), hugeTaskEnv{n: MaxTaskBytes}, 1)
 	if strings.Contains(ep.Meta[MetaError], "MaxTaskBytes") {
 		t.Fatalf("task of MaxTaskBytes refused: %s", ep.Meta[MetaError])

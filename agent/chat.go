@@ -222,12 +222,12 @@ func LoadPreset(spec string) (ChatPreset, error) {
 	return p, nil
 }
 
-// ChatTokenizer is what a ChatFormat needs of the model's tokenizer:
-// Tokenizer for contents, the template's text with its special-token
+// ChatTokenizer is what a ChatFormat needs of the model's tokenizer, held
+// in memory: LocalTokenizer for contents, the template's text with its special-token
 // strings as ids, a special token's id, and the added tokens' contents
 // (where the template's text has its fixed token boundaries).
 type ChatTokenizer interface {
-	Tokenizer
+	LocalTokenizer
 	EncodeWithSpecials(text string) []int
 	SpecialID(content string) (int, bool)
 	Specials() []string

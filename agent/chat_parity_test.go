@@ -171,7 +171,7 @@ func TestChatTemplateParityWithJinja(t *testing.T) {
 					cfg.Context = 4000
 				}
 				s := &scripted{tok: tok, f: f, cfg: cfg, task: "Fix the build of the Go project in /app.\nThe test `go build ./...` must pass.", steps: 22}
-				a, err := agent.NewWithFormat(cfg, tok, f, s)
+				a, err := agent.NewWithFormat(context.Background(), cfg, agent.Local(tok), f, s)
 				if err != nil {
 					t.Fatal(err)
 				}

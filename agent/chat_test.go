@@ -177,7 +177,7 @@ func TestSampledTokensScoredInTheirContext(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Context, cfg.Reserve, cfg.MaxActionTokens, cfg.MaxSummaryTokens = 900, 500, 30, 40
 		cfg.SystemPrompt = "sys"
-		a, err := NewWithFormat(cfg, tok, f, s)
+		a, err := NewWithFormat(context.Background(), cfg, Local(tok), f, s)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

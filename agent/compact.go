@@ -50,10 +50,10 @@ const minObservationCap = 8
 const maxOmitted = math.MaxInt32
 
 // deriveBudget computes Budget from the config and the format's block
-// lengths (resumeTurn = |resume(·)| without the summary) and checks its
-// invariants. O is the configured cap, or the room the reserve leaves,
+// lengths (resumeTurn = |resume(·)| without the summary; markerMax = the
+// longest omission marker's) and checks its invariants. O is the configured cap, or the room the reserve leaves,
 // Reserve − Q − S − A − M.
-func (a *Agent) deriveBudget(resumeTurn int) (Budget, error) {
+func (a *Agent) deriveBudget(resumeTurn, markerMax int) (Budget, error) {
 	cfg := a.cfg
 	b := Budget{
 		Context:       cfg.Context,
@@ -62,7 +62,7 @@ func (a *Agent) deriveBudget(resumeTurn int) (Budget, error) {
 		SummaryPrompt: len(a.qsum),
 		StepMarkers:   len(a.f.Action()) + a.closeMax + len(a.f.Observation(nil)),
 		ResumeMax:     len(a.system) + resumeTurn + cfg.MaxSummaryTokens,
-		MarkerMax:     len(a.marker(maxOmitted)),
+		MarkerMax:     markerMax,
 	}
 	room := cfg.Reserve - b.SummaryPrompt - cfg.MaxSummaryTokens - cfg.MaxActionTokens - b.StepMarkers
 	switch {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"reflect"
@@ -87,7 +88,7 @@ func TestConfigUpperBounds(t *testing.T) {
 	} {
 		cfg := testConfig()
 		set(&cfg)
-		_, err := New(cfg, byteTok{}, testTmpl, &randSampler{})
+		_, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, &randSampler{})
 		var fe *field.Error
 		if !errors.Is(err, ErrConfig) || !errors.As(err, &fe) || fe.Path != strings.TrimSpace(name) {
 			t.Errorf("%s: %v, want an ErrConfig with a field.Error naming it", name, err)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -30,17 +31,19 @@ func TestConstructionErrorsAreErrConfig(t *testing.T) {
 		want string
 	}{
 		{"template", func() (*Agent, error) {
-			return New(testConfig(), byteTok{}, Template{System: 1, User: 1, Assistant: 2, Observation: 3, Summary: 4, EndOfTurn: 5}, s)
+			return New(context.Background(), testConfig(), Local(byteTok{}), Template{System: 1, User: 1, Assistant: 2, Observation: 3, Summary: 4, EndOfTurn: 5}, s)
 		}, "agent config: template: special id 1 used twice"},
-		{"config", func() (*Agent, error) { return New(bad, byteTok{}, testTmpl, s) }, "agent config: "},
-		{"missing part", func() (*Agent, error) { return NewWithFormat(testConfig(), nil, testTmpl.Format(), s) }, "agent config: tokenizer, format and sampler are required"},
+		{"config", func() (*Agent, error) { return New(context.Background(), bad, Local(byteTok{}), testTmpl, s) }, "agent config: "},
+		{"missing part", func() (*Agent, error) {
+			return NewWithFormat(context.Background(), testConfig(), nil, testTmpl.Format(), s)
+		}, "agent config: tokenizer, format and sampler are required"},
 		{"no stop", func() (*Agent, error) {
-			return NewWithFormat(testConfig(), byteTok{}, noStopFormat{testTmpl.Format()}, s)
+			return NewWithFormat(context.Background(), testConfig(), Local(byteTok{}), noStopFormat{testTmpl.Format()}, s)
 		}, "agent config: the format has no stop token"},
 		{"resume", func() (*Agent, error) {
-			return NewWithFormat(testConfig(), byteTok{}, dropSummaryFormat{testTmpl.Format()}, s)
+			return NewWithFormat(context.Background(), testConfig(), Local(byteTok{}), dropSummaryFormat{testTmpl.Format()}, s)
 		}, "agent config: the format's Resume does not place the summary once"},
-		{"budget", func() (*Agent, error) { return New(small, byteTok{}, testTmpl, s) }, "agent config: "},
+		{"budget", func() (*Agent, error) { return New(context.Background(), small, Local(byteTok{}), testTmpl, s) }, "agent config: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, err := tc.new()
@@ -49,7 +52,18 @@ func TestConstructionErrorsAreErrConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(testConfig(), byteTok{}, testTmpl, s); err != nil {
+	if _, err := New(context.Background(), testConfig(), Local(byteTok{}), testTmpl, s); err != nil {
 		t.Fatalf("a valid config: %v", err)
+	}
+}
+
+// A tokenizer that fails while New encodes the fixed texts is not a
+// configuration error: the error names the text and keeps the cause.
+func TestConstructionTokenizerFailureIsNotErrConfig(t *testing.T) {
+	for failAt, what := range map[int]string{1: "system prompt", 2: "summary instruction", 3: "resume text", 4: "omission marker"} {
+		a, err := New(context.Background(), testConfig(), &flakyTok{failAt: failAt}, testTmpl, &randSampler{})
+		if a != nil || err == nil || errors.Is(err, ErrConfig) || !strings.HasPrefix(err.Error(), what+": tokenize: tokenizer endpoint down") {
+			t.Fatalf("failing call %d: err %v; want %q…, not ErrConfig", failAt, err, what)
+		}
 	}
 }

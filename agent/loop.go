@@ -200,7 +200,10 @@ func (r *run) observe(ctx context.Context, st Step) (ended bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("observation %d: %w", r.turns, err)
 	}
-	block, truncated, ok := r.fitObservation(ids)
+	block, truncated, ok, err := r.fitObservation(ctx, ids)
+	if err != nil {
+		return false, fmt.Errorf("observation %d: %w", r.turns, err)
+	}
 	if !ok {
 		r.end(episode.StatusOverlong, "window_full")
 		return true, nil
@@ -237,25 +240,31 @@ func (r *run) checkFormat(st Step) (obs string, ended bool) {
 // fitObservation caps an observation's content ids to
 // limit = min(O, C − |h| − |Observation(∅)|) and renders its turn. ok is
 // false when a non-empty observation cannot fit at all.
-func (r *run) fitObservation(ids []int) (block []int, truncated, ok bool) {
+func (r *run) fitObservation(ctx context.Context, ids []int) (block []int, truncated, ok bool, err error) {
 	a := r.a
 	overhead := len(a.f.Observation(nil))
 	limit := min(a.budget.ObservationCap, a.cfg.Context-r.len()-overhead)
-	capped := a.CapObservation(ids, limit)
+	capped, err := a.capObservation(ctx, ids, limit)
+	if err != nil {
+		return nil, false, false, err
+	}
 	block = a.f.Observation(capped)
 	// A Format that encodes a content jointly with its template's text
 	// (ChatFormat) can render it in a few more tokens than the content
 	// alone: cap tighter until the turn fits what the budget allows.
 	for len(ids) > 0 && capped != nil && len(block) > limit+overhead {
 		limit -= len(block) - (limit + overhead)
-		if capped = a.CapObservation(ids, limit); capped != nil {
+		if capped, err = a.capObservation(ctx, ids, limit); err != nil {
+			return nil, false, false, err
+		}
+		if capped != nil {
 			block = a.f.Observation(capped)
 		}
 	}
 	if capped == nil && len(ids) > 0 {
-		return nil, false, false
+		return nil, false, false, nil
 	}
-	return block, len(capped) < len(ids), true
+	return block, len(capped) < len(ids), true, nil
 }
 
 // finalMetrics adds the sampled-token count, the mean summary quality and

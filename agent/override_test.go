@@ -45,7 +45,7 @@ func TestSummaryOverrideInTheLoop(t *testing.T) {
 		return &oracleEnv{fakeEnv: &fakeEnv{rng: rand.New(rand.NewPCG(5, 5)), obsMax: 150, doneAfter: 40}, pad: pad}
 	}
 	own := &randSampler{}
-	a, err := New(cfg, byteTok{}, testTmpl, own)
+	a, err := New(context.Background(), cfg, Local(byteTok{}), testTmpl, own)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestSummaryOverrideInTheLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &randSampler{}
-	b, _ := New(cfg, byteTok{}, testTmpl, s)
+	b, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	ex, err := b.WithSummaryOverride(OverrideDropOne)
 	if err != nil || b.SummaryOverride() != OverrideNone || ex.SummaryOverride() != OverrideDropOne {
 		t.Fatalf("WithSummaryOverride: %v, %q, %q", err, b.SummaryOverride(), ex.SummaryOverride())
@@ -139,7 +139,7 @@ func TestSummaryOverrideInTheLoop(t *testing.T) {
 		t.Fatalf("unknown override: %v", err)
 	}
 	cfg.NoCompaction = true
-	nc, _ := New(cfg, byteTok{}, testTmpl, s)
+	nc, _ := New(context.Background(), cfg, Local(byteTok{}), testTmpl, s)
 	if _, err := nc.WithSummaryOverride(OverrideEmpty); !errors.Is(err, ErrConfig) {
 		t.Fatalf("override without compaction: %v", err)
 	}

@@ -7,21 +7,31 @@ import (
 
 // Tokenizer is what the loop needs of the policy's tokenizer: plain text to
 // ids and back. Special (template) tokens never come from Encode; the loop
-// places them by id from a Template. A remote engine's /tokenize endpoint,
-// the built-in BPE and a byte-level test tokenizer all fit.
+// places them by id from a Template. A call may block or fail (a remote
+// engine's /tokenize): it gets the episode's context, and its error ends
+// that episode alone as infra_error. In-memory tokenizers (the built-in
+// BPE, a tokenizer.json, a byte-level test tokenizer) fit through Local.
 type Tokenizer interface {
+	Encode(ctx context.Context, text string) ([]int, error)
+	Decode(ctx context.Context, ids []int) (string, error)
+}
+
+// LocalTokenizer is a tokenizer held in memory, which neither blocks nor
+// fails. Code that only ever has such a tokenizer (scripted policies,
+// transcripts, ChatFormat) takes this interface.
+type LocalTokenizer interface {
 	Encode(text string) []int
 	Decode(ids []int) string
 }
 
-// ContextTokenizer is implemented by tokenizers that can fail or block (a
-// remote engine's /tokenize and /detokenize). When the loop's tokenizer has
-// it, the loop uses these methods inside an episode, so a tokenizer failure
-// ends that episode as infra_error instead of passing empty text on.
-type ContextTokenizer interface {
-	EncodeContext(ctx context.Context, text string) ([]int, error)
-	DecodeContext(ctx context.Context, ids []int) (string, error)
-}
+// Local returns t as a Tokenizer.
+func Local(t LocalTokenizer) Tokenizer { return local{t} }
+
+type local struct{ t LocalTokenizer }
+
+func (l local) Encode(_ context.Context, text string) ([]int, error) { return l.t.Encode(text), nil }
+
+func (l local) Decode(_ context.Context, ids []int) (string, error) { return l.t.Decode(ids), nil }
 
 // Template holds the ids of the chat template's special tokens. The context
 // is a sequence of turns, each a marker, its content and EndOfTurn:

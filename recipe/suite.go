@@ -17,7 +17,7 @@ import (
 // Collector (policy rollouts) and the ExpertCollector (the scripted
 // expert's demonstrations) of a run.
 type Suite struct {
-	Tok     agent.Tokenizer
+	Tok     agent.LocalTokenizer
 	Tmpl    agent.Template
 	Env     vault.Config
 	Agent   agent.Config // Temperature and NoCompaction are set per Collect call
@@ -38,11 +38,11 @@ var (
 
 // NewSuite builds the suite of a run's config with the vault's default
 // tokenizer and checks the agent's token budget.
-func NewSuite(cfg Config, tok agent.Tokenizer, tmpl agent.Template) (*Suite, error) {
+func NewSuite(cfg Config, tok agent.LocalTokenizer, tmpl agent.Template) (*Suite, error) {
 	s := &Suite{Tok: tok, Tmpl: tmpl, Env: cfg.Suite.Config, Agent: cfg.Agent.Config, Workers: cfg.Run.Workers, Seed: cfg.Seed,
 		EpisodeTimeout: time.Duration(cfg.Run.EpisodeTimeoutS * float64(time.Second))}
 	// Construct once to surface budget and suite errors before any work.
-	if _, err := agent.New(s.Agent, tok, tmpl, nopSampler{}); err != nil {
+	if _, err := agent.New(context.Background(), s.Agent, agent.Local(tok), tmpl, nopSampler{}); err != nil {
 		return nil, err
 	}
 	if _, err := vault.New(s.Env, cfg.Suite.TrainSeedStart); err != nil {
@@ -63,7 +63,7 @@ func (nopSampler) Sample(context.Context, infer.Request) (infer.Completion, erro
 func (s *Suite) Collect(ctx context.Context, r train.Rollouts) ([]episode.Episode, error) {
 	cfg := s.Agent
 	cfg.Temperature, cfg.NoCompaction = r.Temperature, r.NoCompaction
-	a, err := agent.New(cfg, s.Tok, s.Tmpl, r.Sampler)
+	a, err := agent.New(ctx, cfg, agent.Local(s.Tok), s.Tmpl, r.Sampler)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (s *Suite) Demonstrations(ctx context.Context, seeds, samples []int64, p fl
 	}
 	cfg := s.Agent
 	cfg.Temperature, cfg.NoCompaction = 0, false
-	a, err := agent.New(cfg, s.Tok, s.Tmpl, ex)
+	a, err := agent.New(ctx, cfg, agent.Local(s.Tok), s.Tmpl, ex)
 	if err != nil {
 		return nil, err
 	}

@@ -79,17 +79,6 @@ type Config struct {
 	// infra_error.
 	EpisodeTimeout time.Duration
 	Meta           map[string]string // copied into every episode's Meta
-	// Taint, if set, counts failures that were swallowed outside any
-	// episode's error path (remote.Tokenizer's Encode must return
-	// something). An episode during which the count changed may have been
-	// built from a failed call: it is made infra_error (masked), and the
-	// episodes after it are not affected.
-	Taint FailureCounter
-}
-
-// FailureCounter counts swallowed failures; *remote.Tokenizer implements it.
-type FailureCounter interface {
-	Failures() (n uint64, last error)
 }
 
 // Run plays jobs with cfg.Workers workers and writes each finished episode
@@ -241,7 +230,7 @@ func play(ctx context.Context, cfg Config, j Job, r Runner, envs EnvFactory) (ep
 	if err != nil {
 		return failed(j, fmt.Errorf("environment for seed %d: %w", j.Seed, err)), true
 	}
-	ep, err = runWatched(ectx, cfg.Taint, r, env, j.Seed)
+	ep, err = r.Run(ectx, env, j.Seed)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ep, false
@@ -254,22 +243,6 @@ func play(ctx context.Context, cfg Config, j Job, r Runner, envs EnvFactory) (ep
 		ep.Meta[agent.MetaError] = err.Error()
 	}
 	return ep, true
-}
-
-// runWatched plays one episode; a failure that taint (if not nil) counted
-// meanwhile is the episode's error, unless it is already infra_error.
-func runWatched(ctx context.Context, taint FailureCounter, r Runner, env agent.Environment, seed int64) (episode.Episode, error) {
-	var before uint64
-	if taint != nil {
-		before, _ = taint.Failures()
-	}
-	ep, err := r.Run(ctx, env, seed)
-	if taint != nil && err == nil {
-		if after, last := taint.Failures(); after != before && ep.Status.Scored() {
-			err = fmt.Errorf("a swallowed failure during this episode (%d in all): %w", after-before, last)
-		}
-	}
-	return ep, err
 }
 
 // label gives a finished episode its job's ID, group and seed and the

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -44,7 +48,7 @@ func vaultAgent(t testing.TB, s func(infer.Sampler) infer.Sampler) (*agent.Agent
 	}
 	cfg := agent.DefaultConfig()
 	cfg.SystemPrompt = vault.SystemPrompt
-	a, err := agent.New(cfg, tok, tmpl, sampler)
+	a, err := agent.New(context.Background(), cfg, agent.Local(tok), tmpl, sampler)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +289,7 @@ func TestStatsLine(t *testing.T) {
 // empty actions, and actions filling the token limit without a stop token.
 type chaos struct {
 	inner infer.Sampler
-	tok   agent.Tokenizer
+	tok   agent.LocalTokenizer
 }
 
 func (c chaos) Sample(ctx context.Context, req infer.Request) (infer.Completion, error) {
@@ -392,52 +396,105 @@ func TestStatsSuccessOverScoredOnly(t *testing.T) {
 	}
 }
 
-// counter is a FailureCounter whose count the runner bumps.
-type counter struct {
-	mu sync.Mutex
-	n  uint64
+// tokenizeServer answers llama.cpp's /tokenize and /detokenize with the
+// vault tokenizer, except /tokenize of failText, which it fails (503) once
+// inFlight episodes, the failing one among them, are running; seen reports
+// how many were.
+func tokenizeServer(t *testing.T, failText string, inFlight *atomic.Int32, seen chan<- int32) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Content string `json:"content"`
+			Tokens  []int  `json:"tokens"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		switch r.URL.Path {
+		case "/tokenize":
+			if body.Content == failText {
+				deadline := time.Now().Add(5 * time.Second)
+				for inFlight.Load() < 2 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				select {
+				case seen <- inFlight.Load():
+				default:
+				}
+				http.Error(w, "tokenizer overloaded", http.StatusServiceUnavailable)
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]any{"tokens": tok.Encode(body.Content)})
+		case "/detokenize":
+			json.NewEncoder(w).Encode(map[string]any{"content": tok.Decode(body.Tokens)})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
-func (c *counter) Failures() (uint64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n, errors.New("tokenizer down")
-}
-
-// tainting fails (silently, through the counter) during the episode of
-// seed 1 only.
-type tainting struct{ c *counter }
-
-func (r tainting) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
-	if seed == 1 {
-		r.c.mu.Lock()
-		r.c.n++
-		r.c.mu.Unlock()
-	}
-	return episode.Episode{Status: episode.StatusOK, Reward: 1}, nil
-}
-
-// An episode during which a swallowed failure happened is infra_error; the
-// ones after it are not (the failure is not sticky).
-func TestTaintMasksOnlyAffectedEpisodes(t *testing.T) {
-	c := &counter{}
-	var sink memSink
-	envs := func(int64) (agent.Environment, error) { return nil, nil }
-	st, err := Run(context.Background(), Config{Workers: 1, Taint: c}, Jobs("t", 0, 4), tainting{c}, envs, &sink, nil)
+// One failing /tokenize call ends only the episode that made it, as
+// infra_error naming the failure; the episodes running beside it through
+// the same remote tokenizer finish exactly as with the in-memory one.
+func TestTokenizerFailureEndsOnlyItsEpisode(t *testing.T) {
+	local, envs := vaultAgent(t, nil)
+	jobs := Jobs("v", vault.TestSeeds().Start, 8)
+	failSeed := jobs[2].Seed
+	env, err := envs(failSeed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range sink.eps {
-		want := episode.StatusOK
-		if ep.ID == "t-1" {
-			want = episode.StatusInfraError
-		}
-		if ep.Status != want {
-			t.Errorf("%s: status %s, want %s (%v)", ep.ID, ep.Status, want, ep.Meta)
-		}
+	failTask, err := env.Reset(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st.Successes != 3 || st.Scored != 3 {
-		t.Fatalf("stats %s", st)
+	var inFlight atomic.Int32
+	seen := make(chan int32, 1)
+	srv := tokenizeServer(t, failTask, &inFlight, seen)
+	rt, err := remote.NewTokenizer(remote.KindLlamaCpp, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Backoff = time.Millisecond
+	ex, err := vault.NewExpert(tok, tmpl, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.SystemPrompt = vault.SystemPrompt
+	a, err := agent.New(context.Background(), cfg, rt, tmpl, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := RunnerFunc(func(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		return a.Run(ctx, env, seed)
+	})
+	remoteEps, _, err := Collect(context.Background(), Config{Workers: 4}, jobs, counting, envs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := <-seen; n < 2 {
+		t.Fatalf("%d episodes in flight when the call failed, want the failing one and another", n)
+	}
+	localEps, _, err := Collect(context.Background(), Config{Workers: 4}, jobs, local, envs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ep := range remoteEps {
+		if jobs[i].Seed == failSeed {
+			if ep.Status != episode.StatusInfraError || !strings.Contains(ep.Meta[agent.MetaError], "tokenizer overloaded") {
+				t.Errorf("%s: status %s, meta %v; want infra_error from the failed /tokenize", ep.ID, ep.Status, ep.Meta)
+			}
+			continue
+		}
+		if ep.Status != episode.StatusOK || !reflect.DeepEqual(ep, localEps[i]) {
+			t.Errorf("%s: status %s (%v), or differs from the in-memory tokenizer's episode", ep.ID, ep.Status, ep.Meta)
+		}
 	}
 }
 

@@ -130,7 +130,7 @@ func (f *testFactory) Runner(ctx context.Context, e Engine, cfg agent.Config) (r
 	if f.m != nil {
 		s = f.m.WrapSampler(s)
 	}
-	a, err := agent.New(cfg, byteTok{}, testTemplate, s)
+	a, err := agent.New(ctx, cfg, agent.Local(byteTok{}), testTemplate, s)
 	if err != nil {
 		return nil, "agent", err
 	}

@@ -21,7 +21,7 @@ import (
 // override and the fact it dropped); with full false only the first and last lines of a long
 // observation. Turn roles come from the template markers; the
 // resumed prompt's re-included steps are labelled as such.
-func Write(w io.Writer, ep *episode.Episode, tok agent.Tokenizer, tm agent.Template, full bool) {
+func Write(w io.Writer, ep *episode.Episode, tok agent.LocalTokenizer, tm agent.Template, full bool) {
 	role := map[int]string{tm.System: "system", tm.User: "user", tm.Assistant: "assistant", tm.Observation: "observation", tm.Summary: "summary", -1: "text"}
 	fmt.Fprintf(w, "episode %s  status %s  reward %g", ep.ID, ep.Status, ep.Reward)
 	for _, k := range []string{agent.MetricTurns, agent.MetricCompactions, agent.MetricSummaryQuality, agent.MetricSampledTokens} {

@@ -109,7 +109,7 @@ func run(t *testing.T) episode.Episode {
 	cfg.SystemPrompt, cfg.SummaryInstruction, cfg.ResumeText = "You are an agent.", "Summarise.", "Your summary:"
 	cfg.KeepLast = 1
 	p := &policy{cfg: cfg}
-	a, err := agent.New(cfg, byteTok{}, tmpl, p)
+	a, err := agent.New(context.Background(), cfg, agent.Local(byteTok{}), tmpl, p)
 	if err != nil {
 		t.Fatal(err)
 	}

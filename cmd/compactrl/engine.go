@@ -84,43 +84,41 @@ type engineSpec struct {
 // log-probabilities for (serve answers it naming the sampling field).
 var errSampling = errors.New("sampling")
 
-// buildEngineAgent builds the agent loop over a pool of HTTP engines. The
-// remote tokenizer (nil with --tokenizer) spans every endpoint, with the
-// pool's failover; its swallowed failures must taint the episodes they
-// happen in (rollout.Config.Taint).
-func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap ...samplerWrap) (*agent.Agent, *remote.Tokenizer, error) {
+// buildEngineAgent builds the agent loop over a pool of HTTP engines.
+// Without --tokenizer the agent tokenizes through the engines' /tokenize,
+// spanning every endpoint with the pool's failover; a failed call ends
+// only the episode that made it. ctx bounds the calls made while building.
+func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap ...samplerWrap) (*agent.Agent, error) {
 	if s.urls == "" {
-		return nil, nil, errors.New("--engine URL[,URL…] is required with --policy engine (or use --policy oracle|empty)")
+		return nil, errors.New("--engine URL[,URL…] is required with --policy engine (or use --policy oracle|empty)")
 	}
 	if err := s.flags.validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	eps, err := s.endpoints()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for _, e := range eps {
 		if err := remote.CheckSampling(e, cfg.Temperature, cfg.TopP); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", errSampling, err)
+			return nil, fmt.Errorf("%w: %v", errSampling, err)
 		}
 	}
 	if err := s.checkSeeds(ctx, eps); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	enc, err := s.encoding(ctx, eps)
+	enc, err := s.encoding(eps)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: enc.vocab}, nil, eps...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--engine: %w", err)
+		return nil, fmt.Errorf("--engine: %w", err)
 	}
 	if enc.format != nil {
-		a, err := agent.NewWithFormat(cfg, enc.tok, enc.format, wrapSampler(pool, wrap))
-		return a, enc.remote, err
+		return agent.NewWithFormat(ctx, cfg, enc.tok, enc.format, wrapSampler(pool, wrap))
 	}
-	a, err := agent.New(cfg, enc.tok, enc.tmpl, wrapSampler(pool, wrap))
-	return a, enc.remote, err
+	return agent.New(ctx, cfg, enc.tok, enc.tmpl, wrapSampler(pool, wrap))
 }
 
 // endpoints parses --engine's comma-separated URLs as endpoints of
@@ -187,12 +185,11 @@ type engineEncoding struct {
 	tmpl   agent.Template // --template's six ids
 	format agent.Format   // a real model's chat format (formatFor); nil with --template
 	vocab  int            // ids at or past it are engine faults (0: unchecked)
-	remote *remote.Tokenizer
 }
 
 // encoding is --tokenizer (with --template, or the chat format formatFor
 // picks), else the engines' own /tokenize with --template.
-func (s engineSpec) encoding(ctx context.Context, eps []remote.Endpoint) (engineEncoding, error) {
+func (s engineSpec) encoding(eps []remote.Endpoint) (engineEncoding, error) {
 	enc := engineEncoding{vocab: s.flags.vocab}
 	haveTmpl := s.tok.template != ""
 	if haveTmpl {
@@ -212,17 +209,16 @@ func (s engineSpec) encoding(ctx context.Context, eps []remote.Endpoint) (engine
 		if err != nil {
 			return enc, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
 		}
-		rt.Bind(ctx)
 		rt.Timeout = min(rt.Timeout, s.flags.timeout)
 		rt.Attempts = max(s.flags.retries, len(eps))
-		enc.tok, enc.remote = rt, rt
+		enc.tok = rt
 		return enc, nil
 	}
 	t, err := tokenizer.Load(s.tok.path)
 	if err != nil {
 		return enc, fmt.Errorf("--tokenizer: %w", err)
 	}
-	enc.tok = t
+	enc.tok = agent.Local(t)
 	if enc.vocab == 0 {
 		enc.vocab = t.VocabSize()
 	}

@@ -143,7 +143,7 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, taint, meta, err := o.policyRunner(ctx)
+	r, meta, err := o.policyRunner(ctx)
 	if err != nil {
 		return err
 	}
@@ -152,34 +152,30 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer cleanup()
-	return o.play(ctx, e, runnable, skipped, r, taint, meta)
+	return o.play(ctx, e, runnable, skipped, r, meta)
 }
 
 // policyRunner is --policy: the scripted oracle/empty runner, or the agent
-// loop over the --engine pool (with the remote tokenizer whose failures
-// taint episodes, nil with --tokenizer); meta describes it for results.json.
-func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, rollout.FailureCounter, map[string]string, error) {
+// loop over the --engine pool; meta describes it for results.json.
+func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[string]string, error) {
 	meta := map[string]string{"policy": o.policy, "tasks": o.tasks.tasks}
 	if o.policy != "engine" {
-		return scriptedRunner{oracle: o.policy == "oracle"}, nil, meta, nil
+		return scriptedRunner{oracle: o.policy == "oracle"}, meta, nil
 	}
 	cfg := o.agent
 	if err := o.prompts.apply(&cfg); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	a, rt, err := buildEngineAgent(ctx, cfg, engineSpec{urls: o.engines, kind: o.kind, model: o.model, maxConc: o.maxConc,
+	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: o.engines, kind: o.kind, model: o.model, maxConc: o.maxConc,
 		tok: o.tok, seed: o.seed, flags: o.engine})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	meta["engine"], meta["engine_kind"], meta["model"] = o.engines, o.kind, o.model
 	meta["engine_seed"], meta["engine_logprobs_mode"] = o.engine.seed, o.engine.logprobs
 	meta["context"], meta["reserve"] = strconv.Itoa(cfg.Context), strconv.Itoa(cfg.Reserve)
 	meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
-	if rt == nil {
-		return a, nil, meta, nil
-	}
-	return a, rt, meta, nil
+	return a, meta, nil
 }
 
 // prepareSandbox checks bwrap, says which limits it enforces and reaps the
@@ -230,7 +226,7 @@ func prepareSandbox(e env, sb sandbox.Runner, keep bool, root string, workRoot *
 
 // play runs attempts × tasks episodes (episode i, task-major, has seed
 // --seed+i) into --out/episodes.jsonl and writes and prints results.json.
-func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, skipped []tasks.Skipped, r rollout.Runner, taint rollout.FailureCounter, meta map[string]string) error {
+func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, skipped []tasks.Skipped, r rollout.Runner, meta map[string]string) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -241,7 +237,7 @@ func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, sk
 	defer f.Close()
 	jobs, envs := o.jobs(runnable)
 	sink := &eval.Collector{}
-	_, rerr := playEpisodes(ctx, e, "eval", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta, Taint: taint},
+	_, rerr := playEpisodes(ctx, e, "eval", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta},
 		jobs, closingRunner{r}, envs, func(s rollout.Sink) rollout.Sink { sink.Next = s; return sink })
 	names := make([]string, len(runnable))
 	for i, t := range runnable {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -91,9 +92,22 @@ func TestEvalKill9LeavesNoWorkspace(t *testing.T) {
 	}
 }
 
-// deadEngine answers every request (sampling and /tokenize) with 500.
-func deadEngine(t *testing.T) string {
+// deadEngine answers every sampling request with 500; its /tokenize works
+// (one id per byte) unless tokenize is false.
+func deadEngine(t *testing.T, tokenize bool) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tokenize && r.URL.Path == "/tokenize" {
+			var body struct {
+				Content string `json:"content"`
+			}
+			json.NewDecoder(r.Body).Decode(&body)
+			ids := make([]int, len(body.Content))
+			for i := range ids {
+				ids[i] = 10
+			}
+			json.NewEncoder(w).Encode(map[string]any{"tokens": ids})
+			return
+		}
 		http.Error(w, `{"error":"injected"}`, 500)
 	}))
 	t.Cleanup(srv.Close)
@@ -108,7 +122,7 @@ func TestEvalTotalOutageIsNotSuccess(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer
 	err := runEval(context.Background(), env{strings.NewReader(""), &stdout, &stderr}, []string{"--tasks", tasks, "--out", out,
-		"--engine", deadEngine(t), "--template", "1,2,3,4,5,6", "--engine-timeout", "2s", "--engine-retries", "2", "--attempts", "2"})
+		"--engine", deadEngine(t, true), "--template", "1,2,3,4,5,6", "--engine-timeout", "2s", "--engine-retries", "2", "--attempts", "2"})
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNothingScored {
 		t.Fatalf("err %v (want exit %d)\n%s", err, exitNothingScored, stderr.String())
@@ -119,7 +133,14 @@ func TestEvalTotalOutageIsNotSuccess(t *testing.T) {
 	if r := readResults(t, out); r.Scored != 0 || r.InfraError != 2 || r.Pass1 != nil {
 		t.Fatalf("results %+v", r)
 	}
-	if _, _, code := runCmd(t, "eval", "--tasks", tasks, "--out", out, "--engine", deadEngine(t), "--template", "1,2,3,4,5,6",
+	// An engine whose /tokenize is down already refuses to build the agent
+	// (its system prompt cannot be encoded): eval stops before any episode.
+	err = runEval(context.Background(), env{strings.NewReader(""), &stdout, &stderr}, []string{"--tasks", tasks, "--out", t.TempDir(),
+		"--engine", deadEngine(t, false), "--template", "1,2,3,4,5,6", "--engine-timeout", "2s", "--engine-retries", "1"})
+	if err == nil || !strings.Contains(err.Error(), "system prompt: tokenize: ") {
+		t.Fatalf("eval over a dead /tokenize: %v", err)
+	}
+	if _, _, code := runCmd(t, "eval", "--tasks", tasks, "--out", out, "--engine", deadEngine(t, true), "--template", "1,2,3,4,5,6",
 		"--engine-timeout", "2s", "--engine-retries", "1"); code == 0 {
 		t.Fatal("exit 0 on a total outage")
 	}
@@ -142,7 +163,8 @@ func TestInfraOutcome(t *testing.T) {
 }
 
 // The engine tokenizer spans every --engine URL: with the first one dead,
-// tokenization is served by the second.
+// tokenization (the agent's fixed texts, encoded while it is built) is
+// served by the second.
 func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
 	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/tokenize" {
@@ -154,20 +176,13 @@ func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
 	defer good.Close()
 	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	dead.Close()
-	_, rt, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: dead.URL + "," + good.URL, kind: "llamacpp",
+	_, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: dead.URL + "," + good.URL, kind: "llamacpp",
 		tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: engineFlags{timeout: 2 * time.Second, retries: 2}})
 	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Backoff = time.Millisecond
-	for i := 0; i < 3; i++ {
-		if ids := rt.Encode("text " + strings.Repeat("x", i)); len(ids) != 2 {
-			n, last := rt.Failures()
-			t.Fatalf("Encode = %v (%d failures, %v)", ids, n, last)
-		}
+		t.Fatalf("agent over a dead and a good tokenizer: %v", err)
 	}
 	for _, bad := range []engineFlags{{timeout: 0, retries: 1}, {timeout: time.Second, retries: 0}, {timeout: time.Second, retries: 1, vocab: -1}} {
-		if _, _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: good.URL, kind: "llamacpp", tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: bad}); err == nil {
+		if _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: good.URL, kind: "llamacpp", tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: bad}); err == nil {
 			t.Errorf("flags %+v accepted", bad)
 		}
 	}

@@ -46,7 +46,7 @@ func runRollout(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer pol.close()
-	a, err := agent.New(o.agent, pol.tok, pol.tmpl, pol.sampler)
+	a, err := agent.New(ctx, o.agent, agent.Local(pol.tok), pol.tmpl, pol.sampler)
 	if err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
 // policy is a sampler with the tokenizer it speaks.
 type policy struct {
 	sampler infer.Sampler
-	tok     agent.Tokenizer
+	tok     agent.LocalTokenizer
 	tmpl    agent.Template
 	tokName string
 	vocab   int

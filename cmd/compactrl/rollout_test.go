@@ -233,7 +233,7 @@ type (
 
 func (splitOnlySuite) Split(string) (int64, int64, error) { return 0, 10, nil }
 
-func (noTokenizerSuite) Scripted(string, agent.Tokenizer, agent.Template) (infer.Sampler, error) {
+func (noTokenizerSuite) Scripted(string, agent.LocalTokenizer, agent.Template) (infer.Sampler, error) {
 	return nil, errors.New("not reached")
 }
 

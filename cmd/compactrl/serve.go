@@ -216,7 +216,7 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 	if e.SeedMode != "" {
 		flags.seed = e.SeedMode
 	}
-	a, _, err := buildEngineAgent(context.Background(), cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
+	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
 		tok: f.tok, seed: f.seed, flags: flags}, f.metrics.WrapSampler)
 	if err != nil {
 		field := "engine"

@@ -99,7 +99,7 @@ func TestFormatFor(t *testing.T) {
 func TestEngineChatTemplateFlags(t *testing.T) {
 	base := engineSpec{urls: "http://127.0.0.1:9", kind: "llamacpp", tok: tokenFlags{chat: "qwen3"}, flags: engineFlags{timeout: time.Second, retries: 1}}
 	for _, s := range []engineSpec{base, func() engineSpec { s := base; s.tok.path, s.tok.template = "x.json", "1,2,3,4,5,6"; return s }()} {
-		if _, _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), s); err == nil || !strings.Contains(err.Error(), "--chat-template needs --tokenizer") {
+		if _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), s); err == nil || !strings.Contains(err.Error(), "--chat-template needs --tokenizer") {
 			t.Errorf("%+v: err %v", s, err)
 		}
 	}

@@ -42,7 +42,7 @@ type (
 	Scripter interface {
 		// Scripted returns the policy with options opts ("" for its
 		// defaults), speaking tok and tmpl; its error names a bad option.
-		Scripted(opts string, tok agent.Tokenizer, tmpl agent.Template) (infer.Sampler, error)
+		Scripted(opts string, tok agent.LocalTokenizer, tmpl agent.Template) (infer.Sampler, error)
 	}
 	// DefaultTokenizer is a Suite with a tokenizer of its own, the one a
 	// policy speaks when the command line names none.

@@ -44,7 +44,7 @@ import (
 // It is a demonstrator, not a policy to do PPO on: its output is
 // deterministic given the request's Seed and its log-probs are all 0.
 type Expert struct {
-	tok  agent.Tokenizer
+	tok  agent.LocalTokenizer
 	tmpl agent.Template
 	p    float64
 	seed int64
@@ -52,7 +52,7 @@ type Expert struct {
 
 // NewExpert returns the scripted expert keeping each fact in a summary with
 // probability p ∈ [0, 1]; seed is mixed with each request's Seed.
-func NewExpert(tok agent.Tokenizer, tmpl agent.Template, p float64, seed int64) (*Expert, error) {
+func NewExpert(tok agent.LocalTokenizer, tmpl agent.Template, p float64, seed int64) (*Expert, error) {
 	if !(p >= 0 && p <= 1) {
 		return nil, fmt.Errorf("expert: summary keep probability %v not in [0, 1]", p)
 	}

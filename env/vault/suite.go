@@ -66,7 +66,7 @@ func (suite) Split(name string) (start, end int64, err error) {
 // Scripted is the Expert (tasks.Scripter) with options "p=P,seed=S": it
 // keeps each fact in a summary with probability P (default 1) and mixes
 // S (default 0) into each request's seed.
-func (suite) Scripted(opts string, tok agent.Tokenizer, tmpl agent.Template) (infer.Sampler, error) {
+func (suite) Scripted(opts string, tok agent.LocalTokenizer, tmpl agent.Template) (infer.Sampler, error) {
 	p, seed := 1.0, int64(0)
 	if opts != "" {
 		for _, kv := range strings.Split(opts, ",") {

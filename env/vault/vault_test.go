@@ -73,7 +73,7 @@ func expertAgent(t *testing.T, cfg agent.Config, p float64) *agent.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(cfg, tk, tm, ex)
+	a, err := agent.New(context.Background(), cfg, agent.Local(tk), tm, ex)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestSegmentsFitWindowVault(t *testing.T) {
 		rec := &recorder{}
 		ex, _ := NewExpert(tk, tm, rng.Float64(), int64(i))
 		rec.inner = ex
-		a, err := agent.New(cfg, tk, tm, rec)
+		a, err := agent.New(context.Background(), cfg, agent.Local(tk), tm, rec)
 		if err != nil {
 			continue
 		}

@@ -87,12 +87,12 @@ func TestAgentLoopCompactsOnLlamaServer(t *testing.T) {
 	for i, sys := range systems {
 		c := cfg
 		c.SystemPrompt = sys
-		ids, err := tok.EncodeContext(context.Background(), sys)
+		ids, err := tok.Encode(context.Background(), sys)
 		if err != nil || len(ids) == 0 {
 			t.Fatalf("encode %q: %v %v", sys, ids, err)
 		}
 		keys[i] = int64(ids[0])
-		a, err := agent.New(c, tok, tmpl, rec)
+		a, err := agent.New(context.Background(), c, tok, tmpl, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,9 +104,6 @@ func TestAgentLoopCompactsOnLlamaServer(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("episodes done in %v", time.Since(start))
-	if n, err := tok.Failures(); n != 0 {
-		t.Fatal(err)
-	}
 	for i := range eps {
 		ep := eps[i]
 		if errs[i] != nil || ep.Status != episode.StatusOK || ep.Reward != 1 {
@@ -207,7 +204,7 @@ func TestAgentEpisodeInfraErrorWhenEndpointDown(t *testing.T) {
 		pc := testPoolConfig()
 		pc.MaxAttempts = 3
 		pool, _ := Dial(pc, nil, Endpoint{Kind: KindVLLM, URL: f.srv.URL, Model: "m"})
-		a, err := agent.New(cfg, byteTok{}, tmpl, pool)
+		a, err := agent.New(context.Background(), cfg, agent.Local(byteTok{}), tmpl, pool)
 		if err != nil {
 			t.Fatal(err)
 		}

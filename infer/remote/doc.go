@@ -63,9 +63,9 @@
 //
 // Text: Tokenizer wraps llama.cpp's /tokenize and /detokenize, with
 // special-token text kept plain (vLLM's /tokenize cannot be told to, so it
-// is refused: use a local tokenizer); its error-free Encode/Decode fit
-// agent.Tokenizer, and Guard makes a sampler fail (ErrUnavailable) once the
-// tokenizer has swallowed an error.
+// is refused: use a local tokenizer). It is an agent.Tokenizer: every call
+// takes the episode's context and returns its own error, which ends that
+// episode alone as infra_error.
 //
 // # Adding an engine kind
 //

@@ -523,8 +523,8 @@ func tokenizerServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
 	return srv
 }
 
-// A failed Encode is counted, and the next call that works returns its
-// result: one failure does not poison every later episode.
+// A failed call returns its error, and the next call that works returns
+// its result: one failure does not poison every later episode.
 func TestTokenizerFailureNotSticky(t *testing.T) {
 	var fail atomic.Bool
 	srv := tokenizerServer(t, &fail)
@@ -533,28 +533,26 @@ func TestTokenizerFailureNotSticky(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok.Attempts, tok.Backoff = 2, time.Millisecond
-	if ids := tok.Encode("abc"); !equalInts(ids, []int{100, 101, 102}) {
-		t.Fatalf("Encode = %v", ids)
+	ctx := context.Background()
+	if ids, err := tok.Encode(ctx, "abc"); err != nil || !equalInts(ids, []int{100, 101, 102}) {
+		t.Fatalf("Encode = %v, %v", ids, err)
 	}
-	if s := tok.Decode([]int{1, 2}); s != "[1 2]" {
-		t.Fatalf("Decode = %q", s)
+	if s, err := tok.Decode(ctx, []int{1, 2}); err != nil || s != "[1 2]" {
+		t.Fatalf("Decode = %q, %v", s, err)
 	}
 	fail.Store(true)
-	if ids := tok.Encode("abc"); len(ids) != 3 { // cached
-		t.Fatalf("cached Encode = %v", ids)
+	if ids, err := tok.Encode(ctx, "abc"); err != nil || len(ids) != 3 { // cached
+		t.Fatalf("cached Encode = %v, %v", ids, err)
 	}
-	if ids := tok.Encode("new text"); ids != nil {
-		t.Fatalf("failed Encode = %v", ids)
+	if ids, err := tok.Encode(ctx, "new text"); err == nil || ids != nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("failed Encode = %v, %v", ids, err)
 	}
-	if n, err := tok.Failures(); n != 1 || err == nil {
-		t.Fatalf("Failures = %d, %v", n, err)
+	if _, err := tok.Decode(ctx, []int{1}); err == nil {
+		t.Fatal("failed Decode returned no error")
 	}
 	fail.Store(false)
-	if ids := tok.Encode("other"); len(ids) != 5 {
-		t.Fatalf("Encode after the server recovered = %v", ids)
-	}
-	if n, _ := tok.Failures(); n != 1 {
-		t.Fatalf("Failures = %d after a good call", n)
+	if ids, err := tok.Encode(ctx, "other"); err != nil || len(ids) != 5 {
+		t.Fatalf("Encode after the server recovered = %v, %v", ids, err)
 	}
 	if _, err := NewTokenizer(KindSGLang, srv.URL, nil); err == nil || !strings.Contains(err.Error(), "tokenize") {
 		t.Fatalf("sglang tokenizer: %v", err)
@@ -572,12 +570,12 @@ func TestTokenizerFailsOver(t *testing.T) {
 	}
 	tok.Backoff = time.Millisecond
 	for _, text := range []string{"a", "bb", "ccc"} {
-		ids, err := tok.EncodeContext(context.Background(), text)
+		ids, err := tok.Encode(context.Background(), text)
 		if err != nil || len(ids) != len(text) {
 			t.Fatalf("Encode(%q) = %v, %v", text, ids, err)
 		}
 	}
-	if s, err := tok.DecodeContext(context.Background(), []int{7}); err != nil || s != "[7]" {
+	if s, err := tok.Decode(context.Background(), []int{7}); err != nil || s != "[7]" {
 		t.Fatalf("Decode = %q, %v", s, err)
 	}
 	if _, err := DialTokenizer(nil, Endpoint{Kind: KindLlamaCpp, URL: good.URL}, Endpoint{Kind: KindVLLM, URL: good.URL}); err == nil {
@@ -585,7 +583,7 @@ func TestTokenizerFailsOver(t *testing.T) {
 	}
 }
 
-// Retry sleeps end when the context does (Bind for Encode).
+// Retry sleeps end when the context does.
 func TestTokenizerRetriesHonourCancellation(t *testing.T) {
 	var fail atomic.Bool
 	fail.Store(true)
@@ -595,14 +593,13 @@ func TestTokenizerRetriesHonourCancellation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := tok.EncodeContext(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := tok.Encode(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
 	}
-	bctx, bcancel := context.WithCancel(context.Background())
-	tok.Bind(bctx)
-	go func() { time.Sleep(100 * time.Millisecond); bcancel() }()
-	if ids := tok.Encode("y"); ids != nil {
-		t.Fatal(ids)
+	cctx, ccancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); ccancel() }()
+	if _, err := tok.Decode(cctx, []int{1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("cancelled calls took %v (backoff 1s, 2s, 4s … ignored the context)", d)

@@ -24,15 +24,11 @@ import (
 // a call that fails on one is retried on the next, round the list, Attempts
 // times in all, with a backoff that ends early when the context does.
 //
-// EncodeContext and DecodeContext report errors. Encode and Decode fit the
-// agent's error-free Tokenizer interface: they use the context given to Bind
-// (default: none), and when every attempt fails they return nil / "" and
-// count the failure (Failures). Nothing is sticky: a later call that works
-// returns its result. The episodes that ran while a failure was swallowed
-// must be masked by the caller (rollout.Config.Taint does this), since the
-// tokenizer cannot know which episode asked. Results are cached (the system
-// prompt, the summary instruction and repeated observations are encoded many
-// times).
+// Encode and Decode are agent.Tokenizer: each call runs under its caller's
+// context (the episode's) and returns its own error, so a failure ends only
+// the episode that asked. Nothing is sticky: a later call that works
+// returns its result. Encode's results are cached (the system prompt, the
+// summary instruction and repeated observations are encoded many times).
 type Tokenizer struct {
 	codecs []TextCodec // one engine per endpoint
 	urls   []string
@@ -43,13 +39,9 @@ type Tokenizer struct {
 	Backoff  time.Duration
 	Timeout  time.Duration
 
-	base context.Context // Encode/Decode's context (Bind)
-
 	mu       sync.Mutex
 	encCache map[string][]int
 	cacheLen int // total ids held, bounded by maxCacheIDs
-	failures uint64
-	last     error
 	next     int // endpoint the next call starts at
 }
 
@@ -83,8 +75,7 @@ func DialTokenizer(client *http.Client, endpoints ...Endpoint) (*Tokenizer, erro
 		return nil, fmt.Errorf("remote tokenizer: kind %q has no /tokenize endpoint here (want %s)", kind, orList(tokenizerKinds()))
 	}
 	client = httpClient(client)
-	t := &Tokenizer{Attempts: 4, Backoff: 100 * time.Millisecond, Timeout: 30 * time.Second,
-		base: context.Background(), encCache: map[string][]int{}}
+	t := &Tokenizer{Attempts: 4, Backoff: 100 * time.Millisecond, Timeout: 30 * time.Second, encCache: map[string][]int{}}
 	for _, e := range endpoints {
 		if e.Kind != kind {
 			return nil, fmt.Errorf("remote tokenizer: endpoints of kinds %s and %s: one tokenizer needs one model", kind, e.Kind)
@@ -94,10 +85,6 @@ func DialTokenizer(client *http.Client, endpoints ...Endpoint) (*Tokenizer, erro
 	}
 	return t, nil
 }
-
-// Bind sets the context of Encode and Decode (their retries stop when it
-// ends). Call it before the tokenizer is shared.
-func (t *Tokenizer) Bind(ctx context.Context) { t.base = ctx }
 
 // call runs f against the endpoints in turn until it succeeds, fails with a
 // non-retryable error, ctx ends, or Attempts attempts have failed.
@@ -139,8 +126,8 @@ func (t *Tokenizer) call(ctx context.Context, f func(ctx context.Context, c Text
 	return err
 }
 
-// EncodeContext returns the ids of text, without special tokens.
-func (t *Tokenizer) EncodeContext(ctx context.Context, text string) ([]int, error) {
+// Encode returns the ids of text, without special tokens.
+func (t *Tokenizer) Encode(ctx context.Context, text string) ([]int, error) {
 	t.mu.Lock()
 	if ids, ok := t.encCache[text]; ok {
 		t.mu.Unlock()
@@ -167,8 +154,8 @@ func (t *Tokenizer) EncodeContext(ctx context.Context, text string) ([]int, erro
 	return ids, nil
 }
 
-// DecodeContext returns the text of ids.
-func (t *Tokenizer) DecodeContext(ctx context.Context, ids []int) (string, error) {
+// Decode returns the text of ids.
+func (t *Tokenizer) Decode(ctx context.Context, ids []int) (string, error) {
 	if len(ids) == 0 {
 		return "", nil
 	}
@@ -178,40 +165,4 @@ func (t *Tokenizer) DecodeContext(ctx context.Context, ids []int) (string, error
 		return err
 	})
 	return text, err
-}
-
-// Encode is EncodeContext with the Bind context and no error: see the
-// type doc.
-func (t *Tokenizer) Encode(text string) []int {
-	ids, err := t.EncodeContext(t.base, text)
-	t.record(err)
-	return ids
-}
-
-// Decode is DecodeContext with the Bind context and no error: see the type
-// doc.
-func (t *Tokenizer) Decode(ids []int) string {
-	s, err := t.DecodeContext(t.base, ids)
-	t.record(err)
-	return s
-}
-
-func (t *Tokenizer) record(err error) {
-	if err == nil {
-		return
-	}
-	t.mu.Lock()
-	t.failures++
-	t.last = err
-	t.mu.Unlock()
-}
-
-// Failures returns how many Encode or Decode calls have failed (their error
-// swallowed) and the last such error. A caller that compares the count
-// before and after an episode knows whether the episode may have been built
-// from a failed call.
-func (t *Tokenizer) Failures() (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.failures, t.last
 }
