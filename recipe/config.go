@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/train"
 	"github.com/compactrl/compactrl/train/builtin"
 )
@@ -140,9 +141,9 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.Suite.Name != "vault":
-		return fmt.Errorf("suite.name: %q is not a built-in suite (known: vault)", c.Suite.Name)
+		return field.Errorf("suite.name", "%q is not a built-in suite (known: vault)", c.Suite.Name)
 	case c.Suite.Config.Validate() != nil:
-		return fmt.Errorf("suite: %w", c.Suite.Config.Validate())
+		return field.Under("suite", c.Suite.Config.Validate())
 	}
 	return c.SFT.RecallConfig.validate(c.SFT.SFTConfig, suiteKeys)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
+	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -66,41 +67,37 @@ const maxRecallRestarts = 16
 // validate checks the recall knobs, by their YAML paths, against the
 // trainer's warm start sft and the suite's key count.
 func (c RecallConfig) validate(sft train.SFTConfig, suiteKeys int) error {
-	for _, f := range []struct {
-		field  string
-		v, max int
-	}{
-		{"sft.recall_steps", c.RecallSteps, train.MaxSteps}, {"sft.recall_extra", c.RecallExtra, train.MaxBatch},
-		{"sft.recall_keys", c.RecallKeys, vault.KeyWords()}, {"sft.recall_len", c.RecallLen, agent.MaxContextTokens},
-		{"sft.recall_batch", c.RecallBatch, train.MaxBatch}, {"sft.recall_mix", c.RecallMix, train.MaxBatch},
+	keys := vault.KeyWords()
+	if c.RecallKeys > keys {
+		return field.Errorf("sft.recall_keys", "%d is more than the vault's %d key words", c.RecallKeys, keys)
+	}
+	for _, f := range []field.Int{
+		{Path: "sft.recall_steps", V: c.RecallSteps, Max: train.MaxSteps}, {Path: "sft.recall_extra", V: c.RecallExtra, Max: train.MaxBatch},
+		{Path: "sft.recall_keys", V: c.RecallKeys, Max: keys}, {Path: "sft.recall_len", V: c.RecallLen, Max: agent.MaxContextTokens},
+		{Path: "sft.recall_batch", V: c.RecallBatch, Max: train.MaxBatch}, {Path: "sft.recall_mix", V: c.RecallMix, Max: train.MaxBatch},
 	} {
-		switch {
-		case f.v < 0:
-			return fmt.Errorf("%s: %d must not be negative", f.field, f.v)
-		case f.v > f.max && f.field == "sft.recall_keys":
-			return fmt.Errorf("sft.recall_keys: %d is more than the vault's %d key words", f.v, f.max)
-		case f.v > f.max:
-			return fmt.Errorf("%s: %d is above the limit %d", f.field, f.v, f.max)
+		if err := f.Check(); err != nil {
+			return err
 		}
 	}
 	switch {
 	case c.used() && sft.CopyLen < 2:
-		return fmt.Errorf("sft.copy_len: %d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", sft.CopyLen)
+		return field.Errorf("sft.copy_len", "%d must be at least 2 when sft.copy_steps, sft.recall_steps or sft.recall_mix > 0", sft.CopyLen)
 	case c.RecallGoal && !c.used():
-		return errors.New("sft.recall_goal: needs sft.recall_steps or sft.recall_mix > 0")
-	case c.RecallGoal && c.RecallUnknown:
-		return errors.New("sft.recall_goal: replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
+		return field.Errorf("sft.recall_goal", "needs sft.recall_steps or sft.recall_mix > 0")
 	case c.RecallRestarts < 0 || c.RecallRestarts > maxRecallRestarts:
-		return fmt.Errorf("sft.recall_restarts: %d must be in [0, %d]", c.RecallRestarts, maxRecallRestarts)
+		return field.Errorf("sft.recall_restarts", "%d must be in [0, %d]", c.RecallRestarts, maxRecallRestarts)
+	case c.RecallGoal && c.RecallUnknown:
+		return field.Errorf("sft.recall_goal", "replaces sft.recall_unknown (a goal's found line already answers \"?\" for absent keys); set only one")
 	case math.IsNaN(c.RecallTarget) || math.IsInf(c.RecallTarget, 0) || c.RecallTarget < 0:
-		return fmt.Errorf("sft.recall_target: %v must be a finite number ≥ 0", c.RecallTarget)
+		return field.Errorf("sft.recall_target", "%v must be a finite number ≥ 0", c.RecallTarget)
 	case c.RecallRestarts > 0 && (c.RecallSteps == 0 || c.RecallTarget == 0):
-		return fmt.Errorf("sft.recall_restarts: %d needs sft.recall_steps > 0 and a sft.recall_target > 0 to restart on", c.RecallRestarts)
+		return field.Errorf("sft.recall_restarts", "%d needs sft.recall_steps > 0 and a sft.recall_target > 0 to restart on", c.RecallRestarts)
 	case c.RecallRestarts == 0 && c.RecallTarget != 0:
-		return fmt.Errorf("sft.recall_target: %v means nothing without sft.recall_restarts", c.RecallTarget)
+		return field.Errorf("sft.recall_target", "%v means nothing without sft.recall_restarts", c.RecallTarget)
 	case c.RecallGoal && c.RecallKeys > 0 && c.RecallKeys < suiteKeys:
 		// A goal asks for the suite's keys: each must be one recall can write.
-		return fmt.Errorf("sft.recall_goal: sft.recall_keys %d must be 0 or at least the suite's %d keys (the goals' keys)", c.RecallKeys, suiteKeys)
+		return field.Errorf("sft.recall_goal", "sft.recall_keys %d must be 0 or at least the suite's %d keys (the goals' keys)", c.RecallKeys, suiteKeys)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/internal/splitmix"
 	"github.com/compactrl/compactrl/tokenizer"
 	"github.com/compactrl/compactrl/train"
@@ -154,7 +155,7 @@ func (s *Setup) recall() (*train.ExtraExamples, error) {
 	}
 	f, err := NewFactTokens(s.Tok, vc)
 	if err != nil {
-		return nil, fmt.Errorf("sft.recall_steps: %w", err)
+		return nil, field.Under("sft.recall_steps", err)
 	}
 	return cfg.SFT.RecallSource(f, cfg.SFT.SFTConfig), nil
 }

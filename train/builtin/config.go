@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/compactrl/compactrl/format"
+	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/model"
 )
 
@@ -38,30 +39,25 @@ const (
 // Validate reports the first unusable field by its YAML path under
 // "model.".
 func (c ModelConfig) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-		max  int
-	}{{"dim", c.Dim, format.MaxHiddenSize}, {"layers", c.Layers, format.MaxHiddenLayers}, {"heads", c.Heads, format.MaxAttentionHeads},
-		{"kv_heads", c.KVHeads, format.MaxAttentionHeads}, {"ffn", c.FFN, format.MaxIntermediateSize}, {"max_seq", c.MaxSeq, format.MaxPositionEmbeddingsCap}} {
-		if f.v < 0 {
-			return fmt.Errorf("model.%s: %d must not be negative", f.name, f.v)
-		}
-		if f.v > f.max {
-			return fmt.Errorf("model.%s: %d is above the limit %d", f.name, f.v, f.max)
+	at := func(k string) string { return field.Key("model", k) }
+	for _, f := range []field.Int{
+		{Path: at("dim"), V: c.Dim, Max: format.MaxHiddenSize}, {Path: at("layers"), V: c.Layers, Max: format.MaxHiddenLayers},
+		{Path: at("heads"), V: c.Heads, Max: format.MaxAttentionHeads}, {Path: at("kv_heads"), V: c.KVHeads, Max: format.MaxAttentionHeads},
+		{Path: at("ffn"), V: c.FFN, Max: format.MaxIntermediateSize}, {Path: at("max_seq"), V: c.MaxSeq, Max: format.MaxPositionEmbeddingsCap},
+	} {
+		if err := f.Check(); err != nil {
+			return err
 		}
 	}
-	switch {
-	case c.Preset == "":
-		return fmt.Errorf("model.preset: must be set")
-	case c.RopeTheta < 0:
-		return fmt.Errorf("model.rope_theta: %g must not be negative", c.RopeTheta)
-	case c.RopeTheta > maxRopeTheta:
-		return fmt.Errorf("model.rope_theta: %g is above the limit %g", c.RopeTheta, float64(maxRopeTheta))
-	case c.InitRange < 0:
-		return fmt.Errorf("model.init_range: %g must not be negative", c.InitRange)
-	case c.InitRange > maxInitRange:
-		return fmt.Errorf("model.init_range: %g is above the limit %g", c.InitRange, float64(maxInitRange))
+	if c.Preset == "" {
+		return field.Errorf(at("preset"), "must be set")
+	}
+	for _, f := range []field.Float{
+		{Path: at("rope_theta"), V: c.RopeTheta, Max: maxRopeTheta}, {Path: at("init_range"), V: c.InitRange, Max: maxInitRange},
+	} {
+		if err := f.Check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -71,7 +67,7 @@ func (c ModelConfig) Validate() error {
 func Arch(c ModelConfig, vocab, window int) (model.Config, error) {
 	mc, err := model.Preset(c.Preset)
 	if err != nil {
-		return mc, fmt.Errorf("model.preset: %w", err)
+		return mc, field.Under("model.preset", err)
 	}
 	mc.Vocab = vocab
 	for _, o := range []struct {
@@ -90,12 +86,12 @@ func Arch(c ModelConfig, vocab, window int) (model.Config, error) {
 	}
 	if mc.MaxSeq < window {
 		if c.MaxSeq > 0 {
-			return mc, fmt.Errorf("model.max_seq: %d is below agent.context %d", c.MaxSeq, window)
+			return mc, field.Errorf("model.max_seq", "%d is below agent.context %d", c.MaxSeq, window)
 		}
 		mc.MaxSeq = window
 	}
 	if err := mc.Validate(); err != nil {
-		return mc, fmt.Errorf("model: %w", err)
+		return mc, field.Under("model", err)
 	}
 	return mc, nil
 }
@@ -107,7 +103,7 @@ func NewModel(c ModelConfig, vocab, window int, seed int64) (*model.Model, error
 	if c.Init != "" {
 		m, err := model.Load(c.Init)
 		if err != nil {
-			return nil, fmt.Errorf("model.init: %w", err)
+			return nil, field.Under("model.init", err)
 		}
 		if m.Value || m.Cfg.Vocab != vocab || m.Cfg.MaxSeq < window {
 			return nil, fmt.Errorf("model.init %s: need a policy with vocab %d and max_seq ≥ %d, have vocab %d, max_seq %d, critic %v", c.Init, vocab, window, m.Cfg.Vocab, m.Cfg.MaxSeq, m.Value)
