@@ -24,6 +24,8 @@ import (
 type Error struct {
 	Path string
 	Msg  string
+	// err is the error Msg was made of (Under), for errors.Is and As.
+	err error
 }
 
 func (e *Error) Error() string {
@@ -32,6 +34,9 @@ func (e *Error) Error() string {
 	}
 	return e.Path + ": " + e.Msg
 }
+
+// Unwrap is the error an Error placed by Under was made of, if any.
+func (e *Error) Unwrap() error { return e.err }
 
 // Errorf is an *Error at path with a formatted message.
 func Errorf(path, format string, a ...any) *Error {
@@ -57,7 +62,10 @@ func MapKey(path, k string) string { return path + "[" + strconv.Quote(k) + "]" 
 
 // Under places the errors of a validator of a sub-document at prefix: an
 // *Error's path becomes Key(prefix, path), every error of a joined error
-// is placed alike, and any other error becomes an *Error at prefix.
+// is placed alike, and any other error becomes an *Error at prefix that
+// wraps it. Only errors of the same document belong under prefix: an
+// error about another file a field names (a checkpoint, a tokenizer) is
+// wrapped with that file's name instead.
 func Under(prefix string, err error) error {
 	if err == nil {
 		return nil
@@ -74,7 +82,7 @@ func Under(prefix string, err error) error {
 	if errors.As(err, &fe) {
 		return &Error{Path: Key(prefix, fe.Path), Msg: fe.Msg}
 	}
-	return &Error{Path: prefix, Msg: err.Error()}
+	return &Error{Path: prefix, Msg: err.Error(), err: err}
 }
 
 // Int is an integer setting and its bounds, declared once where it is

@@ -35,7 +35,8 @@ func TestUnder(t *testing.T) {
 	if err := Under("rl", fmt.Errorf("wrapped: %w", Errorf("gamma", "2 must be in [0, 1]"))); err.Error() != "rl.gamma: 2 must be in [0, 1]" {
 		t.Fatalf("%q", err)
 	}
-	if err := Under("suite", errors.New("files 0 must be positive")); err.Error() != "suite: files 0 must be positive" {
+	plain := errors.New("files 0 must be positive")
+	if err := Under("suite", plain); err.Error() != "suite: files 0 must be positive" || !errors.Is(err, plain) {
 		t.Fatalf("%q", err)
 	}
 	if Under("x", nil) != nil {

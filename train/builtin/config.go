@@ -103,7 +103,7 @@ func NewModel(c ModelConfig, vocab, window int, seed int64) (*model.Model, error
 	if c.Init != "" {
 		m, err := model.Load(c.Init)
 		if err != nil {
-			return nil, field.Under("model.init", err)
+			return nil, fmt.Errorf("model.init: %w", err)
 		}
 		if m.Value || m.Cfg.Vocab != vocab || m.Cfg.MaxSeq < window {
 			return nil, fmt.Errorf("model.init %s: need a policy with vocab %d and max_seq ≥ %d, have vocab %d, max_seq %d, critic %v", c.Init, vocab, window, m.Cfg.Vocab, m.Cfg.MaxSeq, m.Value)
