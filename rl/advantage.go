@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"github.com/compactrl/compactrl/episode"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // AdvantageConfig configures ComputeAdvantages. It is the one definition
@@ -46,7 +48,7 @@ func DefaultAdvantageConfig() AdvantageConfig {
 // by its YAML key ("gamma: …").
 func (c AdvantageConfig) Validate() error {
 	if _, err := ParseEstimator(string(c.Estimator)); err != nil {
-		return fmt.Errorf("estimator: %w", err)
+		return field.Under("estimator", err)
 	}
 	return c.validateParams()
 }
@@ -56,15 +58,15 @@ func (c AdvantageConfig) Validate() error {
 func (c AdvantageConfig) validateParams() error {
 	switch {
 	case !(c.Gamma >= 0 && c.Gamma <= 1):
-		return fmt.Errorf("gamma: %v must be in [0, 1]", c.Gamma)
+		return field.Errorf("gamma", "%v must be in [0, 1]", c.Gamma)
 	case !(c.Alpha >= 0) || math.IsInf(c.Alpha, 0):
-		return fmt.Errorf("alpha: %v: want a finite value ≥ 0 (0 selects the fixed lambda)", c.Alpha)
+		return field.Errorf("alpha", "%v: want a finite value ≥ 0 (0 selects the fixed lambda)", c.Alpha)
 	case !(c.Lambda >= 0 && c.Lambda <= 1):
-		return fmt.Errorf("lambda: %v must be in [0, 1]", c.Lambda)
+		return field.Errorf("lambda", "%v must be in [0, 1]", c.Lambda)
 	case c.Alpha > 0 && c.Lambda != 0:
-		return fmt.Errorf("lambda: %v is used only with alpha 0 (alpha %v selects λ = 1 − 1/(α·l)); set alpha to 0 for a fixed λ", c.Lambda, c.Alpha)
+		return field.Errorf("lambda", "%v is used only with alpha 0 (alpha %v selects λ = 1 − 1/(α·l)); set alpha to 0 for a fixed λ", c.Lambda, c.Alpha)
 	case !(c.Eps >= 0) || math.IsInf(c.Eps, 0):
-		return fmt.Errorf("eps: %v: want a finite value ≥ 0", c.Eps)
+		return field.Errorf("eps", "%v: want a finite value ≥ 0", c.Eps)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"github.com/compactrl/compactrl/episode"
+
+	"github.com/compactrl/compactrl/internal/field"
 )
 
 // Token is one optimised token of an optimiser step: where it sits
@@ -108,13 +110,13 @@ func DefaultPPOConfig() PPOConfig { return PPOConfig{ClipLow: 0.2, ClipHigh: 0.2
 // Validate checks the configuration's ranges.
 func (c PPOConfig) Validate() error {
 	if !(c.ClipLow >= 0 && c.ClipLow < 1) {
-		return fmt.Errorf("clip_low: %v must be in [0, 1)", c.ClipLow)
+		return field.Errorf("clip_low", "%v must be in [0, 1)", c.ClipLow)
 	}
 	if !(c.ClipHigh >= 0) || math.IsInf(c.ClipHigh, 0) {
-		return fmt.Errorf("clip_high: %v: want a finite value ≥ 0", c.ClipHigh)
+		return field.Errorf("clip_high", "%v: want a finite value ≥ 0", c.ClipHigh)
 	}
 	if (c.DualClip != 0 && !(c.DualClip > 1)) || math.IsInf(c.DualClip, 0) {
-		return fmt.Errorf("dual_clip: %v: want c > 1, or 0 for off", c.DualClip)
+		return field.Errorf("dual_clip", "%v: want c > 1, or 0 for off", c.DualClip)
 	}
 	return nil
 }
@@ -249,7 +251,7 @@ type ValueConfig struct {
 // Validate checks the configuration's range.
 func (c ValueConfig) Validate() error {
 	if !(c.ValueClip >= 0) || math.IsInf(c.ValueClip, 0) {
-		return fmt.Errorf("value_clip: %v: want a finite value ≥ 0 (0: off)", c.ValueClip)
+		return field.Errorf("value_clip", "%v: want a finite value ≥ 0 (0: off)", c.ValueClip)
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ type RLConfig struct {
 func (c RLConfig) validate(episodes int) error {
 	for _, v := range []interface{ Validate() error }{c.AdvantageConfig, c.PPOConfig, c.ValueConfig} {
 		if err := v.Validate(); err != nil {
-			return fmt.Errorf("rl.%w", err)
+			return field.Under("rl", err)
 		}
 	}
 	if _, err := rl.ParseAggregation(string(c.LossAggMode)); err != nil {
