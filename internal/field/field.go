@@ -85,53 +85,39 @@ func Under(prefix string, err error) error {
 	return &Error{Path: prefix, Msg: err.Error(), err: err}
 }
 
-// Int is an integer setting and its bounds, declared once where it is
+// Bound is a numeric setting and its bounds, declared once where it is
 // validated.
-type Int struct {
+type Bound[T int | float64] struct {
 	Path     string
-	V        int
-	Min, Max int
+	V        T
+	Min, Max T
 }
 
-// Check is nil when f.V lies in [f.Min, f.Max], else an *Error saying
-// which bound it breaks.
-func (f Int) Check() error {
-	switch {
-	case f.V > f.Max:
-		return Errorf(f.Path, "%d is above the limit %d", f.V, f.Max)
-	case f.V >= f.Min:
-		return nil
-	case f.Min == 0:
-		return Errorf(f.Path, "%d must not be negative", f.V)
-	case f.Min == 1:
-		return Errorf(f.Path, "%d must be positive", f.V)
-	default:
-		return Errorf(f.Path, "%d must be at least %d", f.V, f.Min)
-	}
-}
-
-// Float is a float setting and its bounds, declared once where it is
-// validated.
-type Float struct {
-	Path     string
-	V        float64
-	Min, Max float64
-}
+// Int and Float are the bounds of integer and float settings.
+type (
+	Int   = Bound[int]
+	Float = Bound[float64]
+)
 
 // Check is nil when f.V lies in [f.Min, f.Max], else an *Error saying
 // which bound it breaks, or that it is NaN.
-func (f Float) Check() error {
+func (f Bound[T]) Check() error {
+	integer := T(1)/2 == 0
 	switch {
 	case f.V != f.V:
-		return Errorf(f.Path, "%g is not a finite number", f.V)
+		return Errorf(f.Path, "%v is not a finite number", f.V)
 	case f.V > f.Max:
-		return Errorf(f.Path, "%g is above the limit %g", f.V, f.Max)
+		return Errorf(f.Path, "%v is above the limit %v", f.V, f.Max)
 	case f.V >= f.Min:
 		return nil
 	case f.Min == 0:
-		return Errorf(f.Path, "%g must not be negative", f.V)
+		return Errorf(f.Path, "%v must not be negative", f.V)
+	case f.Min == 1 && integer:
+		return Errorf(f.Path, "%v must be positive", f.V)
+	case integer:
+		return Errorf(f.Path, "%v must be at least %v", f.V, f.Min)
 	default:
-		return Errorf(f.Path, "%g must be in [%g, %g]", f.V, f.Min, f.Max)
+		return Errorf(f.Path, "%v must be in [%v, %v]", f.V, f.Min, f.Max)
 	}
 }
 
