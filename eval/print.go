@@ -4,8 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -74,11 +75,7 @@ func (r Results) WriteOracleFailures(w io.Writer) {
 
 // statusList is "status=count …" in the order of the statuses.
 func statusList(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for i, k := range keys {
 		keys[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}

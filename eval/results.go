@@ -20,6 +20,7 @@ package eval
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -211,13 +212,8 @@ func (s *scoredSums) rates(res *Results) {
 // taskRates turns each task's counts into its pass@1 and means over its
 // scored episodes, in the order of the task names.
 func taskRates(byTask map[string]*TaskResult) []TaskResult {
-	names := make([]string, 0, len(byTask))
-	for n := range byTask {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var out []TaskResult
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(byTask)) {
 		tr := byTask[n]
 		if tr.Scored > 0 {
 			tr.Pass1 = ptr(float64(tr.Successes) / float64(tr.Scored))
