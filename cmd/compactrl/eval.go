@@ -126,7 +126,7 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	limits := o.tasks.limits()
 	limits.DiskBytes = o.diskMB << 20
 	workRoot := new(string)
-	runnable, skipped, err := o.tasks.load(e, "eval", sb, limits, workRoot)
+	runnable, skipped, err := o.tasks.load(ctx, e, "eval", sb, limits, workRoot)
 	var none *noRunnableTask
 	if errors.As(err, &none) {
 		// Still a results.json: which tasks were skipped, and why.

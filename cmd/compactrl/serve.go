@@ -43,7 +43,7 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	f := &serveFactory{tok: o.tok, maxConc: o.maxConc, seed: o.seed, flags: o.engine, agents: map[serveKey]*agent.Agent{}}
 	cfg := o.agent
-	what, err := o.loadTasks(e, f, &cfg)
+	what, err := o.loadTasks(ctx, e, f, &cfg)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (o *serveOptions) validate() error {
 // (--tasks NAME[:KNOBS], with cfg its system prompt if it has one), else
 // the --tasks directory or JSONL in a checked sandbox — and says what it
 // serves.
-func (o *serveOptions) loadTasks(e env, f *serveFactory, cfg *agent.Config) (string, error) {
+func (o *serveOptions) loadTasks(ctx context.Context, e env, f *serveFactory, cfg *agent.Config) (string, error) {
 	name, s, ok, err := tasks.OpenSuite(o.tasks.tasks)
 	if err != nil {
 		return "", fmt.Errorf("--tasks: %w", err)
@@ -171,7 +171,7 @@ func (o *serveOptions) loadTasks(e env, f *serveFactory, cfg *agent.Config) (str
 			return "", fmt.Errorf("--runner bwrap: %w", err)
 		}
 	}
-	runnable, _, err := o.tasks.load(e, "serve", sb, o.tasks.limits(), nil)
+	runnable, _, err := o.tasks.load(ctx, e, "serve", sb, o.tasks.limits(), nil)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -99,7 +100,7 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 // (task.toml keys Harbor ignores, deprecated fields); no runnable task is
 // an error. Episode workspaces go under *workRoot (nil: the system's
 // temporary directory), read when each episode's environment is made.
-func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
+func (f *taskFlags) load(ctx context.Context, e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
 	o := tasks.Options{Runner: r, Limits: limits, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
 		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Settings: f.values(),
 		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
@@ -111,7 +112,7 @@ func (f *taskFlags) load(e env, cmd string, r sandbox.Runner, limits sandbox.Lim
 		// The sources' container mode, chosen here by the flag.
 		o.Runner, o.Engine = nil, &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
 	}
-	_, runnable, skipped, err := tasks.Open(f.tasks, o)
+	_, runnable, skipped, err := tasks.Open(ctx, f.tasks, o)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tasks: %w", err)
 	}

@@ -2,6 +2,7 @@ package harbor
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ var (
 // bubblewrap and one whose image cannot be built (container engines build
 // or find every image once, here, before any episode) are skipped with the
 // reason; each task's load warnings go to o.Warn.
-func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
+func LoadTasks(ctx context.Context, dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
 	hts, failed, err := LoadAll(dir)
 	if err != nil {
 		return nil, nil, err
@@ -71,7 +72,11 @@ func LoadTasks(dir string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, erro
 			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: err.Error()})
 			continue
 		}
-		if why := New(t, opts).back.admit(context.Background(), o.Note); why != "" {
+		why := New(t, opts).back.admit(ctx, o.Note)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("task %s: %w", t.Name, err)
+		}
+		if why != "" {
 			skipped = append(skipped, tasks.Skipped{Task: t.Name, Reason: why})
 			continue
 		}

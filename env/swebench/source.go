@@ -2,6 +2,7 @@ package swebench
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func (e *Env) Oracle(ctx context.Context) (agent.Step, error) {
 // skipped with the reason (the images tried), never scored; in the
 // local-repository mode one the mode refuses (LocalRefusal) or whose
 // repository is not under --repos (default: path's directory) is.
-func LoadTasks(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
+func LoadTasks(ctx context.Context, path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
 	insts, err := LoadInstances(path)
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +64,11 @@ func LoadTasks(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, err
 		opts := Options{Runner: o.Runner, Engine: o.Engine, Limits: o.Limits, ReposDir: repos, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
 			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network,
 			Namespace: o.Settings.Get(settingNamespace), Image: images[in.InstanceID]}
-		if err := New(in, opts).back.admit(context.Background(), &opts); err != nil {
+		err := New(in, opts).back.admit(ctx, &opts)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, nil, fmt.Errorf("instance %s: %w", in.InstanceID, cerr)
+		}
+		if err != nil {
 			skipped = append(skipped, tasks.Skipped{Task: in.InstanceID, Reason: err.Error()})
 			continue
 		}

@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,7 +29,7 @@ func TestBuiltinSources(t *testing.T) {
 	os.MkdirAll(task, 0o755)
 	os.WriteFile(filepath.Join(task, "task.toml"), nil, 0o644)
 	for path, want := range map[string]string{dir: "harbor", file: "swebench", other: "swebench", task: "harbor", filepath.Dir(task): "harbor"} {
-		if name, _, _, _ := tasks.Open(path, tasks.Options{}); name != want {
+		if name, _, _, _ := tasks.Open(context.Background(), path, tasks.Options{}); name != want {
 			t.Errorf("Open(%s) went to %q, want %q", path, name, want)
 		}
 	}

@@ -30,7 +30,7 @@
 //		return tasks.No
 //	}
 //
-//	func load(path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
+//	func load(ctx context.Context, path string, o tasks.Options) ([]tasks.Task, []tasks.Skipped, error) {
 //		specs, err := readSpecs(path)
 //		if err != nil {
 //			return nil, nil, err
@@ -234,14 +234,18 @@ type Skipped struct {
 type Source interface {
 	// Load reads the tasks at path: those that can run with o.Runner, and
 	// those skipped with the reason. An error means nothing could be read.
-	Load(path string, o Options) ([]Task, []Skipped, error)
+	// ctx bounds the loading, image builds and pulls included; when it
+	// ends, Load returns its error.
+	Load(ctx context.Context, path string, o Options) ([]Task, []Skipped, error)
 }
 
 // SourceFunc is a function as a Source.
-type SourceFunc func(path string, o Options) ([]Task, []Skipped, error)
+type SourceFunc func(ctx context.Context, path string, o Options) ([]Task, []Skipped, error)
 
 // Load calls f.
-func (f SourceFunc) Load(path string, o Options) ([]Task, []Skipped, error) { return f(path, o) }
+func (f SourceFunc) Load(ctx context.Context, path string, o Options) ([]Task, []Skipped, error) {
+	return f(ctx, path, o)
+}
 
 // Detect says how surely a --tasks path (fi: its os.Stat) is a source's.
 type Detect func(path string, fi fs.FileInfo) Match
@@ -311,7 +315,7 @@ func Names() []string {
 // that says Fallback, and returns that source's name with the tasks. The
 // error of a path that cannot be read (os.Stat's), that no source takes,
 // or that two take at the same level names it.
-func Open(path string, o Options) (name string, ts []Task, skipped []Skipped, err error) {
+func Open(ctx context.Context, path string, o Options) (name string, ts []Task, skipped []Skipped, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", nil, nil, err
@@ -336,7 +340,7 @@ func Open(path string, o Options) (name string, ts []Task, skipped []Skipped, er
 	default:
 		return "", nil, nil, fmt.Errorf("%s: task sources %s and %s both take it", path, match[0].name, match[1].name)
 	}
-	ts, skipped, err = match[0].src.Load(path, o)
+	ts, skipped, err = match[0].src.Load(ctx, path, o)
 	return match[0].name, ts, skipped, err
 }
 

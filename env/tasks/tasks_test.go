@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -42,7 +43,7 @@ func anyFile(_ string, fi fs.FileInfo) Match {
 }
 
 func named(name string) Source {
-	return SourceFunc(func(path string, o Options) ([]Task, []Skipped, error) {
+	return SourceFunc(func(_ context.Context, path string, o Options) ([]Task, []Skipped, error) {
 		return []Task{{Name: name + ":" + filepath.Base(path) + ":" + o.Root(), New: func(bool) agent.Environment { return nil }}},
 			[]Skipped{{Task: "x", Reason: "why"}}, nil
 	})
@@ -66,31 +67,31 @@ func TestOpenDispatchesOnDetect(t *testing.T) {
 			t.Fatalf("Names = %v", got)
 		}
 		root := "/w"
-		name, ts, sk, err := Open(file, Options{WorkRoot: func() string { return root }})
+		name, ts, sk, err := Open(context.Background(), file, Options{WorkRoot: func() string { return root }})
 		if err != nil || name != "files" || len(ts) != 1 || ts[0].Name != "files:i.jsonl:/w" || len(sk) != 1 {
 			t.Fatalf("Open(file) = %q %+v %+v %v", name, ts, sk, err)
 		}
-		if name, _, _, err := Open(dir, Options{}); err != nil || name != "dirs" {
+		if name, _, _, err := Open(context.Background(), dir, Options{}); err != nil || name != "dirs" {
 			t.Fatalf("Open(dir) = %q %v", name, err)
 		}
 		other := filepath.Join(dir, "x.txt")
 		os.WriteFile(other, nil, 0o644)
-		if _, _, _, err := Open(other, Options{}); err == nil || !strings.Contains(err.Error(), "no task source takes it (registered: dirs, files)") {
+		if _, _, _, err := Open(context.Background(), other, Options{}); err == nil || !strings.Contains(err.Error(), "no task source takes it (registered: dirs, files)") {
 			t.Fatalf("unclaimed path: %v", err)
 		}
-		if _, _, _, err := Open(filepath.Join(dir, "missing"), Options{}); !os.IsNotExist(err) {
+		if _, _, _, err := Open(context.Background(), filepath.Join(dir, "missing"), Options{}); !os.IsNotExist(err) {
 			t.Fatalf("missing path: %v", err)
 		}
 		// A fallback takes what no source says Yes to, and only that.
 		Register("anyfile", anyFile, named("anyfile"))
-		if name, _, _, err := Open(other, Options{}); err != nil || name != "anyfile" {
+		if name, _, _, err := Open(context.Background(), other, Options{}); err != nil || name != "anyfile" {
 			t.Fatalf("Open(other) = %q %v", name, err)
 		}
-		if name, _, _, err := Open(file, Options{}); err != nil || name != "files" {
-			t.Fatalf("Open(file) with a fallback = %q %v", name, err)
+		if name, _, _, err := Open(context.Background(), file, Options{}); err != nil || name != "files" {
+			t.Fatalf("Open(context.Background(), file) with a fallback = %q %v", name, err)
 		}
 		Register("alsodirs", isDir, named("alsodirs"))
-		if _, _, _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "alsodirs and dirs both take it") {
+		if _, _, _, err := Open(context.Background(), dir, Options{}); err == nil || !strings.Contains(err.Error(), "alsodirs and dirs both take it") {
 			t.Fatalf("overlap: %v", err)
 		}
 	})
