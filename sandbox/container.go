@@ -490,10 +490,32 @@ func (b *Box) Remove() error {
 	if b.c.Name() == "podman" {
 		args = []string{"rm", "-f", "-t", "0", b.id} // podman's waits 10 s for SIGTERM unless told not to
 	}
-	if _, err := b.c.run(ctx, nil, args...); err != nil {
+	_, err := b.c.run(ctx, nil, args...)
+	if err == nil {
+		return nil
+	}
+	// A removal that races the container's own exit can fail in podman
+	// ("container not running … could not be stopped: sending SIGKILL");
+	// the container is stopped by then, and a second removal completes it,
+	// or finds it already gone.
+	select {
+	case <-time.After(250 * time.Millisecond):
+	case <-ctx.Done():
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	return nil
+	_, err2 := b.c.run(ctx, nil, args...)
+	if err2 == nil || noSuchContainer(err2) {
+		return nil
+	}
+	return fmt.Errorf("sandbox: %w (and again: %v)", err, err2)
+}
+
+// noSuchContainer reports whether err is an engine's answer that the
+// container does not exist (podman: "no container with name or ID", docker:
+// "No such container").
+func noSuchContainer(err error) bool {
+	m := strings.ToLower(err.Error())
+	return strings.Contains(m, "no container with name or id") || strings.Contains(m, "no such container")
 }
 
 // Shell starts a persistent shell (`ENGINE exec -i … bash`) in the box with

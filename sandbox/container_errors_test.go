@@ -48,3 +48,49 @@ func TestCreateStorageQuotaIsTyped(t *testing.T) {
 		t.Error("classifyCreate(nil) != nil")
 	}
 }
+
+// scriptEngine writes a podman CLI that runs script (sh) with state in dir.
+func scriptEngine(t *testing.T, script string) (path, dir string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("shell-script engine")
+	}
+	dir = t.TempDir()
+	path = filepath.Join(dir, "podman")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nD="+dir+"\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, dir
+}
+
+// A removal that races the container's exit fails once in podman; Remove
+// removes it on a second try, and accepts a container already gone. A
+// removal that keeps failing is an error naming both failures.
+func TestRemoveRetriesARacedRemoval(t *testing.T) {
+	const race = `echo 'Error: cannot remove container abc as it could not be stopped: sending SIGKILL to container abc: container not running' >&2; exit 2`
+	for _, c := range []struct {
+		name, second string
+		wantErr      bool
+	}{
+		{"removed on retry", "exit 0", false},
+		{"gone on retry", `echo 'Error: no container with name or ID "abc" found: no such container' >&2; exit 1`, false},
+		{"still failing", `echo 'Error: device busy' >&2; exit 125`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eng, dir := scriptEngine(t, `n=$(cat $D/n 2>/dev/null || echo 0); echo $((n+1)) > $D/n
+if [ "$n" = 0 ]; then `+race+`; fi
+`+c.second+"\n")
+			b := &Box{c: Container{Engine: eng, Runtime: "runc"}, id: "abc"}
+			err := b.Remove()
+			if (err != nil) != c.wantErr {
+				t.Fatalf("Remove = %v, want error %v", err, c.wantErr)
+			}
+			if c.wantErr && (!strings.Contains(err.Error(), "could not be stopped") || !strings.Contains(err.Error(), "device busy")) {
+				t.Errorf("error %q: want both failures named", err)
+			}
+			if n, _ := os.ReadFile(filepath.Join(dir, "n")); strings.TrimSpace(string(n)) != "2" {
+				t.Errorf("engine called %s times, want 2", n)
+			}
+		})
+	}
+}
