@@ -82,7 +82,7 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 		}
 		r = b
 	case "docker", "podman":
-		r = sandbox.Container{Engine: f.runner, DefaultImage: f.image}
+		r = *f.engine()
 	default:
 		return nil, fmt.Errorf("--runner %q: want bwrap, docker or podman", f.runner)
 	}
@@ -92,6 +92,15 @@ func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
 		}
 	}
 	return r, nil
+}
+
+// engine is the container engine --runner names (docker, podman), nil
+// for bwrap.
+func (f *taskFlags) engine() *sandbox.Container {
+	if f.runner == "bwrap" {
+		return nil
+	}
+	return &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
 }
 
 // load reads --tasks for runner r with the task source that takes it
@@ -108,9 +117,9 @@ func (f *taskFlags) load(ctx context.Context, e env, cmd string, r sandbox.Runne
 	if workRoot != nil {
 		o.WorkRoot = func() string { return *workRoot }
 	}
-	if f.runner != "bwrap" {
+	if c := f.engine(); c != nil {
 		// The sources' container mode, chosen here by the flag.
-		o.Runner, o.Engine = nil, &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
+		o.Runner, o.Engine = nil, c
 	}
 	_, runnable, skipped, err := tasks.Open(ctx, f.tasks, o)
 	if err != nil {
