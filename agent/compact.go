@@ -51,8 +51,8 @@ const maxOmitted = math.MaxInt32
 
 // deriveBudget computes Budget from the config and the format's block
 // lengths (resumeTurn = |resume(·)| without the summary; markerMax = the
-// longest omission marker's) and checks its invariants. O is the configured cap, or the room the reserve leaves,
-// Reserve − Q − S − A − M.
+// longest omission marker's) and checks its invariants. O is the
+// configured cap, or the room the reserve leaves, Reserve − Q − S − A − M.
 func (a *Agent) deriveBudget(resumeTurn, markerMax int) (Budget, error) {
 	cfg := a.cfg
 	b := Budget{
