@@ -144,6 +144,17 @@ type Runner interface {
 	Start(ctx context.Context, spec Spec) (Session, error)
 }
 
+// WorkspaceMounter is a Runner that bounds the disk use of the host
+// directory its sessions work in (Bubblewrap: a size-limited tmpfs where
+// its Confinement allows one). A workspace limit is refused for a runner
+// that does not implement it, never dropped: a Runner that wraps another
+// delegates MountWorkspace to it, or states its own answer.
+type WorkspaceMounter interface {
+	// MountWorkspace bounds dir to limit bytes and returns the function
+	// that undoes it.
+	MountWorkspace(dir string, limit int64) (unmount func() error, err error)
+}
+
 func (s Spec) validate() error {
 	if s.Workdir == "" {
 		return fmt.Errorf("sandbox spec: Workdir is empty")

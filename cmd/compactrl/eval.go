@@ -182,8 +182,8 @@ func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[str
 // cgroups of runs that died; unless workspaces are kept, it makes this
 // run's directory under root (removing those of dead runs) and sets
 // *workRoot to it. cleanup removes that directory.
-func prepareSandbox(e env, sb sandbox.Runner, keep bool, root string, workRoot *string) (cleanup func(), err error) {
-	if b, ok := sb.(sandbox.Bubblewrap); ok {
+func prepareSandbox(e env, sb backend, keep bool, root string, workRoot *string) (cleanup func(), err error) {
+	if b := sb.host; b != nil {
 		if err := b.Available(); err != nil {
 			return nil, fmt.Errorf("--runner bwrap: %w", err)
 		}
@@ -204,7 +204,7 @@ func prepareSandbox(e env, sb sandbox.Runner, keep bool, root string, workRoot *
 	if err != nil {
 		return nil, fmt.Errorf("--work-root: %w", err)
 	}
-	if c, ok := sb.(sandbox.Container); ok && len(reaped) > 0 {
+	if c := sb.engine; c != nil && len(reaped) > 0 {
 		// Containers of those runs (labelled with their run directory).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		ids, err := c.ReapContainers(ctx, reaped)

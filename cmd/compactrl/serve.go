@@ -13,7 +13,6 @@ import (
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/rollout"
-	"github.com/compactrl/compactrl/sandbox"
 	"github.com/compactrl/compactrl/serve"
 )
 
@@ -166,7 +165,7 @@ func (o *serveOptions) loadTasks(ctx context.Context, e env, f *serveFactory, cf
 	if err != nil {
 		return "", err
 	}
-	if b, ok := sb.(sandbox.Bubblewrap); ok {
+	if b := sb.host; b != nil {
 		if err := b.Available(); err != nil {
 			return "", fmt.Errorf("--runner bwrap: %w", err)
 		}

@@ -69,57 +69,54 @@ func (f *taskFlags) validate() error {
 	return tasks.CheckSettings(f.values())
 }
 
+// backend is the --runner: exactly one of host (bubblewrap) and engine
+// (docker, podman) is set. It is chosen once, here; nothing downstream
+// asks a runner for its type.
+type backend struct {
+	host   *sandbox.Bubblewrap
+	engine *sandbox.Container
+}
+
 // sandbox is the --runner, with per-session confinement for bwrap when
 // confine is set, and the --cache directory made. bwrap's Available is
 // the caller's to check, after the other flags are known to be good.
-func (f *taskFlags) sandbox(confine bool) (sandbox.Runner, error) {
-	var r sandbox.Runner
+func (f *taskFlags) sandbox(confine bool) (backend, error) {
+	var b backend
 	switch f.runner {
 	case "bwrap":
-		b := sandbox.Bubblewrap{ROBinds: f.binds}
+		b.host = &sandbox.Bubblewrap{ROBinds: f.binds}
 		if confine {
-			b.Confine = sandbox.DetectConfinement()
+			b.host.Confine = sandbox.DetectConfinement()
 		}
-		r = b
 	case "docker", "podman":
-		r = *f.engine()
+		b.engine = &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
 	default:
-		return nil, fmt.Errorf("--runner %q: want bwrap, docker or podman", f.runner)
+		return backend{}, fmt.Errorf("--runner %q: want bwrap, docker or podman", f.runner)
 	}
 	if f.cache != "" {
 		if err := os.MkdirAll(f.cache, 0o755); err != nil {
-			return nil, fmt.Errorf("--cache: %w", err)
+			return backend{}, fmt.Errorf("--cache: %w", err)
 		}
 	}
-	return r, nil
+	return b, nil
 }
 
-// engine is the container engine --runner names (docker, podman), nil
-// for bwrap.
-func (f *taskFlags) engine() *sandbox.Container {
-	if f.runner == "bwrap" {
-		return nil
-	}
-	return &sandbox.Container{Engine: f.runner, DefaultImage: f.image}
-}
-
-// load reads --tasks for runner r with the task source that takes it
+// load reads --tasks for backend b with the task source that takes it
 // (env/tasks), reporting on stderr (as cmd) each task skipped (one that
 // does not load, or cannot run here) and each task's load warnings
 // (task.toml keys Harbor ignores, deprecated fields); no runnable task is
 // an error. Episode workspaces go under *workRoot (nil: the system's
 // temporary directory), read when each episode's environment is made.
-func (f *taskFlags) load(ctx context.Context, e env, cmd string, r sandbox.Runner, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
-	o := tasks.Options{Runner: r, Limits: limits, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
+func (f *taskFlags) load(ctx context.Context, e env, cmd string, b backend, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
+	o := tasks.Options{Engine: b.engine, Limits: limits, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
 		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Settings: f.values(),
 		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
 		Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
 	if workRoot != nil {
 		o.WorkRoot = func() string { return *workRoot }
 	}
-	if c := f.engine(); c != nil {
-		// The sources' container mode, chosen here by the flag.
-		o.Runner, o.Engine = nil, c
+	if b.host != nil {
+		o.Runner = *b.host
 	}
 	_, runnable, skipped, err := tasks.Open(ctx, f.tasks, o)
 	if err != nil {

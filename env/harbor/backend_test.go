@@ -15,6 +15,12 @@ type countingRunner struct {
 	starts *atomic.Int32
 }
 
+// MountWorkspace delegates to the wrapped runner: a wrapper that did not
+// would have its episodes' workspace limit refused (shelltask.NewWorkspace).
+func (c countingRunner) MountWorkspace(dir string, limit int64) (func() error, error) {
+	return c.Runner.(sandbox.WorkspaceMounter).MountWorkspace(dir, limit)
+}
+
 func (c countingRunner) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	c.starts.Add(1)
 	return c.Runner.Start(ctx, spec)

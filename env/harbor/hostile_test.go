@@ -176,6 +176,11 @@ type leakyRunner struct{}
 
 type leakySession struct{}
 
+// MountWorkspace bounds nothing (the test writes no files).
+func (leakyRunner) MountWorkspace(string, int64) (func() error, error) {
+	return func() error { return nil }, nil
+}
+
 func (leakyRunner) Start(context.Context, sandbox.Spec) (sandbox.Session, error) {
 	return leakySession{}, nil
 }

@@ -20,6 +20,13 @@ type fakeRunner struct {
 	closeErr error
 	cmds     []string
 	closed   int
+	mounted  []int64 // MountWorkspace's limits
+	unmounts int
+}
+
+func (r *fakeRunner) MountWorkspace(_ string, limit int64) (func() error, error) {
+	r.mounted = append(r.mounted, limit)
+	return func() error { r.unmounts++; return nil }, nil
 }
 
 type fakeSession struct{ r *fakeRunner }

@@ -8,26 +8,26 @@ import (
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-// workspaceMounter is a Runner that can bound a workspace's disk use
-// (sandbox.Bubblewrap with Confine).
-type workspaceMounter interface {
-	MountWorkspace(dir string, limit int64) (unmount func() error, err error)
-}
-
 // NewWorkspace makes an episode's workspace under root (os.TempDir() when
-// ""), as a size-limited tmpfs when the runner can mount one;
-// RemoveWorkspace undoes it.
+// ""), bounded to limit bytes (> 0) by the runner's MountWorkspace;
+// RemoveWorkspace undoes it. A limit with a runner that is not a
+// sandbox.WorkspaceMounter is an error, not a silently unbounded workspace.
 func NewWorkspace(r sandbox.Runner, root, pattern string, limit int64) (ws string, unmount func() error, err error) {
+	noop := func() error { return nil }
+	m, ok := r.(sandbox.WorkspaceMounter)
+	if limit > 0 && !ok {
+		return "", nil, fmt.Errorf("bound the workspace to %d bytes: runner %T cannot (it is not a sandbox.WorkspaceMounter; a runner wrapping Bubblewrap must delegate MountWorkspace)", limit, r)
+	}
 	ws, err = sandbox.MkdirTemp(root, pattern)
 	if err != nil {
 		return "", nil, err
 	}
-	unmount = func() error { return nil }
-	if m, ok := r.(workspaceMounter); ok {
-		if unmount, err = m.MountWorkspace(ws, limit); err != nil {
-			os.RemoveAll(ws)
-			return "", nil, err
-		}
+	if limit <= 0 {
+		return ws, noop, nil
+	}
+	if unmount, err = m.MountWorkspace(ws, limit); err != nil {
+		os.RemoveAll(ws)
+		return "", nil, err
 	}
 	return ws, unmount, nil
 }
