@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/compactrl/compactrl/agent"
@@ -20,14 +23,98 @@ type Engine struct {
 	URL   string `json:"url"`
 	Kind  string `json:"kind"` // a registered engine kind (remote.Kinds)
 	Model string `json:"model,omitempty"`
-	// LogprobsMode is the --logprobs-mode a vLLM engine runs with
-	// ("raw_logprobs", "processed_logprobs"); absent: the server's
-	// --engine-logprobs-mode. With raw log-probs only temperature 1, top_p
-	// 1 is served (docs/design.md, "Recorded log-probabilities").
-	LogprobsMode string `json:"logprobs_mode,omitempty"`
 	// SeedMode is "request" (every engine call carries its seed) or "none";
 	// absent: the server's --engine-seed.
 	SeedMode string `json:"seed_mode,omitempty"`
+	// Options are settings of the engine's kind, by remote.KindOption.Name;
+	// on the wire each is the field KindOption.Field beside the others,
+	// e.g. vLLM's "logprobs_mode": "processed_logprobs" (with raw
+	// log-probs, vLLM's default, only temperature 1, top_p 1 is served;
+	// docs/design.md, "Recorded log-probabilities"). Absent: the server's
+	// flag (KindOption.Flag).
+	Options map[string]string `json:"-"`
+}
+
+// engineFields is Engine's fixed JSON fields.
+type engineFields struct {
+	URL      string `json:"url"`
+	Kind     string `json:"kind"`
+	Model    string `json:"model,omitempty"`
+	SeedMode string `json:"seed_mode,omitempty"`
+}
+
+// MarshalJSON writes the fixed fields and each option under its field
+// name (keys sorted).
+func (e Engine) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"url": e.URL, "kind": e.Kind}
+	if e.Model != "" {
+		m["model"] = e.Model
+	}
+	if e.SeedMode != "" {
+		m["seed_mode"] = e.SeedMode
+	}
+	for name, v := range e.Options {
+		o, ok := ownedOption(func(o remote.OwnedOption) bool { return o.Name == name })
+		if !ok {
+			return nil, fmt.Errorf("engine: option %q is no registered engine kind's", name)
+		}
+		m[o.Field] = v
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads the fixed fields and, into Options, the fields of
+// registered kinds' options; any other key is a *field.Error.
+func (e *Engine) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	fixed := map[string]json.RawMessage{}
+	opts := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		o, ok := ownedOption(func(o remote.OwnedOption) bool { return o.Field == k })
+		if !ok {
+			fixed[k] = raw[k]
+			continue
+		}
+		var v string
+		if err := json.Unmarshal(raw[k], &v); err != nil {
+			return field.Errorf("engine."+k, "want a JSON string, got %s", raw[k])
+		}
+		opts[o.Name] = v
+	}
+	b, err := json.Marshal(fixed)
+	if err != nil {
+		return err
+	}
+	var f engineFields
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return field.Errorf("engine."+te.Field, "want a JSON %s, got %s", te.Type, te.Value)
+		case isUnknownField(err):
+			return field.Errorf("engine."+unknownFieldName(err), "unknown field")
+		}
+		return err
+	}
+	*e = Engine{URL: f.URL, Kind: f.Kind, Model: f.Model, SeedMode: f.SeedMode}
+	if len(opts) > 0 {
+		e.Options = opts
+	}
+	return nil
+}
+
+// ownedOption is the first registered engine option that match accepts.
+func ownedOption(match func(remote.OwnedOption) bool) (remote.OwnedOption, bool) {
+	all := remote.KindOptions()
+	if i := slices.IndexFunc(all, match); i >= 0 {
+		return all[i], true
+	}
+	return remote.OwnedOption{}, false
 }
 
 // Sampling holds the request's sampling parameters; absent fields take the
@@ -130,9 +217,12 @@ func decodeRequest(b []byte) (Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		var fe *field.Error
 		var te *json.UnmarshalTypeError
 		var se *json.SyntaxError
 		switch {
+		case errors.As(err, &fe):
+			return req, fe
 		case errors.As(err, &te):
 			return req, field.Errorf(te.Field, "want a JSON %s, got %s", te.Type, te.Value)
 		case errors.As(err, &se):
@@ -190,10 +280,17 @@ func (r *Request) Validate() error {
 	if _, ok := remote.LookupKind(r.Engine.Kind); !ok {
 		return field.Errorf("engine.kind", "%q: want %s", r.Engine.Kind, remote.KindList())
 	}
-	switch r.Engine.LogprobsMode {
-	case "", remote.LogprobsRaw, remote.LogprobsProcessed:
-	default:
-		return field.Errorf("engine.logprobs_mode", "%q: want %s or %s", r.Engine.LogprobsMode, remote.LogprobsRaw, remote.LogprobsProcessed)
+	for _, name := range slices.Sorted(maps.Keys(r.Engine.Options)) {
+		o, ok := ownedOption(func(o remote.OwnedOption) bool { return o.Name == name })
+		switch {
+		case !ok:
+			return field.Errorf("engine", "option %q is no registered engine kind's", name)
+		case o.Kind != r.Engine.Kind:
+			return field.Errorf("engine."+o.Field, "a setting of %s engines, not of %s", o.Kind, r.Engine.Kind)
+		}
+		if err := o.Check(r.Engine.Options[name]); err != nil {
+			return field.Errorf("engine."+o.Field, "%v", err)
+		}
 	}
 	switch r.Engine.SeedMode {
 	case "", remote.SeedRequest, remote.SeedNone:

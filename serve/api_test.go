@@ -16,7 +16,7 @@ import (
 func TestDecodeUnknownFieldIsAFieldError(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"task_id":"1","bogus":1}`:            "bogus",
-		`{"task_id":"1","engine":{"speed":2}}`: "speed",
+		`{"task_id":"1","engine":{"speed":2}}`: "engine.speed",
 	} {
 		_, err := decodeRequest([]byte(body))
 		var fe *field.Error
@@ -42,6 +42,41 @@ func TestDecodeUnknownFieldIsAFieldError(t *testing.T) {
 		var fe *field.Error
 		if !errors.As(err, &fe) || fe.Msg == "unknown field" {
 			t.Errorf("%q: %v", body, err)
+		}
+	}
+}
+
+// An engine kind's option travels as its field beside engine's fixed ones
+// (vLLM's logprobs_mode), round-trips, and is checked against its kind and
+// values, each error on the option's own field.
+func TestEngineOptionsOnTheWire(t *testing.T) {
+	req, err := decodeRequest([]byte(`{"task_id":"1","rollout_id":1,"engine":{"url":"http://h:1","kind":"vllm","logprobs_mode":"processed_logprobs"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := req.Engine.Options; len(got) != 1 || got["logprobs"] != "processed_logprobs" {
+		t.Fatalf("Options = %v", got)
+	}
+	if err := req.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(req.Engine)
+	if err != nil || string(b) != `{"kind":"vllm","logprobs_mode":"processed_logprobs","url":"http://h:1"}` {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	for body, want := range map[string]string{
+		`{"task_id":"1","rollout_id":1,"engine":{"url":"http://h:1","kind":"vllm","logprobs_mode":"processed"}}`:            `engine.logprobs_mode: "processed": want raw_logprobs or processed_logprobs`,
+		`{"task_id":"1","rollout_id":1,"engine":{"url":"http://h:1","kind":"sglang","logprobs_mode":"processed_logprobs"}}`: "engine.logprobs_mode: a setting of vllm engines, not of sglang",
+		`{"task_id":"1","rollout_id":1,"engine":{"url":"http://h:1","kind":"vllm","logprobs_mode":1}}`:                      "engine.logprobs_mode: want a JSON string, got 1",
+		`{"task_id":"1","rollout_id":1,"engine":{"url":5,"kind":"vllm"}}`:                                                   "engine.url: want a JSON string, got number",
+	} {
+		req, err := decodeRequest([]byte(body))
+		if err == nil {
+			err = req.Validate()
+		}
+		var fe *field.Error
+		if !errors.As(err, &fe) || err.Error() != want {
+			t.Errorf("%s: %v, want the field error %q", body, err, want)
 		}
 	}
 }

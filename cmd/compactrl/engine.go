@@ -23,11 +23,25 @@ type engineFlags struct {
 	timeout time.Duration
 	retries int
 	vocab   int
-	// logprobs is vLLM's --logprobs-mode as the servers were started;
 	// seed is whether requests carry their seed (remote.SeedRequest,
 	// remote.SeedNone).
-	logprobs string
-	seed     string
+	seed string
+	// options are the engine kinds' own settings (remote.KindOptions), by
+	// option name, each from its flag; one missing has its default.
+	options map[string]string
+}
+
+// optionFlag is the flag of one engine kind's option, stored in an
+// engineFlags' options.
+type optionFlag struct {
+	m    map[string]string
+	name string
+}
+
+func (o optionFlag) String() string { return o.m[o.name] } // nil m: the zero value, for flag's help
+func (o optionFlag) Set(v string) error {
+	o.m[o.name] = v
+	return nil
 }
 
 // Defaults of --engine-timeout and --engine-retries: a hung engine costs an
@@ -41,8 +55,11 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "engine-timeout", defaultEngineTimeout, "deadline of one engine request attempt")
 	fs.IntVar(&f.retries, "engine-retries", defaultEngineRetries, "attempts per engine request, across endpoints, before the episode is infra_error")
 	fs.IntVar(&f.vocab, "engine-vocab", 0, "the model's vocabulary size: ids outside it are engine faults (0: from --tokenizer, else unchecked)")
-	fs.StringVar(&f.logprobs, "engine-logprobs-mode", remote.LogprobsRaw, "the --logprobs-mode the vLLM servers run with: "+remote.LogprobsRaw+
-		" (vLLM's default; only temperature 1, top_p 1) or "+remote.LogprobsProcessed+" (any sampling setting)")
+	f.options = map[string]string{}
+	for _, o := range remote.KindOptions() {
+		f.options[o.Name] = o.Default()
+		fs.Var(optionFlag{f.options, o.Name}, o.Flag, o.Usage+" ("+o.Kind+" engines)")
+	}
 	fs.StringVar(&f.seed, "engine-seed", remote.SeedRequest, "engine seeds: "+remote.SeedRequest+" (each request carries its seed, derived from the episode's) or "+
 		remote.SeedNone+" (none sent; for an SGLang without sampling_seed)")
 }
@@ -57,10 +74,10 @@ func (f engineFlags) validate() error {
 	if f.vocab < 0 {
 		return fmt.Errorf("--engine-vocab %d must be ≥ 0", f.vocab)
 	}
-	switch f.logprobs {
-	case "", remote.LogprobsRaw, remote.LogprobsProcessed:
-	default:
-		return fmt.Errorf("--engine-logprobs-mode %q: want %s or %s", f.logprobs, remote.LogprobsRaw, remote.LogprobsProcessed)
+	for _, o := range remote.KindOptions() {
+		if err := o.Check(f.options[o.Name]); err != nil {
+			return fmt.Errorf("--%s %w", o.Flag, err)
+		}
 	}
 	switch f.seed {
 	case "", remote.SeedRequest, remote.SeedNone:
@@ -122,7 +139,8 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 }
 
 // endpoints parses --engine's comma-separated URLs as endpoints of
-// --engine-kind (with --model and --engine-concurrency).
+// --engine-kind (with --model, --engine-concurrency, --engine-seed and the
+// kind's own option flags).
 func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 	var eps []remote.Endpoint
 	for _, u := range strings.Split(s.urls, ",") {
@@ -138,8 +156,15 @@ func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--engine: %w", err)
 		}
-		ep.MaxConcurrent = s.maxConc
-		ep.LogprobsMode, ep.Seed = s.flags.logprobs, s.flags.seed
+		ep.MaxConcurrent, ep.Seed = s.maxConc, s.flags.seed
+		for _, o := range remote.KindOptions() {
+			if v := s.flags.options[o.Name]; o.Kind == ep.Kind && v != "" {
+				if ep.Options == nil {
+					ep.Options = map[string]string{}
+				}
+				ep.Options[o.Name] = v
+			}
+		}
 		eps = append(eps, ep)
 	}
 	if len(eps) == 0 {

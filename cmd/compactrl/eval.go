@@ -172,7 +172,10 @@ func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[str
 		return nil, nil, err
 	}
 	meta["engine"], meta["engine_kind"], meta["model"] = o.engines, o.kind, o.model
-	meta["engine_seed"], meta["engine_logprobs_mode"] = o.engine.seed, o.engine.logprobs
+	meta["engine_seed"] = o.engine.seed
+	for _, opt := range remote.KindOptions() {
+		meta["engine_"+opt.Field] = o.engine.options[opt.Name]
+	}
 	meta["context"], meta["reserve"] = strconv.Itoa(cfg.Context), strconv.Itoa(cfg.Reserve)
 	meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)
 	return a, meta, nil

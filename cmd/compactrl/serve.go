@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -194,29 +196,26 @@ type serveFactory struct {
 }
 
 type serveKey struct {
-	e   serve.Engine
-	cfg agent.Config
+	engine string // serve.Engine's JSON (its options' map sorted)
+	cfg    agent.Config
 }
 
 // maxCachedAgents bounds the agent cache; past it the cache starts over.
 const maxCachedAgents = 64
 
 func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Config) (rollout.Runner, string, error) {
-	key := serveKey{e, cfg}
+	ej, err := json.Marshal(e)
+	if err != nil {
+		return nil, "engine", err
+	}
+	key := serveKey{string(ej), cfg}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if a, ok := f.agents[key]; ok {
 		return a, "", nil
 	}
-	flags := f.flags
-	if e.LogprobsMode != "" {
-		flags.logprobs = e.LogprobsMode
-	}
-	if e.SeedMode != "" {
-		flags.seed = e.SeedMode
-	}
 	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
-		tok: f.tok, seed: f.seed, flags: flags}, f.metrics.WrapSampler)
+		tok: f.tok, seed: f.seed, flags: f.flags.forRequest(e)}, f.metrics.WrapSampler)
 	if err != nil {
 		field := "engine"
 		switch {
@@ -232,6 +231,19 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 	}
 	f.agents[key] = a
 	return a, "", nil
+}
+
+// forRequest is the server's engine flags with a request's engine
+// settings (seed mode, its kind's options) over them; f is not changed.
+func (f engineFlags) forRequest(e serve.Engine) engineFlags {
+	out := f
+	out.options = map[string]string{}
+	maps.Copy(out.options, f.options)
+	maps.Copy(out.options, e.Options)
+	if e.SeedMode != "" {
+		out.seed = e.SeedMode
+	}
+	return out
 }
 
 func (f *serveFactory) HasTask(id string) bool { return f.suite.Has(id) }

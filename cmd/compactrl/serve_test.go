@@ -521,7 +521,7 @@ func TestServeRefusesOffPolicyEngines(t *testing.T) {
 		want       string
 	}{
 		{"vllm raw at T=0.7", serve.Engine{URL: "http://127.0.0.1:9", Kind: "vllm"}, 0.7, 1, "sampling", "--logprobs-mode processed_logprobs"},
-		{"vllm processed at T=0.7", serve.Engine{URL: "http://127.0.0.1:9", Kind: "vllm", LogprobsMode: "processed_logprobs"}, 0.7, 1, "engine", "<|im_end|>"},
+		{"vllm processed at T=0.7", serve.Engine{URL: "http://127.0.0.1:9", Kind: "vllm", Options: map[string]string{"logprobs": "processed_logprobs"}}, 0.7, 1, "engine", "<|im_end|>"},
 		{"sglang top_p", serve.Engine{URL: sglang.URL, Kind: "sglang"}, 1, 0.9, "sampling", "top_p 1"},
 		{"sglang without sampling_seed", serve.Engine{URL: sglang.URL, Kind: "sglang"}, 1, 1, "engine", "--engine-seed none"},
 		{"sglang seed none", serve.Engine{URL: sglang.URL, Kind: "sglang", SeedMode: "none"}, 1, 1, "engine", "no /tokenize"},

@@ -34,7 +34,7 @@
 //   - vLLM: raw log-probs by default (--logprobs-mode raw_logprobs, before
 //     temperature and top-p): accepted only at temperature 1 without a
 //     nucleus. A server started with --logprobs-mode processed_logprobs
-//     (Endpoint.LogprobsMode) reports the processed distribution and may
+//     (the endpoint's OptLogprobs) reports the processed distribution and may
 //     serve any setting.
 //   - SGLang: log softmax(z/T) before its top-p filter: any temperature,
 //     no nucleus (the server must not set SGLANG_RETURN_ORIGINAL_LOGPROB).
@@ -74,11 +74,14 @@
 // can do beyond sampling is an optional interface its engine implements:
 // SamplingChecker (which sampling settings it can record q for: vLLM,
 // SGLang), SeedChecker (whether its server honours seeds: SGLang) and
-// TextCodec (the server tokenizes: llama.cpp, for Tokenizer). ParseEndpoint,
+// TextCodec (the server tokenizes: llama.cpp, for Tokenizer). A setting
+// its servers are started with is a KindOption the kind declares (vLLM's
+// OptLogprobs); the endpoint carries it in Endpoint.Options. ParseEndpoint,
 // Endpoint.Engine, CheckSampling, DialTokenizer, compactrl's --engine-kind
-// and serve's engine.kind all read that registry, so adding a kind is one
-// engine and one registration line, in this package or a new one linked
-// into cmd/compactrl with a blank import:
+// and option flags and serve's engine fields all read that registry, so
+// adding a kind, with its own options, is one engine and one registration
+// line (EngineKind shows one with an option), in this package or a new
+// one linked into cmd/compactrl with a blank import:
 //
 //	func init() {
 //		remote.RegisterKind(remote.EngineKind{Name: "myengine", New: func(e remote.Endpoint, c *http.Client) infer.Sampler {

@@ -2,8 +2,10 @@ package remote
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,24 +25,24 @@ type Endpoint struct {
 	URL           string // base URL, e.g. http://10.0.0.5:8000
 	Model         string // vLLM's model name; unused by the others
 	MaxConcurrent int    // in-flight limit in a Pool; ≤ 0: DefaultMaxConcurrent
-	// LogprobsMode is the log-probability mode the vLLM server was started
-	// with (its --logprobs-mode): LogprobsRaw (vLLM's default, also what ""
-	// means) or LogprobsProcessed. It decides which sampling settings the
-	// endpoint may serve (CheckSampling). Unused by the other kinds.
-	LogprobsMode string
+	// Options are settings of the endpoint's kind (EngineKind.Options, by
+	// KindOption.Name), e.g. vLLM's "logprobs" (OptLogprobs); an absent
+	// one has its default. Only the kind's own options may be set.
+	Options map[string]string
 	// Seed is SeedRequest ("" too: every request carries its seed) or
 	// SeedNone (no seed is sent; the engine draws from its own randomness).
 	Seed string
 }
 
 // ParseEndpoint reads
-// "KIND=URL[,model=NAME][,max=N][,logprobs=MODE][,seed=request|none]", for
-// example "vllm=http://10.0.0.5:8000,model=Qwen/Qwen3-8B,max=64,logprobs=processed_logprobs".
+// "KIND=URL[,model=NAME][,max=N][,seed=request|none][,OPTION=VALUE…]", the
+// OPTIONs being the kind's own (EngineKind.Options), for example
+// "vllm=http://10.0.0.5:8000,model=Qwen/Qwen3-8B,max=64,logprobs=processed_logprobs".
 func ParseEndpoint(spec string) (Endpoint, error) {
 	parts := strings.Split(spec, ",")
 	kind, u, ok := strings.Cut(parts[0], "=")
 	if !ok {
-		return Endpoint{}, fmt.Errorf("endpoint %q: want KIND=URL[,model=NAME][,max=N][,logprobs=MODE][,seed=request|none]", spec)
+		return Endpoint{}, fmt.Errorf("endpoint %q: want KIND=URL[,model=NAME][,max=N][,seed=request|none][,OPTION=VALUE…]", spec)
 	}
 	e := Endpoint{Kind: strings.TrimSpace(kind), URL: strings.TrimSpace(u)}
 	if err := CheckKind(e.Kind); err != nil {
@@ -63,21 +65,55 @@ func ParseEndpoint(spec string) (Endpoint, error) {
 				return Endpoint{}, fmt.Errorf("endpoint %q: max=%q is not a positive integer", spec, v)
 			}
 			e.MaxConcurrent = n
-		case k == "logprobs":
-			if err := checkLogprobsMode(v); err != nil {
-				return Endpoint{}, fmt.Errorf("endpoint %q: %w", spec, err)
-			}
-			e.LogprobsMode = v
 		case k == "seed":
 			if err := checkSeedMode(v); err != nil {
 				return Endpoint{}, fmt.Errorf("endpoint %q: %w", spec, err)
 			}
 			e.Seed = v
 		default:
-			return Endpoint{}, fmt.Errorf("endpoint %q: unknown option %q", spec, k)
+			if e.Options == nil {
+				e.Options = map[string]string{}
+			}
+			e.Options[k] = v
+			if err := e.checkOption(k); err != nil {
+				return Endpoint{}, fmt.Errorf("endpoint %q: %w", spec, err)
+			}
 		}
 	}
 	return e, nil
+}
+
+// checkOption checks e.Options[name]: an option of e's kind (naming the
+// kind that owns it otherwise) with one of its values.
+func (e Endpoint) checkOption(name string) error {
+	k, ok := LookupKind(e.Kind)
+	if !ok {
+		return fmt.Errorf("unknown kind %q", e.Kind)
+	}
+	o, ok := k.option(name)
+	if !ok {
+		if i := slices.IndexFunc(KindOptions(), func(o OwnedOption) bool { return o.Name == name }); i >= 0 {
+			return fmt.Errorf("option %s is a setting of %s engines, not of %s", name, KindOptions()[i].Kind, e.Kind)
+		}
+		return fmt.Errorf("unknown option %q", name)
+	}
+	if err := o.Check(e.Options[name]); err != nil {
+		return fmt.Errorf("%s=%w", name, err)
+	}
+	return nil
+}
+
+// Option is e's value of its kind's option name, the option's default
+// when unset ("" when the kind has no such option).
+func (e Endpoint) Option(name string) string {
+	if v := e.Options[name]; v != "" {
+		return v
+	}
+	k, _ := LookupKind(e.Kind)
+	if o, ok := k.option(name); ok {
+		return o.Default()
+	}
+	return ""
 }
 
 // ParseEndpoints reads several endpoint specs separated by ';' or
@@ -101,15 +137,17 @@ func ParseEndpoints(specs string) ([]Endpoint, error) {
 // Engine returns the single-attempt engine for e. A nil client means a
 // fresh http.Client.
 func (e Endpoint) Engine(client *http.Client) (infer.Sampler, error) {
-	if err := checkLogprobsMode(e.LogprobsMode); err != nil {
-		return nil, fmt.Errorf("endpoint %s: %w", e.URL, err)
-	}
 	if err := checkSeedMode(e.Seed); err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", e.URL, err)
 	}
 	k, ok := LookupKind(e.Kind)
 	if !ok {
 		return nil, fmt.Errorf("endpoint %s: unknown kind %q", e.URL, e.Kind)
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.Options)) {
+		if err := e.checkOption(name); err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", e.URL, err)
+		}
 	}
 	return k.New(e, httpClient(client)), nil
 }

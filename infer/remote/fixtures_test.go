@@ -106,7 +106,7 @@ func TestVLLMRecorded(t *testing.T) {
 		{"vllm_completion_stop", infer.Request{Prompt: qwenPrompt, MaxTokens: 16, Temperature: 1, Stop: []int{151645}, Seed: 77},
 			Endpoint{Kind: KindVLLM}, []int{12095, 13, 151645}, []float64{-0.3125, -1.203125, -0.0078125}, infer.FinishStop},
 		{"vllm_completion_length", infer.Request{Prompt: qwenPrompt, MaxTokens: 2, Temperature: 0.7, TopP: 0.9, Stop: []int{151645}, Seed: 77},
-			Endpoint{Kind: KindVLLM, LogprobsMode: LogprobsProcessed}, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
+			Endpoint{Kind: KindVLLM, Options: map[string]string{OptLogprobs: LogprobsProcessed}}, []int{576, 6722}, []float64{-2.5, -0.75}, infer.FinishLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := replay(t, "/v1/completions", readFixture(t, tc.name+".json"), func(got map[string]any) {

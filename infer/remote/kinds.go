@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,16 +33,58 @@ import (
 // A package outside remote is linked into the command line with a blank
 // import in cmd/compactrl. The CLI's flags, serve's API validation,
 // ParseEndpoint and their error messages all read the registry.
+//
+// A kind whose servers are started with a setting that changes what
+// compactrl may ask of them declares it as a KindOption in the same
+// registration; the engine reads it from Endpoint.Options:
+//
+//	remote.RegisterKind(remote.EngineKind{Name: "myengine",
+//		Options: []remote.KindOption{{Name: "scores", Flag: "engine-scores", Field: "scores",
+//			Values: []string{"raw", "processed"}, Usage: "what the myengine servers' log-probs are"}},
+//		New: func(e remote.Endpoint, c *http.Client) infer.Sampler {
+//			return NewMyEngine(e.URL, e.Model, e.Option("scores"), c)
+//		}})
+//
+// With that line, "myengine=http://h:8000,scores=processed" parses,
+// compactrl eval and serve take --engine-scores, serve's requests take
+// engine.scores, and all three refuse a value outside Values.
 type EngineKind struct {
 	Name string
 	// New returns the single-attempt engine of endpoint e (e.Kind is Name;
-	// e.LogprobsMode and e.Seed are checked). client is shared by every
+	// e.Options and e.Seed are checked). client is shared by every
 	// endpoint of a pool and never nil.
 	New func(e Endpoint, client *http.Client) infer.Sampler
 	// NoTokenizer says why the kind's servers cannot be the agent's remote
 	// tokenizer (its engine is no TextCodec); "": a general reason.
 	NoTokenizer string
+	// Options are the settings this kind's endpoints carry (vLLM's
+	// --logprobs-mode): names unique across every registered kind.
+	Options []KindOption
 }
+
+// KindOption is a setting of one engine kind: how its servers were
+// started, which decides what compactrl may ask of them. The registry
+// turns it into an endpoint spec key (Name=VALUE, ParseEndpoint), a
+// command-line flag (--Flag, default Values[0]) and a field of serve's
+// request (engine.Field), each checked against Values.
+type KindOption struct {
+	Name   string   // ParseEndpoint's key and Endpoint.Options' key
+	Flag   string   // the command line's flag, without "--"
+	Field  string   // serve's request field under "engine"
+	Values []string // the accepted values, the default first
+	Usage  string   // the flag's help text
+}
+
+// Check accepts "" (the default) and the values of Values.
+func (o KindOption) Check(v string) error {
+	if v == "" || slices.Contains(o.Values, v) {
+		return nil
+	}
+	return fmt.Errorf("%q: want %s", v, orList(o.Values))
+}
+
+// Default is the value an endpoint without the option has: Values[0].
+func (o KindOption) Default() string { return o.Values[0] }
 
 // SamplingChecker is an engine that cannot record log q(token), q the
 // distribution it samples from, for every sampling setting: CheckSampling
@@ -74,9 +117,17 @@ var (
 	kinds   = map[string]EngineKind{}
 )
 
+// Keys every endpoint has, which no KindOption may take: ParseEndpoint's
+// and serve's engine fields.
+var (
+	commonSpecKeys  = []string{"model", "max", "seed"}
+	commonFieldKeys = []string{"url", "kind", "model", "seed_mode"}
+)
+
 // RegisterKind makes engine kind k available under k.Name. It panics when
-// the name is empty or taken or New is nil (a programming error, found at
-// start-up).
+// the name is empty or taken, New is nil, or an option is incomplete or
+// takes a name, flag or field another kind's option (or every endpoint)
+// has: programming errors, found at start-up.
 func RegisterKind(k EngineKind) {
 	kindsMu.Lock()
 	defer kindsMu.Unlock()
@@ -86,7 +137,54 @@ func RegisterKind(k EngineKind) {
 	case kinds[k.Name].New != nil:
 		panic("remote: engine kind " + k.Name + " registered twice")
 	}
+	for i, o := range k.Options {
+		if o.Name == "" || o.Flag == "" || o.Field == "" || len(o.Values) == 0 || slices.Contains(o.Values, "") {
+			panic("remote: engine kind " + k.Name + ": an option needs a name, a flag, a field and non-empty values")
+		}
+		if slices.Contains(commonSpecKeys, o.Name) || slices.Contains(commonFieldKeys, o.Field) {
+			panic("remote: engine kind " + k.Name + ": option " + o.Name + " takes a key every endpoint has")
+		}
+		taken := func(p KindOption) bool { return p.Name == o.Name || p.Flag == o.Flag || p.Field == o.Field }
+		if slices.ContainsFunc(k.Options[:i], taken) {
+			panic("remote: engine kind " + k.Name + ": option " + o.Name + " declared twice")
+		}
+		for _, other := range kinds {
+			if slices.ContainsFunc(other.Options, taken) {
+				panic("remote: engine kind " + k.Name + ": option " + o.Name + " collides with kind " + other.Name + "'s")
+			}
+		}
+	}
 	kinds[k.Name] = k
+}
+
+// KindOptions are every registered kind's options, sorted by name, each
+// with the kind that owns it.
+func KindOptions() []OwnedOption {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	var out []OwnedOption
+	for _, k := range kinds {
+		for _, o := range k.Options {
+			out = append(out, OwnedOption{Kind: k.Name, KindOption: o})
+		}
+	}
+	slices.SortFunc(out, func(a, b OwnedOption) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// OwnedOption is a registered KindOption with the kind that declares it.
+type OwnedOption struct {
+	Kind string
+	KindOption
+}
+
+// option is kind's option named name.
+func (k EngineKind) option(name string) (KindOption, bool) {
+	i := slices.IndexFunc(k.Options, func(o KindOption) bool { return o.Name == name })
+	if i < 0 {
+		return KindOption{}, false
+	}
+	return k.Options[i], true
 }
 
 // LookupKind returns the engine kind registered as name.

@@ -97,3 +97,85 @@ func TestRegisterKindAddsAnEngine(t *testing.T) {
 		t.Fatalf("Sample = %+v, %v", c, err)
 	}
 }
+
+// scoringEngine is a kind with an option of its own, added the documented
+// way: the engine reads its option from the endpoint.
+type scoringEngine struct{ scores string }
+
+func (s scoringEngine) Sample(context.Context, infer.Request) (infer.Completion, error) {
+	lp := -0.5
+	if s.scores == "processed" {
+		lp = -0.25
+	}
+	return infer.Completion{Tokens: []int{1}, Logprobs: []float64{lp}, FinishReason: infer.FinishLength}, nil
+}
+
+// registerScoring registers the "scoring" kind for one test.
+func registerScoring(t *testing.T) {
+	RegisterKind(EngineKind{Name: "scoring",
+		Options: []KindOption{{Name: "scores", Flag: "engine-scores", Field: "scores", Values: []string{"raw", "processed"}, Usage: "u"}},
+		New:     func(e Endpoint, _ *http.Client) infer.Sampler { return scoringEngine{e.Option("scores")} }})
+	t.Cleanup(func() {
+		kindsMu.Lock()
+		delete(kinds, "scoring")
+		kindsMu.Unlock()
+	})
+}
+
+// A kind's own option is parsed, checked and handed to its engine (its
+// default when unset), listed with its owner, refused on other kinds, and
+// cannot take another kind's (or every endpoint's) name, flag or field.
+func TestKindOwnsItsOptions(t *testing.T) {
+	registerScoring(t)
+	var got []string
+	for _, o := range KindOptions() {
+		got = append(got, o.Kind+":"+o.Name+":"+o.Flag+":"+o.Field)
+	}
+	if want := []string{"vllm:logprobs:engine-logprobs-mode:logprobs_mode", "scoring:scores:engine-scores:scores"}; !slices.Equal(got, want) {
+		t.Fatalf("KindOptions = %v, want %v", got, want)
+	}
+	for spec, want := range map[string]float64{"scoring=http://s:1,scores=processed": -0.25, "scoring=http://s:1": -0.5} {
+		e, err := ParseEndpoint(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := e.Engine(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := s.Sample(context.Background(), infer.Request{}); c.Logprobs[0] != want {
+			t.Errorf("%s: engine saw log-prob %v, want %v", spec, c.Logprobs[0], want)
+		}
+	}
+	for spec, want := range map[string]string{
+		"scoring=http://s:1,scores=cooked":   `scores="cooked": want raw or processed`,
+		"vllm=http://s:1,scores=raw":         "option scores is a setting of scoring engines, not of vllm",
+		"scoring=http://s:1,logprobs=raw_lp": "option logprobs is a setting of vllm engines, not of scoring",
+	} {
+		if _, err := ParseEndpoint(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want %q", spec, err, want)
+		}
+	}
+	newFn := func(Endpoint, *http.Client) infer.Sampler { return nil }
+	for name, o := range map[string]KindOption{
+		"same name":    {Name: "logprobs", Flag: "f2", Field: "f2", Values: []string{"a"}},
+		"same flag":    {Name: "n2", Flag: "engine-scores", Field: "f2", Values: []string{"a"}},
+		"same field":   {Name: "n2", Flag: "f2", Field: "logprobs_mode", Values: []string{"a"}},
+		"common key":   {Name: "max", Flag: "f2", Field: "f2", Values: []string{"a"}},
+		"common field": {Name: "n2", Flag: "f2", Field: "seed_mode", Values: []string{"a"}},
+		"no values":    {Name: "n2", Flag: "f2", Field: "f2"},
+		"empty value":  {Name: "n2", Flag: "f2", Field: "f2", Values: []string{""}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: registered", name)
+					kindsMu.Lock()
+					delete(kinds, "other")
+					kindsMu.Unlock()
+				}
+			}()
+			RegisterKind(EngineKind{Name: "other", New: newFn, Options: []KindOption{o}})
+		}()
+	}
+}

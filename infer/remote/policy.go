@@ -5,7 +5,8 @@ import (
 	"net/http"
 )
 
-// vLLM's --logprobs-mode values that matter here.
+// vLLM's --logprobs-mode values that matter here: the values of its
+// option OptLogprobs.
 const (
 	// LogprobsRaw is vLLM's default: log softmax(z) of the model's logits,
 	// before temperature, penalties and top-k/top-p.
@@ -20,14 +21,6 @@ const (
 	SeedRequest = "request" // every request carries its seed (the default)
 	SeedNone    = "none"    // no seed is sent
 )
-
-func checkLogprobsMode(m string) error {
-	switch m {
-	case "", LogprobsRaw, LogprobsProcessed:
-		return nil
-	}
-	return fmt.Errorf("logprobs mode %q: want %s or %s", m, LogprobsRaw, LogprobsProcessed)
-}
 
 func checkSeedMode(m string) error {
 	switch m {
@@ -59,7 +52,7 @@ const (
 // configuration; the engines refuse such requests too (ErrInvalidRequest).
 //
 //   - llama.cpp: always (post_sampling_probs; the client fixes the chain).
-//   - vLLM: with LogprobsProcessed always; with raw log-probs (vLLM's
+//   - vLLM: with OptLogprobs LogprobsProcessed always; with raw log-probs (vLLM's
 //     default) only at temperature 1 without a nucleus, where raw and
 //     processed agree (top-k and penalties are always sent neutral).
 //   - SGLang: log softmax(z/T), before its top-p filter: any temperature,
@@ -89,8 +82,8 @@ func (v *VLLM) CheckSampling(temperature, topP float64) error {
 	}
 	return fmt.Errorf("vLLM at %s reports raw log-probs (its default --logprobs-mode %s, computed before temperature and top-p), "+
 		"not those of the distribution it samples from at temperature %v, top_p %v: start vLLM with --logprobs-mode %s "+
-		"and tell compactrl with --engine-logprobs-mode %s (serve: engine.logprobs_mode), or sample at temperature 1, top_p 1",
-		v.url, LogprobsRaw, temperature, topP, LogprobsProcessed, LogprobsProcessed)
+		"and tell compactrl with --%s %s (serve: engine.%s), or sample at temperature 1, top_p 1",
+		v.url, LogprobsRaw, temperature, topP, LogprobsProcessed, vllmLogprobs.Flag, LogprobsProcessed, vllmLogprobs.Field)
 }
 
 // CheckSampling implements SamplingChecker: any temperature, no nucleus.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -468,21 +469,30 @@ func TestBackoff(t *testing.T) {
 
 func TestParseEndpoint(t *testing.T) {
 	e, err := ParseEndpoint("vllm=http://10.0.0.5:8000,model=Qwen/Qwen3-8B,max=64")
-	if err != nil || e != (Endpoint{Kind: KindVLLM, URL: "http://10.0.0.5:8000", Model: "Qwen/Qwen3-8B", MaxConcurrent: 64}) {
+	if err != nil || !reflect.DeepEqual(e, Endpoint{Kind: KindVLLM, URL: "http://10.0.0.5:8000", Model: "Qwen/Qwen3-8B", MaxConcurrent: 64}) {
 		t.Fatalf("%+v %v", e, err)
 	}
 	e, err = ParseEndpoint("vllm=http://x:1,logprobs=processed_logprobs,seed=none")
-	if err != nil || e != (Endpoint{Kind: KindVLLM, URL: "http://x:1", LogprobsMode: LogprobsProcessed, Seed: SeedNone}) {
+	if err != nil || !reflect.DeepEqual(e, Endpoint{Kind: KindVLLM, URL: "http://x:1", Options: map[string]string{OptLogprobs: LogprobsProcessed}, Seed: SeedNone}) {
 		t.Fatalf("%+v %v", e, err)
 	}
-	for _, bad := range []string{"http://x", "tgi=http://x", "vllm=ftp://x", "vllm=http://x,max=0", "vllm=http://x,foo=1", "sglang=http://x,max",
-		"vllm=http://x,logprobs=processed", "sglang=http://x,seed=0"} {
-		if _, err := ParseEndpoint(bad); err == nil {
-			t.Errorf("%q accepted", bad)
+	if e.Option(OptLogprobs) != LogprobsProcessed || (Endpoint{Kind: KindVLLM}).Option(OptLogprobs) != LogprobsRaw {
+		t.Fatalf("Option: %q, default %q", e.Option(OptLogprobs), (Endpoint{Kind: KindVLLM}).Option(OptLogprobs))
+	}
+	for bad, want := range map[string]string{"http://x": "want KIND=URL", "tgi=http://x": "is not llamacpp", "vllm=ftp://x": "not an http(s) URL",
+		"vllm=http://x,max=0": "not a positive integer", "vllm=http://x,foo=1": `unknown option "foo"`, "sglang=http://x,max": "not key=value",
+		"vllm=http://x,logprobs=processed": `logprobs="processed": want raw_logprobs or processed_logprobs`, "sglang=http://x,seed=0": "seed mode",
+		"sglang=http://x,logprobs=processed_logprobs": "option logprobs is a setting of vllm engines, not of sglang"} {
+		if _, err := ParseEndpoint(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err %v, want %q", bad, err, want)
 		}
 	}
+	if _, err := (Endpoint{Kind: KindSGLang, URL: "http://x", Options: map[string]string{OptLogprobs: LogprobsRaw}}).Engine(nil); err == nil ||
+		!strings.Contains(err.Error(), "setting of vllm engines") {
+		t.Errorf("Engine with another kind's option: %v", err)
+	}
 	es, err := ParseEndpoints("llamacpp=http://a:1; sglang=http://b:2,max=3")
-	if err != nil || len(es) != 2 || es[1] != (Endpoint{Kind: KindSGLang, URL: "http://b:2", MaxConcurrent: 3}) {
+	if err != nil || len(es) != 2 || !reflect.DeepEqual(es[1], Endpoint{Kind: KindSGLang, URL: "http://b:2", MaxConcurrent: 3}) {
 		t.Fatalf("ParseEndpoints: %+v %v", es, err)
 	}
 	if _, err := ParseEndpoints(" ; "); err == nil {

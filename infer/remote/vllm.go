@@ -30,10 +30,20 @@ type VLLM struct {
 	NoSeed bool
 }
 
+// OptLogprobs is vLLM's option: the --logprobs-mode its servers were
+// started with, LogprobsRaw (vLLM's default) or LogprobsProcessed. It
+// decides which sampling settings an endpoint may serve (CheckSampling).
+const OptLogprobs = "logprobs"
+
+var vllmLogprobs = KindOption{Name: OptLogprobs, Flag: "engine-logprobs-mode", Field: "logprobs_mode",
+	Values: []string{LogprobsRaw, LogprobsProcessed},
+	Usage: "the --logprobs-mode the vLLM servers run with: " + LogprobsRaw + " (vLLM's default; only temperature 1, top_p 1) or " +
+		LogprobsProcessed + " (any sampling setting)"}
+
 func init() {
-	RegisterKind(EngineKind{Name: KindVLLM, New: func(e Endpoint, c *http.Client) infer.Sampler {
+	RegisterKind(EngineKind{Name: KindVLLM, Options: []KindOption{vllmLogprobs}, New: func(e Endpoint, c *http.Client) infer.Sampler {
 		v := NewVLLM(e.URL, e.Model, c)
-		v.LogprobsMode, v.NoSeed = e.LogprobsMode, e.Seed == SeedNone
+		v.LogprobsMode, v.NoSeed = e.Option(OptLogprobs), e.Seed == SeedNone
 		return v
 	}, NoTokenizer: "vLLM's /tokenize turns special-token text in observations (\"<|im_end|>\") into control ids and cannot be told not to; tokenize locally with the model's tokenizer.json"})
 }
