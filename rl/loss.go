@@ -266,16 +266,6 @@ type ValueStats struct {
 	SqErrSum float64
 }
 
-// Add accumulates o into s.
-func (s *ValueStats) Add(o ValueStats) {
-	s.Tokens += o.Tokens
-	s.Clipped += o.Clipped
-	s.SqErrSum += o.SqErrSum
-}
-
-// ClipFrac is the fraction of tokens whose value gradient the clip removed.
-func (s ValueStats) ClipFrac() float64 { return frac(s.Clipped, s.Tokens) }
-
 // ValueLoss returns the weighted clipped value loss L = Σ_t w_t ℓ_t, with
 // v[t] the critic's value V of tokens[t] and G its Return, and dL/dv[t]:
 //

@@ -109,7 +109,7 @@ func (b *Box) killAll() error {
 	if b.initPID == 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		if _, err := b.c.run(ctx, nil, "kill", "--signal", "KILL", b.id); err != nil {
+		if _, err := b.c.run(ctx, "kill", "--signal", "KILL", b.id); err != nil {
 			return fmt.Errorf("sandbox: kill container %s: %w", b.id, err)
 		}
 		return nil

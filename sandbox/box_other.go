@@ -32,7 +32,7 @@ func procAlive(int) bool { return false }
 func (b *Box) killAll() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := b.c.run(ctx, nil, "kill", "--signal", "KILL", b.id); err != nil {
+	if _, err := b.c.run(ctx, "kill", "--signal", "KILL", b.id); err != nil {
 		return fmt.Errorf("sandbox: kill container %s: %w", b.id, err)
 	}
 	return nil

@@ -122,14 +122,14 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 		p.Down()
 		return nil, nil, err
 	}
-	out, err := c.run(ctx, nil, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name, "--filter", "label=com.docker.compose.service="+MainService)
+	out, err := c.run(ctx, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name, "--filter", "label=com.docker.compose.service="+MainService)
 	ids := strings.Fields(string(out))
 	if err != nil || len(ids) != 1 {
 		p.Down()
 		return nil, nil, fmt.Errorf("compose project %s: the %s service's container not found (%v, %d found)", p.name, MainService, err, len(ids))
 	}
 	b := &Box{c: c, id: ids[0]}
-	if out, err := c.run(ctx, nil, "inspect", "--format", "{{.State.Pid}}", b.id); err == nil {
+	if out, err := c.run(ctx, "inspect", "--format", "{{.State.Pid}}", b.id); err == nil {
 		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &b.initPID)
 		b.initNS = pidNS(b.initPID)
 	}

@@ -65,7 +65,7 @@ func (c Container) Available(ctx context.Context) error {
 	if err := sandboxSupported(); err != nil {
 		return err
 	}
-	if _, err := c.run(ctx, nil, "version", "--format", "{{.Client.Version}}"); err != nil {
+	if _, err := c.run(ctx, "version", "--format", "{{.Client.Version}}"); err != nil {
 		return fmt.Errorf("container engine %s: %w", c.engine(), err)
 	}
 	return nil
@@ -73,10 +73,9 @@ func (c Container) Available(ctx context.Context) error {
 
 // run runs the engine CLI and returns its stdout; a failure carries stderr.
 // Standard output past MaxEngineOutputBytes is an error (ErrOutputCap).
-func (c Container) run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+func (c Container) run(ctx context.Context, args ...string) ([]byte, error) {
 	stdout, stderr := newCapWriter(MaxEngineOutputBytes), newCapWriter(MaxEngineErrorBytes)
 	cmd := exec.CommandContext(ctx, c.engine(), args...)
-	cmd.Stdin = stdin
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
@@ -142,13 +141,13 @@ func (c Container) BuildImage(ctx context.Context, contextDir, repo string, time
 	// the same name must not leave the old build in use.
 	for _, from := range dockerfileFroms(filepath.Join(contextDir, "Dockerfile")) {
 		id := from
-		if out, err := c.run(ctx, nil, "image", "inspect", "--format", "{{.Id}}", from); err == nil {
+		if out, err := c.run(ctx, "image", "inspect", "--format", "{{.Id}}", from); err == nil {
 			id = strings.TrimSpace(string(out))
 		}
 		h = hashStrings(h, from, id)
 	}
 	ref = repo + ":" + h[:16]
-	if _, err := c.run(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
+	if _, err := c.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
 		return ref, true, nil
 	}
 	bctx := ctx
@@ -163,7 +162,7 @@ func (c Container) BuildImage(ctx context.Context, contextDir, repo string, time
 		args = append(args, c.ulimitArgs()...)
 	}
 	args = append(args, contextDir)
-	if _, err := c.run(bctx, nil, args...); err != nil {
+	if _, err := c.run(bctx, args...); err != nil {
 		if bctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
 			return "", false, fmt.Errorf("build %s: %w after %v", contextDir, ErrBuildTimeout, timeout)
 		}
@@ -263,7 +262,7 @@ type ImageConfig struct {
 
 // InspectImage reads ref's configuration.
 func (c Container) InspectImage(ctx context.Context, ref string) (ImageConfig, error) {
-	out, err := c.run(ctx, nil, "image", "inspect", "--format", "{{json .Config}}", ref)
+	out, err := c.run(ctx, "image", "inspect", "--format", "{{json .Config}}", ref)
 	if err != nil {
 		return ImageConfig{}, err
 	}
@@ -390,7 +389,7 @@ func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := c.run(ctx, nil, args...)
+	out, err := c.run(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", classifyCreate(err))
 	}
@@ -402,7 +401,7 @@ func (c Container) Create(ctx context.Context, spec BoxSpec) (*Box, error) {
 		return nil, fmt.Errorf("sandbox: %s run printed no container id", c.Name())
 	}
 	b := &Box{c: c, id: id}
-	if out, err := c.run(ctx, nil, "inspect", "--format", "{{.State.Pid}}", id); err == nil {
+	if out, err := c.run(ctx, "inspect", "--format", "{{.State.Pid}}", id); err == nil {
 		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &b.initPID)
 		b.initNS = pidNS(b.initPID)
 	}
@@ -470,7 +469,7 @@ func (b *Box) CopyIn(ctx context.Context, src, target string) error {
 	if _, code, err := b.Run(ctx, ExecSpec{User: "0", Cmd: []string{"mkdir", "-p", target}}); err != nil || code != 0 {
 		return fmt.Errorf("copy into %s: mkdir -p %s failed (exit %d): %v", b.id[:12], target, code, err)
 	}
-	if _, err := b.c.run(ctx, nil, "cp", src+"/.", b.id+":"+target); err != nil {
+	if _, err := b.c.run(ctx, "cp", src+"/.", b.id+":"+target); err != nil {
 		return fmt.Errorf("copy %s into %s:%s: %w", src, b.id[:12], target, err)
 	}
 	return nil
@@ -490,7 +489,7 @@ func (b *Box) Remove() error {
 	if b.c.Name() == "podman" {
 		args = []string{"rm", "-f", "-t", "0", b.id} // podman's waits 10 s for SIGTERM unless told not to
 	}
-	_, err := b.c.run(ctx, nil, args...)
+	_, err := b.c.run(ctx, args...)
 	if err == nil {
 		return nil
 	}
@@ -503,7 +502,7 @@ func (b *Box) Remove() error {
 	case <-ctx.Done():
 		return fmt.Errorf("sandbox: %w", err)
 	}
-	_, err2 := b.c.run(ctx, nil, args...)
+	_, err2 := b.c.run(ctx, args...)
 	if err2 == nil || noSuchContainer(err2) {
 		return nil
 	}
@@ -559,7 +558,7 @@ func (l *boxLauncher) kill(cmd *exec.Cmd) error {
 		// The host cannot see the container's processes (a VM-backed
 		// engine): restarting the container is the only way to kill them.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_, err = l.box.c.run(ctx, nil, "restart", "-t", "0", l.box.id)
+		_, err = l.box.c.run(ctx, "restart", "-t", "0", l.box.id)
 		cancel()
 	}
 	if cmd.Process != nil {
@@ -817,7 +816,7 @@ func exitCode(err error) int {
 
 // ContainerExists reports whether the engine still knows container id.
 func (c Container) ContainerExists(ctx context.Context, id string) bool {
-	_, err := c.run(ctx, nil, "container", "inspect", "--format", "{{.Id}}", id)
+	_, err := c.run(ctx, "container", "inspect", "--format", "{{.Id}}", id)
 	return err == nil
 }
 
@@ -828,7 +827,7 @@ func (c Container) ContainerExists(ctx context.Context, id string) bool {
 func (c Container) ReapContainers(ctx context.Context, dirs []string) ([]string, error) {
 	var removed []string
 	for _, d := range dirs {
-		out, err := c.run(ctx, nil, "ps", "-aq", "--filter", "label="+RunLabel+"="+d)
+		out, err := c.run(ctx, "ps", "-aq", "--filter", "label="+RunLabel+"="+d)
 		if err != nil {
 			return removed, fmt.Errorf("reap containers of %s: %w", d, err)
 		}
@@ -840,12 +839,12 @@ func (c Container) ReapContainers(ctx context.Context, dirs []string) ([]string,
 			removed = append(removed, id)
 		}
 		// A compose project's network (ComposeUp labels it too).
-		out, err = c.run(ctx, nil, "network", "ls", "-q", "--filter", "label="+RunLabel+"="+d)
+		out, err = c.run(ctx, "network", "ls", "-q", "--filter", "label="+RunLabel+"="+d)
 		if err != nil {
 			return removed, fmt.Errorf("reap networks of %s: %w", d, err)
 		}
 		for _, id := range strings.Fields(string(out)) {
-			if _, err := c.run(ctx, nil, "network", "rm", id); err != nil {
+			if _, err := c.run(ctx, "network", "rm", id); err != nil {
 				return removed, fmt.Errorf("reap network %s of %s: %w", id, d, err)
 			}
 		}

@@ -51,7 +51,7 @@ func (c Container) StorageSupport(ctx context.Context) (StorageSupport, error) {
 // DriverStatus and DockerRootDir.
 func (c Container) readStorage(ctx context.Context) (StorageSupport, error) {
 	if c.Name() == "podman" {
-		out, err := c.run(ctx, nil, "info", "--format", "json")
+		out, err := c.run(ctx, "info", "--format", "json")
 		if err != nil {
 			return StorageSupport{}, err
 		}
@@ -67,7 +67,7 @@ func (c Container) readStorage(ctx context.Context) (StorageSupport, error) {
 		}
 		return StorageSupport{Driver: info.Store.GraphDriverName, BackingFS: info.Store.GraphStatus["Backing Filesystem"], Root: info.Store.GraphRoot}, nil
 	}
-	out, err := c.run(ctx, nil, "info", "--format", "{{json .}}")
+	out, err := c.run(ctx, "info", "--format", "{{json .}}")
 	if err != nil {
 		return StorageSupport{}, err
 	}

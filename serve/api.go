@@ -195,23 +195,9 @@ type ErrorBody struct {
 	Field string `json:"field,omitempty"`
 }
 
-// maxBody bounds a request body (the request is small; the response is not).
-const maxBody = 1 << 20
-
-// DecodeRequest reads one JSON request. Unknown fields, trailing data,
-// wrong types and a missing or malformed required field are *field.Error.
-func DecodeRequest(r io.Reader) (Request, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxBody+1))
-	if err != nil {
-		return Request{}, field.Errorf("", "read body: %v", err)
-	}
-	if len(b) > maxBody {
-		return Request{}, field.Errorf("", "body larger than %d bytes", maxBody)
-	}
-	return decodeRequest(b)
-}
-
-// decodeRequest decodes a request body already read whole.
+// decodeRequest decodes one JSON request body (read whole, within
+// Config.MaxBodyBytes). Unknown fields, trailing data, wrong types and a
+// missing or malformed required field are *field.Error.
 func decodeRequest(b []byte) (Request, error) {
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -3,7 +3,7 @@
 // the agent loop against the trainer's own inference engine and answers
 // with the episode's segments, token-exact, in slime's layout.
 //
-// Data flow: POST /v1/rollouts → DecodeRequest and Validate (400 with a
+// Data flow: POST /v1/rollouts → decodeRequest and Validate (400 with a
 // JSON error naming the field) → admission (at most MaxInFlight episodes
 // run, at most MaxQueue wait for a slot; past that 429 with Retry-After) →
 // Factory.Runner builds (or reuses) the agent loop for the named engine

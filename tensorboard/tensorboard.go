@@ -71,9 +71,6 @@ func Create(dir string, now time.Time, host string) (*Writer, error) {
 	return w, nil
 }
 
-// Path is the event file's path.
-func (w *Writer) Path() string { return w.path }
-
 // Scalars appends one event at step with a simple_value for every finite
 // entry of values (tags in sorted order; NaN and ±Inf are left out, as gaps)
 // and syncs the file, so a killed run loses no written step.

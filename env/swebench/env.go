@@ -576,10 +576,7 @@ func (l *localBackend) runTests(ctx context.Context, sess sandbox.Session, rep R
 	var refused string
 	run := func(ids []string, into map[string]bool) error {
 		for _, id := range ids {
-			tc, err := TestCommand(&e.inst, app, id, hasPytest)
-			if err != nil {
-				return err
-			}
+			tc := TestCommand(&e.inst, app, id, hasPytest)
 			// A test run executes the patched code, which can write such a
 			// module for the next run: checked before each.
 			if refused == "" {
@@ -647,13 +644,13 @@ type TestCmd struct {
 // "--- PASS: TestX" is printed; otherwise Python: `python3 -m pytest` for
 // ids with "::" or ".py" when pytest is available, else
 // `python3 -m unittest -v` with "a/b.py::C::m" rewritten to "a.b.C.m".
-func TestCommand(inst *Instance, root, id string, hasPytest bool) (TestCmd, error) {
+func TestCommand(inst *Instance, root, id string, hasPytest bool) TestCmd {
 	q := sandbox.ShellQuote(id)
 	if inst.TestCmd != "" {
 		if strings.Contains(inst.TestCmd, "{test}") {
-			return TestCmd{Cmd: strings.ReplaceAll(inst.TestCmd, "{test}", q)}, nil
+			return TestCmd{Cmd: strings.ReplaceAll(inst.TestCmd, "{test}", q)}
 		}
-		return TestCmd{Cmd: inst.TestCmd + " " + q}, nil
+		return TestCmd{Cmd: inst.TestCmd + " " + q}
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
 		pkg, name := "./...", id
@@ -668,11 +665,11 @@ func TestCommand(inst *Instance, root, id string, hasPytest bool) (TestCmd, erro
 		return TestCmd{
 			Cmd:         fmt.Sprintf("go test -count=1 -v -run %s %s 2>&1", sandbox.ShellQuote(strings.Join(pat, "/")), sandbox.ShellQuote(pkg)),
 			MustContain: "--- PASS: " + name + " ",
-		}, nil
+		}
 	}
 	pytestStyle := strings.Contains(id, "::") || strings.Contains(id, ".py")
 	if pytestStyle && hasPytest {
-		return TestCmd{Cmd: "python3 -m pytest -q -p no:cacheprovider " + q + " 2>&1"}, nil
+		return TestCmd{Cmd: "python3 -m pytest -q -p no:cacheprovider " + q + " 2>&1"}
 	}
 	if pytestStyle {
 		mod := strings.ReplaceAll(id, "::", ".")
@@ -681,7 +678,7 @@ func TestCommand(inst *Instance, root, id string, hasPytest bool) (TestCmd, erro
 		mod = strings.ReplaceAll(mod, "/", ".")
 		q = sandbox.ShellQuote(mod)
 	}
-	return TestCmd{Cmd: "python3 -m unittest -v " + q + " 2>&1"}, nil
+	return TestCmd{Cmd: "python3 -m unittest -v " + q + " 2>&1"}
 }
 
 // OracleReply submits the instance's gold patch.

@@ -35,10 +35,6 @@ var parsers = map[string]LogParser{
 	"parse_log_matplotlib":     parseMatplotlib,
 }
 
-// Parser is the log parser named name (e.g. "parse_log_django"), nil if
-// there is none.
-func Parser(name string) LogParser { return parsers[name] }
-
 // RepoParser is the harness's log parser for repo, nil for a repository
 // it does not know.
 func RepoParser(repo string) LogParser { return parsers[ParserName(repo)] }
