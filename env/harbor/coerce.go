@@ -15,6 +15,9 @@ import (
 type decoder struct {
 	file     string
 	warnings []string
+	// declared, when set, is told each table's path and declared keys as
+	// the table is decoded (tests reach every declared key through it).
+	declared func(path string, names []string)
 }
 
 // fieldError is an invalid value in task.toml.
@@ -46,11 +49,88 @@ func (d *decoder) table(path string, v any) (map[string]any, error) {
 	return m, nil
 }
 
-// extras warns about each key of m that is not in known.
-func (d *decoder) extras(path string, m map[string]any, known ...string) {
+// key is one key of a task.toml table: its name and how its value is
+// decoded into the config (set gets the key's dotted path). A key with a
+// nil set is decoded by its table's own code; need, when not "", makes
+// the key required, its absence an error saying need.
+type key struct {
+	name string
+	set  func(path string, v any) error
+	need string
+}
+
+// required makes k's absence an error.
+func (k key) required() key { return k.requiredAs("required") }
+
+// requiredAs makes k's absence an error saying msg.
+func (k key) requiredAs(msg string) key {
+	k.need = msg
+	return k
+}
+
+// field declares a key whose value dec decodes into *dst.
+func field[T any](name string, dst *T, dec func(string, any) (T, error)) key {
+	return key{name: name, set: func(path string, v any) error {
+		var err error
+		*dst, err = dec(path, v)
+		return err
+	}}
+}
+
+// fieldRef declares an optional sub-table (or value) whose decoded value
+// *dst points to; *dst stays nil when the key is absent or invalid.
+func fieldRef[T any](name string, dst **T, dec func(string, any) (T, error)) key {
+	return key{name: name, set: func(path string, v any) error {
+		x, err := dec(path, v)
+		if err != nil {
+			return err
+		}
+		*dst = &x
+		return nil
+	}}
+}
+
+// listOf decodes an array whose elements dec decodes (an empty array is
+// an empty, non-nil slice).
+func listOf[T any](d *decoder, dec func(string, any) (T, error)) func(string, any) ([]T, error) {
+	return func(path string, v any) ([]T, error) {
+		l, err := d.list(path, v)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]T, 0, len(l))
+		for i, x := range l {
+			y, err := dec(index(path, i), x)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, y)
+		}
+		return out, nil
+	}
+}
+
+// keys decodes table t at path by its declared keys ks: it warns about
+// each key of t that ks does not declare, then decodes t's keys in the
+// order ks declares them, stopping at the first error.
+func (d *decoder) keys(path string, t map[string]any, ks ...key) error {
+	d.undeclared(path, t, ks)
+	return d.decode(path, t, ks)
+}
+
+// undeclared warns about each key of m that ks does not declare
+// (pydantic ignores extra keys; compactrl says so).
+func (d *decoder) undeclared(path string, m map[string]any, ks []key) {
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = k.name
+	}
+	if d.declared != nil {
+		d.declared(path, names)
+	}
 	var unknown []string
 	for k := range m {
-		if !contains(known, k) {
+		if !contains(names, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -58,6 +138,23 @@ func (d *decoder) extras(path string, m map[string]any, known ...string) {
 	for _, k := range unknown {
 		d.warnings = append(d.warnings, fmt.Sprintf("%s: unknown key %s (Harbor's task model has no such field; ignored)", d.file, join(path, k)))
 	}
+}
+
+// decode runs, in declared order, the set of each key of ks that t holds;
+// a required key t lacks is an error where it is declared.
+func (d *decoder) decode(path string, t map[string]any, ks []key) error {
+	for _, k := range ks {
+		v, ok := t[k.name]
+		switch {
+		case ok && k.set != nil:
+			if err := k.set(join(path, k.name), v); err != nil {
+				return err
+			}
+		case !ok && k.need != "":
+			return d.errf(join(path, k.name), "%s", k.need)
+		}
+	}
+	return nil
 }
 
 func contains(list []string, s string) bool {
@@ -221,6 +318,20 @@ func (d *decoder) strMap(path string, v any) (map[string]string, error) {
 	return out, nil
 }
 
+// nonEmpty is a str field that must not be "".
+func (d *decoder) nonEmpty(path string, v any) (string, error) {
+	s, err := d.str(path, v)
+	if err == nil && s == "" {
+		err = d.errf(path, "must not be empty")
+	}
+	return s, err
+}
+
+// oneOf is a Literal[...] field of the allowed strings.
+func (d *decoder) oneOf(allowed ...string) func(string, any) (string, error) {
+	return func(path string, v any) (string, error) { return d.enum(path, v, allowed...) }
+}
+
 func (d *decoder) enum(path string, v any, allowed ...string) (string, error) {
 	s, err := d.str(path, v)
 	if err != nil {
@@ -257,6 +368,35 @@ func (d *decoder) duration(path string, v float64, positive bool) error {
 		return d.errf(path, "%v seconds exceeds compactrl's limit of %d (7 days)", v, MaxTimeoutSec)
 	}
 	return nil
+}
+
+// seconds is a duration in seconds: a float in [0, MaxTimeoutSec].
+func (d *decoder) seconds(path string, v any) (float64, error) {
+	f, err := d.float(path, v)
+	if err == nil {
+		err = d.duration(path, f, false)
+	}
+	return f, err
+}
+
+// positiveSeconds is a duration in seconds in (0, MaxTimeoutSec].
+func (d *decoder) positiveSeconds(path string, v any) (float64, error) {
+	f, err := d.float(path, v)
+	if err == nil {
+		err = d.duration(path, f, true)
+	}
+	return f, err
+}
+
+// boundedInt is an int field in [0, max]; what names the limit in errors.
+func (d *decoder) boundedInt(max float64, what string) func(string, any) (int64, error) {
+	return func(path string, v any) (int64, error) {
+		n, err := d.integer(path, v)
+		if err == nil {
+			err = d.bounded(path, float64(n), max, what)
+		}
+		return n, err
+	}
 }
 
 // bounded checks 0 ≤ v ≤ max.

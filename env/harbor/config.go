@@ -184,93 +184,28 @@ func (d *decoder) parseConfig(m map[string]any) (Config, error) {
 	c.Verifier = defaultVerifier()
 	c.Environment = defaultEnvironment()
 	c.Solution.Env = map[string]string{}
-	d.extras("", m, "schema_version", "version", "task", "metadata", "verifier", "agent", "environment",
-		"solution", "source", "multi_step_reward_strategy", "steps", "artifacts")
-	var err error
-	if v, ok := m["schema_version"]; ok {
-		if c.SchemaVersion, err = d.str("schema_version", v); err != nil {
-			return c, err
-		}
-	} else if v, ok := m["version"]; ok {
-		if c.SchemaVersion, err = d.str("version", v); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["task"]; ok {
-		p, err := d.packageInfo("task", v)
-		if err != nil {
-			return c, err
-		}
-		c.Task = &p
-	}
-	if v, ok := m["metadata"]; ok {
-		if c.Metadata, err = d.table("metadata", v); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["verifier"]; ok {
-		if c.Verifier, err = d.verifier("verifier", v); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["agent"]; ok {
-		if c.Agent, err = d.agent("agent", v); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["environment"]; ok {
-		if c.Environment, err = d.environment("environment", v); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["solution"]; ok {
-		t, err := d.table("solution", v)
-		if err != nil {
-			return c, err
-		}
-		d.extras("solution", t, "env")
-		if e, ok := t["env"]; ok {
-			if c.Solution.Env, err = d.strMap("solution.env", e); err != nil {
-				return c, err
+	err := d.keys("", m,
+		field("schema_version", &c.SchemaVersion, d.str),
+		key{name: "version", set: func(p string, v any) error {
+			if _, ok := m["schema_version"]; ok {
+				return nil // the legacy name yields to schema_version
 			}
-		}
-	}
-	if v, ok := m["source"]; ok {
-		if c.Source, err = d.str("source", v); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["multi_step_reward_strategy"]; ok {
-		if c.MultiStepRewardStrategy, err = d.enum("multi_step_reward_strategy", v, "mean", "final"); err != nil {
-			return c, err
-		}
-	}
-	if v, ok := m["steps"]; ok {
-		l, err := d.list("steps", v)
-		if err != nil {
-			return c, err
-		}
-		c.Steps = []StepConfig{}
-		seen := map[string]bool{}
-		for i, x := range l {
-			s, err := d.step(index("steps", i), x)
-			if err != nil {
-				return c, err
-			}
-			key := cases.Fold().String(norm.NFC.String(s.Name))
-			if seen[key] {
-				return c, d.errf(index("steps", i)+".name", "step names must be unique, including case and Unicode normalization variants: %q", s.Name)
-			}
-			seen[key] = true
-			c.Steps = append(c.Steps, s)
-		}
-	}
-	if v, ok := m["artifacts"]; ok {
-		if c.Artifacts, err = d.artifacts("artifacts", v); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+			var err error
+			c.SchemaVersion, err = d.str(p, v)
+			return err
+		}},
+		fieldRef("task", &c.Task, d.packageInfo),
+		field("metadata", &c.Metadata, d.table),
+		field("verifier", &c.Verifier, d.verifier),
+		field("agent", &c.Agent, d.agent),
+		field("environment", &c.Environment, d.environment),
+		field("solution", &c.Solution, d.solution),
+		field("source", &c.Source, d.str),
+		field("multi_step_reward_strategy", &c.MultiStepRewardStrategy, d.oneOf("mean", "final")),
+		field("steps", &c.Steps, d.steps),
+		field("artifacts", &c.Artifacts, d.artifacts),
+	)
+	return c, err
 }
 
 func defaultVerifier() VerifierConfig {
@@ -282,94 +217,56 @@ func defaultEnvironment() EnvironmentConfig {
 }
 
 func (d *decoder) packageInfo(p string, v any) (PackageInfo, error) {
-	var pi PackageInfo
+	pi := PackageInfo{Authors: []Author{}, Keywords: []string{}}
 	t, err := d.table(p, v)
 	if err != nil {
 		return pi, err
 	}
-	d.extras(p, t, "name", "version", "description", "authors", "keywords")
-	n, ok := t["name"]
-	if !ok {
-		return pi, d.errf(join(p, "name"), "required (org/name)")
-	}
-	if pi.Name, err = d.str(join(p, "name"), n); err != nil {
-		return pi, err
-	}
-	if !orgNamePattern.MatchString(pi.Name) || strings.Contains(pi.Name, "..") {
-		return pi, d.errf(join(p, "name"), "%q: want org/name (letters, digits, '.', '_', '-'; not starting with '.', no '..')", pi.Name)
-	}
-	if x, ok := t["version"]; ok {
-		if pi.Version, err = d.str(join(p, "version"), x); err != nil {
-			return pi, err
-		}
-		if pi.Version == "" {
-			return pi, d.errf(join(p, "version"), "must not be empty")
-		}
-	}
-	if x, ok := t["description"]; ok {
-		if pi.Description, err = d.str(join(p, "description"), x); err != nil {
-			return pi, err
-		}
-	}
-	pi.Authors = []Author{}
-	if x, ok := t["authors"]; ok {
-		l, err := d.list(join(p, "authors"), x)
-		if err != nil {
-			return pi, err
-		}
-		for i, a := range l {
-			ap := index(join(p, "authors"), i)
-			at, err := d.table(ap, a)
-			if err != nil {
-				return pi, err
-			}
-			d.extras(ap, at, "name", "email")
-			var au Author
-			n, ok := at["name"]
-			if !ok {
-				return pi, d.errf(join(ap, "name"), "required")
-			}
-			if au.Name, err = d.str(join(ap, "name"), n); err != nil {
-				return pi, err
-			}
-			if e, ok := at["email"]; ok {
-				if au.Email, err = d.str(join(ap, "email"), e); err != nil {
-					return pi, err
-				}
-			}
-			pi.Authors = append(pi.Authors, au)
-		}
-	}
-	pi.Keywords = []string{}
-	if x, ok := t["keywords"]; ok {
-		if pi.Keywords, err = d.strList(join(p, "keywords"), x); err != nil {
-			return pi, err
-		}
-	}
-	return pi, nil
+	err = d.keys(p, t,
+		field("name", &pi.Name, d.orgName).requiredAs("required (org/name)"),
+		field("version", &pi.Version, d.nonEmpty),
+		field("description", &pi.Description, d.str),
+		field("authors", &pi.Authors, listOf(d, d.author)),
+		field("keywords", &pi.Keywords, d.strList),
+	)
+	return pi, err
 }
 
-// phaseNetwork reads an [agent]/[verifier] network override.
-func (d *decoder) phaseNetwork(p string, t map[string]any) (NetworkMode, []string, error) {
-	var mode NetworkMode
-	var hosts []string
-	if v, ok := t["network_mode"]; ok {
-		s, err := d.enum(join(p, "network_mode"), v, string(NetworkNone), string(NetworkPublic), string(NetworkAllowlist))
-		if err != nil {
-			return "", nil, err
-		}
-		mode = NetworkMode(s)
+// orgName is [task] name: org/name.
+func (d *decoder) orgName(p string, v any) (string, error) {
+	s, err := d.str(p, v)
+	if err == nil && (!orgNamePattern.MatchString(s) || strings.Contains(s, "..")) {
+		err = d.errf(p, "%q: want org/name (letters, digits, '.', '_', '-'; not starting with '.', no '..')", s)
 	}
-	if v, ok := t["allowed_hosts"]; ok {
-		var err error
-		if hosts, err = d.allowedHosts(join(p, "allowed_hosts"), v); err != nil {
-			return "", nil, err
-		}
+	return s, err
+}
+
+func (d *decoder) author(p string, v any) (Author, error) {
+	var a Author
+	t, err := d.table(p, v)
+	if err != nil {
+		return a, err
 	}
+	err = d.keys(p, t,
+		field("name", &a.Name, d.str).required(),
+		field("email", &a.Email, d.str),
+	)
+	return a, err
+}
+
+// networkMode is a network_mode value.
+func (d *decoder) networkMode(p string, v any) (NetworkMode, error) {
+	s, err := d.enum(p, v, string(NetworkNone), string(NetworkPublic), string(NetworkAllowlist))
+	return NetworkMode(s), err
+}
+
+// phaseNetwork checks an [agent]/[verifier] network override: hosts only
+// with the allowlist mode.
+func (d *decoder) phaseNetwork(p string, mode NetworkMode, hosts []string) error {
 	if mode == "" && hosts != nil || mode != "" && mode != NetworkAllowlist && len(hosts) > 0 {
-		return "", nil, d.errf(join(p, "allowed_hosts"), "only valid with network_mode = \"allowlist\"")
+		return d.errf(join(p, "allowed_hosts"), "only valid with network_mode = \"allowlist\"")
 	}
-	return mode, hosts, nil
+	return nil
 }
 
 func (d *decoder) agent(p string, v any) (AgentConfig, error) {
@@ -378,22 +275,15 @@ func (d *decoder) agent(p string, v any) (AgentConfig, error) {
 	if err != nil {
 		return a, err
 	}
-	d.extras(p, t, "timeout_sec", "user", "network_mode", "allowed_hosts")
-	if x, ok := t["timeout_sec"]; ok {
-		if a.TimeoutSec, err = d.float(join(p, "timeout_sec"), x); err != nil {
-			return a, err
-		}
-		if err := d.duration(join(p, "timeout_sec"), a.TimeoutSec, true); err != nil {
-			return a, err
-		}
+	if err := d.keys(p, t,
+		field("timeout_sec", &a.TimeoutSec, d.positiveSeconds),
+		field("user", &a.User, d.user),
+		field("network_mode", &a.Network, d.networkMode),
+		field("allowed_hosts", &a.AllowedHosts, d.allowedHosts),
+	); err != nil {
+		return a, err
 	}
-	if x, ok := t["user"]; ok {
-		if a.User, err = d.user(join(p, "user"), x); err != nil {
-			return a, err
-		}
-	}
-	a.Network, a.AllowedHosts, err = d.phaseNetwork(p, t)
-	return a, err
+	return a, d.phaseNetwork(p, a.Network, a.AllowedHosts)
 }
 
 func (d *decoder) verifier(p string, v any) (VerifierConfig, error) {
@@ -402,52 +292,19 @@ func (d *decoder) verifier(p string, v any) (VerifierConfig, error) {
 	if err != nil {
 		return vc, err
 	}
-	d.extras(p, t, "timeout_sec", "env", "user", "network_mode", "allowed_hosts", "environment_mode", "environment", "collect")
-	if x, ok := t["timeout_sec"]; ok {
-		if vc.TimeoutSec, err = d.float(join(p, "timeout_sec"), x); err != nil {
-			return vc, err
-		}
-	}
-	if err := d.duration(join(p, "timeout_sec"), vc.TimeoutSec, true); err != nil {
+	if err := d.keys(p, t,
+		field("timeout_sec", &vc.TimeoutSec, d.positiveSeconds),
+		field("env", &vc.Env, d.strMap),
+		field("user", &vc.User, d.user),
+		field("environment_mode", &vc.EnvironmentMode, d.oneOf("shared", "separate")),
+		fieldRef("environment", &vc.Environment, d.environment),
+		field("collect", &vc.Collect, listOf(d, d.collect)),
+		field("network_mode", &vc.Network, d.networkMode),
+		field("allowed_hosts", &vc.AllowedHosts, d.allowedHosts),
+	); err != nil {
 		return vc, err
 	}
-	if x, ok := t["env"]; ok {
-		if vc.Env, err = d.strMap(join(p, "env"), x); err != nil {
-			return vc, err
-		}
-	}
-	if x, ok := t["user"]; ok {
-		if vc.User, err = d.user(join(p, "user"), x); err != nil {
-			return vc, err
-		}
-	}
-	if x, ok := t["environment_mode"]; ok {
-		if vc.EnvironmentMode, err = d.enum(join(p, "environment_mode"), x, "shared", "separate"); err != nil {
-			return vc, err
-		}
-	}
-	if x, ok := t["environment"]; ok {
-		e, err := d.environment(join(p, "environment"), x)
-		if err != nil {
-			return vc, err
-		}
-		vc.Environment = &e
-	}
-	if x, ok := t["collect"]; ok {
-		l, err := d.list(join(p, "collect"), x)
-		if err != nil {
-			return vc, err
-		}
-		vc.Collect = []CollectConfig{}
-		for i, y := range l {
-			cc, err := d.collect(index(join(p, "collect"), i), y)
-			if err != nil {
-				return vc, err
-			}
-			vc.Collect = append(vc.Collect, cc)
-		}
-	}
-	if vc.Network, vc.AllowedHosts, err = d.phaseNetwork(p, t); err != nil {
+	if err := d.phaseNetwork(p, vc.Network, vc.AllowedHosts); err != nil {
 		return vc, err
 	}
 	if vc.EnvironmentMode == "shared" && vc.Environment != nil {
@@ -462,33 +319,23 @@ func (d *decoder) collect(p string, v any) (CollectConfig, error) {
 	if err != nil {
 		return cc, err
 	}
-	d.extras(p, t, "command", "service", "timeout_sec", "user")
-	x, ok := t["command"]
-	if !ok {
-		return cc, d.errf(join(p, "command"), "required")
+	err = d.keys(p, t,
+		field("command", &cc.Command, d.str).required(),
+		field("service", &cc.Service, d.serviceName),
+		field("timeout_sec", &cc.TimeoutSec, d.seconds),
+		field("user", &cc.User, d.user),
+	)
+	return cc, err
+}
+
+func (d *decoder) solution(p string, v any) (SolutionConfig, error) {
+	s := SolutionConfig{Env: map[string]string{}}
+	t, err := d.table(p, v)
+	if err != nil {
+		return s, err
 	}
-	if cc.Command, err = d.str(join(p, "command"), x); err != nil {
-		return cc, err
-	}
-	if x, ok := t["service"]; ok {
-		if cc.Service, err = d.serviceName(join(p, "service"), x); err != nil {
-			return cc, err
-		}
-	}
-	if x, ok := t["timeout_sec"]; ok {
-		if cc.TimeoutSec, err = d.float(join(p, "timeout_sec"), x); err != nil {
-			return cc, err
-		}
-	}
-	if err := d.duration(join(p, "timeout_sec"), cc.TimeoutSec, false); err != nil {
-		return cc, err
-	}
-	if x, ok := t["user"]; ok {
-		if cc.User, err = d.user(join(p, "user"), x); err != nil {
-			return cc, err
-		}
-	}
-	return cc, nil
+	err = d.keys(p, t, field("env", &s.Env, d.strMap))
+	return s, err
 }
 
 // serviceName is a Docker Compose service name (trimmed).
@@ -553,10 +400,57 @@ func (d *decoder) environment(p string, v any) (EnvironmentConfig, error) {
 	if err != nil {
 		return e, err
 	}
-	d.extras(p, t, "build_timeout_sec", "docker_image", "os", "cpus", "memory_mb", "storage_mb", "gpus", "gpu_types",
-		"tpu", "mcp_servers", "env", "skills_dir", "healthcheck", "workdir", "network_mode", "allowed_hosts",
-		"allow_internet", "memory", "storage")
-	// Harbor's migration of the deprecated fields, before validation.
+	var allowInternet *bool
+	ks := []key{
+		field("build_timeout_sec", &e.BuildTimeoutSec, d.seconds),
+		field("docker_image", &e.DockerImage, d.str),
+		field("os", &e.OS, d.osName),
+		field("cpus", &e.CPUs, d.cpus),
+		field("memory_mb", &e.MemoryMB, d.boundedInt(MaxMemoryMB, "1 TiB")),
+		field("storage_mb", &e.StorageMB, d.boundedInt(MaxMemoryMB, "1 TiB")),
+		field("gpus", &e.GPUs, d.boundedInt(MaxGPUs, "GPUs")),
+		field("gpu_types", &e.GPUTypes, d.strList),
+		fieldRef("tpu", &e.TPU, d.tpu),
+		field("mcp_servers", &e.MCPServers, d.mcpServers),
+		field("env", &e.Env, d.strMap),
+		field("skills_dir", &e.SkillsDir, d.str),
+		fieldRef("healthcheck", &e.Healthcheck, d.healthcheck),
+		field("workdir", &e.Workdir, d.str),
+		fieldRef("allow_internet", &allowInternet, d.boolean),
+		field("network_mode", &e.Network, d.networkMode),
+		field("allowed_hosts", &e.AllowedHosts, d.allowedHosts),
+		{name: "memory"}, // legacy sizes: migrateLegacy moves them to *_mb
+		{name: "storage"},
+	}
+	// Harbor migrates the deprecated fields after the unknown-key
+	// warnings and before any field is validated.
+	d.undeclared(p, t, ks)
+	if t, err = d.migrateLegacy(p, t); err != nil {
+		return e, err
+	}
+	if err := d.decode(p, t, ks); err != nil {
+		return e, err
+	}
+	if e.Network != NetworkAllowlist && len(e.AllowedHosts) > 0 {
+		return e, d.errf(join(p, "allowed_hosts"), "only valid with network_mode = \"allowlist\"")
+	}
+	// The deprecated allow_internet sets the mode unless the table sets
+	// network_mode or allowed_hosts itself.
+	if _, modeSet := t["network_mode"]; allowInternet != nil && !modeSet && e.AllowedHosts == nil {
+		e.Network = NetworkNone
+		if *allowInternet {
+			e.Network = NetworkPublic
+		}
+	}
+	e.AllowInternet = e.Network == NetworkPublic
+	return e, nil
+}
+
+// migrateLegacy is Harbor's migration of [environment]'s deprecated
+// fields before validation: it warns about allow_internet, memory and
+// storage, and returns a copy of t with a string memory/storage size
+// moved to memory_mb/storage_mb (a conflicting *_mb is an error).
+func (d *decoder) migrateLegacy(p string, t map[string]any) (map[string]any, error) {
 	t2 := make(map[string]any, len(t))
 	for k, x := range t {
 		t2[k] = x
@@ -578,152 +472,43 @@ func (d *decoder) environment(p string, v any) (EnvironmentConfig, error) {
 		}
 		mb, err := sizeToMB(s)
 		if err != nil {
-			return e, d.errf(join(p, legacy), "%v", err)
+			return nil, d.errf(join(p, legacy), "%v", err)
 		}
 		if cur, ok := t[legacy+"_mb"]; ok {
 			if !pyEqual(cur, mb) {
-				return e, d.errf(join(p, legacy), "%q (%d MB) conflicts with %s_mb = %v", s, mb, legacy, cur)
+				return nil, d.errf(join(p, legacy), "%q (%d MB) conflicts with %s_mb = %v", s, mb, legacy, cur)
 			}
 		} else {
 			t[legacy+"_mb"] = mb
 		}
 	}
-	if x, ok := t["build_timeout_sec"]; ok {
-		if e.BuildTimeoutSec, err = d.float(join(p, "build_timeout_sec"), x); err != nil {
-			return e, err
+	return t, nil
+}
+
+// osName is [environment] os, case-insensitive.
+func (d *decoder) osName(p string, v any) (string, error) {
+	if s, ok := v.(string); ok {
+		v = strings.ToLower(s)
+	}
+	return d.enum(p, v, "linux", "windows")
+}
+
+// cpus is [environment] cpus (int | float: an integer-looking string is
+// an int, else a float), finite and within MaxCPUs.
+func (d *decoder) cpus(p string, v any) (float64, error) {
+	if s, ok := v.(string); ok {
+		if n, ok := pydanticIntString(s); ok {
+			v = n
 		}
 	}
-	if err := d.duration(join(p, "build_timeout_sec"), e.BuildTimeoutSec, false); err != nil {
-		return e, err
+	f, err := d.float(p, v)
+	if err != nil {
+		return f, err
 	}
-	if x, ok := t["docker_image"]; ok {
-		if e.DockerImage, err = d.str(join(p, "docker_image"), x); err != nil {
-			return e, err
-		}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return f, d.errf(p, "must be a finite number; got %v", f)
 	}
-	if x, ok := t["os"]; ok {
-		if s, isStr := x.(string); isStr {
-			x = strings.ToLower(s)
-		}
-		if e.OS, err = d.enum(join(p, "os"), x, "linux", "windows"); err != nil {
-			return e, err
-		}
-	}
-	if x, ok := t["cpus"]; ok {
-		// int | float: an integer-looking string is an int, else a float.
-		if s, isStr := x.(string); isStr {
-			if n, ok := pydanticIntString(s); ok {
-				x = n
-			}
-		}
-		if e.CPUs, err = d.float(join(p, "cpus"), x); err != nil {
-			return e, err
-		}
-		if math.IsNaN(e.CPUs) || math.IsInf(e.CPUs, 0) {
-			return e, d.errf(join(p, "cpus"), "must be a finite number; got %v", e.CPUs)
-		}
-		if err := d.bounded(join(p, "cpus"), e.CPUs, MaxCPUs, "CPUs"); err != nil {
-			return e, err
-		}
-	}
-	for _, f := range []struct {
-		key  string
-		dst  *int64
-		max  float64
-		what string
-	}{{"memory_mb", &e.MemoryMB, MaxMemoryMB, "1 TiB"}, {"storage_mb", &e.StorageMB, MaxMemoryMB, "1 TiB"}, {"gpus", &e.GPUs, MaxGPUs, "GPUs"}} {
-		x, ok := t[f.key]
-		if !ok {
-			continue
-		}
-		if *f.dst, err = d.integer(join(p, f.key), x); err != nil {
-			return e, err
-		}
-		if err := d.bounded(join(p, f.key), float64(*f.dst), f.max, f.what); err != nil {
-			return e, err
-		}
-	}
-	if x, ok := t["gpu_types"]; ok {
-		if e.GPUTypes, err = d.strList(join(p, "gpu_types"), x); err != nil {
-			return e, err
-		}
-	}
-	if x, ok := t["tpu"]; ok {
-		tp, err := d.tpu(join(p, "tpu"), x)
-		if err != nil {
-			return e, err
-		}
-		e.TPU = &tp
-	}
-	if x, ok := t["mcp_servers"]; ok {
-		l, err := d.list(join(p, "mcp_servers"), x)
-		if err != nil {
-			return e, err
-		}
-		for i, y := range l {
-			s, err := d.mcpServer(index(join(p, "mcp_servers"), i), y)
-			if err != nil {
-				return e, err
-			}
-			e.MCPServers = append(e.MCPServers, s)
-		}
-	}
-	if x, ok := t["env"]; ok {
-		if e.Env, err = d.strMap(join(p, "env"), x); err != nil {
-			return e, err
-		}
-	}
-	if x, ok := t["skills_dir"]; ok {
-		if e.SkillsDir, err = d.str(join(p, "skills_dir"), x); err != nil {
-			return e, err
-		}
-	}
-	if x, ok := t["healthcheck"]; ok {
-		h, err := d.healthcheck(join(p, "healthcheck"), x)
-		if err != nil {
-			return e, err
-		}
-		e.Healthcheck = &h
-	}
-	if x, ok := t["workdir"]; ok {
-		if e.Workdir, err = d.str(join(p, "workdir"), x); err != nil {
-			return e, err
-		}
-	}
-	var allowInternet *bool
-	if x, ok := t["allow_internet"]; ok {
-		b, err := d.boolean(join(p, "allow_internet"), x)
-		if err != nil {
-			return e, err
-		}
-		allowInternet = &b
-	}
-	_, modeSet := t["network_mode"]
-	if modeSet {
-		s, err := d.enum(join(p, "network_mode"), t["network_mode"], string(NetworkNone), string(NetworkPublic), string(NetworkAllowlist))
-		if err != nil {
-			return e, err
-		}
-		e.Network = NetworkMode(s)
-	}
-	if x, ok := t["allowed_hosts"]; ok {
-		if e.AllowedHosts, err = d.allowedHosts(join(p, "allowed_hosts"), x); err != nil {
-			return e, err
-		}
-	}
-	if e.Network != NetworkAllowlist && len(e.AllowedHosts) > 0 {
-		return e, d.errf(join(p, "allowed_hosts"), "only valid with network_mode = \"allowlist\"")
-	}
-	// The deprecated allow_internet sets the mode unless the table sets
-	// network_mode or allowed_hosts itself.
-	if allowInternet != nil && !modeSet && e.AllowedHosts == nil {
-		e.Network = NetworkNone
-		if *allowInternet {
-			e.Network = NetworkPublic
-		}
-	}
-	e.AllowInternet = e.Network == NetworkPublic
-	return e, nil
+	return f, d.bounded(p, f, MaxCPUs, "CPUs")
 }
 
 func (d *decoder) tpu(p string, v any) (TPUSpec, error) {
@@ -732,29 +517,24 @@ func (d *decoder) tpu(p string, v any) (TPUSpec, error) {
 	if err != nil {
 		return tp, err
 	}
-	d.extras(p, t, "type", "topology")
-	x, ok := t["type"]
-	if !ok {
-		return tp, d.errf(join(p, "type"), "required")
+	err = d.keys(p, t,
+		field("type", &tp.Type, d.nonEmpty).required(),
+		field("topology", &tp.Topology, d.topology).required(),
+	)
+	return tp, err
+}
+
+// topology is a TPU topology such as 2x4 (trimmed).
+func (d *decoder) topology(p string, v any) (string, error) {
+	s, err := d.str(p, v)
+	if err != nil {
+		return s, err
 	}
-	if tp.Type, err = d.str(join(p, "type"), x); err != nil {
-		return tp, err
+	s = strings.TrimFunc(s, pySpace)
+	if !topologyPattern.MatchString(s) {
+		return s, d.errf(p, "%q: want positive dimensions separated by 'x' (e.g. 2x4, 2x2x1)", s)
 	}
-	if tp.Type == "" {
-		return tp, d.errf(join(p, "type"), "must not be empty")
-	}
-	x, ok = t["topology"]
-	if !ok {
-		return tp, d.errf(join(p, "topology"), "required")
-	}
-	if tp.Topology, err = d.str(join(p, "topology"), x); err != nil {
-		return tp, err
-	}
-	tp.Topology = strings.TrimFunc(tp.Topology, pySpace)
-	if !topologyPattern.MatchString(tp.Topology) {
-		return tp, d.errf(join(p, "topology"), "%q: want positive dimensions separated by 'x' (e.g. 2x4, 2x2x1)", tp.Topology)
-	}
-	return tp, nil
+	return s, nil
 }
 
 func (d *decoder) healthcheck(p string, v any) (HealthcheckConfig, error) {
@@ -763,36 +543,25 @@ func (d *decoder) healthcheck(p string, v any) (HealthcheckConfig, error) {
 	if err != nil {
 		return h, err
 	}
-	d.extras(p, t, "command", "interval_sec", "timeout_sec", "start_period_sec", "start_interval_sec", "retries")
-	x, ok := t["command"]
-	if !ok {
-		return h, d.errf(join(p, "command"), "required")
+	err = d.keys(p, t,
+		field("command", &h.Command, d.str).required(),
+		field("interval_sec", &h.IntervalSec, d.seconds),
+		field("timeout_sec", &h.TimeoutSec, d.seconds),
+		field("start_period_sec", &h.StartPeriodSec, d.seconds),
+		field("start_interval_sec", &h.StartIntervalSec, d.seconds),
+		field("retries", &h.Retries, d.boundedInt(MaxRetries, "retries")),
+	)
+	return h, err
+}
+
+// mcpServers is [[environment.mcp_servers]]; an empty array is nil, as
+// an absent one.
+func (d *decoder) mcpServers(p string, v any) ([]MCPServerConfig, error) {
+	l, err := listOf(d, d.mcpServer)(p, v)
+	if len(l) == 0 {
+		return nil, err
 	}
-	if h.Command, err = d.str(join(p, "command"), x); err != nil {
-		return h, err
-	}
-	for _, f := range []struct {
-		key string
-		dst *float64
-	}{{"interval_sec", &h.IntervalSec}, {"timeout_sec", &h.TimeoutSec}, {"start_period_sec", &h.StartPeriodSec}, {"start_interval_sec", &h.StartIntervalSec}} {
-		if x, ok := t[f.key]; ok {
-			if *f.dst, err = d.float(join(p, f.key), x); err != nil {
-				return h, err
-			}
-		}
-		if err := d.duration(join(p, f.key), *f.dst, false); err != nil {
-			return h, err
-		}
-	}
-	if x, ok := t["retries"]; ok {
-		if h.Retries, err = d.integer(join(p, "retries"), x); err != nil {
-			return h, err
-		}
-		if err := d.bounded(join(p, "retries"), float64(h.Retries), MaxRetries, "retries"); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
+	return l, err
 }
 
 func (d *decoder) mcpServer(p string, v any) (MCPServerConfig, error) {
@@ -801,54 +570,15 @@ func (d *decoder) mcpServer(p string, v any) (MCPServerConfig, error) {
 	if err != nil {
 		return s, err
 	}
-	d.extras(p, t, "name", "transport", "url", "command", "args", "headers")
-	x, ok := t["name"]
-	if !ok {
-		return s, d.errf(join(p, "name"), "required")
-	}
-	if s.Name, err = d.str(join(p, "name"), x); err != nil {
+	if err := d.keys(p, t,
+		field("name", &s.Name, d.str).required(),
+		field("transport", &s.Transport, d.transport),
+		field("url", &s.URL, d.str),
+		field("command", &s.Command, d.str),
+		field("args", &s.Args, d.strList),
+		field("headers", &s.Headers, d.headers),
+	); err != nil {
 		return s, err
-	}
-	if x, ok := t["transport"]; ok {
-		if x == "http" {
-			x = "streamable-http"
-		}
-		if s.Transport, err = d.enum(join(p, "transport"), x, "stdio", "sse", "streamable-http"); err != nil {
-			return s, err
-		}
-	}
-	if x, ok := t["url"]; ok {
-		if s.URL, err = d.str(join(p, "url"), x); err != nil {
-			return s, err
-		}
-	}
-	if x, ok := t["command"]; ok {
-		if s.Command, err = d.str(join(p, "command"), x); err != nil {
-			return s, err
-		}
-	}
-	if x, ok := t["args"]; ok {
-		if s.Args, err = d.strList(join(p, "args"), x); err != nil {
-			return s, err
-		}
-	}
-	if x, ok := t["headers"]; ok {
-		if s.Headers, err = d.strMap(join(p, "headers"), x); err != nil {
-			return s, err
-		}
-		for name, val := range s.Headers {
-			hp := join(join(p, "headers"), name)
-			switch {
-			case !headerNamePattern.MatchString(name):
-				return s, d.errf(hp, "invalid HTTP header name %q", name)
-			case strings.ContainsAny(val, "\r\n"):
-				return s, d.errf(hp, "must not contain newlines")
-			case strings.Contains(embeddedTemplate.ReplaceAllString(val, " "), "${") || badTemplateDefault(val):
-				return s, d.errf(hp, "invalid environment variable template")
-			case literalHeaderCredential(name, val):
-				return s, d.errf(hp, "must reference credentials as ${VAR} without a default, such as 'Bearer ${TOKEN}'")
-			}
-		}
 	}
 	switch {
 	case (s.Transport == "sse" || s.Transport == "streamable-http") && s.URL == "":
@@ -859,6 +589,37 @@ func (d *decoder) mcpServer(p string, v any) (MCPServerConfig, error) {
 		return s, d.errf(join(p, "headers"), "only supported for HTTP transports")
 	}
 	return s, nil
+}
+
+// transport is an MCP server's transport ("http" is "streamable-http").
+func (d *decoder) transport(p string, v any) (string, error) {
+	if v == "http" {
+		v = "streamable-http"
+	}
+	return d.enum(p, v, "stdio", "sse", "streamable-http")
+}
+
+// headers is an MCP server's HTTP headers: valid names, no newlines, and
+// credentials only as ${VAR} templates.
+func (d *decoder) headers(p string, v any) (map[string]string, error) {
+	h, err := d.strMap(p, v)
+	if err != nil {
+		return h, err
+	}
+	for name, val := range h {
+		hp := join(p, name)
+		switch {
+		case !headerNamePattern.MatchString(name):
+			return h, d.errf(hp, "invalid HTTP header name %q", name)
+		case strings.ContainsAny(val, "\r\n"):
+			return h, d.errf(hp, "must not contain newlines")
+		case strings.Contains(embeddedTemplate.ReplaceAllString(val, " "), "${") || badTemplateDefault(val):
+			return h, d.errf(hp, "invalid environment variable template")
+		case literalHeaderCredential(name, val):
+			return h, d.errf(hp, "must reference credentials as ${VAR} without a default, such as 'Bearer ${TOKEN}'")
+		}
+	}
+	return h, nil
 }
 
 // badTemplateDefault: a ${VAR:-default} whose default holds "${".
@@ -957,63 +718,82 @@ func (d *decoder) allowedHosts(p string, v any) ([]string, error) {
 	return out, nil
 }
 
+// steps is [[steps]]: step names are unique up to case and Unicode
+// normalization.
+func (d *decoder) steps(p string, v any) ([]StepConfig, error) {
+	l, err := d.list(p, v)
+	if err != nil {
+		return nil, err
+	}
+	out := []StepConfig{}
+	seen := map[string]bool{}
+	for i, x := range l {
+		s, err := d.step(index(p, i), x)
+		if err != nil {
+			return out, err
+		}
+		key := cases.Fold().String(norm.NFC.String(s.Name))
+		if seen[key] {
+			return out, d.errf(index(p, i)+".name", "step names must be unique, including case and Unicode normalization variants: %q", s.Name)
+		}
+		seen[key] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 func (d *decoder) step(p string, v any) (StepConfig, error) {
 	s := StepConfig{Verifier: defaultVerifier(), Artifacts: []ArtifactConfig{}}
 	t, err := d.table(p, v)
 	if err != nil {
 		return s, err
 	}
-	d.extras(p, t, "name", "agent", "verifier", "min_reward", "healthcheck", "artifacts")
-	x, ok := t["name"]
-	if !ok {
-		return s, d.errf(join(p, "name"), "required")
-	}
-	if s.Name, err = d.str(join(p, "name"), x); err != nil {
+	err = d.keys(p, t,
+		field("name", &s.Name, d.stepName).required(),
+		field("agent", &s.Agent, d.agent),
+		field("verifier", &s.Verifier, d.verifier),
+		key{name: "min_reward", set: func(p string, x any) error {
+			var err error
+			s.MinReward, s.MinRewards, err = d.minReward(p, x)
+			return err
+		}},
+		fieldRef("healthcheck", &s.Healthcheck, d.healthcheck),
+		field("artifacts", &s.Artifacts, d.artifacts),
+	)
+	return s, err
+}
+
+// stepName is a step's name: a portable directory name.
+func (d *decoder) stepName(p string, v any) (string, error) {
+	s, err := d.str(p, v)
+	if err != nil {
 		return s, err
 	}
-	if msg := badStepName(s.Name); msg != "" {
-		return s, d.errf(join(p, "name"), "%q: %s", s.Name, msg)
-	}
-	if x, ok := t["agent"]; ok {
-		if s.Agent, err = d.agent(join(p, "agent"), x); err != nil {
-			return s, err
-		}
-	}
-	if x, ok := t["verifier"]; ok {
-		if s.Verifier, err = d.verifier(join(p, "verifier"), x); err != nil {
-			return s, err
-		}
-	}
-	if x, ok := t["min_reward"]; ok {
-		mp := join(p, "min_reward")
-		if m, isTable := x.(map[string]any); isTable {
-			s.MinRewards = map[string]float64{}
-			for k, y := range m {
-				if s.MinRewards[k], err = d.float(join(mp, k), y); err != nil {
-					return s, err
-				}
-			}
-		} else {
-			f, err := d.float(mp, x)
-			if err != nil {
-				return s, d.errf(mp, "want a number or a table of numbers, got %s", describe(x))
-			}
-			s.MinReward = &f
-		}
-	}
-	if x, ok := t["healthcheck"]; ok {
-		h, err := d.healthcheck(join(p, "healthcheck"), x)
-		if err != nil {
-			return s, err
-		}
-		s.Healthcheck = &h
-	}
-	if x, ok := t["artifacts"]; ok {
-		if s.Artifacts, err = d.artifacts(join(p, "artifacts"), x); err != nil {
-			return s, err
-		}
+	if msg := badStepName(s); msg != "" {
+		return s, d.errf(p, "%q: %s", s, msg)
 	}
 	return s, nil
+}
+
+// minReward is a step's min_reward: a number (the gate on "reward") or a
+// table of numbers (a gate per key).
+func (d *decoder) minReward(p string, v any) (*float64, map[string]float64, error) {
+	if m, isTable := v.(map[string]any); isTable {
+		out := map[string]float64{}
+		for k, x := range m {
+			f, err := d.float(join(p, k), x)
+			if err != nil {
+				return nil, out, err
+			}
+			out[k] = f
+		}
+		return nil, out, nil
+	}
+	f, err := d.float(p, v)
+	if err != nil {
+		return nil, nil, d.errf(p, "want a number or a table of numbers, got %s", describe(v))
+	}
+	return &f, nil, nil
 }
 
 // badStepName is Harbor's validate_step_name ("" when valid).
@@ -1049,7 +829,6 @@ func (d *decoder) artifacts(p string, v any) ([]ArtifactConfig, error) {
 
 func (d *decoder) artifact(p string, v any) (ArtifactConfig, error) {
 	a := ArtifactConfig{Exclude: []string{}}
-	var err error
 	if s, ok := v.(string); ok {
 		a.Source = s
 	} else {
@@ -1057,28 +836,13 @@ func (d *decoder) artifact(p string, v any) (ArtifactConfig, error) {
 		if !ok {
 			return a, d.errf(p, "want a path or a table, got %s", describe(v))
 		}
-		d.extras(p, t, "source", "destination", "exclude", "service")
-		x, ok := t["source"]
-		if !ok {
-			return a, d.errf(join(p, "source"), "required")
-		}
-		if a.Source, err = d.str(join(p, "source"), x); err != nil {
+		if err := d.keys(p, t,
+			field("source", &a.Source, d.str).required(),
+			field("destination", &a.Destination, d.str),
+			field("exclude", &a.Exclude, d.strList),
+			field("service", &a.Service, d.serviceName),
+		); err != nil {
 			return a, err
-		}
-		if x, ok := t["destination"]; ok {
-			if a.Destination, err = d.str(join(p, "destination"), x); err != nil {
-				return a, err
-			}
-		}
-		if x, ok := t["exclude"]; ok {
-			if a.Exclude, err = d.strList(join(p, "exclude"), x); err != nil {
-				return a, err
-			}
-		}
-		if x, ok := t["service"]; ok {
-			if a.Service, err = d.serviceName(join(p, "service"), x); err != nil {
-				return a, err
-			}
 		}
 	}
 	if hasDotDot(a.Source) {
