@@ -157,13 +157,13 @@ type StepConfig struct {
 	Artifacts   []ArtifactConfig
 }
 
-// StorageBytes returns [environment] storage_mb in bytes, 0 when unset.
-// The error is always nil (Load checked the value); it stays for callers.
-func (e EnvironmentConfig) StorageBytes() (int64, error) { return e.StorageMB << 20, nil }
+// StorageBytes returns [environment] storage_mb in bytes, 0 when unset
+// (Load checked the value).
+func (e EnvironmentConfig) StorageBytes() int64 { return e.StorageMB << 20 }
 
-// MemoryBytes returns [environment] memory_mb in bytes, 0 when unset. The
-// error is always nil (Load checked the value).
-func (e EnvironmentConfig) MemoryBytes() (int64, error) { return e.MemoryMB << 20, nil }
+// MemoryBytes returns [environment] memory_mb in bytes, 0 when unset
+// (Load checked the value).
+func (e EnvironmentConfig) MemoryBytes() int64 { return e.MemoryMB << 20 }
 
 var (
 	orgNamePattern      = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$`)

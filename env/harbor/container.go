@@ -268,7 +268,7 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 	// [environment] storage_mb bounds the container's writable layer where
 	// the storage driver has quotas; without it no default applies (the
 	// engine's layer has no size to set on such hosts).
-	storage, _ := e.task.Config.Environment.StorageBytes()
+	storage := e.task.Config.Environment.StorageBytes()
 	spec := sandbox.BoxSpec{
 		Image: b.image, Env: e.taskEnv(nil), Workdir: e.task.Config.Environment.Workdir,
 		Limits: e.limits(), Network: e.network(), NoTmpfs: true, StorageBytes: storage, Owner: e.opts.WorkRoot,

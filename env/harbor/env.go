@@ -137,13 +137,13 @@ func (e *Env) verifierTimeout() time.Duration {
 func (e *Env) limits() sandbox.Limits {
 	l := e.opts.Limits
 	if l.MemoryBytes == 0 {
-		l.MemoryBytes, _ = e.task.Config.Environment.MemoryBytes()
+		l.MemoryBytes = e.task.Config.Environment.MemoryBytes()
 	}
 	if l.CPUs == 0 {
 		l.CPUs = float64(e.task.Config.Environment.CPUs)
 	}
 	if l.DiskBytes == 0 {
-		l.DiskBytes, _ = e.task.Config.Environment.StorageBytes()
+		l.DiskBytes = e.task.Config.Environment.StorageBytes()
 	}
 	if l.DiskBytes == 0 {
 		// A task without storage_mb gets the documented default, not an

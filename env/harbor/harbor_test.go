@@ -129,7 +129,7 @@ custom_thing = 1
 		t.Fatalf("parsed %+v", task)
 	}
 	c := task.Config
-	mem, _ := c.Environment.MemoryBytes()
+	mem := c.Environment.MemoryBytes()
 	if c.Environment.DockerImage != "ghcr.io/x/y:1" || c.Environment.CPUs != 2 || mem != 2<<30 || c.Environment.StorageMB != 10240 || c.Verifier.Env["TOKEN"] != "x" || c.Metadata["difficulty"] != "hard" {
 		t.Fatalf("environment %+v verifier %+v", c.Environment, c.Verifier)
 	}
