@@ -43,7 +43,7 @@ func (c *Collector) Verdicts() []Verdict { return c.verdicts }
 // observation.
 func newVerdict(ep *episode.Episode) Verdict {
 	v := Verdict{
-		ID: ep.ID, Task: ep.Group, Status: string(ep.Status), Reward: ep.Reward,
+		ID: ep.ID, Task: ep.Group, Status: ep.Status, Reward: ep.Reward,
 		Success:     ep.Succeeded(),
 		Compactions: ep.Metrics[agent.MetricCompactions], Turns: ep.Metrics[agent.MetricTurns],
 		Error: ep.Meta[agent.MetaError], RewardNote: ep.Meta[MetaRewardNote], CloseError: ep.Meta[MetaCloseError],

@@ -75,7 +75,7 @@ func episodeOutcomes(path string) (train.EvalResult, error) {
 		} else if seeds[i] != ev.FirstSeed+int64(j) {
 			return ev, fmt.Errorf("%s: the episodes' task seeds are not consecutive (%d follows %d)", path, seeds[i], ev.FirstSeed+int64(j)-1)
 		}
-		o := train.Outcome{TaskSeed: seeds[i], Status: string(e.Status), Scored: e.Status.Scored(), Reward: e.Reward}
+		o := train.Outcome{TaskSeed: seeds[i], Status: e.Status, Scored: e.Status.Scored(), Reward: e.Reward}
 		if o.Scored {
 			scored++
 			if e.Succeeded() {

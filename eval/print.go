@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
 )
@@ -74,12 +75,12 @@ func (r Results) WriteOracleFailures(w io.Writer) {
 }
 
 // statusList is "status=count …" in the order of the statuses.
-func statusList(m map[string]int) string {
-	keys := slices.Sorted(maps.Keys(m))
-	for i, k := range keys {
-		keys[i] = fmt.Sprintf("%s=%d", k, m[k])
+func statusList(m map[episode.Status]int) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf("%s=%d", k, m[k]))
 	}
-	return strings.Join(keys, " ")
+	return strings.Join(out, " ")
 }
 
 // oneLine is s with its runs of white space made single spaces, cut to n

@@ -32,14 +32,14 @@ import (
 
 // Verdict is what results.json keeps of one episode.
 type Verdict struct {
-	ID          string  `json:"id"`
-	Task        string  `json:"task"`
-	Status      string  `json:"status"`
-	Reward      float64 `json:"reward"`
-	Success     bool    `json:"success"`
-	Compactions float64 `json:"compactions"`
-	Turns       float64 `json:"turns"`
-	Error       string  `json:"error,omitempty"`
+	ID          string         `json:"id"`
+	Task        string         `json:"task"`
+	Status      episode.Status `json:"status"`
+	Reward      float64        `json:"reward"`
+	Success     bool           `json:"success"`
+	Compactions float64        `json:"compactions"`
+	Turns       float64        `json:"turns"`
+	Error       string         `json:"error,omitempty"`
 	// RewardNote says why a verifier that ran gave no valid reward (the
 	// attempt scored 0); CloseError reports a sandbox or workspace that
 	// could not be cleaned up after the episode.
@@ -52,15 +52,15 @@ type Verdict struct {
 
 // TaskResult aggregates one task's attempts.
 type TaskResult struct {
-	Task        string         `json:"task"`
-	Attempts    int            `json:"attempts"`
-	Scored      int            `json:"scored"` // attempts that were not infra_error
-	Successes   int            `json:"successes"`
-	Pass1       *float64       `json:"pass1"`
-	MeanReward  *float64       `json:"mean_reward"`
-	Compactions float64        `json:"mean_compactions"`
-	Statuses    map[string]int `json:"statuses"`
-	Episodes    []Verdict      `json:"episodes"`
+	Task        string                 `json:"task"`
+	Attempts    int                    `json:"attempts"`
+	Scored      int                    `json:"scored"` // attempts that were not infra_error
+	Successes   int                    `json:"successes"`
+	Pass1       *float64               `json:"pass1"`
+	MeanReward  *float64               `json:"mean_reward"`
+	Compactions float64                `json:"mean_compactions"`
+	Statuses    map[episode.Status]int `json:"statuses"`
+	Episodes    []Verdict              `json:"episodes"`
 }
 
 // Results is results.json.
@@ -81,16 +81,16 @@ type Results struct {
 	// Wilson's on the effective number of attempts (stats.ClusterRate;
 	// Pass1CIMethod says which). Absent when nothing
 	// was scored.
-	Pass1           *float64        `json:"pass1"`
-	Pass1CI         []float64       `json:"pass1_ci95,omitempty"`
-	Pass1CIMethod   string          `json:"pass1_ci95_method,omitempty"`
-	MeanReward      *float64        `json:"mean_reward"`
-	MeanCompactions float64         `json:"mean_compactions"`
-	Compacted       int             `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
-	Pass1Compacted  *float64        `json:"pass1_compacted"`    // pass@1 among them
-	Statuses        map[string]int  `json:"statuses"`
-	Tasks           []TaskResult    `json:"tasks"`
-	Skipped         []tasks.Skipped `json:"skipped,omitempty"`
+	Pass1           *float64               `json:"pass1"`
+	Pass1CI         []float64              `json:"pass1_ci95,omitempty"`
+	Pass1CIMethod   string                 `json:"pass1_ci95_method,omitempty"`
+	MeanReward      *float64               `json:"mean_reward"`
+	MeanCompactions float64                `json:"mean_compactions"`
+	Compacted       int                    `json:"compacted_episodes"` // scored episodes with ≥ 1 compaction
+	Pass1Compacted  *float64               `json:"pass1_compacted"`    // pass@1 among them
+	Statuses        map[episode.Status]int `json:"statuses"`
+	Tasks           []TaskResult           `json:"tasks"`
+	Skipped         []tasks.Skipped        `json:"skipped,omitempty"`
 }
 
 // WriteFile writes r as indented JSON (results.json) to path.
@@ -113,10 +113,10 @@ func ptr(v float64) *float64 { return &v }
 // attempts) and every task a verdict names. attempts, skipped and meta are
 // recorded as they are.
 func Summarize(vs []Verdict, names []string, attempts int, skipped []tasks.Skipped, meta map[string]string) Results {
-	res := Results{Meta: meta, Attempts: attempts, Statuses: map[string]int{}, Skipped: skipped}
+	res := Results{Meta: meta, Attempts: attempts, Statuses: map[episode.Status]int{}, Skipped: skipped}
 	byTask := map[string]*TaskResult{}
 	for _, n := range names {
-		byTask[n] = &TaskResult{Task: n, Statuses: map[string]int{}}
+		byTask[n] = &TaskResult{Task: n, Statuses: map[episode.Status]int{}}
 	}
 	vs = slices.Clone(vs)
 	sort.Slice(vs, func(i, j int) bool { return vs[i].ID < vs[j].ID })
@@ -124,7 +124,7 @@ func Summarize(vs []Verdict, names []string, attempts int, skipped []tasks.Skipp
 	for _, v := range vs {
 		tr := byTask[v.Task]
 		if tr == nil {
-			tr = &TaskResult{Task: v.Task, Statuses: map[string]int{}}
+			tr = &TaskResult{Task: v.Task, Statuses: map[episode.Status]int{}}
 			byTask[v.Task] = tr
 		}
 		sums.count(&res, tr, v)
@@ -169,11 +169,11 @@ func (s *scoredSums) count(res *Results, tr *TaskResult, v Verdict) {
 	tr.Attempts++
 	tr.Statuses[v.Status]++
 	tr.Episodes = append(tr.Episodes, v)
-	if v.Status == string(episode.StatusInfraError) {
+	if v.Status == episode.StatusInfraError {
 		res.InfraError++
 		return
 	}
-	if v.Status == string(episode.StatusVerifierError) {
+	if v.Status == episode.StatusVerifierError {
 		res.VerifierError++
 		return
 	}

@@ -4,22 +4,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/compactrl/compactrl/episode"
 )
 
 // OutcomeRow is one line of an experiment's outcomes.jsonl: one evaluation
 // task of one arm's run with one RL seed.
 type OutcomeRow struct {
-	Arm            string   `json:"arm"`
-	RLSeed         int64    `json:"rl_seed"`
-	Range          string   `json:"range"`
-	TaskSeed       int64    `json:"task_seed"`
-	Status         string   `json:"status"`
-	Scored         bool     `json:"scored"`
-	Pass           int      `json:"pass"`
-	Reward         float64  `json:"reward"`
-	Compactions    float64  `json:"compactions"`
-	SummaryQuality *float64 `json:"summary_quality,omitempty"`
-	SinglePass     int      `json:"single_pass"`
+	Arm            string         `json:"arm"`
+	RLSeed         int64          `json:"rl_seed"`
+	Range          string         `json:"range"`
+	TaskSeed       int64          `json:"task_seed"`
+	Status         episode.Status `json:"status"`
+	Scored         bool           `json:"scored"`
+	Pass           int            `json:"pass"`
+	Reward         float64        `json:"reward"`
+	Compactions    float64        `json:"compactions"`
+	SummaryQuality *float64       `json:"summary_quality,omitempty"`
+	SinglePass     int            `json:"single_pass"`
 }
 
 // WriteOutcomes writes every task outcome of results as JSON lines, arm by

@@ -180,7 +180,7 @@ type Segment struct {
 type Response struct {
 	RolloutID int64              `json:"rollout_id"`
 	TaskID    string             `json:"task_id"`
-	Status    string             `json:"status"` // ok, overlong, infra_error, verifier_error, format_error
+	Status    episode.Status     `json:"status"`
 	Reward    float64            `json:"reward"`
 	Metrics   map[string]float64 `json:"metrics"`
 	Segments  []Segment          `json:"segments"`
@@ -358,7 +358,7 @@ func (r *Request) Seed() int64 {
 //	tokens_s = prompt_s ⊕ response_s,  response_length_s = |response_s|,
 //	loss_mask_s, rollout_log_probs_s aligned with response_s.
 func NewResponse(rolloutID int64, taskID string, ep *episode.Episode) Response {
-	resp := Response{RolloutID: rolloutID, TaskID: taskID, Status: string(ep.Status), Reward: ep.Reward,
+	resp := Response{RolloutID: rolloutID, TaskID: taskID, Status: ep.Status, Reward: ep.Reward,
 		Metrics: ep.Metrics, Segments: make([]Segment, len(ep.Segments)), Error: ep.Meta[agent.MetaError]}
 	if resp.Metrics == nil {
 		resp.Metrics = map[string]float64{}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer"
 )
 
@@ -155,7 +156,8 @@ func (m *Metrics) WriteText(w io.Writer) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	labelled("compactrl_episodes_finished_total", "Episodes finished, by status (cancelled: the client went away).", "status", m.byStatus,
-		[]string{"ok", "overlong", "infra_error", "verifier_error", "format_error", "cancelled"})
+		[]string{string(episode.StatusOK), string(episode.StatusOverlong), string(episode.StatusInfraError),
+			string(episode.StatusVerifierError), string(episode.StatusFormatError), "cancelled"})
 	labelled("compactrl_requests_rejected_total", "Requests refused, by reason.", "reason", m.rejects,
 		[]string{"bad_request", "queue_full", "draining", "body_too_large", "body_timeout"})
 	const h = "compactrl_engine_request_seconds"

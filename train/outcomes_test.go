@@ -38,7 +38,7 @@ func TestEvaluationsWriteOutcomesOnTheirRange(t *testing.T) {
 			}
 			passed := 0
 			for j, o := range ev.Outcomes {
-				if o.TaskSeed != c.first+int64(j) || !o.Scored || o.Status != string(episode.StatusOK) && o.Status != string(episode.StatusFormatError) && o.Status != string(episode.StatusOverlong) {
+				if o.TaskSeed != c.first+int64(j) || !o.Scored || o.Status != episode.StatusOK && o.Status != episode.StatusFormatError && o.Status != episode.StatusOverlong {
 					t.Errorf("%+v %s: outcome %d %+v", c, name, j, o)
 				}
 				passed += o.Pass

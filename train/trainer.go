@@ -102,16 +102,16 @@ type EvalResult struct {
 // are 1 for a success (episode.Succeeded), else 0; Scored is false for an
 // episode that infrastructure failed (excluded from pass@1, never scored 0).
 type Outcome struct {
-	TaskSeed       int64    `json:"task_seed"`
-	Status         string   `json:"status"`
-	Scored         bool     `json:"scored"`
-	Pass           int      `json:"pass"`
-	Reward         float64  `json:"reward"`
-	Compactions    float64  `json:"compactions"`
-	SummaryQuality *float64 `json:"summary_quality,omitempty"`
-	SingleStatus   string   `json:"single_status,omitempty"`
-	SingleScored   bool     `json:"single_scored"`
-	SinglePass     int      `json:"single_pass"`
+	TaskSeed       int64          `json:"task_seed"`
+	Status         episode.Status `json:"status"`
+	Scored         bool           `json:"scored"`
+	Pass           int            `json:"pass"`
+	Reward         float64        `json:"reward"`
+	Compactions    float64        `json:"compactions"`
+	SummaryQuality *float64       `json:"summary_quality,omitempty"`
+	SingleStatus   episode.Status `json:"single_status,omitempty"`
+	SingleScored   bool           `json:"single_scored"`
+	SinglePass     int            `json:"single_pass"`
 }
 
 // Result is the outcome of Run.
@@ -555,10 +555,10 @@ func setOutcome(o *Outcome, e *episode.Episode, single bool) {
 		pass = 1
 	}
 	if single {
-		o.SingleStatus, o.SingleScored, o.SinglePass = string(e.Status), e.Status.Scored(), pass
+		o.SingleStatus, o.SingleScored, o.SinglePass = e.Status, e.Status.Scored(), pass
 		return
 	}
-	o.Status, o.Scored, o.Pass, o.Reward = string(e.Status), e.Status.Scored(), pass, e.Reward
+	o.Status, o.Scored, o.Pass, o.Reward = e.Status, e.Status.Scored(), pass, e.Reward
 	o.Compactions = e.Metrics[agent.MetricCompactions]
 	if q, ok := e.Metrics[agent.MetricSummaryQuality]; ok && !math.IsNaN(q) {
 		o.SummaryQuality = &q
