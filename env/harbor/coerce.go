@@ -3,6 +3,7 @@ package harbor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,7 +131,7 @@ func (d *decoder) undeclared(path string, m map[string]any, ks []key) {
 	}
 	var unknown []string
 	for k := range m {
-		if !contains(names, k) {
+		if !slices.Contains(names, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -155,15 +156,6 @@ func (d *decoder) decode(path string, t map[string]any, ks []key) error {
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // describe names a TOML value's type for an error message.
@@ -337,7 +329,7 @@ func (d *decoder) enum(path string, v any, allowed ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !contains(allowed, s) {
+	if !slices.Contains(allowed, s) {
 		return "", d.errf(path, "%q is not one of %s", s, strings.Join(allowed, ", "))
 	}
 	return s, nil

@@ -2,6 +2,8 @@ package tasks
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/compactrl/compactrl/agent"
@@ -99,7 +101,7 @@ func RegisterSuite(name string, open OpenFunc) {
 func SuiteNames() []string {
 	mu.RLock()
 	defer mu.RUnlock()
-	return sortedKeys(suites)
+	return slices.Sorted(maps.Keys(suites))
 }
 
 // OpenSuite opens spec, NAME[:KNOBS], when NAME is a registered suite; ok

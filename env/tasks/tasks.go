@@ -308,7 +308,7 @@ func Register(name string, detect Detect, s Source) {
 func Names() []string {
 	mu.RLock()
 	defer mu.RUnlock()
-	return sortedKeys(sources)
+	return slices.Sorted(maps.Keys(sources))
 }
 
 // Open loads path with the source whose Detect says Yes to it, else the one
@@ -323,7 +323,7 @@ func Open(ctx context.Context, path string, o Options) (name string, ts []Task, 
 	var match []source // the sources of the best answer
 	best := Fallback
 	mu.RLock()
-	for _, n := range sortedKeys(sources) {
+	for _, n := range slices.Sorted(maps.Keys(sources)) {
 		s := sources[n]
 		switch m := s.detect(path, fi); {
 		case m > best:
@@ -342,9 +342,4 @@ func Open(ctx context.Context, path string, o Options) (name string, ts []Task, 
 	}
 	ts, skipped, err = match[0].src.Load(ctx, path, o)
 	return match[0].name, ts, skipped, err
-}
-
-// sortedKeys are m's names, sorted (Names and SuiteNames under a held lock).
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }
