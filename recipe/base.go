@@ -51,8 +51,8 @@ type BaseInfo struct {
 	PhaseLoss map[string]float64 `json:"phase_loss"`
 }
 
-// IsBase reports whether dir is a base policy directory.
-func IsBase(dir string) bool {
+// isBase reports whether dir is a base policy directory.
+func isBase(dir string) bool {
 	_, err1 := os.Stat(filepath.Join(dir, BaseConfigFile))
 	_, err2 := os.Stat(filepath.Join(dir, model.WeightsFile))
 	return err1 == nil && err2 == nil

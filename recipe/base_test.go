@@ -33,13 +33,13 @@ func TestFromBaseTakesTheBasesModelAndRefusesAnotherSetting(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, BaseConfigFile), y, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if IsBase(dir) {
+	if isBase(dir) {
 		t.Error("a directory without weights is no base")
 	}
 	if err := os.WriteFile(filepath.Join(dir, model.WeightsFile), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !IsBase(dir) {
+	if !isBase(dir) {
 		t.Error("recipe and weights make a base")
 	}
 	rlCfg := DemoConfig()

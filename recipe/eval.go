@@ -79,7 +79,7 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 // recipe and tokenizer, or a run's (or checkpoint's) config and tokenizer,
 // and the directory of the policy's weights.
 func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, tmpl agent.Template, policyDir string, err error) {
-	if IsBase(dir) {
+	if isBase(dir) {
 		if cfg, err = LoadBase(dir); err != nil {
 			return cfg, nil, tmpl, "", err
 		}

@@ -5,10 +5,10 @@ import (
 	"sync"
 )
 
-// LimitListener returns a listener that has at most n connections of ln
+// limitConns returns a listener that has at most n connections of ln
 // open at once: Accept waits (the kernel queues new connections) until one
 // of them is closed. n ≤ 0 leaves ln unlimited.
-func LimitListener(ln net.Listener, n int) net.Listener {
+func limitConns(ln net.Listener, n int) net.Listener {
 	if n <= 0 {
 		return ln
 	}

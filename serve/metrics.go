@@ -37,8 +37,8 @@ type Metrics struct {
 	hist     histogram
 }
 
-// NewMetrics returns zeroed metrics.
-func NewMetrics() *Metrics {
+// newMetrics returns zeroed metrics.
+func newMetrics() *Metrics {
 	return &Metrics{byStatus: map[string]int64{}, rejects: map[string]int64{}, hist: newHistogram(engineBuckets)}
 }
 

@@ -149,7 +149,7 @@ func New(cfg Config, f Factory) (*Server, error) {
 	case cfg.MaxConns == 0:
 		cfg.MaxConns = cfg.MaxInFlight + cfg.MaxQueue + ConnHeadroom
 	}
-	s := &Server{cfg: cfg, f: f, m: NewMetrics(), slots: make(chan struct{}, cfg.MaxInFlight), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, f: f, m: newMetrics(), slots: make(chan struct{}, cfg.MaxInFlight), mux: http.NewServeMux()}
 	s.mux.HandleFunc("POST /v1/rollouts", s.rollouts)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.metrics)
@@ -383,7 +383,7 @@ func (s *Server) httpServer() *http.Server {
 // after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drainTimeout time.Duration) error {
 	hs := s.httpServer()
-	ln = LimitListener(ln, s.cfg.MaxConns)
+	ln = limitConns(ln, s.cfg.MaxConns)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -63,13 +63,13 @@ func SeedMean(v []float64) (m, lo, hi float64) {
 	for _, x := range v {
 		ss += (x - m) * (x - m)
 	}
-	h := T975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n))
+	h := t975(n-1) * math.Sqrt(ss/float64(n-1)/float64(n))
 	return m, m - h, m + h
 }
 
-// T975 is the 0.975 quantile of Student's t with df ≥ 1 degrees of freedom
+// t975 is the 0.975 quantile of Student's t with df ≥ 1 degrees of freedom
 // (table values to 3 decimals up to 30; the normal's 1.960 past it).
-func T975(df int) float64 {
+func t975(df int) float64 {
 	t := [...]float64{0, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
 		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
 		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}

@@ -41,7 +41,7 @@ func TestSeedMeanHandValues(t *testing.T) {
 	if _, lo, _ := SeedMean([]float64{0.3}); !math.IsNaN(lo) {
 		t.Error("one seed has no interval")
 	}
-	if T975(100) != 1.960 || T975(4) != 2.776 {
-		t.Errorf("T975(100) = %v, T975(4) = %v", T975(100), T975(4))
+	if t975(100) != 1.960 || t975(4) != 2.776 {
+		t.Errorf("t975(100) = %v, t975(4) = %v", t975(100), t975(4))
 	}
 }

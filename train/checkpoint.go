@@ -103,8 +103,8 @@ func LatestCheckpoint(runDir string) (string, error) {
 	return filepath.Join(root, strings.TrimSpace(string(b))), nil
 }
 
-// ReadState reads a checkpoint's state.json.
-func ReadState(ckpt string) (State, error) {
+// readState reads a checkpoint's state.json.
+func readState(ckpt string) (State, error) {
 	var st State
 	b, err := os.ReadFile(filepath.Join(ckpt, "state.json"))
 	if err != nil {
@@ -126,7 +126,7 @@ func (t *Trainer) restore(ctx context.Context) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	st, err := ReadState(ckpt)
+	st, err := readState(ckpt)
 	if err != nil {
 		return false, err
 	}

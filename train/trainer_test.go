@@ -509,7 +509,7 @@ func TestResolveCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := ReadState(ckpt)
+	st, err := readState(ckpt)
 	if err != nil || st.Iteration != cfg.Run.Iterations {
 		t.Fatalf("latest checkpoint %s: state %+v, %v; want iteration %d", ckpt, st, err, cfg.Run.Iterations)
 	}
