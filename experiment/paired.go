@@ -136,9 +136,9 @@ type Effect struct {
 	OK      bool      // false: no outcomes, or other tasks than the reference's
 }
 
-// EffectOf is arm a's effect against reference ref (pass@1 with
+// effectOf is arm a's effect against reference ref (pass@1 with
 // compaction).
-func EffectOf(a, ref ArmResult) Effect {
+func effectOf(a, ref ArmResult) Effect {
 	ya, ta, okA := Grid(a)
 	yr, tr, okR := Grid(ref)
 	if !okA || !okR || ta != tr {
@@ -176,7 +176,7 @@ func EffectsTable(results []ArmResult) report.Table {
 		if ref == nil || ref.Arm.Name == a.Arm.Name {
 			return "–", Effect{}
 		}
-		e := EffectOf(a, *ref)
+		e := effectOf(a, *ref)
 		if !e.OK {
 			return "–", e
 		}
@@ -235,7 +235,7 @@ func CompareTable(arms []ArmResult) report.Table {
 		}
 		d := "–"
 		if i > 0 {
-			if e := EffectOf(r, arms[0]); e.OK {
+			if e := effectOf(r, arms[0]); e.OK {
 				d = fmt.Sprintf("%+.3f [%+.3f, %+.3f]", e.Diff.Est, e.Diff.Lo, e.Diff.Hi)
 			} else {
 				d = "not comparable (no per-task outcomes or other tasks)"

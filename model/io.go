@@ -25,8 +25,8 @@ func (m *Model) LlamaConfig() format.LlamaConfig {
 	return lc
 }
 
-// ConfigFromLlama converts a Hugging Face config to a Config.
-func ConfigFromLlama(lc format.LlamaConfig) (Config, error) {
+// configFromLlama converts a Hugging Face config to a Config.
+func configFromLlama(lc format.LlamaConfig) (Config, error) {
 	c := Config{
 		Vocab: lc.VocabSize, Dim: lc.HiddenSize, Layers: lc.NumHiddenLayers, Heads: lc.NumAttentionHeads,
 		KVHeads: lc.KVHeads(), FFN: lc.IntermediateSize, MaxSeq: lc.MaxPositionEmbeddings,
@@ -102,7 +102,7 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)
 	}
-	cfg, err := ConfigFromLlama(lc)
+	cfg, err := configFromLlama(lc)
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: config: %w", dir, err)
 	}

@@ -170,7 +170,7 @@ func writeBaseInfo(out string, recipe Config, m *model.Model, ev train.EvalResul
 	if err := os.WriteFile(filepath.Join(out, BaseInfoFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
-	return os.WriteFile(filepath.Join(out, "README.md"), []byte(ModelCard(recipe, info)), 0o644)
+	return os.WriteFile(filepath.Join(out, "README.md"), []byte(modelCard(recipe, info)), 0o644)
 }
 
 // ReadBaseInfo reads a base policy directory's eval.json.
@@ -213,8 +213,8 @@ func phaseLosses(r io.Reader, n int) (map[string]float64, error) {
 	return out, nil
 }
 
-// ModelCard is a base policy's README.md.
-func ModelCard(recipe Config, info BaseInfo) string {
+// modelCard is a base policy's README.md.
+func modelCard(recipe Config, info BaseInfo) string {
 	var b strings.Builder
 	ev := info.Eval
 	n := ev.Episodes

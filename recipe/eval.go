@@ -23,11 +23,11 @@ func checkpointTokenizer(ckpt string, cfg Config) (*tokenizer.Tokenizer, agent.T
 	if _, err := os.Stat(p); err == nil {
 		mc := cfg.Model
 		mc.Tokenizer = p
-		return LoadTokenizer(mc)
+		return loadTokenizer(mc)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, agent.Template{}, err
 	}
-	return LoadTokenizer(cfg.Model)
+	return loadTokenizer(cfg.Model)
 }
 
 // EvalOptions override a checkpoint's evaluation settings (zero keeps the
@@ -83,7 +83,7 @@ func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, tmpl agen
 		if cfg, err = LoadBase(dir); err != nil {
 			return cfg, nil, tmpl, "", err
 		}
-		tok, tmpl, err = LoadTokenizer(cfg.Model)
+		tok, tmpl, err = loadTokenizer(cfg.Model)
 		return cfg, tok, tmpl, dir, err
 	}
 	ckpt, err := train.ResolveCheckpoint(dir)
@@ -118,7 +118,7 @@ func (o EvalOptions) apply(cfg *Config) {
 // fact with probability p) on the run's held-out seeds: the reference for
 // what summaries alone can gain on the suite.
 func EvaluateExpert(ctx context.Context, cfg Config, p float64, progress io.Writer) (train.EvalResult, error) {
-	tok, tmpl, err := LoadTokenizer(cfg.Model)
+	tok, tmpl, err := loadTokenizer(cfg.Model)
 	if err != nil {
 		return train.EvalResult{}, err
 	}

@@ -28,7 +28,7 @@ func TestLongSuiteNeedsSixCompactions(t *testing.T) {
 	if pre.Suite != cfg.Suite || pre.Agent != cfg.Agent {
 		t.Fatal("configs/pretrain-long.yaml and configs/vault-long.yaml train and run on different suites or agents")
 	}
-	tok, tmpl, err := LoadTokenizer(cfg.Model)
+	tok, tmpl, err := loadTokenizer(cfg.Model)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,10 +171,10 @@ type FactTokens struct {
 	Keys, Values [][]int // " k" and " v", as in "record k v"
 }
 
-// NewFactTokens encodes the fact language of the vault suite cfg with tok. Each
+// newFactTokens encodes the fact language of the vault suite cfg with tok. Each
 // piece must encode the same alone as inside a line, so that spliced lines
 // are token for token what the environment would show.
-func NewFactTokens(tok agent.LocalTokenizer, cfg vault.Config) (*FactTokens, error) {
+func newFactTokens(tok agent.LocalTokenizer, cfg vault.Config) (*FactTokens, error) {
 	keys, values := vault.FactWords(cfg)
 	f := &FactTokens{Newline: tok.Encode("\n"), Record: tok.Encode("record"), Found: tok.Encode("\nfound:"), Unknown: tok.Encode(" ?"),
 		Goal: tok.Encode(" report the values of"), GoalLine: tok.Encode("\ngoal:"), GoalEnd: tok.Encode(" files."), Answer: tok.Encode("answer")}

@@ -99,7 +99,7 @@ func defaultFactTokens(t *testing.T) (*tokenizer.Tokenizer, *FactTokens) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft, err := NewFactTokens(tok, vault.DefaultConfig())
+	ft, err := newFactTokens(tok, vault.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

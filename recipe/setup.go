@@ -22,9 +22,9 @@ import (
 // TokenizerFile is where a run directory keeps its tokenizer.
 const TokenizerFile = "tokenizer.json"
 
-// LoadTokenizer returns the run's tokenizer: the file Model.Tokenizer
+// loadTokenizer returns the run's tokenizer: the file Model.Tokenizer
 // names, else the vault suite's default (trained deterministically).
-func LoadTokenizer(c builtin.ModelConfig) (*tokenizer.Tokenizer, agent.Template, error) {
+func loadTokenizer(c builtin.ModelConfig) (*tokenizer.Tokenizer, agent.Template, error) {
 	if c.Tokenizer == "" {
 		return vault.DefaultTokenizer()
 	}
@@ -65,7 +65,7 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tok, tmpl, err := LoadTokenizer(cfg.Model)
+	tok, tmpl, err := loadTokenizer(cfg.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (s *Setup) recall() (*train.ExtraExamples, error) {
 	if cfg.SFT.RecallKeys > 0 {
 		vc.Keys = cfg.SFT.RecallKeys
 	}
-	f, err := NewFactTokens(s.Tok, vc)
+	f, err := newFactTokens(s.Tok, vc)
 	if err != nil {
 		return nil, field.Under("sft.recall_steps", err)
 	}

@@ -133,7 +133,7 @@ var ErrBuildTimeout = errors.New("image build timed out")
 // targets): an unchanged context is built once and then found by tag
 // (cached reports that). The build may take at most timeout (≤ 0: none).
 func (c Container) BuildImage(ctx context.Context, contextDir, repo string, timeout time.Duration) (ref string, cached bool, err error) {
-	h, err := HashTree(contextDir)
+	h, err := hashTree(contextDir)
 	if err != nil {
 		return "", false, fmt.Errorf("build %s: %w", contextDir, err)
 	}
@@ -213,8 +213,8 @@ func hashStrings(h string, more ...string) string {
 	return hex.EncodeToString(d.Sum(nil))
 }
 
-// HashTree is a SHA-256 over every entry of dir, in path order.
-func HashTree(dir string) (string, error) {
+// hashTree is a SHA-256 over every entry of dir, in path order.
+func hashTree(dir string) (string, error) {
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -35,9 +35,9 @@ func GridMean(y [][]float64) float64 {
 	return gridMean(y, keep, identity(len(y)), ones(len(keep)))
 }
 
-// SeedMeans are each seed's mean over the tasks scored in every seed: the
+// seedMeans are each seed's mean over the tasks scored in every seed: the
 // per-seed values a report lists beside the interval.
-func SeedMeans(y [][]float64) []float64 {
+func seedMeans(y [][]float64) []float64 {
 	keep := scoredEverywhere(y)
 	out := make([]float64, len(y))
 	for s := range y {

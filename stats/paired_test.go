@@ -14,8 +14,8 @@ func TestGridMeanAndSeedMeansByHand(t *testing.T) {
 	if got := GridMean(y); got != 0.625 {
 		t.Errorf("GridMean = %v, want 0.625", got)
 	}
-	if got := SeedMeans(y); len(got) != 2 || got[0] != 0.75 || got[1] != 0.5 {
-		t.Errorf("SeedMeans = %v, want [0.75 0.5]", got)
+	if got := seedMeans(y); len(got) != 2 || got[0] != 0.75 || got[1] != 0.5 {
+		t.Errorf("seedMeans = %v, want [0.75 0.5]", got)
 	}
 	// A task not scored in one seed leaves every seed: tasks 0 and 2 remain,
 	// seed means 1 and 0.5, mean 0.75.

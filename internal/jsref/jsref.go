@@ -100,8 +100,8 @@ type Request struct {
 	Bench *Bench   `json:"bench,omitempty"`
 }
 
-// Rendered is one chat as the reference renders and encodes it.
-type Rendered struct {
+// rendered is one chat as the reference renders and encodes it.
+type rendered struct {
 	Text string `json:"text"`
 	IDs  []int  `json:"ids"`
 }
@@ -110,7 +110,7 @@ type Rendered struct {
 type Response struct {
 	IDs     [][]int    `json:"ids"`
 	Decoded []string   `json:"decoded"`
-	Chats   []Rendered `json:"chats"`
+	Chats   []rendered `json:"chats"`
 	Bench   *struct {
 		Tokens          int     `json:"tokens"`
 		Seconds         float64 `json:"seconds"`

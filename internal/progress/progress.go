@@ -36,14 +36,14 @@ type Bar struct {
 // New starts a bar labelled label over total items on w (nil: draws
 // nothing).
 func New(w io.Writer, label string, total int) *Bar {
-	b := &Bar{w: w, label: label, total: total, start: time.Now(), tty: IsTerminal(w)}
+	b := &Bar{w: w, label: label, total: total, start: time.Now(), tty: isTerminal(w)}
 	b.Update(0, total, "")
 	return b
 }
 
-// IsTerminal reports whether w is a character device (a terminal), where
+// isTerminal reports whether w is a character device (a terminal), where
 // progress can be redrawn in place.
-func IsTerminal(w io.Writer) bool {
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -32,7 +32,7 @@ func TestBarOnAPipeWritesOnePlainLine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sb strings.Builder
-			if IsTerminal(&sb) {
+			if isTerminal(&sb) {
 				t.Fatal("a strings.Builder is no terminal")
 			}
 			b := New(&sb, "work", 4)

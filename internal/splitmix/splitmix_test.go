@@ -23,8 +23,8 @@ func TestFinalize(t *testing.T) {
 		{Gamma, 0xe220a8397b1dcdaf}, // the first output for seed 0
 	} {
 		t.Run(fmt.Sprintf("%#x", tc.in), func(t *testing.T) {
-			if got := Finalize(tc.in); got != tc.want {
-				t.Errorf("Finalize(%#x) = %#x, want %#x", tc.in, got, tc.want)
+			if got := finalize(tc.in); got != tc.want {
+				t.Errorf("finalize(%#x) = %#x, want %#x", tc.in, got, tc.want)
 			}
 		})
 	}

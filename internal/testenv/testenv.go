@@ -74,16 +74,16 @@ func MustHaveLlama(t testing.TB) string {
 	return dir
 }
 
-// BaseImage is the local Debian image the container tests build task
+// baseImage is the local Debian image the container tests build task
 // images FROM (.ci/base-image.sh makes it without any registry); the
 // environment variable COMPACTRL_BASE_IMAGE overrides the name.
-const BaseImage = "localhost/compactrl-base:bookworm"
+const baseImage = "localhost/compactrl-base:bookworm"
 
 // MustHavePodman returns the base image's name, stopping t unless podman
 // runs and the base image is in its store.
 func MustHavePodman(t testing.TB) string {
 	t.Helper()
-	img := BaseImage
+	img := baseImage
 	if v := os.Getenv("COMPACTRL_BASE_IMAGE"); v != "" {
 		img = v
 	}
