@@ -54,7 +54,7 @@ func (e Engine) MarshalJSON() ([]byte, error) {
 		m["seed_mode"] = e.SeedMode
 	}
 	for name, v := range e.Options {
-		o, ok := ownedOption(func(o remote.OwnedOption) bool { return o.Name == name })
+		o, ok := remote.LookupOption(name)
 		if !ok {
 			return nil, fmt.Errorf("engine: option %q is no registered engine kind's", name)
 		}
@@ -73,7 +73,7 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 	fixed := map[string]json.RawMessage{}
 	opts := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		o, ok := ownedOption(func(o remote.OwnedOption) bool { return o.Field == k })
+		o, ok := remote.OptionByField(k)
 		if !ok {
 			fixed[k] = raw[k]
 			continue
@@ -106,15 +106,6 @@ func (e *Engine) UnmarshalJSON(b []byte) error {
 		e.Options = opts
 	}
 	return nil
-}
-
-// ownedOption is the first registered engine option that match accepts.
-func ownedOption(match func(remote.OwnedOption) bool) (remote.OwnedOption, bool) {
-	all := remote.KindOptions()
-	if i := slices.IndexFunc(all, match); i >= 0 {
-		return all[i], true
-	}
-	return remote.OwnedOption{}, false
 }
 
 // Sampling holds the request's sampling parameters; absent fields take the
@@ -267,7 +258,7 @@ func (r *Request) Validate() error {
 		return field.Errorf("engine.kind", "%q: want %s", r.Engine.Kind, remote.KindList())
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Engine.Options)) {
-		o, ok := ownedOption(func(o remote.OwnedOption) bool { return o.Name == name })
+		o, ok := remote.LookupOption(name)
 		switch {
 		case !ok:
 			return field.Errorf("engine", "option %q is no registered engine kind's", name)

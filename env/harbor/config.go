@@ -2,6 +2,7 @@ package harbor
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"path"
@@ -451,11 +452,7 @@ func (d *decoder) environment(p string, v any) (EnvironmentConfig, error) {
 // storage, and returns a copy of t with a string memory/storage size
 // moved to memory_mb/storage_mb (a conflicting *_mb is an error).
 func (d *decoder) migrateLegacy(p string, t map[string]any) (map[string]any, error) {
-	t2 := make(map[string]any, len(t))
-	for k, x := range t {
-		t2[k] = x
-	}
-	t = t2
+	t = maps.Clone(t)
 	if x, ok := t["allow_internet"]; ok && x != nil {
 		d.warnings = append(d.warnings, fmt.Sprintf("%s: %s.allow_internet is deprecated; use network_mode", d.file, p))
 	}

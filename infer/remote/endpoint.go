@@ -86,16 +86,12 @@ func ParseEndpoint(spec string) (Endpoint, error) {
 // checkOption checks e.Options[name]: an option of e's kind (naming the
 // kind that owns it otherwise) with one of its values.
 func (e Endpoint) checkOption(name string) error {
-	k, ok := LookupKind(e.Kind)
-	if !ok {
-		return fmt.Errorf("unknown kind %q", e.Kind)
-	}
-	o, ok := k.option(name)
-	if !ok {
-		if i := slices.IndexFunc(KindOptions(), func(o OwnedOption) bool { return o.Name == name }); i >= 0 {
-			return fmt.Errorf("option %s is a setting of %s engines, not of %s", name, KindOptions()[i].Kind, e.Kind)
-		}
+	o, ok := LookupOption(name)
+	switch {
+	case !ok:
 		return fmt.Errorf("unknown option %q", name)
+	case o.Kind != e.Kind:
+		return fmt.Errorf("option %s is a setting of %s engines, not of %s", name, o.Kind, e.Kind)
 	}
 	if err := o.Check(e.Options[name]); err != nil {
 		return fmt.Errorf("%s=%w", name, err)
@@ -109,8 +105,7 @@ func (e Endpoint) Option(name string) string {
 	if v := e.Options[name]; v != "" {
 		return v
 	}
-	k, _ := LookupKind(e.Kind)
-	if o, ok := k.option(name); ok {
+	if o, ok := LookupOption(name); ok && o.Kind == e.Kind {
 		return o.Default()
 	}
 	return ""

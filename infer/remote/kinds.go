@@ -178,13 +178,29 @@ type OwnedOption struct {
 	KindOption
 }
 
-// option is kind's option named name.
-func (k EngineKind) option(name string) (KindOption, bool) {
-	i := slices.IndexFunc(k.Options, func(o KindOption) bool { return o.Name == name })
-	if i < 0 {
-		return KindOption{}, false
+// LookupOption returns the registered option named name (KindOption.Name),
+// with the kind that owns it.
+func LookupOption(name string) (OwnedOption, bool) {
+	return findOption(func(o KindOption) bool { return o.Name == name })
+}
+
+// OptionByField returns the registered option that serve's requests carry
+// as engine.field (KindOption.Field), with the kind that owns it.
+func OptionByField(field string) (OwnedOption, bool) {
+	return findOption(func(o KindOption) bool { return o.Field == field })
+}
+
+// findOption is the registered option match accepts (names, flags and
+// fields are unique across kinds: RegisterKind).
+func findOption(match func(KindOption) bool) (OwnedOption, bool) {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	for _, k := range kinds {
+		if i := slices.IndexFunc(k.Options, match); i >= 0 {
+			return OwnedOption{Kind: k.Name, KindOption: k.Options[i]}, true
+		}
 	}
-	return k.Options[i], true
+	return OwnedOption{}, false
 }
 
 // LookupKind returns the engine kind registered as name.
