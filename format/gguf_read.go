@@ -73,6 +73,20 @@ func ReadGGUF(path string) (map[string]any, []Tensor, error) {
 	return f.Meta, ts, nil
 }
 
+// ReadGGUFMeta reads the metadata of a GGUF file and its tensor infos,
+// decoding no tensor data.
+func ReadGGUFMeta(path string) (*GGUFFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read gguf: %w", err)
+	}
+	f, err := ParseGGUFHeader(b)
+	if err != nil {
+		return nil, fmt.Errorf("read gguf %s: %w", path, err)
+	}
+	return f, nil
+}
+
 func (f *GGUFFile) tensorData(b []byte, ti GGUFTensorInfo) (Tensor, error) {
 	n := uint64(1)
 	for _, d := range ti.Shape {

@@ -87,18 +87,6 @@ func PermuteQK(w []float32, rows, cols, nHead int) ([]float32, error) {
 	return out, nil
 }
 
-// ggufTokenizerPre names the llama.cpp pre-tokenizer (tokenizer.ggml.pre)
-// that splits like tok.
-func ggufTokenizerPre(tok *tokenizer.Tokenizer) string {
-	switch tok.PreTokenizer() {
-	case "llama3":
-		return "llama-bpe"
-	case "qwen2":
-		return "qwen2"
-	}
-	return "gpt-2"
-}
-
 // WriteGGUF writes a llama.cpp GGUF v3 file (all tensors F32) of the
 // LlamaForCausalLM checkpoint ts (HF names, row-major) with configuration
 // cfg and vocabulary tok. q_proj/k_proj rows are permuted to llama.cpp's
@@ -124,7 +112,10 @@ func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokeniz
 	if err != nil {
 		return wrap(err)
 	}
-	kvs := ggufMetadata(cfg, tok)
+	kvs, err := ggufMetadata(cfg, tok)
+	if err != nil {
+		return wrap(err)
+	}
 	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts) })
 }
 
@@ -205,7 +196,11 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) []ggufKV {
+func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) ([]ggufKV, error) {
+	pre, err := tok.GGUFPre()
+	if err != nil {
+		return nil, err
+	}
 	name := "compactrl"
 	kv := []ggufKV{
 		{"general.architecture", "llama"},
@@ -244,7 +239,7 @@ func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) []ggufKV {
 	}
 	kv = append(kv,
 		ggufKV{"tokenizer.ggml.model", "gpt2"},
-		ggufKV{"tokenizer.ggml.pre", ggufTokenizerPre(tok)},
+		ggufKV{"tokenizer.ggml.pre", pre},
 		ggufKV{"tokenizer.ggml.tokens", tokens},
 		ggufKV{"tokenizer.ggml.token_type", types},
 		ggufKV{"tokenizer.ggml.merges", ms},
@@ -263,7 +258,7 @@ func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) []ggufKV {
 		ggufKV{"tokenizer.ggml.add_bos_token", false},
 		ggufKV{"tokenizer.ggml.add_eos_token", false},
 	)
-	return kv
+	return kv, nil
 }
 
 // specialIDs returns BOS and EOS ids: config.json's, else well-known special

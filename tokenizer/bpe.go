@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,7 +53,12 @@ type Tokenizer struct {
 	fuseUnk      bool                // consecutive unknowns become one unk
 	strip        map[int][2]bool     // added tokens' lstrip, rstrip
 	decode       func(string) string // a token's string → its bytes (nil: byte-level)
-	stripLead    bool                // the decoder drops the text's leading space (Metaspace)
+	ggufPre      string              // tokenizer.ggml.pre of a tokenizer read from a GGUF file
+	// missingBytes: the byte-level vocabulary may lack byte tokens; such a
+	// byte has byteID −1, blocks merges across it and is dropped from the
+	// ids, as llama.cpp's BPE tokenizer does (GGUF vocabularies only).
+	missingBytes bool
+	stripLead    bool // the decoder drops the text's leading space (Metaspace)
 
 	mu    sync.RWMutex
 	cache map[string][]int32
@@ -92,6 +98,10 @@ func (t *Tokenizer) build() error {
 	} else {
 		for b := 0; b < 256; b++ {
 			id, ok := t.vocab[string(byteRunes[b])]
+			if (!ok || t.special[id]) && t.missingBytes {
+				t.byteID[b] = -1
+				continue
+			}
 			if !ok || t.special[id] {
 				return fmt.Errorf("vocabulary lacks the byte token %q (byte 0x%02x)", string(byteRunes[b]), b)
 			}
@@ -375,10 +385,16 @@ func (t *Tokenizer) bpe(w string) []int32 {
 		}
 	}
 	syms := make([]int32, len(w))
+	missing := false
 	for i := 0; i < len(w); i++ {
 		syms[i] = t.byteID[w[i]]
+		missing = missing || syms[i] < 0
 	}
-	return t.merge(syms)
+	out := t.merge(syms)
+	if missing {
+		out = slices.DeleteFunc(out, func(id int32) bool { return id < 0 })
+	}
+	return out
 }
 
 // merge applies the merges to symbol ids (negative ids never merge).

@@ -149,14 +149,17 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	t, err := parseHF(b)
+	t, err := parseHF(b, false)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", path, err)
 	}
 	return t, nil
 }
 
-func parseHF(b []byte) (*Tokenizer, error) {
+// parseHF builds a tokenizer from tokenizer.json bytes b. With
+// missingBytes, a byte-level vocabulary may lack byte tokens (see
+// Tokenizer.missingBytes).
+func parseHF(b []byte, missingBytes bool) (*Tokenizer, error) {
 	var f struct {
 		AddedTokens  []hfAddedToken  `json:"added_tokens"`
 		Normalizer   json.RawMessage `json:"normalizer"`
@@ -184,7 +187,7 @@ func parseHF(b []byte) (*Tokenizer, error) {
 	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
 		return nil, errors.New("model: continuing_subword_prefix / end_of_word_suffix are unsupported")
 	}
-	t := &Tokenizer{ignoreMerges: m.IgnoreMerges, byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, unk: -1}
+	t := &Tokenizer{ignoreMerges: m.IgnoreMerges, byteFallback: m.ByteFallback, fuseUnk: m.FuseUnk, unk: -1, missingBytes: missingBytes}
 	nz, err := parseNormalizer(f.Normalizer)
 	if err != nil {
 		return nil, err

@@ -502,7 +502,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte(`{"pre_tokenizer":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"a":0},"merges":[["a","a"]]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		tok, err := parseHF(b)
+		tok, err := parseHF(b, false)
 		if err != nil {
 			return
 		}
