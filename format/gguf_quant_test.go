@@ -197,4 +197,3 @@ func TestReadGGUFMatchesGGUFPackageOnSmolLM2(t *testing.T) {
 	}
 	t.Logf("%d tensors equal bit for bit; types %v", len(ts), types)
 }
-
