@@ -95,9 +95,13 @@ func (m *Model) Save(dir string) error {
 }
 
 // Load reads a checkpoint written by Save (or a Hugging Face Llama
-// checkpoint in one safetensors file). It is a critic when the weights
-// hold score.weight.
+// checkpoint in one safetensors file), or a llama GGUF file (any type
+// format.Dequantize reads, to float32; format.ReadGGUFCheckpoint). It is a
+// critic when the weights hold score.weight.
 func Load(dir string) (*Model, error) {
+	if format.IsGGUF(dir) {
+		return loadGGUF(dir)
+	}
 	lc, err := format.ReadConfig(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)
@@ -136,6 +140,26 @@ func Load(dir string) (*Model, error) {
 	}
 	if err := m.SetTensors(ts); err != nil {
 		return nil, fmt.Errorf("load model %s: %s: %w", dir, path, err)
+	}
+	return m, nil
+}
+
+// loadGGUF reads a GGUF file as a policy (format.ReadGGUFCheckpoint).
+func loadGGUF(path string) (*Model, error) {
+	lc, ts, err := format.ReadGGUFCheckpoint(path)
+	if err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	cfg, err := configFromLlama(lc)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: config: %w", path, err)
+	}
+	m, err := alloc(cfg, false)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", path, err)
+	}
+	if err := m.SetTensors(ts); err != nil {
+		return nil, fmt.Errorf("load model %s: %w", path, err)
 	}
 	return m, nil
 }
