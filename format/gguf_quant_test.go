@@ -197,3 +197,35 @@ func TestReadGGUFMatchesGGUFPackageOnSmolLM2(t *testing.T) {
 	}
 	t.Logf("%d tensors equal bit for bit; types %v", len(ts), types)
 }
+
+// TestFloat32ToHalf: every finite half round-trips; values halfway
+// between two halves round to the even one; overflow is Inf.
+func TestFloat32ToHalf(t *testing.T) {
+	for h := 0; h < 1<<16; h++ {
+		if h>>10&0x1f == 0x1f {
+			continue
+		}
+		if got := Float32ToHalf(HalfToFloat32(uint16(h))); got != uint16(h) {
+			t.Fatalf("half %#04x → %v → %#04x", h, HalfToFloat32(uint16(h)), got)
+		}
+		next := uint16(h) + 1
+		if h&0x7fff == 0x7bff || h == 0x7fff || h == 0xffff {
+			continue
+		}
+		a, b := float64(HalfToFloat32(uint16(h))), float64(HalfToFloat32(next))
+		mid := float32((a + b) / 2)
+		want := uint16(h)
+		if h&1 == 1 {
+			want = next
+		}
+		if got := Float32ToHalf(mid); got != want {
+			t.Fatalf("midpoint of %#04x and %#04x (%v): %#04x, want %#04x", h, next, mid, got, want)
+		}
+	}
+	if Float32ToHalf(70000) != 0x7c00 || Float32ToHalf(-70000) != 0xfc00 || Float32ToHalf(float32(math.NaN()))&0x7fff <= 0x7c00 {
+		t.Fatal("overflow or NaN")
+	}
+	if Float32ToHalf(1e-10) != 0 || Float32ToHalf(-1e-10) != 0x8000 {
+		t.Fatal("underflow")
+	}
+}

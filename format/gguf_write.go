@@ -87,14 +87,29 @@ func PermuteQK(w []float32, rows, cols, nHead int) ([]float32, error) {
 	return out, nil
 }
 
-// WriteGGUF writes a llama.cpp GGUF v3 file (all tensors F32) of the
+// GGUFOptions are WriteGGUFWith's choices beyond the checkpoint.
+type GGUFOptions struct {
+	// ChatTemplate is written as tokenizer.chat_template ("": none).
+	ChatTemplate string
+	// F16 stores every matrix as F16 (rounded to nearest, ties to even);
+	// norm weights stay F32, as llama.cpp's converter keeps them.
+	F16 bool
+}
+
+// WriteGGUF is WriteGGUFWith without options: all tensors F32, no chat
+// template.
+func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokenizer) error {
+	return WriteGGUFWith(path, cfg, ts, tok, GGUFOptions{})
+}
+
+// WriteGGUFWith writes a llama.cpp GGUF v3 file (tensors F32, or F16 with opts.F16) of the
 // LlamaForCausalLM checkpoint ts (HF names, row-major) with configuration
 // cfg and vocabulary tok. q_proj/k_proj rows are permuted to llama.cpp's
 // RoPE layout (PermuteQK with num_attention_heads / num_key_value_heads);
 // lm_head is left out when embeddings are tied (llama.cpp then reuses
 // token_embd), and so are the rotary_emb.inv_freq buffers of older HF
 // checkpoints. Every other tensor must be known and of the shape cfg implies.
-func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokenizer) error {
+func WriteGGUFWith(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokenizer, opts GGUFOptions) error {
 	wrap := func(err error) error { return fmt.Errorf("write gguf %s: %w", path, err) }
 	if err := cfg.Validate(); err != nil {
 		return wrap(fmt.Errorf("config: %w", err))
@@ -116,7 +131,17 @@ func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokeniz
 	if err != nil {
 		return wrap(err)
 	}
-	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts) })
+	if opts.ChatTemplate != "" {
+		kvs = append(kvs, ggufKV{"tokenizer.chat_template", opts.ChatTemplate})
+	}
+	if opts.F16 {
+		for i := range kvs {
+			if kvs[i].key == "general.file_type" {
+				kvs[i].val = uint32(1) // LLAMA_FTYPE_MOSTLY_F16
+			}
+		}
+	}
+	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts, opts.F16) })
 }
 
 func ggufTensors(cfg LlamaConfig, ts []Tensor) ([]Tensor, error) {
@@ -357,9 +382,11 @@ func (c *countingWriter) value(v any) error {
 	return nil
 }
 
-// encodeGGUF writes header, metadata, tensor infos and F32 data, each
-// tensor's data starting at a multiple of GGUFAlignment.
-func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor) error {
+// encodeGGUF writes header, metadata, tensor infos and data (F32, or F16
+// for matrices with f16), each tensor's data starting at a multiple of
+// GGUFAlignment.
+func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor, f16 bool) error {
+	half := func(t Tensor) bool { return f16 && len(t.Shape) == 2 }
 	c := &countingWriter{w: w}
 	c.buf = append(c.buf, ggufMagic...)
 	c.u32(3)
@@ -379,9 +406,15 @@ func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor) error {
 		for d := len(t.Shape) - 1; d >= 0; d-- {
 			c.u64(uint64(t.Shape[d]))
 		}
-		c.u32(GGMLTypeF32)
+		size := uint64(4)
+		if half(t) {
+			c.u32(GGMLTypeF16)
+			size = 2
+		} else {
+			c.u32(GGMLTypeF32)
+		}
 		c.u64(off)
-		off = align(off + 4*uint64(len(t.Data)))
+		off = align(off + size*uint64(len(t.Data)))
 	}
 	pad := func() {
 		n := c.n + uint64(len(c.buf))
@@ -391,8 +424,13 @@ func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor) error {
 	}
 	pad()
 	for _, t := range ts {
+		h := half(t)
 		for _, v := range t.Data {
-			c.u32(math.Float32bits(v))
+			if h {
+				c.buf = binary.LittleEndian.AppendUint16(c.buf, Float32ToHalf(v))
+			} else {
+				c.u32(math.Float32bits(v))
+			}
 			if len(c.buf) >= 1<<16 {
 				if err := c.flush(); err != nil {
 					return err

@@ -353,6 +353,44 @@ func decodeFloats(dt string, src []byte) []float32 {
 	return nil // unreachable: dtypeSize rejected dt
 }
 
+// Float32ToHalf rounds f to the nearest IEEE 754 binary16 value, ties to
+// even (what numpy's astype(float16) and llama.cpp's converter do):
+// overflow becomes ±Inf, NaN stays NaN, small values become subnormals or
+// signed zero.
+func Float32ToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127
+	mant := b & 0x7fffff
+	switch {
+	case exp == 128: // Inf or NaN
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp > 15:
+		return sign | 0x7c00
+	case exp >= -14: // normal: 10 of 23 mantissa bits, rounded
+		h := uint32(exp+15)<<10 | mant>>13
+		rest := mant & 0x1fff
+		if rest > 0x1000 || (rest == 0x1000 && h&1 == 1) {
+			h++ // may carry into the exponent, up to Inf: still correct
+		}
+		return sign | uint16(h)
+	case exp >= -25: // subnormal: value = m · 2^-24 with the implicit bit
+		m := mant | 0x800000
+		shift := uint(-exp - 14 + 13) // 14..25
+		h := m >> shift
+		rest := m & (1<<shift - 1)
+		halfway := uint32(1) << (shift - 1)
+		if rest > halfway || (rest == halfway && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	return sign
+}
+
 // HalfToFloat32 converts an IEEE 754 binary16 bit pattern to float32 exactly
 // (subnormals, infinities and NaN included).
 func HalfToFloat32(h uint16) float32 {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/infer/remote"
-	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // engineFlags bound what a slow or failing engine can cost: one attempt's
@@ -95,6 +95,9 @@ type engineSpec struct {
 	seed              int64
 	flags             engineFlags
 	warn              io.Writer // where start-up warnings go (nil: os.Stderr)
+	// chat, when set, is told which template lays out the prompts
+	// (formatFor's description; --template's ids otherwise).
+	chat func(template string)
 }
 
 // errSampling marks a sampling configuration an engine cannot record
@@ -131,6 +134,9 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: enc.vocab}, nil, eps...)
 	if err != nil {
 		return nil, fmt.Errorf("--engine: %w", err)
+	}
+	if s.chat != nil {
+		s.chat(enc.template)
 	}
 	if enc.format != nil {
 		return agent.NewWithFormat(ctx, cfg, enc.tok, enc.format, wrapSampler(pool, wrap))
@@ -206,10 +212,11 @@ func (s engineSpec) checkSeeds(ctx context.Context, eps []remote.Endpoint) error
 // engineEncoding is how the agent turns text into the engine's token ids
 // and lays out its turns.
 type engineEncoding struct {
-	tok    agent.Tokenizer
-	tmpl   agent.Template // --template's six ids
-	format agent.Format   // a real model's chat format (formatFor); nil with --template
-	vocab  int            // ids at or past it are engine faults (0: unchecked)
+	tok      agent.Tokenizer
+	tmpl     agent.Template // --template's six ids
+	format   agent.Format   // a real model's chat format (formatFor); nil with --template
+	template string         // which template lays out the prompts
+	vocab    int            // ids at or past it are engine faults (0: unchecked)
 }
 
 // encoding is --tokenizer (with --template, or the chat format formatFor
@@ -219,6 +226,7 @@ func (s engineSpec) encoding(eps []remote.Endpoint) (engineEncoding, error) {
 	haveTmpl := s.tok.template != ""
 	if haveTmpl {
 		var err error
+		enc.template = "--template " + s.tok.template
 		if enc.tmpl, err = parseTemplate(s.tok.template); err != nil {
 			return enc, err
 		}
@@ -239,7 +247,7 @@ func (s engineSpec) encoding(eps []remote.Endpoint) (engineEncoding, error) {
 		enc.tok = rt
 		return enc, nil
 	}
-	t, err := tokenizer.Load(s.tok.path)
+	t, err := format.ReadTokenizer(s.tok.path)
 	if err != nil {
 		return enc, fmt.Errorf("--tokenizer: %w", err)
 	}
@@ -248,7 +256,7 @@ func (s engineSpec) encoding(eps []remote.Endpoint) (engineEncoding, error) {
 		enc.vocab = t.VocabSize()
 	}
 	if !haveTmpl {
-		enc.format, err = formatFor(t, s.tok.path, s.tok.chat)
+		enc.format, enc.template, err = formatFor(t, s.tok.path, s.tok.chat)
 	}
 	return enc, err
 }

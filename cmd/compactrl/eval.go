@@ -167,7 +167,7 @@ func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[str
 		return nil, nil, err
 	}
 	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: o.engines, kind: o.kind, model: o.model, maxConc: o.maxConc,
-		tok: o.tok, seed: o.seed, flags: o.engine})
+		tok: o.tok, seed: o.seed, flags: o.engine, chat: func(tmpl string) { meta["chat_template"] = tmpl }})
 	if err != nil {
 		return nil, nil, err
 	}

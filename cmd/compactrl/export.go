@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,16 +24,25 @@ func runExport(ctx context.Context, e env, args []string) error {
 // model.safetensors or its shards, tokenizer.json) to a GGUF file
 // llama.cpp serves.
 func runExportGGUF(ctx context.Context, e env, args []string) error {
-	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR --out FILE.gguf")
-	fs.about = "Converts a policy checkpoint (config.json, model.safetensors or its shards, tokenizer.json) to a GGUF file llama-server serves."
-	fs.examples = []string{"compactrl export gguf --checkpoint models/vault-base --out vault-base.gguf"}
-	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+format.WeightsFile+" (or sharded, with "+format.WeightsIndexFile+") and "+tokenizer.File)
+	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR|FILE.gguf --out FILE.gguf [--type f32|f16]")
+	fs.about = "Converts a policy checkpoint (config.json, model.safetensors or its shards, tokenizer.json; or a GGUF file, any quantization, dequantized) to a GGUF file llama-server serves."
+	fs.examples = []string{"compactrl export gguf --checkpoint models/vault-base --out vault-base.gguf",
+		"compactrl export gguf --checkpoint SmolLM2-135M-Instruct.Q4_1.gguf --type f32 --out smollm2-f32.gguf"}
+	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+format.WeightsFile+" (or sharded, with "+format.WeightsIndexFile+") and "+tokenizer.File+", or a GGUF file")
 	out := fs.String("out", "", "GGUF file to write")
+	typ := fs.String("type", "f32", "tensor type of the matrices: f32, or f16 (norms stay f32)")
 	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
 	if *dir == "" || *out == "" {
 		return fs.usageErr("--checkpoint and --out are required")
+	}
+	if *typ != "f32" && *typ != "f16" {
+		return fs.usageErr("--type %q: want f32 or f16", *typ)
+	}
+	opts := format.GGUFOptions{F16: *typ == "f16"}
+	if format.IsGGUF(*dir) {
+		return exportGGUFFromGGUF(ctx, e, *dir, *out, opts)
 	}
 	for _, name := range []string{format.ConfigFile, tokenizer.File} {
 		if _, err := os.Stat(filepath.Join(*dir, name)); err != nil {
@@ -69,13 +79,48 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := format.WriteGGUF(*out, cfg, ts, tok); err != nil {
+	if tc, err := tokenizer.LoadConfig(filepath.Join(*dir, tokenizer.ConfigFile)); err == nil {
+		opts.ChatTemplate = tc.ChatTemplate
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("export gguf: %w", err)
+	}
+	if err := format.WriteGGUFWith(*out, cfg, ts, tok, opts); err != nil {
 		return err
 	}
-	st, err := os.Stat(*out)
+	return reportGGUF(e, *out, cfg)
+}
+
+// exportGGUFFromGGUF re-writes a GGUF checkpoint (any type ReadGGUF
+// dequantizes) as F32 or F16, with its vocabulary, special tokens and
+// chat template.
+func exportGGUFFromGGUF(ctx context.Context, e env, in, out string, opts format.GGUFOptions) error {
+	cfg, ts, err := format.ReadGGUFCheckpoint(in)
+	if err != nil {
+		return fmt.Errorf("export gguf: %w", err)
+	}
+	tok, err := format.ReadTokenizer(in)
+	if err != nil {
+		return fmt.Errorf("export gguf: %w", err)
+	}
+	tc, err := format.ReadTokenizerConfig(in)
+	if err != nil {
+		return fmt.Errorf("export gguf: %w", err)
+	}
+	opts.ChatTemplate = tc.ChatTemplate
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := format.WriteGGUFWith(out, cfg, ts, tok, opts); err != nil {
+		return err
+	}
+	return reportGGUF(e, out, cfg)
+}
+
+func reportGGUF(e env, out string, cfg format.LlamaConfig) error {
+	st, err := os.Stat(out)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "wrote %s: %d layers, hidden %d, vocab %d, %.1f MB\n", *out, cfg.NumHiddenLayers, cfg.HiddenSize, cfg.VocabSize, float64(st.Size())/1e6)
+	fmt.Fprintf(e.stdout, "wrote %s: %d layers, hidden %d, vocab %d, %.1f MB\n", out, cfg.NumHiddenLayers, cfg.HiddenSize, cfg.VocabSize, float64(st.Size())/1e6)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/compactrl/compactrl/agent"
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -25,7 +26,7 @@ func runTokenize(_ context.Context, e env, args []string) error {
 		"tokenize --tokenizer FILE|DIR --chat MESSAGES.json [--chat-template NAME|FILE]")
 	fs.examples = []string{"echo 'hello world' | compactrl tokenize --tokenizer models/vault-base",
 		"compactrl tokenize --tokenizer ~/qwen3 --chat messages.json"}
-	tokPath := fs.String("tokenizer", "", "tokenizer.json, or a directory holding it (and tokenizer_config.json) (required)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json, or a directory holding it (and tokenizer_config.json), or a GGUF model file (required)")
 	chatPath := fs.String("chat", "", "JSON file of messages [{\"role\", \"content\"}] to render with the chat template")
 	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
 	plain := fs.Bool("plain", false, "encode special-token strings in stdin as text")
@@ -41,7 +42,7 @@ func runTokenize(_ context.Context, e env, args []string) error {
 	case *chatPath != "" && *plain:
 		return errors.New("--plain is for text on stdin, not --chat")
 	}
-	tok, err := tokenizer.Load(*tokPath)
+	tok, err := format.ReadTokenizer(*tokPath)
 	if err != nil {
 		return fmt.Errorf("--tokenizer: %w", err)
 	}
@@ -91,7 +92,7 @@ func renderChat(tok *tokenizer.Tokenizer, tokPath, path, tmpl string, gen bool) 
 	if err := dec.Decode(&msgs); err != nil {
 		return nil, fmt.Errorf("--chat %s: want a JSON list of {\"role\", \"content\"}: %w", path, err)
 	}
-	f, err := chatFormat(tok, tokPath, tmpl)
+	f, _, err := chatFormat(tok, tokPath, tmpl)
 	if err != nil {
 		return nil, err
 	}

@@ -64,11 +64,11 @@ func TestFormatFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := formatFor(tok, "unused", "")
+	f, _, err := formatFor(tok, "unused", "")
 	if err != nil || len(f.Action()) != 1 {
 		t.Fatalf("built-in: %v %v", f, err)
 	}
-	if _, err := formatFor(tok, filepath.Join(t.TempDir(), "tokenizer.json"), "qwen3"); err == nil || !strings.Contains(err.Error(), "<|im_end|>") {
+	if _, _, err := formatFor(tok, filepath.Join(t.TempDir(), "tokenizer.json"), "qwen3"); err == nil || !strings.Contains(err.Error(), "<|im_end|>") {
 		t.Errorf("qwen3 preset on a tokenizer without its specials: %v", err)
 	}
 	dir := t.TempDir()
@@ -80,16 +80,24 @@ func TestFormatFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := formatFor(plain, p, ""); err == nil || !strings.Contains(err.Error(), "--chat-template") {
+	if _, _, err := formatFor(plain, p, ""); err == nil || !strings.Contains(err.Error(), "--chat-template") {
 		t.Errorf("no tokenizer_config.json: %v", err)
 	}
-	os.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), []byte(`{"chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}", "eos_token": "<|im_end|>"}`), 0o644)
-	f, err = formatFor(plain, p, "")
+	// A ChatML template without the generation prompt lays out the
+	// probe differently from the chatml preset: refused, not substituted.
+	noGen := "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+	os.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), []byte(`{"chat_template": "`+strings.ReplaceAll(noGen, "\n", `\n`)+`", "eos_token": "<|im_end|>"}`), 0o644)
+	if _, _, err := formatFor(plain, p, ""); err == nil || !strings.Contains(err.Error(), "renders a probe conversation differently") {
+		t.Errorf("template without a generation prompt: %v", err)
+	}
+	withGen := noGen + "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+	os.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), []byte(`{"chat_template": "`+strings.ReplaceAll(withGen, "\n", `\n`)+`", "eos_token": "<|im_end|>"}`), 0o644)
+	f, desc, err := formatFor(plain, p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf, ok := f.(*agent.ChatFormat); !ok || cf.Preset().Name != "chatml" {
-		t.Errorf("picked %#v", f)
+	if cf, ok := f.(*agent.ChatFormat); !ok || cf.Preset().Name != "chatml" || !strings.Contains(desc, "equal to the model's own template") {
+		t.Errorf("picked %#v (%s)", f, desc)
 	}
 }
 

@@ -1,0 +1,155 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/compactrl/compactrl/format"
+	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/model"
+)
+
+// serveGGUF starts llama-server on a model file for one test (float32 KV
+// cache, one slot) and returns its URL.
+func serveGGUF(t *testing.T, path string) string {
+	t.Helper()
+	dir := testenv.MustHaveLlama(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "run"), filepath.Join(dir, "root/usr/bin/llama-server"), "-m", path,
+		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "-t", "2", "--no-webui", "-np", "1", "-c", "2048",
+		"-ctk", "f32", "-ctv", "f32", "-fa", "off")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := testenv.StartGroup(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.KillGroup(cmd); logf.Close() })
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+	}
+	b, _ := os.ReadFile(logf.Name())
+	t.Fatalf("llama-server on %s not healthy after 90 s:\n%s", path, b)
+	return ""
+}
+
+// ratioStats summarises log π_train − log π_engine over sampled tokens.
+type ratioStats struct {
+	n                  int
+	meanAbs, maxAbs    float64
+	p50, p99, min, max float64 // of the ratio π_train/π_engine
+}
+
+func (r ratioStats) String() string {
+	return fmt.Sprintf("%d tokens: |Δ log π| mean %.2e, max %.2e; π_train/π_engine median %.6f, 99th pct %.6f, range [%.6f, %.6f]",
+		r.n, r.meanAbs, r.maxAbs, r.p50, r.p99, r.min, r.max)
+}
+
+// TestSmolLM2EngineLogprobsOnPolicy samples completions of a ChatML prompt
+// from llama-server at T = 1 and compares the log-probability the engine
+// returns for each sampled token with the built-in model's on the same
+// weights: SmolLM2-135M-Instruct exported as F32 GGUF (the on-policy
+// case: the ratio must be 1 to float32 rounding), and the original Q4_1
+// file (llama.cpp multiplies Q4_1 blocks by activations quantized to Q8,
+// the built-in model the dequantized float32 weights: the mismatch is
+// measured and bounded).
+func TestSmolLM2EngineLogprobsOnPolicy(t *testing.T) {
+	q41 := testenv.MustHaveSmolLM2(t)
+	testenv.MustHaveLlama(t)
+	m, err := model.Load(q41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := format.ReadTokenizer(q41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, ts, err := format.ReadGGUFCheckpoint(q41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32 := filepath.Join(t.TempDir(), "smollm2-f32.gguf")
+	if err := format.WriteGGUF(f32, cfg, ts, tok); err != nil {
+		t.Fatal(err)
+	}
+	prompt := tok.EncodeWithSpecials("<|im_start|>system\nYou are an agent in a Linux shell. Reply with one command.<|im_end|>\n" +
+		"<|im_start|>user\nFind the file that holds the vault code and print it.<|im_end|>\n<|im_start|>assistant\n")
+	for _, tc := range []struct {
+		name, path string
+		maxAbs     float64
+	}{{"f32", f32, 1e-4}, {"q4_1", q41, 1.0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := NewLlamaCpp(serveGGUF(t, tc.path), nil)
+			var deltas []float64
+			for seed := int64(1); seed <= 4; seed++ {
+				c, err := eng.Sample(context.Background(), infer.Request{Prompt: prompt, MaxTokens: 24, Temperature: 1, Seed: seed})
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows, err := m.NewScorer().Logits(append(slices.Clone(prompt), c.Tokens...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, id := range c.Tokens {
+					lp := logSoftmaxAt(rows[len(prompt)-1+i], id)
+					deltas = append(deltas, lp-c.Logprobs[i])
+				}
+			}
+			st := summarise(deltas)
+			t.Logf("%s: %v", tc.name, st)
+			if st.maxAbs > tc.maxAbs {
+				t.Errorf("%s: max |log π_train − log π_engine| %.3g > %.3g", tc.name, st.maxAbs, tc.maxAbs)
+			}
+		})
+	}
+}
+
+func logSoftmaxAt(row []float32, id int) float64 {
+	mx := math.Inf(-1)
+	for _, v := range row {
+		mx = math.Max(mx, float64(v))
+	}
+	var s float64
+	for _, v := range row {
+		s += math.Exp(float64(v) - mx)
+	}
+	return float64(row[id]) - mx - math.Log(s)
+}
+
+func summarise(d []float64) ratioStats {
+	r := ratioStats{n: len(d), min: math.Inf(1), max: math.Inf(-1)}
+	ratios := make([]float64, len(d))
+	for i, x := range d {
+		r.meanAbs += math.Abs(x) / float64(len(d))
+		r.maxAbs = math.Max(r.maxAbs, math.Abs(x))
+		ratios[i] = math.Exp(x)
+		r.min, r.max = math.Min(r.min, ratios[i]), math.Max(r.max, ratios[i])
+	}
+	sort.Float64s(ratios)
+	if len(ratios) > 0 {
+		r.p50 = ratios[len(ratios)/2]
+		r.p99 = ratios[min(len(ratios)-1, len(ratios)*99/100)]
+	}
+	return r
+}
