@@ -63,4 +63,3 @@ func TestVerifyTemplateRefusesAMismatch(t *testing.T) {
 		t.Fatalf("broken template: %v", err)
 	}
 }
-
