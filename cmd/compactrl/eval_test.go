@@ -190,17 +190,28 @@ func TestEvalFlagErrors(t *testing.T) {
 func startEvalLlama(t *testing.T) string {
 	t.Helper()
 	dir := testenv.MustHaveLlama(t)
+	archs := filepath.Join(dir, "root/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs")
+	if _, err := os.Stat(archs); err != nil {
+		testenv.Unavailable(t, "llama.cpp installation: %v", err)
+	}
+	tmp := t.TempDir()
+	if out, err := exec.Command(filepath.Join(dir, "run"), archs, "-a", "^llama$", "-s", "7", "-o", tmp).CombinedOutput(); err != nil {
+		t.Fatalf("make model: %v %s", err, out)
+	}
+	return startLlamaOn(t, filepath.Join(tmp, "llama-dense.gguf"), 2, 512)
+}
+
+// startLlamaOn starts llama-server (COMPACTRL_LLAMA_DIR) on a GGUF model
+// with slots parallel slots sharing ctx tokens, and returns its URL.
+func startLlamaOn(t *testing.T, model string, slots, ctx int) string {
+	t.Helper()
+	dir := testenv.MustHaveLlama(t)
 	run := filepath.Join(dir, "run")
 	server := filepath.Join(dir, "root/usr/bin/llama-server")
-	archs := filepath.Join(dir, "root/usr/libexec/x86_64-linux-gnu/llama.cpp-tests/test-llama-archs")
-	for _, p := range []string{run, server, archs} {
+	for _, p := range []string{run, server} {
 		if _, err := os.Stat(p); err != nil {
 			testenv.Unavailable(t, "llama.cpp installation: %v", err)
 		}
-	}
-	tmp := t.TempDir()
-	if out, err := exec.Command(run, archs, "-a", "^llama$", "-s", "7", "-o", tmp).CombinedOutput(); err != nil {
-		t.Fatalf("make model: %v %s", err, out)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -208,9 +219,10 @@ func startEvalLlama(t *testing.T) string {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	logf, _ := os.Create(filepath.Join(tmp, "server.log"))
-	cmd := exec.Command(run, server, "-m", filepath.Join(tmp, "llama-dense.gguf"), "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"-t", "2", "--no-webui", "-np", "2", "-c", "512")
+	logPath := filepath.Join(t.TempDir(), "server.log")
+	logf, _ := os.Create(logPath)
+	cmd := exec.Command(run, server, "-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+		"-t", "2", "--no-webui", "-np", fmt.Sprint(slots), "-c", fmt.Sprint(ctx))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := testenv.StartGroup(cmd); err != nil {
 		t.Fatal(err)
@@ -220,7 +232,7 @@ func startEvalLlama(t *testing.T) string {
 		logf.Close()
 	})
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(url + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -228,8 +240,8 @@ func startEvalLlama(t *testing.T) string {
 			}
 		}
 	}
-	log, _ := os.ReadFile(filepath.Join(tmp, "server.log"))
-	t.Fatalf("llama-server not healthy: %s", log)
+	log, _ := os.ReadFile(logPath)
+	t.Fatalf("llama-server on %s not healthy: %s", model, log)
 	return ""
 }
 

@@ -19,6 +19,12 @@ from tests.trainer_types import load
 Sample = load("slime")
 
 URL = os.environ.get("COMPACTRL_SERVE_URL")
+# The episode the tests play: the nano model's "tiny" task by default; the Go test of the real model
+# (SmolLM2-135M-Instruct on the vault suite) sets its own task, agent budget and action length.
+TASK = os.environ.get("COMPACTRL_TEST_TASK", "tiny")
+AGENT = json.loads(os.environ.get("COMPACTRL_TEST_AGENT",
+                                  '{"context": 256, "reserve": 96, "keep_last": 2, "max_turns": 6, "max_compactions": 100}'))
+MAX_NEW_TOKENS = int(os.environ.get("COMPACTRL_TEST_MAX_NEW_TOKENS", "12"))
 
 
 def slime_args(**kw):
@@ -26,7 +32,7 @@ def slime_args(**kw):
         sglang_router_ip=os.environ.get("COMPACTRL_TEST_ROUTER_IP"),
         sglang_router_port=os.environ.get("COMPACTRL_TEST_ROUTER_PORT"),
         compactrl_serve_url=URL, compactrl_engine_kind="llamacpp",
-        compactrl_agent={"context": 256, "reserve": 96, "keep_last": 2, "max_turns": 6, "max_compactions": 100},
+        compactrl_agent=dict(AGENT),
         gamma=1.0, lambd=1.0, kl_coef=0.0)
     for k, v in kw.items():
         setattr(a, k, v)
@@ -34,7 +40,7 @@ def slime_args(**kw):
 
 
 # slime's sampling_params (sglang_rollout.py:95-105, 322).
-PARAMS = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 12, "stop": None,
+PARAMS = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": MAX_NEW_TOKENS, "stop": None,
           "stop_token_ids": None, "skip_special_tokens": False, "no_stop_trim": True, "sampling_seed": 11}
 
 
@@ -50,7 +56,7 @@ def metric(name):
 class GenerateAgainstService(unittest.TestCase):
     def test_segments_share_integer_rollout_id(self):
         args = slime_args()
-        sample = Sample(index=1234, group_index=7, prompt="tiny", metadata={"task_id": "tiny"}, session_id="s")
+        sample = Sample(index=1234, group_index=7, prompt=TASK, metadata={"task_id": TASK}, session_id="s")
         out = asyncio.run(generate.generate(args, sample, dict(PARAMS)))
         self.assertIsInstance(out, list)
         self.assertGreaterEqual(len(out), 2, "the episode must compact")
@@ -81,19 +87,19 @@ class GenerateAgainstService(unittest.TestCase):
         with self.assertRaisesRegex(generate.RequestRejected, "no-such-task"):
             asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS)))
         with self.assertRaisesRegex(generate.RequestRejected, "kontext"):
-            asyncio.run(generate.generate(slime_args(compactrl_agent={"kontext": 5}), Sample(index=6, metadata={"task_id": "tiny"}), dict(PARAMS)))
+            asyncio.run(generate.generate(slime_args(compactrl_agent={"kontext": 5}), Sample(index=6, metadata={"task_id": TASK}), dict(PARAMS)))
 
     def test_eval_returns_one_sample_per_episode(self):
-        sample = Sample(index=8, metadata={"task_id": "tiny"})
+        sample = Sample(index=8, metadata={"task_id": TASK})
         out = asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS), evaluation=True))
         self.assertEqual(len(out), 1)
 
     def test_cancel_disconnects(self):
         before = metric('compactrl_episodes_finished_total{status="cancelled"}')
-        args = slime_args(compactrl_agent={"context": 256, "reserve": 96, "max_turns": 100000, "max_compactions": 100000})
+        args = slime_args(compactrl_agent=dict(AGENT, max_turns=100000, max_compactions=100000, max_format_errors=100000))
 
         async def main():
-            task = asyncio.ensure_future(generate.generate(args, Sample(index=77, metadata={"task_id": "tiny"}), dict(PARAMS)))
+            task = asyncio.ensure_future(generate.generate(args, Sample(index=77, metadata={"task_id": TASK}), dict(PARAMS)))
             await asyncio.sleep(1.5)
             task.cancel()
             with self.assertRaises(asyncio.CancelledError):

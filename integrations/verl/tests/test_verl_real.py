@@ -44,6 +44,12 @@ import uuid
 URL = os.environ.get("COMPACTRL_SERVE_URL")
 BIN = os.environ.get("COMPACTRL_BIN")
 ROUTER = (os.environ.get("COMPACTRL_TEST_ROUTER_IP"), os.environ.get("COMPACTRL_TEST_ROUTER_PORT"))
+# The episode the pipeline plays: the nano model's "tiny" task by default; the Go test of the real model
+# (SmolLM2-135M-Instruct on the vault suite) sets its own task, agent budget and action length.
+TASK = os.environ.get("COMPACTRL_TEST_TASK", "tiny")
+AGENT = json.loads(os.environ.get("COMPACTRL_TEST_AGENT",
+                                  '{"context": 256, "reserve": 96, "keep_last": 2, "max_turns": 6, "max_compactions": 100}'))
+MAX_NEW_TOKENS = int(os.environ.get("COMPACTRL_TEST_MAX_NEW_TOKENS", "12"))
 DP = 3
 # A real Hugging Face checkpoint (LlamaForCausalLM config + tokenizer.json): the repository's shipped base policy.
 MODEL = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "models", "vault-base"))
@@ -90,8 +96,8 @@ def compactrl_overrides():
         f"+compactrl.serve_url={URL}",
         "+compactrl.engine_kind=llamacpp",
         "+compactrl.mask_overlong=false",
-        "+compactrl.max_new_tokens=12",
-        "+compactrl.agent={context:256,reserve:96,keep_last:2,max_turns:6,max_compactions:100}",
+        f"+compactrl.max_new_tokens={MAX_NEW_TOKENS}",
+        "+compactrl.agent={" + ",".join(f"{k}:{v}" for k, v in AGENT.items()) + "}",
     ]
 
 
@@ -215,8 +221,8 @@ class VerlPipeline(unittest.TestCase):
 
         config = verl_config(BASE + compactrl_overrides())
         prompts = [{"uid": uuid.uuid4().hex, "agent_name": "compactrl", "global_steps": 1, "index": i,
-                    "data_source": "tiny", "extra_info": {"task_id": "tiny"},
-                    "raw_prompt": [{"role": "user", "content": "tiny"}]} for i in range(2)]
+                    "data_source": TASK, "extra_info": {"task_id": TASK},
+                    "raw_prompt": [{"role": "user", "content": TASK}]} for i in range(2)]
         keys, tags, status = self.play(config, prompts)
         self.assertEqual(set(status.values()), {"finished"}, status)
         sessions = {k.rsplit("_", 1)[0] for k in keys}
@@ -288,7 +294,7 @@ class VerlPipeline(unittest.TestCase):
         for ep, segs in sorted(episodes.items()):
             segs.sort(key=lambda x: x[0])
             self.assertEqual([s[0] for s in segs], list(range(len(segs))))
-            lines.append(json.dumps({"id": ep, "task": "tiny", "group": ep, "reward": segs[-1][2], "status": "ok",
+            lines.append(json.dumps({"id": ep, "task": TASK, "group": ep, "reward": segs[-1][2], "status": "ok",
                                      "segments": [s[1] for s in segs]}))
         out = subprocess.run([BIN, "advantages", "--estimator", "cross-gae", "--alpha", "1.5", "--gamma", "1.0"],
                              input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,

