@@ -29,8 +29,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // Options say what Run measures. Zero fields take DefaultOptions' values
@@ -59,10 +61,16 @@ type Options struct {
 	QuietPeak    float64  // FMA peak (GFLOP/s, Threads threads) measured on the quiet machine earlier; 0: none to check against
 	Rules        Rules    // when a ratio is not a valid comparison
 	GGUF         string   // where to keep the exported GGUF ("" : a temporary file)
-	LlamaDir     string   // llama.cpp install (DIR/run, DIR/root/usr/bin/llama-server)
-	LlamaArgs    []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
-	SkipTorch    bool
-	SkipLlama    bool
+	// Weights is a GGUF model file (a real model, any quantization
+	// format.ReadGGUFCheckpoint reads): its shape must be Model's
+	// (ModelFromGGUF), and its dequantized weights and vocabulary are what
+	// the built-in engine decodes and llama.cpp serves (exported as F32, so
+	// both run the same float32 weights). "": random weights of Model.
+	Weights   string
+	LlamaDir  string   // llama.cpp install (DIR/run, DIR/root/usr/bin/llama-server)
+	LlamaArgs []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
+	SkipTorch bool
+	SkipLlama bool
 
 	pythonFrom string // where Run found Python, for the report
 }
@@ -261,12 +269,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		return nil, err
 	}
 
-	m, err := model.New(cfg, 1, false)
+	m, tok, err := o.decodeModel(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	tok, err := Tokenizer(cfg.Vocab)
-	if err != nil && !o.SkipLlama {
 		return nil, err
 	}
 	pick := func(rng *rand.Rand) int { return rng.IntN(cfg.Vocab) }
@@ -303,6 +307,53 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	r.Conditions.QuietPeak, r.Conditions.Steal = o.QuietPeak, stealSince(steal0, total0, stealOK)
 	r.Judge()
 	return r, nil
+}
+
+// decodeModel is the model the decode comparison runs: Weights' (its
+// MaxSeq set to cfg's) with its own vocabulary, else random weights of cfg
+// and a trained vocabulary of its size (nil when llama.cpp is skipped and
+// none can be made).
+func (o Options) decodeModel(cfg model.Config) (*model.Model, *tokenizer.Tokenizer, error) {
+	if o.Weights == "" {
+		m, err := model.New(cfg, 1, false)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: %w", err)
+		}
+		tok, err := Tokenizer(cfg.Vocab)
+		if err != nil && !o.SkipLlama {
+			return nil, nil, err
+		}
+		return m, tok, nil
+	}
+	m, err := model.Load(o.Weights)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	if c := m.Cfg; c.Dim != cfg.Dim || c.Layers != cfg.Layers || c.Vocab != cfg.Vocab || c.Heads != cfg.Heads || c.KVHeads != cfg.KVHeads || c.FFN != cfg.FFN {
+		return nil, nil, fmt.Errorf("bench: %s has shape %+v, the options %+v (set Model with ModelFromGGUF)", o.Weights, c, cfg)
+	}
+	m.Cfg.MaxSeq = max(m.Cfg.MaxSeq, cfg.MaxSeq)
+	tok, err := format.ReadTokenizer(o.Weights)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	return m, tok, nil
+}
+
+// ModelFromGGUF is the model shape of a GGUF file (its metadata only), for
+// Options.Model with Options.Weights.
+func ModelFromGGUF(path string) (model.Config, error) {
+	f, err := format.ReadGGUFMeta(path)
+	if err != nil {
+		return model.Config{}, fmt.Errorf("bench: %w", err)
+	}
+	lc, err := format.GGUFLlamaConfig(f)
+	if err != nil {
+		return model.Config{}, fmt.Errorf("bench: %s: %w", path, err)
+	}
+	return model.Config{Vocab: lc.VocabSize, Dim: lc.HiddenSize, Layers: lc.NumHiddenLayers, Heads: lc.NumAttentionHeads,
+		KVHeads: lc.KVHeads(), FFN: lc.IntermediateSize, RopeTheta: lc.RopeTheta, NormEps: lc.RMSNormEps,
+		TiedEmbeddings: lc.TieWordEmbeddings}, nil
 }
 
 // settle is the pause before each training round of the interleaving.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,6 +53,17 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 			return err
 		}
 		return benchEachPath(ctx, e, list, withoutFlag(withoutFlag(args, "paths"), "require-valid"), *asJSON, *requireValid)
+	}
+	if o.Weights != "" {
+		shape := []string{"dim", "layers", "heads", "kv-heads", "ffn", "vocab", "tied"}
+		if set := setFlags(fs, shape...); len(set) > 0 {
+			return fs.usageErr("bench model: --model takes the model's shape from the file; drop --%s", strings.Join(set, ", --"))
+		}
+		cfg, err := bench.ModelFromGGUF(o.Weights)
+		if err != nil {
+			return err
+		}
+		o.Model = cfg
 	}
 	if o.Model.KVHeads == 0 {
 		o.Model.KVHeads = o.Model.Heads
@@ -194,6 +206,7 @@ func withoutFlag(args []string, name string) []string {
 // values are the defaults).
 func bindBenchFlags(fs *cmdLine, o *bench.Options) {
 	fs.IntVar(&o.Threads, "threads", o.Threads, "threads of every engine (GOMAXPROCS, torch.set_num_threads, llama-server -t/-tb)")
+	fs.StringVar(&o.Weights, "model", "", "a real model's GGUF file (e.g. SmolLM2-135M-Instruct.Q4_1.gguf): its shape for the training comparison, its dequantized weights for both decoders (llama.cpp gets them as F32)")
 	fs.IntVar(&o.Model.Dim, "dim", o.Model.Dim, "model width")
 	fs.IntVar(&o.Model.Layers, "layers", o.Model.Layers, "decoder layers")
 	fs.IntVar(&o.Model.Heads, "heads", o.Model.Heads, "attention heads")
@@ -250,4 +263,15 @@ func startCPUProfile(path string) (stop func(), err error) {
 		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// setFlags lists which of names were given on the command line.
+func setFlags(fs *cmdLine, names ...string) []string {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(names, f.Name) {
+			set = append(set, f.Name)
+		}
+	})
+	return set
 }

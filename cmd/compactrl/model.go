@@ -81,7 +81,7 @@ func runModelInit(_ context.Context, e env, args []string) error {
 func runModelLogits(_ context.Context, e env, args []string) error {
 	fs := newCmdLine("model logits", modelLogitsSynopsis)
 	fs.examples = []string{modelLogitsExample}
-	dir := fs.String("checkpoint", "", "checkpoint directory")
+	dir := fs.String("checkpoint", "", "checkpoint directory, or a GGUF model file")
 	toks := fs.String("tokens", "", "comma-separated token ids")
 	if _, err := fs.parse(e, args); err != nil {
 		return err
