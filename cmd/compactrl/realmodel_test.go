@@ -12,6 +12,7 @@ import (
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/serve"
 )
 
@@ -180,4 +181,49 @@ func TestSmolLM2EndToEnd(t *testing.T) {
 				"RAY_USAGE_STATS_ENABLED=0", "RAY_AUTH_MODE=disabled", "VERL_LOGGING_LEVEL=WARN")...)
 		})
 	})
+}
+
+// TestSmolLM2RolloutBuiltin plays the vault suite with SmolLM2-135M-
+// Instruct in the built-in engine (--policy checkpoint:FILE.gguf): the
+// vocabulary and ChatML template from the file, episodes that compact.
+// Task seeds 1,000,014–1,000,016 at temperature 0.5: on the avx512 kernel
+// path (bit for bit the same on every machine that runs it) the episode of
+// 1,000,015 compacts once and then answers (status ok), which about 1 in
+// 32 of the base model's episodes does; on another path only compaction
+// is required.
+func TestSmolLM2RolloutBuiltin(t *testing.T) {
+	gguf := testenv.MustHaveSmolLM2(t)
+	out := filepath.Join(t.TempDir(), "episodes.jsonl")
+	stdout, stderr, code := runCmd(t, "rollout", "--env", "vault", "--policy", "checkpoint:"+gguf,
+		"--system-prompt", "../../configs/prompts/vault-fewshot.txt", "--seed", "14", "--episodes", "3", "--workers", "2",
+		"--context", "640", "--reserve", "256", "--max-action-tokens", "16", "--max-summary-tokens", "96",
+		"--max-turns", "24", "--max-format-errors", "12", "--temperature", "0.5", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+	tok, err := format.ReadTokenizer(gguf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := readFileEpisodes(t, out)
+	compacted, okCompacted := 0, 0
+	for _, ep := range eps {
+		if ep.Status == "infra_error" || ep.Meta["chat_template"] == "" || !strings.Contains(ep.Meta["chat_template"], "chatml") {
+			t.Fatalf("episode %s: status %s, meta %v", ep.ID, ep.Status, ep.Meta)
+		}
+		checkRealSegments(t, ep.ID, ep.Segments, tok.EncodeWithSpecials("<|im_start|>system\n"))
+		if ep.Metrics["compactions"] >= 1 {
+			compacted++
+			if ep.Status == episode.StatusOK {
+				okCompacted++
+			}
+		}
+	}
+	t.Logf("%d episodes (%d compacted, %d of them then answered): %s", len(eps), compacted, okCompacted, strings.TrimSpace(stdout))
+	if len(eps) != 3 || compacted == 0 {
+		t.Fatalf("%d episodes, %d compacted", len(eps), compacted)
+	}
+	if kernel.Path() == "avx512" && okCompacted == 0 {
+		t.Errorf("on the avx512 path, the episode of seed 1,000,015 compacts and then answers; none did")
+	}
 }

@@ -15,13 +15,13 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/infer/local"
 	"github.com/compactrl/compactrl/internal/progress"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/rollout"
-	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // runRollout plays --episodes episodes of an environment with a policy and
@@ -41,12 +41,24 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.systemPath != "" {
+		b, err := os.ReadFile(o.systemPath)
+		if err != nil {
+			return fmt.Errorf("--system-prompt: %w", err)
+		}
+		o.agent.SystemPrompt = strings.TrimSpace(string(b))
+	}
 	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Context, o.suite)
 	if err != nil {
 		return err
 	}
 	defer pol.close()
-	a, err := agent.New(ctx, o.agent, agent.Local(pol.tok), pol.tmpl, pol.sampler)
+	var a *agent.Agent
+	if pol.format != nil {
+		a, err = agent.NewWithFormat(ctx, o.agent, agent.Local(pol.tok), pol.format, pol.sampler)
+	} else {
+		a, err = agent.New(ctx, o.agent, agent.Local(pol.tok), pol.tmpl, pol.sampler)
+	}
 	if err != nil {
 		return err
 	}
@@ -57,6 +69,9 @@ func runRollout(ctx context.Context, e env, args []string) error {
 		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.tokName,
 		"context": strconv.Itoa(o.agent.Context), "reserve": strconv.Itoa(o.agent.Reserve),
 		"keep_last": strconv.Itoa(o.agent.KeepLast), "no_compaction": strconv.FormatBool(o.agent.NoCompaction),
+	}
+	if pol.chat != "" {
+		meta["chat_template"] = pol.chat
 	}
 	f, err := os.Create(o.out)
 	if err != nil {
@@ -78,6 +93,7 @@ type rolloutOptions struct {
 	episodes, workers  int
 	seed               int64
 	out, tokPath       string
+	systemPath         string // --system-prompt
 	timeout            time.Duration
 	agent              agent.Config
 	override           agent.SummaryOverride
@@ -99,7 +115,8 @@ func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs.Int64Var(&o.seed, "seed", 0, "first episode's offset in the split's seed range; episode i uses seed start+S+i")
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
 	fs.StringVar(&o.out, "out", "", "episode JSONL file to write (required)")
-	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json (default: the checkpoint's, else the suite's own: vault's built-in BPE)")
+	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json or a GGUF file (default: the checkpoint's, a GGUF checkpoint's own, else the suite's own: vault's built-in BPE)")
+	fs.StringVar(&o.systemPath, "system-prompt", "", "file holding the system prompt (default: --config's, else the suite's; configs/prompts/vault-fewshot.txt is one a base instruct model follows)")
 	bindAgentFlags(fs.FlagSet, &o.agent)
 	fs.Func("summary-override", "evaluation only: replace every summary by `MODE`: expert (the p = 1 expert's summary of everything seen so far), drop-one (the same with one asked fact already seen written ?), empty, or none; the episodes record it and are not trainable", func(v string) error {
 		var err error
@@ -246,6 +263,8 @@ type policy struct {
 	sampler infer.Sampler
 	tok     agent.LocalTokenizer
 	tmpl    agent.Template
+	format  agent.Format // a real model's chat format (a tokenizer without compactrl's six ids); nil: tmpl
+	chat    string       // which template lays out the turns, for the episodes' meta
 	tokName string
 	vocab   int
 	close   func()
@@ -273,6 +292,9 @@ func scriptedPolicy(spec, opts, tokPath string, s rolloutSuite) (*policy, error)
 	pol, err := loadTokenizer(tokPath, "", s)
 	if err != nil {
 		return nil, err
+	}
+	if pol.format != nil {
+		return nil, fmt.Errorf("--policy %s: the scripted policy reads compactrl's six-token layout; %s lays turns out with a chat template (%s)", spec, tokPath, pol.chat)
 	}
 	if pol.sampler, err = sc.Scripted(opts, pol.tok, pol.tmpl); err != nil {
 		return nil, fmt.Errorf("--policy %s: %w", spec, err)
@@ -313,6 +335,9 @@ func checkpointPolicy(spec, dir, tokPath string, workers, contextTokens int, sui
 // parent's (a checkpoint inside a run directory), else the suite's own
 // (tasks.DefaultTokenizer), named NAME-default.
 func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
+	if path == "" && ckpt != "" && format.IsGGUF(ckpt) {
+		path = ckpt // a GGUF model carries its vocabulary and chat template
+	}
 	if path == "" && ckpt != "" {
 		for _, p := range checkpointTokenizers(ckpt) {
 			if _, err := os.Stat(p); err == nil {
@@ -334,15 +359,18 @@ func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
 		pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, s.name+"-default", tok.VocabSize()
 		return pol, nil
 	}
-	tok, err := tokenizer.Load(path)
+	tok, err := format.ReadTokenizer(path)
 	if err != nil {
 		return nil, fmt.Errorf("--tokenizer: %w", err)
 	}
-	tmpl, err := agent.TemplateFrom(tok.SpecialID)
-	if err != nil {
+	pol.tok, pol.tokName, pol.vocab = tok, path, tok.VocabSize()
+	if pol.tmpl, err = agent.TemplateFrom(tok.SpecialID); err == nil {
+		return pol, nil
+	}
+	// A real model's tokenizer: its own chat template lays the turns out.
+	if pol.format, pol.chat, err = formatFor(tok, path, ""); err != nil {
 		return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
 	}
-	pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, path, tok.VocabSize()
 	return pol, nil
 }
 
