@@ -146,22 +146,7 @@ func ggufToHF(name string) (string, bool) {
 // q/k weight back to Hugging Face's rotate-half layout (GGUF row h·d + 2j + i
 // is HF row h·d + i·d/2 + j).
 func UnpermuteQK(w []float32, rows, cols, nHead int) ([]float32, error) {
-	if nHead <= 0 || rows%nHead != 0 || (rows/nHead)%2 != 0 || len(w) != rows*cols {
-		return nil, fmt.Errorf("unpermute q/k: %d×%d weight (%d values) with %d heads", rows, cols, len(w), nHead)
-	}
-	d := rows / nHead
-	half := d / 2
-	out := make([]float32, len(w))
-	for h := 0; h < nHead; h++ {
-		for i := 0; i < 2; i++ {
-			for j := 0; j < half; j++ {
-				src := h*d + 2*j + i
-				dst := h*d + i*half + j
-				copy(out[dst*cols:(dst+1)*cols], w[src*cols:(src+1)*cols])
-			}
-		}
-	}
-	return out, nil
+	return permuteHeads(w, rows, cols, nHead, true)
 }
 
 // ggufUint reads a metadata integer (any unsigned or signed width) as int.

@@ -332,3 +332,21 @@ func TestReadLlamaCppRandomModel(t *testing.T) {
 		t.Errorf("token_embd mostly zero (%d nonzero): data offsets wrong?", nonzero)
 	}
 }
+
+func TestUnpermuteQKInvertsPermuteQK(t *testing.T) {
+	w := make([]float32, 12*3)
+	for i := range w {
+		w[i] = float32(i)
+	}
+	p, err := PermuteQK(w, 12, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := UnpermuteQK(p, 12, 3, 3)
+	if err != nil || !reflect.DeepEqual(back, w) {
+		t.Fatalf("UnpermuteQK(PermuteQK(w)) = %v, %v", back, err)
+	}
+	if reflect.DeepEqual(p, w) {
+		t.Fatal("PermuteQK left the rows in place")
+	}
+}

@@ -69,6 +69,12 @@ func GGUFName(hf string) (string, bool) {
 // j < d/2), i.e. rows reshaped (nHead, 2, d/2) and the last two axes swapped.
 // Rotating pairs (j, j+d/2) in HF become pairs (2j, 2j+1) in llama.cpp.
 func PermuteQK(w []float32, rows, cols, nHead int) ([]float32, error) {
+	return permuteHeads(w, rows, cols, nHead, false)
+}
+
+// permuteHeads moves HF row h·d + i·d/2 + j to llama.cpp row h·d + 2j + i
+// (inverse: back).
+func permuteHeads(w []float32, rows, cols, nHead int, inverse bool) ([]float32, error) {
 	if nHead <= 0 || rows%nHead != 0 || (rows/nHead)%2 != 0 || len(w) != rows*cols {
 		return nil, fmt.Errorf("permute q/k: %d×%d weight (%d values) with %d heads", rows, cols, len(w), nHead)
 	}
@@ -78,8 +84,11 @@ func PermuteQK(w []float32, rows, cols, nHead int) ([]float32, error) {
 	for h := 0; h < nHead; h++ {
 		for i := 0; i < 2; i++ {
 			for j := 0; j < half; j++ {
-				src := h*d + i*half + j
-				dst := h*d + 2*j + i
+				hf, gg := h*d+i*half+j, h*d+2*j+i
+				src, dst := hf, gg
+				if inverse {
+					src, dst = gg, hf
+				}
 				copy(out[dst*cols:(dst+1)*cols], w[src*cols:(src+1)*cols])
 			}
 		}

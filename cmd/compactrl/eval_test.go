@@ -4,14 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/compactrl/compactrl/env/harbor"
 	"github.com/compactrl/compactrl/eval"
@@ -205,44 +202,7 @@ func startEvalLlama(t *testing.T) string {
 // with slots parallel slots sharing ctx tokens, and returns its URL.
 func startLlamaOn(t *testing.T, model string, slots, ctx int) string {
 	t.Helper()
-	dir := testenv.MustHaveLlama(t)
-	run := filepath.Join(dir, "run")
-	server := filepath.Join(dir, "root/usr/bin/llama-server")
-	for _, p := range []string{run, server} {
-		if _, err := os.Stat(p); err != nil {
-			testenv.Unavailable(t, "llama.cpp installation: %v", err)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	logPath := filepath.Join(t.TempDir(), "server.log")
-	logf, _ := os.Create(logPath)
-	cmd := exec.Command(run, server, "-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"-t", "2", "--no-webui", "-np", fmt.Sprint(slots), "-c", fmt.Sprint(ctx))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := testenv.StartGroup(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		testenv.KillGroup(cmd)
-		logf.Close()
-	})
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
-	}
-	log, _ := os.ReadFile(logPath)
-	t.Fatalf("llama-server on %s not healthy: %s", model, log)
-	return ""
+	return testenv.LlamaServer(t, model, "-np", fmt.Sprint(slots), "-c", fmt.Sprint(ctx))
 }
 
 // tinyTask writes a directory holding one Harbor task, "tiny" (its

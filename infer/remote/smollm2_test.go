@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/infer"
@@ -23,35 +19,7 @@ import (
 // cache, one slot) and returns its URL.
 func serveGGUF(t *testing.T, path string) string {
 	t.Helper()
-	dir := testenv.MustHaveLlama(t)
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(dir, "run"), filepath.Join(dir, "root/usr/bin/llama-server"), "-m", path,
-		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "-t", "2", "--no-webui", "-np", "1", "-c", "2048",
-		"-ctk", "f32", "-ctv", "f32", "-fa", "off")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := testenv.StartGroup(cmd); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testenv.KillGroup(cmd); logf.Close() })
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
-	}
-	b, _ := os.ReadFile(logf.Name())
-	t.Fatalf("llama-server on %s not healthy after 90 s:\n%s", path, b)
-	return ""
+	return testenv.LlamaServer(t, path, "-np", "1", "-c", "2048", "-ctk", "f32", "-ctv", "f32", "-fa", "off")
 }
 
 // ratioStats summarises log π_train − log π_engine over sampled tokens.

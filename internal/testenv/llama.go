@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// LlamaServer starts llama-server of the installation in $LlamaEnv on the
+// GGUF model with 2 threads and args (slots, context, cache types…),
+// stops it when t ends, and returns its URL once /health answers 200.
+func LlamaServer(t testing.TB, model string, args ...string) string {
+	t.Helper()
+	dir := MustHaveLlama(t)
+	run := filepath.Join(dir, "run")
+	server := filepath.Join(dir, "root/usr/bin/llama-server")
+	for _, p := range []string{run, server} {
+		if _, err := os.Stat(p); err != nil {
+			Unavailable(t, "llama.cpp installation: %v", err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logPath := filepath.Join(t.TempDir(), "llama-server.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(run, append([]string{server, "-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+		"-t", "2", "--no-webui"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := StartGroup(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		KillGroup(cmd)
+		logf.Close()
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+	}
+	b, _ := os.ReadFile(logPath)
+	t.Fatalf("llama-server on %s not healthy after 90 s:\n%s", model, b)
+	return ""
+}
