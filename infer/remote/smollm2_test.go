@@ -43,6 +43,9 @@ func (r ratioStats) String() string {
 // the built-in model the dequantized float32 weights: the mismatch is
 // measured and bounded).
 func TestSmolLM2EngineLogprobsOnPolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 135M-parameter model: the full run (not -short) checks it")
+	}
 	q41 := testenv.MustHaveSmolLM2(t)
 	testenv.MustHaveLlama(t)
 	m, err := model.Load(q41)

@@ -40,6 +40,9 @@ func peakRSS() int64 {
 // gradient of its mean log-prob) changes the weights and raises that
 // log-prob. Memory and speeds are logged.
 func TestSmolLM2SampleAndTrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 135M-parameter model: the full run (not -short) checks it")
+	}
 	path := testenv.MustHaveSmolLM2(t)
 	m, err := model.Load(path)
 	if err != nil {
