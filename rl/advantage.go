@@ -118,10 +118,13 @@ func (c AdvantageConfig) LambdaFor(l int) float64 {
 	return math.Max(0, 1-1/(c.Alpha*float64(l)))
 }
 
-// Masked reports whether an episode contributes no gradient: infra_error
-// always, overlong when maskOverlong.
+// Masked reports whether an episode contributes no gradient: an episode
+// that was not scored (infra_error, verifier_error: episode.Status.Scored)
+// always, overlong when maskOverlong. It is the one masking rule of the
+// trainer, the advantage CLI and the plug-ins (integrations/: infra_error
+// and verifier_error, overlong unless told otherwise).
 func Masked(ep *episode.Episode, maskOverlong bool) bool {
-	return ep.Status == episode.StatusInfraError || (maskOverlong && ep.Status == episode.StatusOverlong)
+	return !ep.Status.Scored() || (maskOverlong && ep.Status == episode.StatusOverlong)
 }
 
 // ComputeAdvantages fills Advantages and Returns of every segment of every

@@ -235,6 +235,9 @@ func TestMaskedEpisodes(t *testing.T) {
 		{episode.StatusOverlong, true, true},
 		{episode.StatusOverlong, false, false},
 		{episode.StatusFormatError, true, false},
+		{episode.StatusVerifierError, false, true},
+		{episode.StatusVerifierError, true, true},
+		{episode.StatusOK, true, false},
 	} {
 		t.Run(fmt.Sprintf("%s,mask_overlong=%v", c.status, c.maskOverlong), func(t *testing.T) {
 			for _, name := range EstimatorNames() {

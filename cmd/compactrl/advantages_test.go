@@ -334,3 +334,27 @@ func TestAdvantagesCLIGammaZero(t *testing.T) {
 	wantVec(t, "a adv[0]", s[0].Advantages, []float64{0, 0, 0})
 	wantVec(t, "a ret[0]", s[0].Returns, []float64{0, 2, 0})
 }
+
+// TestAdvantagesCLIMasksUnscoredEpisodes: an episode whose verifier could
+// not run (verifier_error) is masked as the trainer and the plug-ins mask
+// it: zero advantages and returns, like infra_error; overlong follows
+// --mask-overlong.
+func TestAdvantagesCLIMasksUnscoredEpisodes(t *testing.T) {
+	for status, masked := range map[string]bool{"ok": false, "format_error": false, "verifier_error": true, "infra_error": true} {
+		in := strings.Replace(strings.SplitAfter(advInput, "\n")[0], `"status":"ok"`, `"status":"`+status+`"`, 1)
+		stdout, stderr, code := runCLI(t, in, "--estimator", "cross-gae", "--alpha", "0", "--lambda", "1")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", status, code, stderr)
+		}
+		eps := readEpisodes(t, stdout)
+		nonzero := false
+		for _, s := range eps[0].Segments {
+			for i := range s.Advantages {
+				nonzero = nonzero || s.Advantages[i] != 0 || s.Returns[i] != 0
+			}
+		}
+		if nonzero == masked {
+			t.Errorf("%s: nonzero advantages %v, want masked %v", status, nonzero, masked)
+		}
+	}
+}
