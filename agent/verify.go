@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/ardanlabs/jinja"
+
+	"github.com/compactrl/compactrl/tokenizer"
 )
 
 // probeConversation is the conversation VerifyTemplate renders: a system
@@ -58,4 +60,28 @@ func (f *ChatFormat) VerifyTemplate(source, bos, eos string) error {
 	lo := max(0, i-40)
 	return fmt.Errorf("chat template: preset %s renders a probe conversation differently from the model's own template, from byte %d: preset …%q…, model's template …%q… (give --chat-template with a preset .json file that matches it)",
 		f.preset.Name, i, got[lo:min(len(got), i+40)], want[lo:min(len(want), i+40)])
+}
+
+// ModelFormat is the chat format of a real model whose tokenizer
+// configuration (chat template, BOS, EOS) cfg was read from from: the
+// preset its own template names (DetectPreset), verified against that
+// template (VerifyTemplate; a model without a template is known by its
+// special tokens). It also says which template lays the prompts out.
+func ModelFormat(tok ChatTokenizer, cfg tokenizer.Config, from string) (*ChatFormat, string, error) {
+	hasSpecial := func(s string) bool { _, ok := tok.SpecialID(s); return ok }
+	p, err := DetectPreset(cfg.ChatTemplate, cfg.EOS, hasSpecial)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", from, err)
+	}
+	f, err := NewChatFormat(p, tok)
+	if err != nil {
+		return nil, "", err
+	}
+	if cfg.ChatTemplate == "" {
+		return f, fmt.Sprintf("preset %s (the model ships no chat template: chosen by its special tokens)", p.Name), nil
+	}
+	if err := f.VerifyTemplate(cfg.ChatTemplate, cfg.BOS, cfg.EOS); err != nil {
+		return nil, "", fmt.Errorf("the chat template of %s: %w", from, err)
+	}
+	return f, fmt.Sprintf("preset %s, equal to the model's own template (%s) on a probe conversation", p.Name, from), nil
 }

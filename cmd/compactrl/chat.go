@@ -24,7 +24,7 @@ const chatTemplateUsage = "real model's chat template: a preset (qwen3, chatml, 
 // model is refused. It also returns which template renders the prompts.
 func chatFormat(tok *tokenizer.Tokenizer, tokPath, spec string) (*agent.ChatFormat, string, error) {
 	var p agent.ChatPreset
-	var source, bos, eos, from string
+	var source, from string
 	var err error
 	if spec != "" {
 		if p, err = agent.LoadPreset(spec); err != nil {
@@ -46,23 +46,20 @@ func chatFormat(tok *tokenizer.Tokenizer, tokPath, spec string) (*agent.ChatForm
 			}
 			return nil, "", fmt.Errorf("--tokenizer %s: %w", tokPath, err)
 		}
-		hasSpecial := func(s string) bool { _, ok := tok.SpecialID(s); return ok }
-		if p, err = agent.DetectPreset(cfg.ChatTemplate, cfg.EOS, hasSpecial); err != nil {
-			return nil, "", fmt.Errorf("--tokenizer %s: %w", cp, err)
+		f, desc, err := agent.ModelFormat(tok, cfg, cp)
+		if err != nil {
+			return nil, "", fmt.Errorf("--tokenizer %s: %w", tokPath, err)
 		}
-		source, bos, eos, from = cfg.ChatTemplate, cfg.BOS, cfg.EOS, cp
+		return f, desc, nil
 	}
 	f, err := agent.NewChatFormat(p, tok)
 	if err != nil {
 		return nil, "", fmt.Errorf("--tokenizer %s: %w", tokPath, err)
 	}
 	if source == "" {
-		if spec != "" {
-			return f, fmt.Sprintf("preset %s (--chat-template %s)", p.Name, spec), nil
-		}
-		return f, fmt.Sprintf("preset %s (the model ships no chat template: chosen by its special tokens)", p.Name), nil
+		return f, fmt.Sprintf("preset %s (--chat-template %s)", p.Name, spec), nil
 	}
-	if err := f.VerifyTemplate(source, bos, eos); err != nil {
+	if err := f.VerifyTemplate(source, "", ""); err != nil {
 		return nil, "", fmt.Errorf("--tokenizer %s with the chat template of %s: %w", tokPath, from, err)
 	}
 	return f, fmt.Sprintf("preset %s, equal to the model's own template (%s) on a probe conversation", p.Name, from), nil
