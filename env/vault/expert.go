@@ -46,8 +46,13 @@ import (
 type Expert struct {
 	tok  agent.LocalTokenizer
 	tmpl agent.Template
-	p    float64
-	seed int64
+	// chat, when set, is the real model's chat format the contexts are laid
+	// out in (NewChatExpert), with the loop's resume text and summary
+	// instruction, which tell its turns apart.
+	chat             *agent.ChatFormat
+	resume, instruct string
+	p                float64
+	seed             int64
 }
 
 // NewExpert returns the scripted expert keeping each fact in a summary with
@@ -60,6 +65,25 @@ func NewExpert(tok agent.LocalTokenizer, tmpl agent.Template, p float64, seed in
 		return nil, errors.New("expert: tokenizer is required")
 	}
 	return &Expert{tok: tok, tmpl: tmpl, p: p, seed: seed}, nil
+}
+
+// NewChatExpert is NewExpert for contexts a real model's chat format f
+// lays out: the agent loop's resume text and summary instruction (its
+// agent.Config) mark the turn that carries a summary and the request for
+// one, which chat templates write as ordinary user turns.
+func NewChatExpert(tok agent.LocalTokenizer, f *agent.ChatFormat, resumeText, summaryInstruction string, p float64, seed int64) (*Expert, error) {
+	e, err := NewExpert(tok, agent.Template{}, p, seed)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return nil, errors.New("expert: a chat format is required")
+	}
+	if strings.TrimSpace(resumeText) == "" || strings.TrimSpace(summaryInstruction) == "" {
+		return nil, errors.New("expert: a chat format's turns are told apart by the resume text and the summary instruction; both are required")
+	}
+	e.chat, e.resume, e.instruct = f, strings.TrimSpace(resumeText), strings.TrimSpace(summaryInstruction)
+	return e, nil
 }
 
 // knowledge is what the expert can see in its context.
@@ -232,6 +256,9 @@ func (k *knowledge) summary(rng *rand.Rand, p float64) string {
 // read reconstructs the expert's knowledge from a context and reports
 // whether the open turn at its end asks for a summary.
 func (e *Expert) read(prompt []int) (k knowledge, summarise bool, err error) {
+	if e.chat != nil {
+		return e.readChat(prompt)
+	}
 	turns := e.tmpl.Split(prompt)
 	if len(turns) == 0 {
 		return k, false, errors.New("expert: empty prompt")
@@ -259,6 +286,45 @@ func (e *Expert) read(prompt []int) (k knowledge, summarise bool, err error) {
 		case e.tmpl.Assistant:
 			action = text
 		case e.tmpl.Observation:
+			k.observe(action, text)
+			action = ""
+		}
+	}
+	return k, summarise, nil
+}
+
+// readChat is read for a chat format's context: the system turn, then the
+// task (or the resume turn: resume text, then the summary), then actions
+// (assistant turns) each followed by its observation (a user or tool
+// turn), a summary request being the user turn that holds the summary
+// instruction.
+func (e *Expert) readChat(prompt []int) (k knowledge, summarise bool, err error) {
+	turns := e.chat.Turns(prompt)
+	if len(turns) == 0 {
+		return k, false, errors.New("expert: empty prompt")
+	}
+	last := turns[len(turns)-1]
+	if !last.Open || last.Role != "assistant" || last.Content != "" {
+		return k, false, errors.New("expert: prompt does not end with the assistant's generation prompt")
+	}
+	k = knowledge{found: map[string]string{}, pages: map[int]int{}}
+	action, first := "", true
+	for i, t := range turns[:len(turns)-1] {
+		text := strings.TrimSpace(t.Content)
+		switch {
+		case t.Role == "system":
+		case t.Role == "assistant":
+			action = text
+		case text == e.instruct:
+			summarise = i == len(turns)-2
+		case first:
+			if rest, ok := strings.CutPrefix(text, e.resume); ok {
+				k.fromSummary(strings.TrimSpace(rest))
+			} else {
+				k.fromTask(text)
+			}
+			first = false
+		default:
 			k.observe(action, text)
 			action = ""
 		}
