@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/compactrl/compactrl/agent"
-	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
 	"github.com/compactrl/compactrl/train"
@@ -18,14 +16,14 @@ import (
 
 // checkpointTokenizer prefers the run directory's tokenizer.json (the
 // checkpoint's grandparent), else the config's.
-func checkpointTokenizer(ckpt string, cfg Config) (*tokenizer.Tokenizer, agent.Template, error) {
+func checkpointTokenizer(ckpt string, cfg Config) (*tokenizer.Tokenizer, Layout, error) {
 	p := filepath.Join(ckpt, "..", "..", TokenizerFile)
 	if _, err := os.Stat(p); err == nil {
 		mc := cfg.Model
 		mc.Tokenizer = p
 		return loadTokenizer(mc)
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, agent.Template{}, err
+		return nil, Layout{}, err
 	}
 	return loadTokenizer(cfg.Model)
 }
@@ -49,7 +47,7 @@ type EvalOptions struct {
 // tokenizer and evaluates it on the held-out seeds, with compaction and in
 // a single window.
 func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.EvalResult, Config, error) {
-	cfg, tok, tmpl, policyDir, err := loadCheckpoint(dir)
+	cfg, tok, lay, policyDir, err := loadCheckpoint(dir)
 	if err != nil {
 		return train.EvalResult{}, cfg, err
 	}
@@ -57,7 +55,7 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 	if err := cfg.Train().Validate(); err != nil {
 		return train.EvalResult{}, cfg, err
 	}
-	suite, err := NewSuite(cfg, tok, tmpl)
+	suite, err := NewSuite(cfg, tok, lay)
 	if err != nil {
 		return train.EvalResult{}, cfg, err
 	}
@@ -78,23 +76,23 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 // loadCheckpoint reads what evaluating dir needs: a base policy directory's
 // recipe and tokenizer, or a run's (or checkpoint's) config and tokenizer,
 // and the directory of the policy's weights.
-func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, tmpl agent.Template, policyDir string, err error) {
+func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, lay Layout, policyDir string, err error) {
 	if isBase(dir) {
 		if cfg, err = LoadBase(dir); err != nil {
-			return cfg, nil, tmpl, "", err
+			return cfg, nil, lay, "", err
 		}
-		tok, tmpl, err = loadTokenizer(cfg.Model)
-		return cfg, tok, tmpl, dir, err
+		tok, lay, err = loadTokenizer(cfg.Model)
+		return cfg, tok, lay, dir, err
 	}
 	ckpt, err := train.ResolveCheckpoint(dir)
 	if err != nil {
-		return cfg, nil, tmpl, "", err
+		return cfg, nil, lay, "", err
 	}
 	if cfg, err = LoadConfig(filepath.Join(ckpt, "config.yaml")); err != nil {
-		return cfg, nil, tmpl, "", err
+		return cfg, nil, lay, "", err
 	}
-	tok, tmpl, err = checkpointTokenizer(ckpt, cfg)
-	return cfg, tok, tmpl, filepath.Join(ckpt, "policy"), err
+	tok, lay, err = checkpointTokenizer(ckpt, cfg)
+	return cfg, tok, lay, filepath.Join(ckpt, "policy"), err
 }
 
 // apply sets the options' overrides in cfg.
@@ -118,15 +116,15 @@ func (o EvalOptions) apply(cfg *Config) {
 // fact with probability p) on the run's held-out seeds: the reference for
 // what summaries alone can gain on the suite.
 func EvaluateExpert(ctx context.Context, cfg Config, p float64, progress io.Writer) (train.EvalResult, error) {
-	tok, tmpl, err := loadTokenizer(cfg.Model)
+	tok, lay, err := loadTokenizer(cfg.Model)
 	if err != nil {
 		return train.EvalResult{}, err
 	}
-	suite, err := NewSuite(cfg, tok, tmpl)
+	suite, err := NewSuite(cfg, tok, lay)
 	if err != nil {
 		return train.EvalResult{}, err
 	}
-	ex, err := vault.NewExpert(tok, tmpl, p, cfg.Seed)
+	ex, err := suite.expert(p)
 	if err != nil {
 		return train.EvalResult{}, err
 	}

@@ -28,11 +28,11 @@ func TestLongSuiteNeedsSixCompactions(t *testing.T) {
 	if pre.Suite != cfg.Suite || pre.Agent != cfg.Agent {
 		t.Fatal("configs/pretrain-long.yaml and configs/vault-long.yaml train and run on different suites or agents")
 	}
-	tok, tmpl, err := loadTokenizer(cfg.Model)
+	tok, lay, err := loadTokenizer(cfg.Model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSuite(cfg, tok, tmpl)
+	s, err := NewSuite(cfg, tok, lay)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/vault"
 	"github.com/compactrl/compactrl/episode"
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/internal/field"
 	"github.com/compactrl/compactrl/internal/splitmix"
 	"github.com/compactrl/compactrl/tokenizer"
@@ -22,21 +23,42 @@ import (
 // TokenizerFile is where a run directory keeps its tokenizer.
 const TokenizerFile = "tokenizer.json"
 
-// loadTokenizer returns the run's tokenizer: the file Model.Tokenizer
-// names, else the vault suite's default (trained deterministically).
-func loadTokenizer(c builtin.ModelConfig) (*tokenizer.Tokenizer, agent.Template, error) {
+// Layout is how a run's contexts are laid out: the built-in model's
+// six-id Template, or, for a real model, its own chat template (Chat).
+type Layout struct {
+	Tmpl agent.Template
+	Chat *agent.ChatFormat // nil: Tmpl
+	// Desc says which template lays the prompts out (a real model's).
+	Desc string
+}
+
+// loadTokenizer returns the run's tokenizer and layout: the file
+// Model.Tokenizer names (a tokenizer.json with compactrl's six special
+// tokens, or a real model's tokenizer.json or GGUF with its own chat
+// template, verified), else the vault suite's default (trained
+// deterministically).
+func loadTokenizer(c builtin.ModelConfig) (*tokenizer.Tokenizer, Layout, error) {
 	if c.Tokenizer == "" {
-		return vault.DefaultTokenizer()
+		tok, tmpl, err := vault.DefaultTokenizer()
+		return tok, Layout{Tmpl: tmpl}, err
 	}
-	tok, err := tokenizer.Load(c.Tokenizer)
+	tok, err := format.ReadTokenizer(c.Tokenizer)
 	if err != nil {
-		return nil, agent.Template{}, fmt.Errorf("model.tokenizer: %w", err)
+		return nil, Layout{}, fmt.Errorf("model.tokenizer: %w", err)
 	}
-	tmpl, err := agent.TemplateFrom(tok.SpecialID)
+	if tmpl, err := agent.TemplateFrom(tok.SpecialID); err == nil {
+		return tok, Layout{Tmpl: tmpl}, nil
+	}
+	from := format.TokenizerConfigPath(c.Tokenizer)
+	tc, err := format.ReadTokenizerConfig(from)
 	if err != nil {
-		return nil, agent.Template{}, fmt.Errorf("model.tokenizer %s: %w", c.Tokenizer, err)
+		return nil, Layout{}, fmt.Errorf("model.tokenizer %s: not compactrl's six-token vocabulary, and no chat template: %w", c.Tokenizer, err)
 	}
-	return tok, tmpl, nil
+	f, desc, err := agent.ModelFormat(tok, tc, from)
+	if err != nil {
+		return nil, Layout{}, fmt.Errorf("model.tokenizer %s: %w", c.Tokenizer, err)
+	}
+	return tok, Layout{Chat: f, Desc: desc}, nil
 }
 
 // Setup is a run assembled from its config: tokenizer, suite, policy and
@@ -44,7 +66,7 @@ func loadTokenizer(c builtin.ModelConfig) (*tokenizer.Tokenizer, agent.Template,
 type Setup struct {
 	Cfg     Config
 	Tok     *tokenizer.Tokenizer
-	Tmpl    agent.Template
+	Lay     Layout
 	Suite   *Suite
 	Policy  *builtin.Builtin
 	Trainer *train.Trainer
@@ -65,11 +87,11 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	tok, tmpl, err := loadTokenizer(cfg.Model)
+	tok, lay, err := loadTokenizer(cfg.Model)
 	if err != nil {
 		return nil, err
 	}
-	suite, err := NewSuite(cfg, tok, tmpl)
+	suite, err := NewSuite(cfg, tok, lay)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +104,7 @@ func Build(cfg Config, progress, log io.Writer) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Setup{Cfg: cfg, Tok: tok, Tmpl: tmpl, Suite: suite, Policy: pol}
+	s := &Setup{Cfg: cfg, Tok: tok, Lay: lay, Suite: suite, Policy: pol}
 	if s.Trainer, err = s.newTrainer(opts, progress, log); err != nil {
 		pol.Close()
 		return nil, err
@@ -108,7 +130,11 @@ func (s *Setup) newTrainer(opts builtin.Options, progress, log io.Writer) (*trai
 		Progress: progress, Log: log,
 		Transcribe: func(ep *episode.Episode) string {
 			var b strings.Builder
-			transcript.Write(&b, ep, s.Tok, s.Tmpl, false)
+			if s.Lay.Chat != nil {
+				transcript.WritePlain(&b, ep, s.Tok)
+			} else {
+				transcript.Write(&b, ep, s.Tok, s.Lay.Tmpl, false)
+			}
 			return b.String()
 		},
 		NewCritic: func(ctx context.Context, p train.Policy) (train.Model, error) {
@@ -122,7 +148,7 @@ func (s *Setup) newTrainer(opts builtin.Options, progress, log io.Writer) (*trai
 	if tr.Extra, err = s.recall(); err != nil {
 		return nil, err
 	}
-	if cfg.Model.Init != "" {
+	if cfg.Model.Init != "" && !format.IsGGUF(cfg.Model.Init) {
 		tr.BaseCurve = filepath.Join(cfg.Model.Init, BaseCurveFile)
 	}
 	return tr, nil
@@ -134,6 +160,9 @@ func (s *Setup) saveTokenizer() error {
 	dir := s.Cfg.Run.Dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("run dir %s: %w", dir, err)
+	}
+	if format.IsGGUF(s.Cfg.Model.Tokenizer) {
+		return nil // the model's GGUF, which config.yaml names, is its tokenizer
 	}
 	if err := s.Tok.Save(filepath.Join(dir, TokenizerFile)); err != nil {
 		return fmt.Errorf("run dir %s: %w", dir, err)

@@ -18,7 +18,7 @@ import (
 // expert's demonstrations) of a run.
 type Suite struct {
 	Tok     agent.LocalTokenizer
-	Tmpl    agent.Template
+	Lay     Layout
 	Env     vault.Config
 	Agent   agent.Config // Temperature and NoCompaction are set per Collect call
 	Workers int          // concurrent episodes (the engine batches their calls)
@@ -38,11 +38,11 @@ var (
 
 // NewSuite builds the suite of a run's config with the vault's default
 // tokenizer and checks the agent's token budget.
-func NewSuite(cfg Config, tok agent.LocalTokenizer, tmpl agent.Template) (*Suite, error) {
-	s := &Suite{Tok: tok, Tmpl: tmpl, Env: cfg.Suite.Config, Agent: cfg.Agent.Config, Workers: cfg.Run.Workers, Seed: cfg.Seed,
+func NewSuite(cfg Config, tok agent.LocalTokenizer, lay Layout) (*Suite, error) {
+	s := &Suite{Tok: tok, Lay: lay, Env: cfg.Suite.Config, Agent: cfg.Agent.Config, Workers: cfg.Run.Workers, Seed: cfg.Seed,
 		EpisodeTimeout: time.Duration(cfg.Run.EpisodeTimeoutS * float64(time.Second))}
 	// Construct once to surface budget and suite errors before any work.
-	if _, err := agent.New(context.Background(), s.Agent, agent.Local(tok), tmpl, nopSampler{}); err != nil {
+	if _, err := s.newAgent(context.Background(), s.Agent, nopSampler{}); err != nil {
 		return nil, err
 	}
 	if _, err := vault.New(s.Env, cfg.Suite.TrainSeedStart); err != nil {
@@ -63,24 +63,41 @@ func (nopSampler) Sample(context.Context, infer.Request) (infer.Completion, erro
 func (s *Suite) Collect(ctx context.Context, r train.Rollouts) ([]episode.Episode, error) {
 	cfg := s.Agent
 	cfg.Temperature, cfg.NoCompaction = r.Temperature, r.NoCompaction
-	a, err := agent.New(ctx, cfg, agent.Local(s.Tok), s.Tmpl, r.Sampler)
+	a, err := s.newAgent(ctx, cfg, r.Sampler)
 	if err != nil {
 		return nil, err
 	}
 	return s.run(ctx, a, r.Seeds, r.SampleSeeds, r.Progress)
 }
 
+// newAgent is the agent loop with cfg over sampler in the suite's layout.
+func (s *Suite) newAgent(ctx context.Context, cfg agent.Config, sampler infer.Sampler) (*agent.Agent, error) {
+	if s.Lay.Chat != nil {
+		return agent.NewWithFormat(ctx, cfg, agent.Local(s.Tok), s.Lay.Chat, sampler)
+	}
+	return agent.New(ctx, cfg, agent.Local(s.Tok), s.Lay.Tmpl, sampler)
+}
+
+// expert is the scripted expert (summaries keep each fact with probability
+// p) reading the suite's layout.
+func (s *Suite) expert(p float64) (*vault.Expert, error) {
+	if s.Lay.Chat != nil {
+		return vault.NewChatExpert(s.Tok, s.Lay.Chat, s.Agent.ResumeText, s.Agent.SummaryInstruction, p, s.Seed)
+	}
+	return vault.NewExpert(s.Tok, s.Lay.Tmpl, p, s.Seed)
+}
+
 // Demonstrations runs the scripted expert (summaries keep each fact with
 // probability p) with compaction, greedy, one episode per task seed with
 // the aligned sampling seed.
 func (s *Suite) Demonstrations(ctx context.Context, seeds, samples []int64, p float64) ([]episode.Episode, error) {
-	ex, err := vault.NewExpert(s.Tok, s.Tmpl, p, s.Seed)
+	ex, err := s.expert(p)
 	if err != nil {
 		return nil, err
 	}
 	cfg := s.Agent
 	cfg.Temperature, cfg.NoCompaction = 0, false
-	a, err := agent.New(ctx, cfg, agent.Local(s.Tok), s.Tmpl, ex)
+	a, err := s.newAgent(ctx, cfg, ex)
 	if err != nil {
 		return nil, err
 	}

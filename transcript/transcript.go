@@ -136,3 +136,26 @@ func writeTurn(w io.Writer, name, text string, all bool) {
 		fmt.Fprintf(w, "  %-26s │ %s\n", label, l)
 	}
 }
+
+// WritePlain renders ep for a real model's chat template, whose turns are
+// in the text itself: each segment's prompt and response decoded whole,
+// the policy's own tokens (loss mask 1) between ⟦ and ⟧.
+func WritePlain(w io.Writer, ep *episode.Episode, tok agent.LocalTokenizer) {
+	fmt.Fprintf(w, "episode %s  status %s  reward %g\n", ep.ID, ep.Status, ep.Reward)
+	for i, s := range ep.Segments {
+		fmt.Fprintf(w, "\n── segment %d · %s · prompt %d + response %d tokens ──\n%s", i+1, s.Kind, len(s.PromptIDs), len(s.ResponseIDs), tok.Decode(s.PromptIDs))
+		for j := 0; j < len(s.ResponseIDs); {
+			k := j
+			for k < len(s.ResponseIDs) && s.LossMask[k] == s.LossMask[j] {
+				k++
+			}
+			text := tok.Decode(s.ResponseIDs[j:k])
+			if s.LossMask[j] == 1 {
+				text = "⟦" + text + "⟧"
+			}
+			fmt.Fprint(w, text)
+			j = k
+		}
+		fmt.Fprintln(w)
+	}
+}
