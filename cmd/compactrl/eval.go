@@ -57,6 +57,9 @@ type evalOptions struct {
 	out      string
 	workRoot string
 	diskMB   int64
+	// suiteTasks is how many task seeds of a generated suite (--tasks
+	// vault[:knobs]) are played, from its development split.
+	suiteTasks int
 }
 
 func newEvalCmd() (*cmdLine, *evalOptions) {
@@ -69,7 +72,8 @@ func newEvalCmd() (*cmdLine, *evalOptions) {
 	fs.examples = []string{"compactrl eval --tasks tasks/ --policy oracle --out runs/validate",
 		"compactrl eval --tasks tasks/ --engine http://127.0.0.1:8080 --tokenizer ~/qwen3 --attempts 4 --out runs/qwen3"}
 	o := &evalOptions{agent: engineAgentConfig(0.7)}
-	o.tasks.register(fs.FlagSet, "Harbor task directory, a directory of them, or a SWE-bench instances .jsonl (required)")
+	o.tasks.register(fs.FlagSet, "Harbor task directory, a directory of them, a SWE-bench instances .jsonl, or a generated suite vault[:knobs] (--suite-tasks seeds of its development split) (required)")
+	fs.IntVar(&o.suiteTasks, "suite-tasks", 16, "with --tasks vault[:knobs]: task seeds played, the first of the suite's development split")
 	fs.StringVar(&o.policy, "policy", "engine", "engine (sample from --engine), oracle (run solution/solve.sh or the gold patch) or empty (submit at once)")
 	fs.StringVar(&o.engines, "engine", "", "engine base URL(s), comma-separated, e.g. http://127.0.0.1:8080,http://10.0.0.2:8080")
 	fs.StringVar(&o.kind, "engine-kind", remote.KindLlamaCpp, "engine kind: "+remote.KindList())
@@ -119,6 +123,11 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if name, s, ok, err := tasks.OpenSuite(o.tasks.tasks); err != nil {
+		return fmt.Errorf("--tasks: %w", err)
+	} else if ok {
+		return o.playSuite(ctx, e, name, s)
+	}
 	sb, err := o.tasks.sandbox(true)
 	if err != nil {
 		return err
@@ -154,6 +163,54 @@ func runEvalTasks(ctx context.Context, e env, args []string) error {
 	defer cleanup()
 	return o.play(ctx, e, runnable, skipped, r, meta)
 }
+
+// playSuite is eval on a generated suite (vault[:knobs]): --suite-tasks
+// seeds from the start of its development split, each a task, played by
+// the engine policy without a sandbox (the suite's environments are in
+// memory), the suite's system prompt unless --system-prompt gives one.
+func (o *evalOptions) playSuite(ctx context.Context, e env, name string, s tasks.Suite) error {
+	if o.policy != "engine" {
+		return fmt.Errorf("--policy %s: the %s suite has no task solutions; play it with --engine", o.policy, name)
+	}
+	sp, ok := s.(tasks.SeedSplitter)
+	if !ok || o.suiteTasks < 1 {
+		return fmt.Errorf("--tasks %s: a generated suite whose task ids are seeds (tasks.SeedSplitter) and --suite-tasks ≥ 1 are needed", o.tasks.tasks)
+	}
+	start, end, err := sp.Split("test")
+	if err != nil {
+		return fmt.Errorf("--tasks %s: %w", o.tasks.tasks, err)
+	}
+	if start+int64(o.suiteTasks) > end {
+		return fmt.Errorf("--suite-tasks %d runs past the %s suite's development split", o.suiteTasks, name)
+	}
+	if p, ok := s.(tasks.SystemPrompter); ok && o.prompts.systemPath == "" {
+		o.agent.SystemPrompt = p.SystemPrompt()
+	}
+	runnable := make([]tasks.Task, o.suiteTasks)
+	for i := range runnable {
+		id := strconv.FormatInt(start+int64(i), 10)
+		runnable[i] = tasks.Task{Name: id, New: func(bool) agent.Environment {
+			env, err := s.Env(id)
+			if err != nil {
+				return failedEnv{err}
+			}
+			return env
+		}}
+	}
+	r, meta, err := o.policyRunner(ctx)
+	if err != nil {
+		return err
+	}
+	return o.play(ctx, e, runnable, nil, r, meta)
+}
+
+// failedEnv is the environment of a task that could not be made: its
+// episode is an infra_error naming why.
+type failedEnv struct{ err error }
+
+func (f failedEnv) Reset(context.Context) (string, error) { return "", f.err }
+
+func (f failedEnv) Step(context.Context, string) (agent.Step, error) { return agent.Step{}, f.err }
 
 // policyRunner is --policy: the scripted oracle/empty runner, or the agent
 // loop over the --engine pool; meta describes it for results.json.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/kernel"
+	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/serve"
 )
 
@@ -226,4 +228,113 @@ func TestSmolLM2RolloutBuiltin(t *testing.T) {
 	if kernel.Path() == "avx512" && okCompacted == 0 {
 		t.Errorf("on the avx512 path, the episode of seed 1,000,015 compacts and then answers; none did")
 	}
+}
+
+// smolSuite is the vault suite of configs/smollm2.yaml, as --tasks.
+const smolSuite = "vault:files=3,pages=2,facts=2,keys=4,distractors=2,noise_lines=2"
+
+// TestSmolLM2WarmStartedEpisodes warm-starts SmolLM2-135M-Instruct on the
+// scripted expert's demonstrations in its own ChatML layout
+// (configs/smollm2.yaml, 16 steps), exports it as F32 GGUF with its chat
+// template, serves it with llama-server, and plays the vault suite through
+// eval and serve: with a window that makes episodes compact, episodes
+// compact and then answer (status ok), the summary the model wrote carried
+// into the restarted context.
+func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
+	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.MustHaveLlama(t)
+	cfg, err := recipe.LoadConfig("../../configs/smollm2.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model.Init, cfg.Model.Tokenizer, cfg.Run.Dir = gguf, gguf, t.TempDir()
+	cfg.SFT.Steps, cfg.SFT.Episodes = 16, 32
+	cfg.Run.Iterations, cfg.Run.EvalEvery, cfg.Run.EvalEpisodes = 0, 0, 2
+	s, err := recipe.Build(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Trainer.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := format.ReadTokenizerConfig(gguf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := filepath.Join(t.TempDir(), "smollm2-warm-f32.gguf")
+	m := s.Policy.M
+	if err := format.WriteGGUFWith(warm, m.LlamaConfig(), m.Tensors(), s.Tok, format.GGUFOptions{ChatTemplate: tc.ChatTemplate}); err != nil {
+		t.Fatal(err)
+	}
+	llama := startLlamaOn(t, warm, 4, 4*1024)
+	system := s.Tok.EncodeWithSpecials("<|im_start|>system\n")
+	agentFlags := []string{"--context", "512", "--reserve", "256", "--keep-last", "2", "--max-action-tokens", "16",
+		"--max-summary-tokens", "64", "--max-turns", "24", "--max-format-errors", "3"}
+
+	okCompacted := func(eps []episode.Episode) int {
+		n := 0
+		for _, ep := range eps {
+			if ep.Status == episode.StatusOK && ep.Metrics["compactions"] >= 1 {
+				n++
+			}
+		}
+		return n
+	}
+
+	t.Run("eval", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "run")
+		args := append([]string{"eval", "--tasks", smolSuite, "--suite-tasks", "12", "--engine", llama, "--tokenizer", warm,
+			"--temperature", "0.5", "--workers", "4", "--out", out}, agentFlags...)
+		stdout, stderr, code := runCmd(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+		}
+		r := readResults(t, out)
+		eps := readFileEpisodes(t, filepath.Join(out, "episodes.jsonl"))
+		for _, ep := range eps {
+			checkRealSegments(t, ep.ID, ep.Segments, system)
+		}
+		n := okCompacted(eps)
+		t.Logf("eval: statuses %v, mean compactions %.2f; %d of %d episodes compacted and ended ok", r.Statuses, r.MeanCompactions, n, len(eps))
+		if n == 0 {
+			t.Fatalf("no episode compacted and ended ok: %v\n%s", r.Statuses, stdout)
+		}
+	})
+
+	t.Run("serve", func(t *testing.T) {
+		tmp, err := os.MkdirTemp("", "compactrl-serve-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(tmp) })
+		p := startServe(t, tmp, append([]string{"--tasks", smolSuite, "--tokenizer", warm, "--engine-concurrency", "4"}, agentFlags...)...)
+		var eps []episode.Episode
+		for i := range 12 {
+			code, body, err := postRollout(context.Background(), p.url, map[string]any{
+				"task_id": strconv.Itoa(1000000 + i), "rollout_id": i,
+				"engine":   map[string]any{"url": llama, "kind": "llamacpp"},
+				"sampling": map[string]any{"temperature": 0.5, "max_new_tokens": 16, "seed": i},
+			})
+			if err != nil || code != 200 {
+				t.Fatalf("rollout %d: %d %v %s", i, code, err, body)
+			}
+			var r serve.Response
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			segs := make([]episode.Segment, len(r.Segments))
+			for k, sg := range r.Segments {
+				n := len(sg.Tokens) - sg.ResponseLength
+				segs[k] = episode.Segment{Kind: episode.Kind(sg.Kind), PromptIDs: sg.Tokens[:n], ResponseIDs: sg.Tokens[n:], LossMask: sg.LossMask, Logprobs: sg.RolloutLogProbs}
+			}
+			checkRealSegments(t, r.TaskID, segs, system)
+			eps = append(eps, episode.Episode{ID: r.TaskID, Status: episode.Status(r.Status), Reward: r.Reward, Metrics: r.Metrics})
+		}
+		n := okCompacted(eps)
+		t.Logf("serve: %d of %d episodes compacted and ended ok", n, len(eps))
+		if n == 0 {
+			t.Fatalf("no served episode compacted and ended ok: %+v", eps)
+		}
+	})
 }
