@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
 	"github.com/compactrl/compactrl/train"
@@ -41,13 +42,17 @@ type EvalOptions struct {
 	Range      string
 	SeedOffset int64
 	Progress   io.Writer
+	// Config is the run config a GGUF model file is evaluated with (its
+	// suite and agent settings; model.init and model.tokenizer become the
+	// file). It is required for a GGUF and refused for a directory.
+	Config string
 }
 
 // EvaluateCheckpoint loads a checkpoint's policy with its run's config and
 // tokenizer and evaluates it on the held-out seeds, with compaction and in
 // a single window.
 func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.EvalResult, Config, error) {
-	cfg, tok, lay, policyDir, err := loadCheckpoint(dir)
+	cfg, tok, lay, policyDir, err := loadCheckpoint(dir, o.Config)
 	if err != nil {
 		return train.EvalResult{}, cfg, err
 	}
@@ -76,7 +81,21 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 // loadCheckpoint reads what evaluating dir needs: a base policy directory's
 // recipe and tokenizer, or a run's (or checkpoint's) config and tokenizer,
 // and the directory of the policy's weights.
-func loadCheckpoint(dir string) (cfg Config, tok *tokenizer.Tokenizer, lay Layout, policyDir string, err error) {
+func loadCheckpoint(dir, config string) (cfg Config, tok *tokenizer.Tokenizer, lay Layout, policyDir string, err error) {
+	if format.IsGGUF(dir) {
+		if config == "" {
+			return cfg, nil, lay, "", fmt.Errorf("%s is a GGUF model: give the run config to evaluate it with (--config FILE.yaml)", dir)
+		}
+		if cfg, err = LoadConfig(config); err != nil {
+			return cfg, nil, lay, "", err
+		}
+		cfg.Model.Init, cfg.Model.Tokenizer = dir, dir
+		tok, lay, err = loadTokenizer(cfg.Model)
+		return cfg, tok, lay, dir, err
+	}
+	if config != "" {
+		return cfg, nil, lay, "", fmt.Errorf("--config %s: only a GGUF model takes a run config; %s carries its own", config, dir)
+	}
 	if isBase(dir) {
 		if cfg, err = LoadBase(dir); err != nil {
 			return cfg, nil, lay, "", err

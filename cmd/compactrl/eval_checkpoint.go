@@ -25,6 +25,7 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 	workers := fs.Int("workers", 0, "concurrent episodes (0: the run's)")
 	temp := fs.Float64("temperature", -1, "sampling temperature (<0: the run's eval_temperature)")
 	quiet := fs.Bool("quiet", false, "no progress bars")
+	config := fs.String("config", "", "with a GGUF model file as DIR: the run config (`FILE.yaml`, e.g. configs/smollm2.yaml) whose suite and agent settings it is evaluated with")
 	pos, err := fs.parse(e, args)
 	if err != nil {
 		return err
@@ -43,7 +44,7 @@ func runEvalCheckpoint(ctx context.Context, e env, args []string) error {
 	if *rng != "" && *rng != train.RangeDev && *rng != train.RangeTest {
 		return fs.usageErr("--range %q: want dev or test", *rng)
 	}
-	o := recipe.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, Range: *rng, SeedOffset: *seed, Progress: e.stderr}
+	o := recipe.EvalOptions{Episodes: *episodes, Workers: *workers, Temperature: *temp, SetTemp: *temp >= 0, Range: *rng, SeedOffset: *seed, Progress: e.stderr, Config: *config}
 	if *quiet {
 		o.Progress = nil
 	}

@@ -284,7 +284,7 @@ func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 
 	t.Run("eval", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "run")
-		args := append([]string{"eval", "--tasks", smolSuite, "--suite-tasks", "12", "--engine", llama, "--tokenizer", warm,
+		args := append([]string{"eval", "--tasks", smolSuite, "--suite-tasks", "8", "--engine", llama, "--tokenizer", warm,
 			"--temperature", "0.5", "--workers", "4", "--out", out}, agentFlags...)
 		stdout, stderr, code := runCmd(t, args...)
 		if code != 0 {
@@ -310,7 +310,7 @@ func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 		t.Cleanup(func() { os.RemoveAll(tmp) })
 		p := startServe(t, tmp, append([]string{"--tasks", smolSuite, "--tokenizer", warm, "--engine-concurrency", "4"}, agentFlags...)...)
 		var eps []episode.Episode
-		for i := range 12 {
+		for i := range 8 {
 			code, body, err := postRollout(context.Background(), p.url, map[string]any{
 				"task_id": strconv.Itoa(1000000 + i), "rollout_id": i,
 				"engine":   map[string]any{"url": llama, "kind": "llamacpp"},
@@ -337,4 +337,33 @@ func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 			t.Fatalf("no served episode compacted and ended ok: %+v", eps)
 		}
 	})
+}
+
+// TestSmolLM2EvalCheckpoint evaluates the GGUF file itself with `eval
+// checkpoint FILE.gguf --config configs/smollm2.yaml` (the built-in engine,
+// the config's suite and agent, the model's own chat template), and
+// refuses a GGUF without a config.
+func TestSmolLM2EvalCheckpoint(t *testing.T) {
+	gguf := testenv.MustHaveSmolLM2(t)
+	out := filepath.Join(t.TempDir(), "outcomes.json")
+	stdout, stderr, code := runCmd(t, "eval", "checkpoint", gguf, "--config", "../../configs/smollm2.yaml", "--episodes", "2", "--workers", "2", "--quiet", "--outcomes", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Eval struct {
+			Episodes int `json:"episodes"`
+		} `json:"eval"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Eval.Episodes != 2 {
+		t.Fatalf("outcomes %s: %v", b, err)
+	}
+	t.Logf("%s", strings.TrimSpace(stdout))
+	if _, stderr, code := runCmd(t, "eval", "checkpoint", gguf, "--episodes", "2"); code == 0 || !strings.Contains(stderr, "--config") {
+		t.Errorf("a GGUF without --config: exit %d, %s", code, stderr)
+	}
 }
