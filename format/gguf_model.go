@@ -254,8 +254,10 @@ func GGUFLlamaConfig(f *GGUFFile) (LlamaConfig, error) {
 	if st, ok := f.Meta["llama.rope.scaling.type"]; ok && st != "none" {
 		return LlamaConfig{}, fmt.Errorf("metadata llama.rope.scaling.type %v: RoPE scaling is unsupported", st)
 	}
-	if n, ok, err := get("expert_count", false); err != nil || (ok && n > 0) {
-		return LlamaConfig{}, fmt.Errorf("metadata llama.expert_count: mixture-of-experts models are unsupported")
+	if n, ok, err := get("expert_count", false); err != nil {
+		return LlamaConfig{}, err
+	} else if ok && n > 0 {
+		return LlamaConfig{}, fmt.Errorf("metadata llama.expert_count %d: mixture-of-experts models are unsupported", n)
 	}
 	if v, ok, err := get("vocab_size", false); err != nil {
 		return LlamaConfig{}, err
@@ -293,13 +295,9 @@ func GGUFLlamaConfig(f *GGUFFile) (LlamaConfig, error) {
 // implies, of its shape, and none may be missing.
 func ReadGGUFCheckpoint(path string) (LlamaConfig, []Tensor, error) {
 	wrap := func(err error) error { return fmt.Errorf("read gguf checkpoint %s: %w", path, err) }
-	b, err := os.ReadFile(path)
+	b, f, err := readGGUF(path)
 	if err != nil {
 		return LlamaConfig{}, nil, fmt.Errorf("read gguf checkpoint: %w", err)
-	}
-	f, err := ParseGGUFHeader(b)
-	if err != nil {
-		return LlamaConfig{}, nil, wrap(err)
 	}
 	cfg, err := GGUFLlamaConfig(f)
 	if err != nil {

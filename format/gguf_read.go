@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 )
@@ -54,13 +55,9 @@ type GGUFFile struct {
 // Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K quantizations; other types are an
 // error naming the tensor). Tensor names are GGUF's (blk.N.attn_q.weight, …).
 func ReadGGUF(path string) (map[string]any, []Tensor, error) {
-	b, err := os.ReadFile(path)
+	b, f, err := readGGUF(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read gguf: %w", err)
-	}
-	f, err := ParseGGUFHeader(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read gguf %s: %w", path, err)
+		return nil, nil, err
 	}
 	ts := make([]Tensor, len(f.Tensors))
 	for i, ti := range f.Tensors {
@@ -73,18 +70,53 @@ func ReadGGUF(path string) (map[string]any, []Tensor, error) {
 	return f.Meta, ts, nil
 }
 
-// ReadGGUFMeta reads the metadata of a GGUF file and its tensor infos,
-// decoding no tensor data.
-func ReadGGUFMeta(path string) (*GGUFFile, error) {
+// readGGUF reads a whole GGUF file and parses its header.
+func readGGUF(path string) ([]byte, *GGUFFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read gguf: %w", err)
+		return nil, nil, fmt.Errorf("read gguf: %w", err)
 	}
 	f, err := ParseGGUFHeader(b)
 	if err != nil {
-		return nil, fmt.Errorf("read gguf %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read gguf %s: %w", path, err)
 	}
-	return f, nil
+	return b, f, nil
+}
+
+// ReadGGUFMeta reads the metadata of a GGUF file and its tensor infos,
+// without the tensor data: it parses a prefix of the file, growing it
+// until the header fits (the whole file at worst, whose parse then gives
+// the error). A header that parses within a prefix parses the same in the
+// whole file: ParseGGUFHeader reads nothing past the header and only
+// checks that the data section starts within what it was given.
+func ReadGGUFMeta(path string) (*GGUFFile, error) {
+	return readGGUFMeta(path, 1<<20)
+}
+
+// readGGUFMeta is ReadGGUFMeta starting from a prefix of first bytes.
+func readGGUFMeta(path string, first int64) (*GGUFFile, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read gguf: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read gguf: %w", err)
+	}
+	for n := min(first, st.Size()); ; n = min(4*n, st.Size()) {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(io.NewSectionReader(fh, 0, n), b); err != nil {
+			return nil, fmt.Errorf("read gguf %s: %w", path, err)
+		}
+		f, err := ParseGGUFHeader(b)
+		if err == nil {
+			return f, nil
+		}
+		if n == st.Size() {
+			return nil, fmt.Errorf("read gguf %s: %w", path, err)
+		}
+	}
 }
 
 func (f *GGUFFile) tensorData(b []byte, ti GGUFTensorInfo) (Tensor, error) {

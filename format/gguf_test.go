@@ -350,3 +350,32 @@ func TestUnpermuteQKInvertsPermuteQK(t *testing.T) {
 		t.Fatal("PermuteQK left the rows in place")
 	}
 }
+
+// TestReadGGUFMetaReadsAPrefix: the header read from a growing prefix of
+// the file (from 16 bytes, so it grows several times) equals the header
+// of the whole file, and a file cut inside its header gives the whole
+// file's error.
+func TestReadGGUFMetaReadsAPrefix(t *testing.T) {
+	cfg, ts := testCheckpoint(true)
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := WriteGGUF(path, cfg, ts, testTokenizer(t)); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := os.ReadFile(path)
+	want, err := ParseGGUFHeader(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, first := range []int64{16, 1 << 20} {
+		got, err := readGGUFMeta(path, first)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("first %d: header differs from the whole file's (%v)", first, err)
+		}
+	}
+	cut := filepath.Join(t.TempDir(), "cut.gguf")
+	os.WriteFile(cut, whole[:want.DataOffset-5], 0o644)
+	_, wantErr := ParseGGUFHeader(whole[:want.DataOffset-5])
+	if _, err := readGGUFMeta(cut, 16); err == nil || wantErr == nil || !strings.Contains(err.Error(), wantErr.Error()) {
+		t.Fatalf("cut file: %v, want %v", err, wantErr)
+	}
+}
