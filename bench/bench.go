@@ -343,17 +343,11 @@ func (o Options) decodeModel(cfg model.Config) (*model.Model, *tokenizer.Tokeniz
 // ModelFromGGUF is the model shape of a GGUF file (its metadata only), for
 // Options.Model with Options.Weights.
 func ModelFromGGUF(path string) (model.Config, error) {
-	f, err := format.ReadGGUFMeta(path)
+	c, err := model.GGUFConfig(path)
 	if err != nil {
 		return model.Config{}, fmt.Errorf("bench: %w", err)
 	}
-	lc, err := format.GGUFLlamaConfig(f)
-	if err != nil {
-		return model.Config{}, fmt.Errorf("bench: %s: %w", path, err)
-	}
-	return model.Config{Vocab: lc.VocabSize, Dim: lc.HiddenSize, Layers: lc.NumHiddenLayers, Heads: lc.NumAttentionHeads,
-		KVHeads: lc.KVHeads(), FFN: lc.IntermediateSize, RopeTheta: lc.RopeTheta, NormEps: lc.RMSNormEps,
-		TiedEmbeddings: lc.TieWordEmbeddings}, nil
+	return c, nil
 }
 
 // settle is the pause before each training round of the interleaving.

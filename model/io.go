@@ -144,6 +144,20 @@ func Load(dir string) (*Model, error) {
 	return m, nil
 }
 
+// GGUFConfig is the architecture a GGUF model file's metadata describes
+// (format.GGUFLlamaConfig), reading no tensor data.
+func GGUFConfig(path string) (Config, error) {
+	f, err := format.ReadGGUFMeta(path)
+	if err != nil {
+		return Config{}, err
+	}
+	lc, err := format.GGUFLlamaConfig(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return configFromLlama(lc)
+}
+
 // loadGGUF reads a GGUF file as a policy (format.ReadGGUFCheckpoint).
 func loadGGUF(path string) (*Model, error) {
 	lc, ts, err := format.ReadGGUFCheckpoint(path)

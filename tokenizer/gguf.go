@@ -107,19 +107,17 @@ func FromGGUF(meta map[string]any) (*Tokenizer, error) {
 		}
 		vocab[s] = id
 	}
-	ms := make([]string, len(merges))
 	for i, m := range merges {
 		if strings.Count(m, " ") != 1 {
 			return nil, fmt.Errorf("gguf tokenizer: tokenizer.ggml.merges[%d] %q: want two tokens separated by one space", i, m)
 		}
-		ms[i] = m
 	}
 	f := map[string]any{
 		"added_tokens":  adds,
 		"normalizer":    nil,
 		"pre_tokenizer": json.RawMessage(preJSON),
 		"decoder":       json.RawMessage(`{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true}`),
-		"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": ms},
+		"model":         map[string]any{"type": "BPE", "vocab": vocab, "merges": merges},
 	}
 	b, err := json.Marshal(f)
 	if err != nil {

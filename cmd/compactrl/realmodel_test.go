@@ -52,6 +52,17 @@ func containsRun(hay, needle []int) bool {
 	return false
 }
 
+// servedSegments are a serve response's segments (slime's layout: tokens =
+// prompt ⊕ response) as episode segments.
+func servedSegments(r serve.Response) []episode.Segment {
+	segs := make([]episode.Segment, len(r.Segments))
+	for k, s := range r.Segments {
+		n := len(s.Tokens) - s.ResponseLength
+		segs[k] = episode.Segment{Kind: episode.Kind(s.Kind), PromptIDs: s.Tokens[:n], ResponseIDs: s.Tokens[n:], LossMask: s.LossMask, Logprobs: s.RolloutLogProbs}
+	}
+	return segs
+}
+
 // checkRealSegments checks the segments of one episode of SmolLM2: ids in
 // its vocabulary, sampled tokens with log-probs, every context after a
 // compaction restarting from the system prompt with the summary the model
@@ -164,12 +175,7 @@ func TestSmolLM2EndToEnd(t *testing.T) {
 		if r.Status == "infra_error" || r.Metrics["compactions"] < 1 || r.Metrics["opens"]+r.Metrics["pages_read"] < 1 {
 			t.Fatalf("episode: status %s, metrics %v (want a compaction and at least one valid action)", r.Status, r.Metrics)
 		}
-		segs := make([]episode.Segment, len(r.Segments))
-		for k, s := range r.Segments {
-			n := len(s.Tokens) - s.ResponseLength
-			segs[k] = episode.Segment{Kind: episode.Kind(s.Kind), PromptIDs: s.Tokens[:n], ResponseIDs: s.Tokens[n:], LossMask: s.LossMask, Logprobs: s.RolloutLogProbs}
-		}
-		checkRealSegments(t, "vault", segs, tok.EncodeWithSpecials("<|im_start|>system\n"))
+		checkRealSegments(t, "vault", servedSegments(r), tok.EncodeWithSpecials("<|im_start|>system\n"))
 
 		ab, _ := json.Marshal(agentParams)
 		env := []string{"COMPACTRL_TEST_TASK=1000003", "COMPACTRL_TEST_AGENT=" + string(ab), "COMPACTRL_TEST_MAX_NEW_TOKENS=16"}
@@ -323,12 +329,7 @@ func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 			if err := json.Unmarshal(body, &r); err != nil {
 				t.Fatal(err)
 			}
-			segs := make([]episode.Segment, len(r.Segments))
-			for k, sg := range r.Segments {
-				n := len(sg.Tokens) - sg.ResponseLength
-				segs[k] = episode.Segment{Kind: episode.Kind(sg.Kind), PromptIDs: sg.Tokens[:n], ResponseIDs: sg.Tokens[n:], LossMask: sg.LossMask, Logprobs: sg.RolloutLogProbs}
-			}
-			checkRealSegments(t, r.TaskID, segs, system)
+			checkRealSegments(t, r.TaskID, servedSegments(r), system)
 			eps = append(eps, episode.Episode{ID: r.TaskID, Status: episode.Status(r.Status), Reward: r.Reward, Metrics: r.Metrics})
 		}
 		n := okCompacted(eps)

@@ -41,12 +41,8 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.systemPath != "" {
-		b, err := os.ReadFile(o.systemPath)
-		if err != nil {
-			return fmt.Errorf("--system-prompt: %w", err)
-		}
-		o.agent.SystemPrompt = strings.TrimSpace(string(b))
+	if err := o.prompt.apply(&o.agent); err != nil {
+		return err
 	}
 	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Context, o.suite)
 	if err != nil {
@@ -93,7 +89,7 @@ type rolloutOptions struct {
 	episodes, workers  int
 	seed               int64
 	out, tokPath       string
-	systemPath         string // --system-prompt
+	prompt             promptFlags // --system-prompt
 	timeout            time.Duration
 	agent              agent.Config
 	override           agent.SummaryOverride
@@ -116,7 +112,7 @@ func newRolloutCmd() (*cmdLine, *rolloutOptions) {
 	fs.IntVar(&o.workers, "workers", runtime.GOMAXPROCS(0), "episodes played concurrently")
 	fs.StringVar(&o.out, "out", "", "episode JSONL file to write (required)")
 	fs.StringVar(&o.tokPath, "tokenizer", "", "tokenizer.json or a GGUF file (default: the checkpoint's, a GGUF checkpoint's own, else the suite's own: vault's built-in BPE)")
-	fs.StringVar(&o.systemPath, "system-prompt", "", "file holding the system prompt (default: --config's, else the suite's; configs/prompts/vault-fewshot.txt is one a base instruct model follows)")
+	fs.StringVar(&o.prompt.systemPath, "system-prompt", "", "file holding the system prompt (default: --config's, else the suite's; configs/prompts/vault-fewshot.txt is one a base instruct model follows)")
 	bindAgentFlags(fs.FlagSet, &o.agent)
 	fs.Func("summary-override", "evaluation only: replace every summary by `MODE`: expert (the p = 1 expert's summary of everything seen so far), drop-one (the same with one asked fact already seen written ?), empty, or none; the episodes record it and are not trainable", func(v string) error {
 		var err error
