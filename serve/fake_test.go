@@ -116,11 +116,13 @@ type testFactory struct {
 	m      *Metrics
 	made   atomic.Int64
 	closed atomic.Int64
+	runs   atomic.Int64 // Runner calls
 	mu     sync.Mutex
 	agents map[agent.Config]*agent.Agent
 }
 
 func (f *testFactory) Runner(ctx context.Context, e Engine, cfg agent.Config) (rollout.Runner, string, error) {
+	f.runs.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if a, ok := f.agents[cfg]; ok {

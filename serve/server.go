@@ -19,10 +19,20 @@
 //
 // GET /healthz answers 200 "ok" (503 "draining" once shutdown began);
 // GET /metrics is the Prometheus text format (see Metrics).
+//
+// Who may use it: with Config.APIKey set, every request but /healthz
+// carries "Authorization: Bearer KEY" or gets 401 (before its body is
+// read); a request whose engine.url is outside Config.EngineAllow
+// (default: loopback) gets 403 before anything is built, so that the
+// service cannot be made to call arbitrary addresses on a client's
+// behalf. Config.TLSCertFile/TLSKeyFile serve HTTPS.
 package serve
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +40,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +49,7 @@ import (
 	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/internal/field"
+	"github.com/compactrl/compactrl/netallow"
 	"github.com/compactrl/compactrl/rollout"
 )
 
@@ -80,6 +92,23 @@ type Config struct {
 
 	// Agent holds the defaults of the request's sampling and agent fields.
 	Agent agent.Config
+
+	// APIKey, when set, is the bearer token every request but GET /healthz
+	// must carry (Authorization: Bearer KEY); others get 401. It is
+	// compared in constant time.
+	APIKey string
+	// EngineAllow lists the engine addresses a request may name (nil:
+	// netallow.Loopback()); a request naming any other gets 403 before
+	// anything is built. The Factory must dial through the same list
+	// (EngineAllow.Client) so that resolution and redirects are checked
+	// too.
+	EngineAllow *netallow.List
+	// Resolver resolves engine host names for the allowlist check (nil:
+	// net.DefaultResolver).
+	Resolver netallow.Resolver
+	// TLSCertFile and TLSKeyFile, both set, make Serve answer HTTPS with
+	// that certificate (PEM); both empty, plain HTTP.
+	TLSCertFile, TLSKeyFile string
 }
 
 // Defaults of Config's connection limits.
@@ -103,6 +132,30 @@ type Server struct {
 	mu      sync.Mutex
 	waiting int
 	drain   atomic.Bool
+	key     [sha256.Size]byte // SHA-256 of Config.APIKey (zero: no key)
+}
+
+// MinAPIKeyLen is the shortest API key New accepts.
+const MinAPIKeyLen = 16
+
+// authorized wraps h: with an API key set, a request without
+// "Authorization: Bearer KEY" gets 401. Both sides are hashed first, so
+// the comparison takes the same time whatever the key's length and the
+// bytes that match.
+func (s *Server) authorized(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(token))
+		if !ok || subtle.ConstantTimeCompare(got[:], s.key[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="compactrl serve"`)
+			s.reject(w, http.StatusUnauthorized, "unauthorized", ErrorBody{Error: "missing or wrong API key: send Authorization: Bearer KEY"})
+			return
+		}
+		h(w, r)
+	}
 }
 
 // New returns a Server over f.
@@ -149,10 +202,30 @@ func New(cfg Config, f Factory) (*Server, error) {
 	case cfg.MaxConns == 0:
 		cfg.MaxConns = cfg.MaxInFlight + cfg.MaxQueue + ConnHeadroom
 	}
+	if cfg.APIKey != "" && len(cfg.APIKey) < MinAPIKeyLen {
+		return nil, fmt.Errorf("serve: API key of %d bytes: want at least %d (e.g. openssl rand -hex 32)", len(cfg.APIKey), MinAPIKeyLen)
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, errors.New("serve: a TLS certificate needs its key and a key its certificate")
+	}
+	if cfg.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("serve: TLS certificate %s / key %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
+		}
+	}
+	if cfg.EngineAllow == nil {
+		cfg.EngineAllow = netallow.Loopback()
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
+	}
 	s := &Server{cfg: cfg, f: f, m: newMetrics(), slots: make(chan struct{}, cfg.MaxInFlight), mux: http.NewServeMux()}
-	s.mux.HandleFunc("POST /v1/rollouts", s.rollouts)
+	if cfg.APIKey != "" {
+		s.key = sha256.Sum256([]byte(cfg.APIKey))
+	}
+	s.mux.HandleFunc("POST /v1/rollouts", s.authorized(s.rollouts))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /metrics", s.metrics)
+	s.mux.HandleFunc("GET /metrics", s.authorized(s.metrics))
 	return s, nil
 }
 
@@ -243,6 +316,12 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !s.f.HasTask(req.TaskID) {
 		err = field.Errorf("task_id", "unknown task %q", req.TaskID)
 	}
+	if err == nil {
+		if err = s.checkEngine(r.Context(), req.Engine); err != nil {
+			s.reject(w, http.StatusForbidden, "engine_not_allowed", ErrorBody{Error: err.Error(), Field: "engine.url"})
+			return
+		}
+	}
 	var runner rollout.Runner
 	if err == nil {
 		var cfg agent.Config
@@ -289,6 +368,11 @@ func (s *Server) rollouts(w http.ResponseWriter, r *http.Request) {
 	s.m.compactions.Add(int64(ep.Metrics[agent.MetricCompactions]))
 	s.m.turns.Add(int64(ep.Metrics[agent.MetricTurns]))
 	s.answer(w, http.StatusOK, NewResponse(*req.RolloutID, req.TaskID, &ep))
+}
+
+// checkEngine checks the request's engine URL against Config.EngineAllow.
+func (s *Server) checkEngine(ctx context.Context, e Engine) error {
+	return s.cfg.EngineAllow.CheckURL(ctx, s.cfg.Resolver, e.URL)
 }
 
 // readBody reads the request body within BodyTimeout and MaxBodyBytes; past
@@ -385,7 +469,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drainTimeout time.D
 	hs := s.httpServer()
 	ln = limitConns(ln, s.cfg.MaxConns)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if s.cfg.TLSCertFile != "" {
+			errc <- hs.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)

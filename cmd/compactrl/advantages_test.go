@@ -30,7 +30,7 @@ const advInput = `{"id":"a","task":"t1","group":"g","reward":2,"status":"ok","se
 func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(context.Background(), env{strings.NewReader(stdin), &out, &errb}, append([]string{"advantages"}, args...))
+	code = run(context.Background(), env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb}, append([]string{"advantages"}, args...))
 	return out.String(), errb.String(), code
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -98,6 +99,9 @@ type engineSpec struct {
 	// chat, when set, is told which template lays out the prompts
 	// (formatFor's description; --template's ids otherwise).
 	chat func(template string)
+	// client makes every call to the engines (nil: a fresh client); serve
+	// passes one that dials only its --engine-allow addresses.
+	client *http.Client
 }
 
 // errSampling marks a sampling configuration an engine cannot record
@@ -131,7 +135,7 @@ func buildEngineAgent(ctx context.Context, cfg agent.Config, s engineSpec, wrap 
 	if err != nil {
 		return nil, err
 	}
-	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: enc.vocab}, nil, eps...)
+	pool, err := remote.Dial(remote.PoolConfig{Seed: s.seed, Timeout: s.flags.timeout, MaxAttempts: s.flags.retries, VocabSize: enc.vocab}, s.client, eps...)
 	if err != nil {
 		return nil, fmt.Errorf("--engine: %w", err)
 	}
@@ -190,7 +194,7 @@ func (s engineSpec) checkSeeds(ctx context.Context, eps []remote.Endpoint) error
 		w = os.Stderr
 	}
 	for _, e := range eps {
-		eng, err := e.Engine(nil)
+		eng, err := e.Engine(s.client)
 		if err != nil {
 			return fmt.Errorf("--engine: %w", err)
 		}
@@ -238,7 +242,7 @@ func (s engineSpec) encoding(eps []remote.Endpoint) (engineEncoding, error) {
 		if !haveTmpl {
 			return enc, errors.New("--template system,user,assistant,observation,summary,end (token ids of the engine's vocabulary) is required without --tokenizer")
 		}
-		rt, err := remote.DialTokenizer(nil, eps...)
+		rt, err := remote.DialTokenizer(s.client, eps...)
 		if err != nil {
 			return enc, fmt.Errorf("--engine: %w (give --tokenizer FILE)", err)
 		}

@@ -49,7 +49,7 @@ func TestEngineKindOptionFlags(t *testing.T) {
 		if ef.options["scores"] != "raw" || ef.options["logprobs"] != remote.LogprobsRaw {
 			t.Fatalf("%s: defaults %v", fs.Name(), ef.options)
 		}
-		if _, err := fs.parse(env{strings.NewReader(""), io.Discard, io.Discard}, []string{"--engine-scores", "cooked"}); err != nil {
+		if _, err := fs.parse(env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, []string{"--engine-scores", "cooked"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ef.validate(); err == nil || err.Error() != `--engine-scores "cooked": want raw or processed` {
@@ -58,7 +58,7 @@ func TestEngineKindOptionFlags(t *testing.T) {
 	}
 
 	fs, o := newEvalCmd()
-	if _, err := fs.parse(env{strings.NewReader(""), io.Discard, io.Discard}, []string{"--engine-scores", "processed", "--engine-logprobs-mode", remote.LogprobsProcessed}); err != nil {
+	if _, err := fs.parse(env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard}, []string{"--engine-scores", "processed", "--engine-logprobs-mode", remote.LogprobsProcessed}); err != nil {
 		t.Fatal(err)
 	}
 	for kind, want := range map[string]map[string]string{"scoring": {"scores": "processed"}, "vllm": {"logprobs": remote.LogprobsProcessed}, "llamacpp": nil} {

@@ -36,7 +36,7 @@ func TestExportGGUF(t *testing.T) {
 	dir, tok, m := tinyCheckpoint(t)
 	runCmd := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
-		code := run(context.Background(), env{strings.NewReader(""), &out, &errb}, args)
+		code := run(context.Background(), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
 		return code, out.String(), errb.String()
 	}
 	gguf := filepath.Join(t.TempDir(), "m.gguf")

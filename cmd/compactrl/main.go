@@ -23,6 +23,16 @@ type env struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	// lookupEnv reads an environment variable (nil: os.Getenv); tests set
+	// it instead of the process's environment.
+	lookupEnv func(string) string
+}
+
+func (e env) getenv(name string) string {
+	if e.lookupEnv != nil {
+		return e.lookupEnv(name)
+	}
+	return os.Getenv(name)
 }
 
 type command struct {
@@ -89,7 +99,7 @@ func runHelp(ctx context.Context, e env, args []string) error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, env{os.Stdin, os.Stdout, os.Stderr}, os.Args[1:]))
+	os.Exit(run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
 }
 
 // run executes one command line and returns the process exit code.

@@ -15,7 +15,7 @@ import (
 func TestModelInitAndLogits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ck")
 	var out, errb bytes.Buffer
-	e := env{strings.NewReader(""), &out, &errb}
+	e := env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
 	if code := run(context.Background(), e, []string{"model", "init", "--preset", "tiny", "--seed", "3", "--out", dir}); code != 0 {
 		t.Fatalf("model init: exit %d: %s", code, errb.String())
 	}

@@ -33,7 +33,7 @@ func TestAbsurdModelConfigIsAnError(t *testing.T) {
 	}
 	runIt := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code := run(context.Background(), env{strings.NewReader(""), &out, &errb}, args)
+		code := run(context.Background(), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
 		return code, errb.String()
 	}
 	for _, c := range []struct {

@@ -38,7 +38,7 @@ func TestEvalHelperProcess(t *testing.T) {
 	if args == "" {
 		t.Skip("helper process only")
 	}
-	run(context.Background(), env{strings.NewReader(""), os.Stdout, os.Stderr}, strings.Split(args, "\x1f"))
+	run(context.Background(), env{stdin: strings.NewReader(""), stdout: os.Stdout, stderr: os.Stderr}, strings.Split(args, "\x1f"))
 }
 
 // kill -9 of eval mid-episode leaves its run directory (with the episode's
@@ -121,7 +121,7 @@ func TestEvalTotalOutageIsNotSuccess(t *testing.T) {
 	tasks := copyShipped(t, "count-lines")
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout, stderr bytes.Buffer
-	err := runEval(context.Background(), env{strings.NewReader(""), &stdout, &stderr}, []string{"--tasks", tasks, "--out", out,
+	err := runEval(context.Background(), env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}, []string{"--tasks", tasks, "--out", out,
 		"--engine", deadEngine(t, true), "--template", "1,2,3,4,5,6", "--engine-timeout", "2s", "--engine-retries", "2", "--attempts", "2"})
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNothingScored {
@@ -135,7 +135,7 @@ func TestEvalTotalOutageIsNotSuccess(t *testing.T) {
 	}
 	// An engine whose /tokenize is down already refuses to build the agent
 	// (its system prompt cannot be encoded): eval stops before any episode.
-	err = runEval(context.Background(), env{strings.NewReader(""), &stdout, &stderr}, []string{"--tasks", tasks, "--out", t.TempDir(),
+	err = runEval(context.Background(), env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}, []string{"--tasks", tasks, "--out", t.TempDir(),
 		"--engine", deadEngine(t, false), "--template", "1,2,3,4,5,6", "--engine-timeout", "2s", "--engine-retries", "1"})
 	if err == nil || !strings.Contains(err.Error(), "system prompt: tokenize: ") {
 		t.Fatalf("eval over a dead /tokenize: %v", err)
@@ -193,7 +193,7 @@ func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
 func TestRolloutTotalInfraErrorNotSuccess(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "ep.jsonl")
 	var stdout, stderr bytes.Buffer
-	err := runRollout(context.Background(), env{strings.NewReader(""), &stdout, &stderr}, []string{"--episodes", "3", "--workers", "1", "--episode-timeout", "1ns", "--out", out})
+	err := runRollout(context.Background(), env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}, []string{"--episodes", "3", "--workers", "1", "--episode-timeout", "1ns", "--out", out})
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitNothingScored {
 		t.Fatalf("err %v\n%s", err, stderr.String())

@@ -20,7 +20,7 @@ import (
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = run(context.Background(), env{strings.NewReader(""), &out, &errb}, args)
+	code = run(context.Background(), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb}, args)
 	return out.String(), errb.String(), code
 }
 

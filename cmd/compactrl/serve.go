@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
+	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/netallow"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/serve"
 )
@@ -42,7 +47,15 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	f := &serveFactory{tok: o.tok, maxConc: o.maxConc, seed: o.seed, flags: o.engine, agents: map[serveKey]*agent.Agent{}}
+	key, err := o.apiKey(e)
+	if err != nil {
+		return err
+	}
+	allow, err := netallow.Parse(o.engineAllow)
+	if err != nil {
+		return fmt.Errorf("--engine-allow: %w", err)
+	}
+	f := &serveFactory{tok: o.tok, maxConc: o.maxConc, seed: o.seed, flags: o.engine, agents: map[serveKey]*agent.Agent{}, client: allow.Client()}
 	cfg := o.agent
 	what, err := o.loadTasks(ctx, e, f, &cfg)
 	if err != nil {
@@ -53,7 +66,8 @@ func runServe(ctx context.Context, e env, args []string) error {
 	}
 	srv, err := serve.New(serve.Config{MaxInFlight: o.maxEpisodes, MaxQueue: o.queue, EpisodeTimeout: o.tasks.episodeTimeout,
 		RetryAfter: o.retryAfter, Agent: cfg, ReadHeaderTimeout: o.headerTimeout, BodyTimeout: o.bodyTimeout,
-		IdleTimeout: o.idleTimeout, MaxBodyBytes: o.maxBody, MaxConns: o.maxConns}, f)
+		IdleTimeout: o.idleTimeout, MaxBodyBytes: o.maxBody, MaxConns: o.maxConns,
+		APIKey: key, EngineAllow: allow, TLSCertFile: o.tlsCert, TLSKeyFile: o.tlsKey}, f)
 	if err != nil {
 		return err
 	}
@@ -65,7 +79,15 @@ func runServe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "serving on http://%s (tasks %s: %s; %d episodes at once, queue %d)\n", ln.Addr(), o.tasks.tasks, what, o.maxEpisodes, o.queue)
+	scheme, auth := "http", "no API key (loopback only)"
+	if o.tlsCert != "" {
+		scheme = "https"
+	}
+	if key != "" {
+		auth = "API key required"
+	}
+	fmt.Fprintf(e.stdout, "serving on %s://%s (tasks %s: %s; %d episodes at once, queue %d; %s; engines allowed: %s)\n",
+		scheme, ln.Addr(), o.tasks.tasks, what, o.maxEpisodes, o.queue, auth, allow)
 	err = srv.Serve(ctx, ln, o.drainTimeout)
 	fmt.Fprintln(e.stdout, "drained")
 	return err
@@ -86,6 +108,8 @@ type serveOptions struct {
 	maxConc      int
 	seed         int64
 
+	apiKeyFile, engineAllow, tlsCert, tlsKey string
+
 	headerTimeout, bodyTimeout, idleTimeout time.Duration
 	maxBody                                 int64
 	maxConns                                int
@@ -95,9 +119,14 @@ func newServeCmd() (*cmdLine, *serveOptions) {
 	fs := newCmdLine("serve", "serve --tasks DIR|FILE.jsonl|vault[:knobs] (--template IDS | --tokenizer FILE) [--listen ADDR] [--max-episodes N] [flags]")
 	fs.about = "The agent flags are the defaults of each request's agent settings (request: agent.context, agent.reserve, …, sampling.temperature)."
 	fs.examples = []string{"compactrl serve --tasks vault --template 1,2,3,4,5,6 --listen 127.0.0.1:8090",
-		"compactrl serve --tasks tasks/ --tokenizer ~/qwen3 --max-episodes 32"}
+		"compactrl serve --tasks tasks/ --tokenizer ~/qwen3 --max-episodes 32",
+		"compactrl serve --tasks tasks/ --tokenizer ~/qwen3 --listen 0.0.0.0:8090 --api-key-file ~/.compactrl-key --engine-allow 10.0.0.0/16:30000"}
 	o := &serveOptions{agent: engineAgentConfig(1)}
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "address to listen on (host:port)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "address to listen on (host:port); beyond loopback an API key is required")
+	fs.StringVar(&o.apiKeyFile, "api-key-file", "", "file holding the API key (bearer token, ≥ 16 bytes) every request must carry; default: $"+apiKeyEnv)
+	fs.StringVar(&o.engineAllow, "engine-allow", netallow.LoopbackSpec, "engine addresses a request may name, comma-separated: HOST, HOST:PORT, IP, CIDR or * (link-local and metadata addresses only when named)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate: serve HTTPS (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	o.tasks.register(fs.FlagSet, "Harbor task directory or a directory of them, a SWE-bench instances .jsonl, or vault[:knobs] (the built-in suite; task_id = the seed) (required)")
 	fs.IntVar(&o.maxEpisodes, "max-episodes", 64, "episodes played at once")
 	fs.IntVar(&o.queue, "queue", -1, "requests waiting for a slot beyond --max-episodes (past it: 429); -1: 4 × --max-episodes")
@@ -115,6 +144,64 @@ func newServeCmd() (*cmdLine, *serveOptions) {
 	bindAgentFlags(fs.FlagSet, &o.agent)
 	o.prompts = bindPromptFlags(fs.FlagSet, &o.agent, "file holding the system prompt (default: eval's, or the vault suite's)")
 	return fs, o
+}
+
+// apiKeyEnv holds the API key when --api-key-file is not given.
+const apiKeyEnv = "COMPACTRL_SERVE_API_KEY"
+
+// apiKey is the key of --api-key-file (its content without the final
+// newline), else $COMPACTRL_SERVE_API_KEY; serving beyond loopback without
+// one is refused.
+func (o *serveOptions) apiKey(e env) (string, error) {
+	key := e.getenv(apiKeyEnv)
+	from := "$" + apiKeyEnv
+	if o.apiKeyFile != "" {
+		b, err := os.ReadFile(o.apiKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		key, from = strings.TrimRight(string(b), "\r\n"), "--api-key-file "+o.apiKeyFile
+	}
+	if key != "" && len(key) < serve.MinAPIKeyLen {
+		return "", fmt.Errorf("%s: the key has %d bytes, want at least %d (e.g. openssl rand -hex 32)", from, len(key), serve.MinAPIKeyLen)
+	}
+	if key == "" {
+		loop, err := loopbackOnly(o.listen)
+		if err != nil {
+			return "", err
+		}
+		if !loop {
+			return "", fmt.Errorf("--listen %s reaches beyond this machine: give an API key (--api-key-file FILE or $%s) so that only your trainer can start episodes", o.listen, apiKeyEnv)
+		}
+	}
+	return key, nil
+}
+
+// loopbackOnly reports whether listen (host:port) binds loopback
+// addresses only: an empty host or an unspecified address binds every
+// interface; a name counts as loopback when every address it resolves to
+// is.
+func loopbackOnly(listen string) (bool, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false, fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if host == "" {
+		return false, nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().IsLoopback(), nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
+	if err != nil {
+		return false, fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	for _, a := range addrs {
+		if !a.Unmap().IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(addrs) > 0, nil
 }
 
 func (o *serveOptions) validate() error {
@@ -190,6 +277,7 @@ type serveFactory struct {
 	seed    int64
 	suite   tasks.Suite
 	metrics *serve.Metrics
+	client  *http.Client // dials only the --engine-allow addresses
 
 	mu     sync.Mutex
 	agents map[serveKey]*agent.Agent
@@ -215,7 +303,7 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 		return a, "", nil
 	}
 	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
-		tok: f.tok, seed: f.seed, flags: f.flags.forRequest(e)}, f.metrics.WrapSampler)
+		tok: f.tok, seed: f.seed, flags: f.flags.forRequest(e), client: f.client}, f.metrics.WrapSampler)
 	if err != nil {
 		field := "engine"
 		switch {

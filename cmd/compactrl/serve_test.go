@@ -36,7 +36,7 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("COMPACTRL_TEST_AS_CLI") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, env{os.Stdin, os.Stdout, os.Stderr}, os.Args[1:])
+		code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 		stop()
 		os.Exit(code)
 	}
@@ -164,10 +164,15 @@ type serveProc struct {
 	done chan error
 }
 
+// testServeKey is the API key of the services startServe starts: every
+// request of the tests (postRollout, metric, the Python plug-ins through
+// $COMPACTRL_SERVE_API_KEY) carries it.
+const testServeKey = "compactrl-test-key-0123456789"
+
 func startServe(t *testing.T, tmpdir string, args ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "COMPACTRL_TEST_AS_CLI=1", "TMPDIR="+tmpdir)
+	cmd.Env = append(os.Environ(), "COMPACTRL_TEST_AS_CLI=1", "TMPDIR="+tmpdir, apiKeyEnv+"="+testServeKey)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	pipe, err := cmd.StdoutPipe()
@@ -197,7 +202,9 @@ func startServe(t *testing.T, tmpdir string, args ...string) *serveProc {
 
 func (p *serveProc) metric(t *testing.T, name string) string {
 	t.Helper()
-	resp, err := http.Get(p.url + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, p.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+testServeKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +230,7 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 func postRollout(ctx context.Context, url string, body any) (int, []byte, error) {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/rollouts", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+testServeKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -452,7 +460,7 @@ func runIntegrationTests(t *testing.T, python, name, serveURL, engineURL string,
 	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 	cmd.Dir = root
 	cmd.Env = append(append(os.Environ(),
-		"COMPACTRL_SERVE_URL="+serveURL,
+		"COMPACTRL_SERVE_URL="+serveURL, apiKeyEnv+"="+testServeKey,
 		"COMPACTRL_TEST_ROUTER_IP="+u.Hostname(), "COMPACTRL_TEST_ROUTER_PORT="+u.Port(),
 		"COMPACTRL_BIN="+os.Args[0], "COMPACTRL_TEST_AS_CLI=1", "PYTHONDONTWRITEBYTECODE=1"), env...)
 	out, err := cmd.CombinedOutput()

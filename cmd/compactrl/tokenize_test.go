@@ -19,7 +19,7 @@ import (
 func tokenizeCmd(t *testing.T, stdin string, args ...string) ([]int, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), env{strings.NewReader(stdin), &out, &errb}, append([]string{"tokenize"}, args...))
+	code := run(context.Background(), env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb}, append([]string{"tokenize"}, args...))
 	var ids []int
 	if code == 0 {
 		if err := json.Unmarshal(out.Bytes(), &ids); err != nil {

@@ -18,15 +18,28 @@ var errSyntax = errors.New("invalid syntax")
 // unicode.IsSpace plus the separators U+001C..U+001F).
 func pySpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
 
-// pyFloatText is Python's float(str): surrounding (Unicode) whitespace,
-// Unicode decimal digits, "_" between digits, inf/infinity/nan in any case;
-// no hexadecimal. Out-of-range values become ±Inf, as in Python.
+// pyFloatSpace is the whitespace float(str) strips. CPython's float()
+// first maps non-ASCII whitespace (str.isspace) to ' ' and keeps ASCII
+// as it is, then strips only the ASCII spaces " \t\n\v\f\r": the
+// separators U+001C..U+001F, which str.isspace and str.strip() count as
+// whitespace, make float() fail ("1\x1c" is refused).
+func pyFloatSpace(r rune) bool {
+	if r < utf8.RuneSelf {
+		return r == ' ' || (r >= '\t' && r <= '\r')
+	}
+	return pySpace(r)
+}
+
+// pyFloatText is Python's float(str): surrounding whitespace
+// (pyFloatSpace), Unicode decimal digits, "_" between digits,
+// inf/infinity/nan in any case; no hexadecimal. Out-of-range values become
+// ±Inf, as in Python.
 func pyFloatText(s string) (float64, error) {
 	if !utf8.ValidString(s) {
 		return 0, errSyntax
 	}
 	var b strings.Builder
-	for _, r := range strings.TrimFunc(s, pySpace) {
+	for _, r := range strings.TrimFunc(s, pyFloatSpace) {
 		switch {
 		case r < utf8.RuneSelf:
 			b.WriteRune(r)

@@ -78,6 +78,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULTS = {
     "compactrl_serve_url": None,  # one URL or a comma-separated list; env COMPACTRL_SERVE_URL
+    "compactrl_api_key_file": None,  # file holding the service's API key; env COMPACTRL_SERVE_API_KEY
     "compactrl_engine_kind": "sglang",  # what the service talks to: slime's router is SGLang
     "compactrl_engine_model": "",
     "compactrl_engine_url": None,  # default: slime's router
@@ -181,6 +182,20 @@ def check_sampling(sampling_params):
             raise ConfigError(f"compactrl: sampling option {key}={v!r} is refused: {why}")
 
 
+def _api_key(args):
+    """The service's API key: the content of compactrl_api_key_file (final
+    newline dropped), else $COMPACTRL_SERVE_API_KEY, else None (a service
+    on loopback without a key)."""
+    path = _arg(args, "compactrl_api_key_file")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            key = f.read().rstrip("\r\n")
+        if not key:
+            raise ValueError(f"compactrl_api_key_file {path} is empty")
+        return key
+    return os.environ.get("COMPACTRL_SERVE_API_KEY") or None
+
+
 def _service_urls(args):
     urls = _arg(args, "compactrl_serve_url") or os.environ.get("COMPACTRL_SERVE_URL", "")
     out = [u.strip().rstrip("/") for u in str(urls).split(",") if u.strip()]
@@ -253,8 +268,8 @@ class _Call:
     cancelling the asyncio task disconnects, and the service tears the
     episode's sandbox down)."""
 
-    def __init__(self, url, body, timeout):
-        self.url, self.body, self.timeout = url, body, timeout
+    def __init__(self, url, body, timeout, key=None):
+        self.url, self.body, self.timeout, self.key = url, body, timeout, key
         self.conn = None
         self.cancelled = False
 
@@ -266,8 +281,10 @@ class _Call:
             if self.cancelled:
                 raise ConnectionAbortedError("cancelled")
             data = json.dumps(self.body).encode()
-            self.conn.request("POST", u.path.rstrip("/") + "/v1/rollouts", body=data,
-                              headers={"Content-Type": "application/json"})
+            headers = {"Content-Type": "application/json"}
+            if self.key:
+                headers["Authorization"] = "Bearer " + self.key
+            self.conn.request("POST", u.path.rstrip("/") + "/v1/rollouts", body=data, headers=headers)
             resp = self.conn.getresponse()
             return resp.status, resp.getheader("Retry-After"), resp.read()
         finally:
@@ -288,13 +305,14 @@ async def post_rollout(args, body):
     connection errors with the server's Retry-After; returns the decoded
     response. Cancelling the awaiting task disconnects from the service."""
     urls = _service_urls(args)
+    key = _api_key(args)
     retries = int(_arg(args, "compactrl_retries"))
     pool = _EXECUTOR.get(int(_arg(args, "compactrl_max_concurrency")))
     loop = asyncio.get_running_loop()
     last = None
     for attempt in range(max(retries, 1)):
         url = urls[(body["rollout_id"] + attempt) % len(urls)]
-        call = _Call(url, body, float(_arg(args, "compactrl_timeout")))
+        call = _Call(url, body, float(_arg(args, "compactrl_timeout")), key)
         fut = loop.run_in_executor(pool, call.run)
         # After a cancel the call fails on its shut-down socket; retrieve that
         # error so asyncio does not log "Future exception was never retrieved".

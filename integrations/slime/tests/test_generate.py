@@ -7,6 +7,7 @@ slime's and miles' own Sample, rebuilt from their definitions
 import asyncio
 import json
 import os
+import tempfile
 import types
 import unittest
 import urllib.request
@@ -45,7 +46,10 @@ PARAMS = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": MAX_N
 
 
 def metric(name):
-    with urllib.request.urlopen(URL + "/metrics") as r:
+    req = urllib.request.Request(URL + "/metrics")
+    if os.environ.get("COMPACTRL_SERVE_API_KEY"):
+        req.add_header("Authorization", "Bearer " + os.environ["COMPACTRL_SERVE_API_KEY"])
+    with urllib.request.urlopen(req) as r:
         for line in r.read().decode().splitlines():
             if line.startswith(name + " "):
                 return line.split(" ", 1)[1]
@@ -88,6 +92,25 @@ class GenerateAgainstService(unittest.TestCase):
             asyncio.run(generate.generate(slime_args(), sample, dict(PARAMS)))
         with self.assertRaisesRegex(generate.RequestRejected, "kontext"):
             asyncio.run(generate.generate(slime_args(compactrl_agent={"kontext": 5}), Sample(index=6, metadata={"task_id": TASK}), dict(PARAMS)))
+
+    @unittest.skipUnless(os.environ.get("COMPACTRL_SERVE_API_KEY"), "the service runs without an API key")
+    def test_api_key(self):
+        # the key comes from $COMPACTRL_SERVE_API_KEY or compactrl_api_key_file; a wrong one is a 401
+        sample = Sample(index=7, metadata={"task_id": TASK})
+        key = os.environ.pop("COMPACTRL_SERVE_API_KEY")
+        try:
+            with tempfile.NamedTemporaryFile("w", suffix=".key") as f:
+                f.write("wrong-key-of-enough-length\n")
+                f.flush()
+                with self.assertRaisesRegex(generate.RequestRejected, "401.*API key"):
+                    asyncio.run(generate.generate(slime_args(compactrl_api_key_file=f.name), sample, dict(PARAMS)))
+            with tempfile.NamedTemporaryFile("w", suffix=".key") as f:
+                f.write(key + "\n")
+                f.flush()
+                out = asyncio.run(generate.generate(slime_args(compactrl_api_key_file=f.name), sample, dict(PARAMS)))
+                self.assertTrue(out)
+        finally:
+            os.environ["COMPACTRL_SERVE_API_KEY"] = key
 
     def test_eval_returns_one_sample_per_episode(self):
         sample = Sample(index=8, metadata={"task_id": TASK})

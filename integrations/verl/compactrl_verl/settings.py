@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 DEFAULTS = {
     "serve_url": None,  # one `compactrl serve` URL or a list of them (required)
+    "api_key_file": None,  # file holding the service's API key (default: env COMPACTRL_SERVE_API_KEY)
     "engine_url": None,  # default: the rollout replica verl's load balancer picks for the episode
     "engine_kind": None,  # default: actor_rollout_ref.rollout.name (vllm or sglang)
     "engine_model": None,  # model name sent to the engine; default: actor_rollout_ref.model.path
@@ -67,7 +68,8 @@ def settings(config):
 
 def service_args(s):
     """The namespace compactrl_slime.generate.post_rollout reads (its compactrl_* names)."""
-    return types.SimpleNamespace(compactrl_serve_url=s.serve_url, compactrl_timeout=float(s.timeout),
+    return types.SimpleNamespace(compactrl_serve_url=s.serve_url, compactrl_api_key_file=s.api_key_file,
+                                 compactrl_timeout=float(s.timeout),
                                  compactrl_retries=int(s.retries), compactrl_max_concurrency=int(s.max_concurrency))
 
 
