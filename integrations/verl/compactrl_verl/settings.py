@@ -120,6 +120,21 @@ def check_config(config):
               f"set it to data.train_batch_size ({bs}): verl counts mini-batches in samples, and a step's "
               "segments would be split over several optimiser steps, each with its own token mean; the plug-in "
               "runs one optimiser step (per epoch) over every segment of the step")
+    _need(config, "reward.reward_model.enable", lambda v: not v,
+          "set it to false: a colocated reward model writes its scores over rm_scores, which carry the "
+          "verifier's reward from compactrl serve (a standalone one would only idle: episodes come scored)")
+    _need(config, "reward_model.enable", lambda v: not v,
+          "set it to false (the legacy reward_model section): the episode's reward is the verifier's")
+    _need(config, "actor_rollout_ref.actor.policy_loss.loss_mode", lambda v: v in (None, "vanilla"),
+          "set it to vanilla: the method's PPO clip objective per token; the other modes change it (gspo and "
+          "geo_mean take a sequence-level ratio, which here would be one segment's)")
+    _need(config, f"trainer.v1.{TRAINER}.parameter_sync_step", lambda v: v is None or int(v) == 1,
+          "set it to 1 (or leave it out): more splits a step into several optimiser steps on parts of its "
+          "segments, each with its own token mean, and samples later parts off-policy")
+    _need(config, "algorithm.rollout_correction.rollout_is", lambda v: v in (None, "token"),
+          "set it to token or null: sequence-level importance weights would weight each segment as a sequence")
+    _need(config, "algorithm.rollout_correction.rollout_rs", lambda v: v is None,
+          "set it to null: rejection sampling drops tokens or segments from the step's token mean")
     bad = check_lambda(float(s.gae_alpha), float(_get(config, "algorithm.lam", TRAINER_DEFAULT_LAMBDA)),
                        "compactrl.gae_alpha", "algorithm.lam")
     if bad:

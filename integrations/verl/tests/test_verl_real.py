@@ -123,12 +123,23 @@ class Settings(unittest.TestCase):
             ("+compactrl.gae_alpah=1", "compactrl.gae_alpah"),
             ("algorithm.lam=0.95", "algorithm.lam"),
             ("+compactrl.gae_alpha=-1", "compactrl.gae_alpha"),
+            ("reward.reward_model.enable=true", "reward.reward_model.enable"),
+            ("actor_rollout_ref.actor.policy_loss.loss_mode=gspo", "actor_rollout_ref.actor.policy_loss.loss_mode"),
+            ("actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean", "actor_rollout_ref.actor.policy_loss.loss_mode"),
+            ("+trainer.v1.compactrl.parameter_sync_step=2", "trainer.v1.compactrl.parameter_sync_step"),
+            ("algorithm.rollout_correction.rollout_is=sequence", "algorithm.rollout_correction.rollout_is"),
+            ("algorithm.rollout_correction.rollout_rs=token", "algorithm.rollout_correction.rollout_rs"),
         ):
             cfg = verl_config([o for o in ok if o.split("=")[0] != override.split("=")[0]] + [override])
             with self.assertRaisesRegex(settings.ConfigError, "^" + key.replace(".", r"\.") + "[=:]", msg=override):
                 settings.check_config(cfg)
         with self.assertRaisesRegex(settings.ConfigError, "compactrl.serve_url"):
             settings.check_config(verl_config(BASE))
+        # The KL loss is aggregated like the policy loss (verl/workers/utils/losses.py: agg_loss with the actor's
+        # loss_agg_mode and the step's global token count), so it keeps the global token mean: accepted.
+        settings.check_config(verl_config(ok + ["actor_rollout_ref.actor.use_kl_loss=true"]))
+        settings.check_config(verl_config(ok + ["algorithm.rollout_correction.rollout_is=token",
+                                                "+trainer.v1.compactrl.parameter_sync_step=1"]))
         # A fixed λ is set with α = 0, as in compactrl's own rl section.
         s = settings.check_config(verl_config(ok + ["algorithm.lam=0.95", "+compactrl.gae_alpha=0"]))
         self.assertEqual(s.gae_alpha, 0)
@@ -143,16 +154,22 @@ class Settings(unittest.TestCase):
             asyncio.run(loop.run({"temperature": 1.0}, uid="u", session_id=0, extra_info={"task_id": "t"}))
 
     def test_documented_command_line(self):
-        """docs/scale.md's verl command line composes with verl's config and passes check_config."""
+        """docs/scale.md's verl command line composes with verl's config, passes verl's own validate_config
+        (what main_ppo runs first; the checkpoint path is replaced by a local one, as validate_config loads the
+        model's config) and check_config."""
         import shlex
         from compactrl_verl import settings
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.utils.config import validate_config
         with open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "scale.md"), encoding="utf-8") as f:
             doc = f.read()
         start = doc.index("python -m verl.trainer.main_ppo")
         cmd = doc[start:doc.index("```", start)].replace("\\\n", " ")
-        overrides = shlex.split(cmd)[3:]
+        overrides = [o.replace("/ckpt/Qwen3-8B", MODEL) for o in shlex.split(cmd)[3:]]
         self.assertGreater(len(overrides), 20)
-        s = settings.check_config(verl_config(overrides))
+        cfg = verl_config(overrides)
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        s = settings.check_config(cfg)
         self.assertEqual(s.serve_url, "http://10.0.0.7:8090,http://10.0.0.8:8090")
         self.assertEqual(s.agent["max_compactions"], 3)
 
