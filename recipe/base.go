@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/stats"
 	"github.com/compactrl/compactrl/train"
@@ -24,11 +25,17 @@ import (
 //
 //	model.safetensors, config.json   the policy (model.Save)
 //	tokenizer.json                   its tokenizer
+//	model.gguf                       instead of the three above, for a model
+//	                                 imported from GGUF (model.init names a
+//	                                 .gguf): policy, tokenizer and chat
+//	                                 template in one F32 GGUF, which
+//	                                 llama-server also serves
 //	compactrl.yaml                   the full recipe (Config) it was pretrained with
 //	pretrain.jsonl                   one SFTRecord per warm-start step (the curves)
 //	eval.json                        BaseInfo: held-out metrics, command, commit, wall time
 //	README.md                        the model card
 const (
+	BaseGGUFFile   = "model.gguf"
 	BaseConfigFile = "compactrl.yaml"
 	BaseInfoFile   = "eval.json"
 	BaseCurveFile  = "pretrain.jsonl"
@@ -36,16 +43,19 @@ const (
 
 // BaseInfo is how a base policy was made and how it scores.
 type BaseInfo struct {
-	Command    string           `json:"command"`
-	Commit     string           `json:"commit"`
-	KernelPath string           `json:"kernel_path"`
-	Threads    int              `json:"threads"`
-	WallS      float64          `json:"wall_s"`
-	Created    string           `json:"created"`
-	Seed       int64            `json:"seed"`
-	Vocab      int              `json:"vocab"`
-	Params     int              `json:"params"`
-	Eval       train.EvalResult `json:"eval"`
+	Command    string  `json:"command"`
+	Commit     string  `json:"commit"`
+	KernelPath string  `json:"kernel_path"`
+	Threads    int     `json:"threads"`
+	WallS      float64 `json:"wall_s"`
+	Created    string  `json:"created"`
+	Seed       int64   `json:"seed"`
+	Vocab      int     `json:"vocab"`
+	// InitFrom is the GGUF the policy was imported from before its warm
+	// start ("" for a policy trained from random weights).
+	InitFrom string           `json:"init_from,omitempty"`
+	Params   int              `json:"params"`
+	Eval     train.EvalResult `json:"eval"`
 	// PhaseLoss is the mean loss over the last 100 steps of each warm-start
 	// phase (copy, recall, sft), and for sft the mixed-in recall loss.
 	PhaseLoss map[string]float64 `json:"phase_loss"`
@@ -55,7 +65,8 @@ type BaseInfo struct {
 func isBase(dir string) bool {
 	_, err1 := os.Stat(filepath.Join(dir, BaseConfigFile))
 	_, err2 := os.Stat(filepath.Join(dir, model.WeightsFile))
-	return err1 == nil && err2 == nil
+	_, err3 := os.Stat(filepath.Join(dir, BaseGGUFFile))
+	return err1 == nil && (err2 == nil || err3 == nil)
 }
 
 // LoadBase reads a base policy directory's recipe and returns the config
@@ -68,8 +79,16 @@ func LoadBase(dir string) (Config, error) {
 	}
 	cfg.Model.Init = dir
 	cfg.Model.Tokenizer = filepath.Join(dir, TokenizerFile)
+	if g := filepath.Join(dir, BaseGGUFFile); fileExists(g) {
+		cfg.Model.Init, cfg.Model.Tokenizer = g, g
+	}
 	cfg.SFT.NoWarmStart()
 	return cfg, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // FromBase returns rl with the suite, agent and model of the base policy
@@ -123,13 +142,13 @@ func WriteBase(ctx context.Context, out string, s *Setup, res train.Result, info
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
-	if err := s.Policy.M.Save(out); err != nil {
-		return fmt.Errorf("base %s: %w", out, err)
-	}
-	if err := s.Tok.Save(filepath.Join(out, TokenizerFile)); err != nil {
+	if err := savePolicy(out, s); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
 	recipe := s.Cfg
+	if format.IsGGUF(s.Cfg.Model.Init) {
+		info.InitFrom = s.Cfg.Model.Init
+	}
 	recipe.Model.Init, recipe.Model.Tokenizer = "", ""
 	recipe.Run.Dir = out
 	y, err := recipe.YAML()
@@ -147,6 +166,26 @@ func WriteBase(ctx context.Context, out string, s *Setup, res train.Result, info
 		return fmt.Errorf("base %s: %w", out, err)
 	}
 	return writeBaseInfo(out, recipe, s.Policy.M, res.After, info, curves)
+}
+
+// savePolicy writes the policy and its tokenizer into a base directory:
+// model.safetensors, config.json and tokenizer.json, or for a model
+// imported from GGUF one F32 model.gguf carrying the GGUF's vocabulary,
+// pre-tokenizer and chat template (a pre-tokenizer such as SmolLM2's has no
+// tokenizer.json form here).
+func savePolicy(out string, s *Setup) error {
+	m := s.Policy.M
+	if src := s.Cfg.Model.Tokenizer; format.IsGGUF(src) {
+		tc, err := format.ReadTokenizerConfig(src)
+		if err != nil {
+			return err
+		}
+		return format.WriteGGUFWith(filepath.Join(out, BaseGGUFFile), m.LlamaConfig(), m.Tensors(), s.Tok, format.GGUFOptions{ChatTemplate: tc.ChatTemplate})
+	}
+	if err := m.Save(out); err != nil {
+		return err
+	}
+	return s.Tok.Save(filepath.Join(out, TokenizerFile))
 }
 
 // writeBaseInfo completes a base policy directory: eval.json (info with
@@ -170,7 +209,7 @@ func writeBaseInfo(out string, recipe Config, m *model.Model, ev train.EvalResul
 	if err := os.WriteFile(filepath.Join(out, BaseInfoFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("base %s: %w", out, err)
 	}
-	return os.WriteFile(filepath.Join(out, "README.md"), []byte(modelCard(recipe, info)), 0o644)
+	return os.WriteFile(filepath.Join(out, "README.md"), []byte(modelCard(recipe, m.Cfg, info)), 0o644)
 }
 
 // ReadBaseInfo reads a base policy directory's eval.json.
@@ -214,18 +253,25 @@ func phaseLosses(r io.Reader, n int) (map[string]float64, error) {
 }
 
 // modelCard is a base policy's README.md.
-func modelCard(recipe Config, info BaseInfo) string {
+func modelCard(recipe Config, m model.Config, info BaseInfo) string {
 	var b strings.Builder
 	ev := info.Eval
 	n := ev.Episodes
 	ci := func(p float64) string { return stats.RateCI(p, n) }
-	m := recipe.Model
 	fmt.Fprintf(&b, "# vault base policy (seed %d)\n\n", info.Seed)
 	fmt.Fprintf(&b, "A pretrained base policy that CompactionRL runs start from (`model.init`, or `train --config` of a\n")
 	fmt.Fprintf(&b, "run config that names it; docs/design.md §8): a Llama-architecture decoder (dim %d, %d layers, %d heads, %d KV heads, FFN %d,\n", m.Dim, m.Layers, m.Heads, m.KVHeads, m.FFN)
-	fmt.Fprintf(&b, "vocabulary %d, %d parameters) warm-started on the built-in vault suite: copy and recall pretraining, then SFT on the\n", info.Vocab, info.Params)
+	phases := "copy and recall pretraining, then SFT"
+	if recipe.SFT.CopySteps+recipe.SFT.RecallSteps == 0 {
+		phases = "SFT"
+	}
+	fmt.Fprintf(&b, "vocabulary %d, %d parameters) warm-started on the built-in vault suite: %s on the\n", info.Vocab, info.Params, phases)
 	fmt.Fprintf(&b, "scripted expert's demonstrations, whose summaries keep each fact with p = %g.\n", recipe.SFT.ExpertP)
-	fmt.Fprintf(&b, "`model.safetensors` + `config.json` load as `LlamaForCausalLM`;\n")
+	if info.InitFrom != "" {
+		fmt.Fprintf(&b, "Initialised from %s. `model.gguf` (F32, with its tokenizer and chat template) is the policy; llama-server serves it;\n", info.InitFrom)
+	} else {
+		fmt.Fprintf(&b, "`model.safetensors` + `config.json` load as `LlamaForCausalLM`;\n")
+	}
 	fmt.Fprintf(&b, "`compactrl.yaml` is the exact recipe, with the suite and agent settings the policy was trained for;\n")
 	fmt.Fprintf(&b, "`pretrain.jsonl` has one line per warm-start step.\n\n")
 	fmt.Fprintf(&b, "## How it was made\n\n    %s\n\n", info.Command)

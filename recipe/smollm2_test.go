@@ -10,8 +10,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/train"
 )
 
 // TestSmolLM2TrainSmoke runs configs/smollm2.yaml from SmolLM2-135M-
@@ -46,7 +48,8 @@ func TestSmolLM2TrainSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Trainer.Run(context.Background()); err != nil {
+	res, err := s.Trainer.Run(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -89,4 +92,56 @@ func TestSmolLM2TrainSmoke(t *testing.T) {
 		t.Errorf("%s did not change", after.Params()[1].Name)
 	}
 	t.Logf("warm-start loss %.3f → %.3f; iteration 0: %v", losses[0], losses[1], recs[0])
+
+	// The warm-started policy as a base directory (one F32 model.gguf with
+	// the GGUF's tokenizer and chat template), and one policy update from
+	// it (no critic warm-up): nonzero advantages and gradient, and the
+	// weights moved away from the base's.
+	baseDir := filepath.Join(dir, "base")
+	if err := WriteBase(context.Background(), baseDir, s, res, BaseInfo{Command: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	rl, err := FromBase(baseDir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl.Model.Init != filepath.Join(baseDir, BaseGGUFFile) || rl.Model.Tokenizer != rl.Model.Init {
+		t.Fatalf("base model %+v: want its model.gguf", rl.Model)
+	}
+	warm, err := model.Load(rl.Model.Init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(warm.Params()[1].Data, s.Policy.M.Params()[1].Data) {
+		t.Fatal("the base's model.gguf does not hold the warm-started weights")
+	}
+	rl.Run.Dir = filepath.Join(dir, "rl")
+	rl.RL.CriticWarmup = 0
+	s2, err := Build(rl, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.Lay.Chat == nil || s2.Lay.Chat.Preset().Name != "chatml" {
+		t.Fatalf("layout from the base %+v: want the model's ChatML", s2.Lay)
+	}
+	// Two of the policy's own episodes, the first given reward 1 (a two-step
+	// warm start seldom earns one): its tokens get advantages, and the
+	// update moves the weights.
+	eps, err := s2.Suite.Collect(context.Background(), train.Rollouts{Sampler: s2.Policy.Sampler(), Seeds: []int64{11, 12}, SampleSeeds: []int64{1, 2}, Temperature: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps[0].Status, eps[0].Reward = episode.StatusOK, 1
+	m, err := s2.Trainer.Update(context.Background(), 0, eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(m.Advantage > 0) || !(m.GradNorm > 0) || m.TokensOptimised == 0 || math.IsNaN(m.PolicyLoss) {
+		t.Fatalf("policy update from the base: %+v", m)
+	}
+	if slices.Equal(s2.Policy.M.Params()[1].Data, warm.Params()[1].Data) {
+		t.Errorf("%s did not change in the policy update", warm.Params()[1].Name)
+	}
+	t.Logf("update from the base: advantage mean %.4f, grad norm %.4f, %d tokens", m.Advantage, m.GradNorm, m.TokensOptimised)
 }
