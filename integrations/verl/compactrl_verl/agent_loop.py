@@ -35,9 +35,12 @@ why); repetition_penalty must be 1; logprobs is a no-op (the service always
 returns them).
 """
 
+import asyncio
 import hashlib
+import json
 import logging
 import time
+import urllib.request
 
 from compactrl_slime.generate import RequestRejected, ServiceError, post_rollout
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
@@ -126,6 +129,37 @@ def outputs_from_response(resp, mask_overlong, elapsed=0.0):
     return out
 
 
+_SERVED = {}  # replica URL -> the model name it serves (one lookup per replica and process)
+
+
+def _fetch_models(url, timeout):
+    with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=timeout) as r:
+        return [str(m["id"]) for m in json.load(r).get("data", [])]
+
+
+async def served_model(url, path, timeout=30.0):
+    """The model name the engine at url serves (its OpenAI-compatible /v1/models): verl starts vLLM and
+    SGLang with the checkpoint's local path, which differs from actor_rollout_ref.model.path when verl copied
+    a remote checkpoint. One model: its name; several: the one equal to path, else an error naming them.
+    An engine that cannot be asked is a ServiceError (the episode is masked), never a guessed name."""
+    if url in _SERVED:
+        return _SERVED[url]
+    loop = asyncio.get_running_loop()
+    try:
+        ids = await loop.run_in_executor(None, _fetch_models, url, timeout)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ServiceError(f"engine {url}: cannot read the served model name from /v1/models ({e}); "
+                           "set compactrl.engine_model") from e
+    if len(ids) == 1:
+        name = ids[0]
+    elif path in ids:
+        name = path
+    else:
+        raise ServiceError(f"engine {url} serves {ids or 'no model'}, none of them {path!r}: set compactrl.engine_model")
+    _SERVED[url] = name
+    return name
+
+
 @register(cfg.AGENT_LOOP)
 class CompactrlAgentLoop(AgentLoopBase):
     """The ``compactrl`` agent loop (see the module doc)."""
@@ -140,8 +174,7 @@ class CompactrlAgentLoop(AgentLoopBase):
         rid = rollout_id(uid, session)
         body = {
             "task_id": task_id,
-            "engine": {"kind": cfg.engine_kind(self.config, s),
-                       "model": s.engine_model or str(self.config.actor_rollout_ref.model.path)},
+            "engine": {"kind": cfg.engine_kind(self.config, s)},
             "sampling": {"temperature": float(sampling_params.get("temperature", 1.0)), "top_p": 1.0},
             "agent": dict(s.agent),
             "rollout_id": rid,
@@ -159,6 +192,8 @@ class CompactrlAgentLoop(AgentLoopBase):
                 # replica's OpenAI-compatible HTTP address (workers/rollout/llm_server.py, router.py).
                 server_id, _ = await self.server_manager._acquire_server(request_id)
                 body["engine"]["url"] = server_id if "://" in server_id else f"http://{server_id}"
+            body["engine"]["model"] = s.engine_model or await served_model(
+                body["engine"]["url"], str(self.config.actor_rollout_ref.model.path))
             resp = await post_rollout(cfg.service_args(s), body)
         except RequestRejected as e:
             logger.error("compactrl: %s", e)

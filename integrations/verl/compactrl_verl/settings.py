@@ -18,7 +18,7 @@ DEFAULTS = {
     "api_key_file": None,  # file holding the service's API key (default: env COMPACTRL_SERVE_API_KEY)
     "engine_url": None,  # default: the rollout replica verl's load balancer picks for the episode
     "engine_kind": None,  # default: actor_rollout_ref.rollout.name (vllm or sglang)
-    "engine_model": None,  # model name sent to the engine; default: actor_rollout_ref.model.path
+    "engine_model": None,  # model name sent to the engine; default: what the replica serves (its /v1/models)
     "agent": {},  # agent fields of the request: context, reserve, keep_last, max_compactions, max_turns, ...
     "task_key": "task_id",  # dataset field (top level or in extra_info) that names the task
     "max_new_tokens": None,  # cap of one action, sent to the service; default: the service's own

@@ -407,3 +407,40 @@ class VerlPipeline(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ServedModel(unittest.TestCase):
+    """The engine model name comes from the replica's /v1/models, as verl's vLLM/SGLang servers answer it."""
+
+    def serve(self, models):
+        import http.server
+        import threading
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in models]}).encode()
+                self.send_response(200 if self.path == "/v1/models" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    def test_served_model(self):
+        from compactrl_slime.generate import ServiceError
+        from compactrl_verl import agent_loop
+        one = self.serve(["/tmp/verl-local-copy/Qwen3-8B"])
+        self.assertEqual(asyncio.run(agent_loop.served_model(one, "hdfs://ckpt/Qwen3-8B")), "/tmp/verl-local-copy/Qwen3-8B")
+        two = self.serve(["a", "/ckpt/m"])
+        self.assertEqual(asyncio.run(agent_loop.served_model(two, "/ckpt/m")), "/ckpt/m")
+        other = self.serve(["a", "b"])
+        with self.assertRaisesRegex(ServiceError, "engine_model"):
+            asyncio.run(agent_loop.served_model(other, "/ckpt/m"))
+        with self.assertRaisesRegex(ServiceError, "/v1/models"):
+            asyncio.run(agent_loop.served_model("http://127.0.0.1:1", "/ckpt/m", timeout=2))
