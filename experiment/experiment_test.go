@@ -238,3 +238,33 @@ func TestDynamicsTable(t *testing.T) {
 		t.Errorf("collapsed seeds %q, want 2", got)
 	}
 }
+
+// effectOf's t-interval is over the per-seed paired differences: three
+// CompactionRL runs (pass@1 0.5, 0.75, 1 on four tasks) against the base's
+// one run (0.25): differences 0.25, 0.5, 0.75, mean 0.5, s = 0.25,
+// t(0.975, 2) = 4.303: 0.5 ± 4.303·0.25/√3 = 0.5 ± 0.6211. The bootstrap
+// over three seeds is narrower, so Wider is the t-interval.
+func TestEffectTInterval(t *testing.T) {
+	ev := func(pass ...int) train.EvalResult {
+		e := train.EvalResult{Range: "test", FirstSeed: 5_000_000, Episodes: len(pass)}
+		k := 0
+		for _, p := range pass {
+			e.Outcomes = append(e.Outcomes, train.Outcome{Scored: true, Pass: p})
+			k += p
+		}
+		e.Pass1Compact = float64(k) / float64(len(pass))
+		return e
+	}
+	base := ArmResult{Arm: Arm{Name: "base"}, Seeds: []int64{0}, Evals: []train.EvalResult{ev(1, 0, 0, 0)}}
+	cr := ArmResult{Arm: Arm{Name: "compactionrl"}, Seeds: []int64{1, 2, 3}, Evals: []train.EvalResult{ev(1, 1, 0, 0), ev(1, 1, 1, 0), ev(1, 1, 1, 1)}}
+	e := effectOf(cr, base)
+	if !e.OK || math.Abs(e.T[0]-0.5) > 1e-12 || math.Abs(e.T[2]-0.5-4.303*0.25/math.Sqrt(3)) > 1e-9 || math.Abs(e.T[1]-0.5+4.303*0.25/math.Sqrt(3)) > 1e-9 {
+		t.Fatalf("effect %+v", e)
+	}
+	if lo, hi := e.Wider(); lo != e.T[1] || hi != e.T[2] || !(e.Diff.Hi-e.Diff.Lo < hi-lo) {
+		t.Fatalf("wider [%v, %v], bootstrap %+v", lo, hi, e.Diff)
+	}
+	if cell := EffectsTable([]ArmResult{base, cr}).Rows[1][2]; !strings.Contains(cell, "t [-0.121, +1.121]") {
+		t.Fatalf("table cell %q", cell)
+	}
+}
