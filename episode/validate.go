@@ -9,11 +9,15 @@ import (
 // Known reports whether k is one of the kinds of docs/design.md §3.
 func (k Kind) Known() bool { return k == KindExec || k == KindSummary }
 
-// Known reports whether s is one of the statuses of docs/design.md §3.
+// Statuses are the statuses of docs/design.md §3, in that order.
+var Statuses = [...]Status{StatusOK, StatusOverlong, StatusInfraError, StatusFormatError, StatusVerifierError}
+
+// Known reports whether s is one of Statuses.
 func (s Status) Known() bool {
-	switch s {
-	case StatusOK, StatusOverlong, StatusInfraError, StatusFormatError, StatusVerifierError:
-		return true
+	for _, k := range Statuses {
+		if s == k {
+			return true
+		}
 	}
 	return false
 }
@@ -26,7 +30,7 @@ func (s Status) Known() bool {
 // field.
 func (e *Episode) Validate() error {
 	if !e.Status.Known() {
-		return field.Errorf("status", "unknown status %q, want ok, overlong, infra_error or format_error", e.Status)
+		return field.Errorf("status", "unknown status %q, want ok, overlong, infra_error, format_error or verifier_error", e.Status)
 	}
 	if !finite(e.Reward) {
 		return field.Errorf("reward", "non-finite value %v", e.Reward)

@@ -169,12 +169,17 @@ type Segment struct {
 
 // Response is the answer to a finished episode.
 type Response struct {
-	RolloutID int64              `json:"rollout_id"`
-	TaskID    string             `json:"task_id"`
-	Status    episode.Status     `json:"status"`
-	Reward    float64            `json:"reward"`
-	Metrics   map[string]float64 `json:"metrics"`
-	Segments  []Segment          `json:"segments"`
+	RolloutID int64          `json:"rollout_id"`
+	TaskID    string         `json:"task_id"`
+	Status    episode.Status `json:"status"`
+	// Scored is episode.Status.Scored: false (infra_error, verifier_error)
+	// means no reward was measured, and the episode trains nothing whatever
+	// the trainer's overlong setting (rl.Masked). The plug-ins mask by it,
+	// so that the rule has one definition.
+	Scored   bool               `json:"scored"`
+	Reward   float64            `json:"reward"`
+	Metrics  map[string]float64 `json:"metrics"`
+	Segments []Segment          `json:"segments"`
 	// Error is the cause of an infra_error episode.
 	Error string `json:"error,omitempty"`
 }
@@ -349,7 +354,7 @@ func (r *Request) Seed() int64 {
 //	tokens_s = prompt_s ⊕ response_s,  response_length_s = |response_s|,
 //	loss_mask_s, rollout_log_probs_s aligned with response_s.
 func NewResponse(rolloutID int64, taskID string, ep *episode.Episode) Response {
-	resp := Response{RolloutID: rolloutID, TaskID: taskID, Status: ep.Status, Reward: ep.Reward,
+	resp := Response{RolloutID: rolloutID, TaskID: taskID, Status: ep.Status, Scored: ep.Status.Scored(), Reward: ep.Reward,
 		Metrics: ep.Metrics, Segments: make([]Segment, len(ep.Segments)), Error: ep.Meta[agent.MetaError]}
 	if resp.Metrics == nil {
 		resp.Metrics = map[string]float64{}

@@ -361,12 +361,23 @@ def _placeholder(sample, why):
     return [s]
 
 
+def is_masked(resp, mask_overlong):
+    """rl.Masked on the service's answer: an episode that was not scored (the service's ``scored``:
+    infra_error, verifier_error) trains nothing, nor an overlong one under mask_overlong. The service
+    defines which statuses are scored; an answer without ``scored`` is from a service older than this
+    plug-in and refused."""
+    if "scored" not in resp:
+        raise ServiceError(f"rollout {resp.get('rollout_id')}: the answer has no 'scored' field "
+                           "(a compactrl serve older than this plug-in)")
+    return not resp["scored"] or (resp["status"] == "overlong" and mask_overlong)
+
+
 def samples_from_response(args, sample, resp, evaluation=False):
     """The service's answer as slime Samples (see the module doc); with
     evaluation, only the last segment (one Sample per episode)."""
     status_cls = type(sample).Status
     ep_status = resp["status"]
-    masked = ep_status in ("infra_error", "verifier_error") or (ep_status == "overlong" and bool(_arg(args, "compactrl_mask_overlong")))
+    masked = is_masked(resp, bool(_arg(args, "compactrl_mask_overlong")))
     segs = resp.get("segments") or []
     if not segs:
         return _placeholder(sample, resp.get("error") or f"episode {ep_status} without segments")

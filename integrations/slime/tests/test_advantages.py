@@ -24,9 +24,13 @@ Sample = load("slime")
 
 BIN = os.environ.get("COMPACTRL_BIN")
 
+# The masking rule as Go defines it (serve's "scored", rl.Masked), per status: serve/masking_test.go writes it.
+with open(os.path.join(os.path.dirname(__file__), "masking.json"), encoding="utf-8") as _f:
+    MASKING = json.load(_f)
+
 
 def random_episode(rng, n):
-    status = rng.choice(["ok", "ok", "ok", "overlong", "format_error", "infra_error"])
+    status = rng.choice(["ok", "ok", "ok", "overlong", "format_error", "infra_error", "verifier_error"])
     segs = []
     for s in range(rng.randint(1, 4)):
         p, r = rng.randint(1, 6), rng.randint(1, 30)
@@ -40,13 +44,14 @@ def random_episode(rng, n):
             "logprobs": [-rng.random() if m else 0.0 for m in mask],
             "values": [rng.uniform(-1, 1) for _ in range(r)],
         })
-    reward = rng.choice([0.0, 1.0, rng.random()]) if status in ("ok", "format_error") else 0.0
+    reward = rng.choice([0.0, 1.0, rng.random()]) if status in ("ok", "format_error", "verifier_error") else 0.0
     return {"id": f"e{n}", "task": "t", "group": "g", "reward": reward, "status": status, "segments": segs}
 
 
 def service_answer(ep, rid):
     """What `compactrl serve` answers for the episode (serve.NewResponse)."""
-    return {"rollout_id": rid, "task_id": ep["task"], "status": ep["status"], "reward": ep["reward"], "metrics": {},
+    return {"rollout_id": rid, "task_id": ep["task"], "status": ep["status"], "scored": MASKING[ep["status"]]["scored"],
+            "reward": ep["reward"], "metrics": {},
             "segments": [{"index": i, "kind": s["kind"], "trainable": s["trainable"],
                           "tokens": s["prompt_ids"] + s["response_ids"], "response_length": len(s["response_ids"]),
                           "loss_mask": s["loss_mask"], "rollout_log_probs": s["logprobs"]}

@@ -27,7 +27,7 @@ from tests import trainer_types
 from tests.trainer_types import load
 
 Sample = load("slime")
-from tests.test_advantages import random_episode, service_answer
+from tests.test_advantages import MASKING, random_episode, service_answer
 
 
 def slime_args(**kw):
@@ -187,12 +187,13 @@ class PassRateAndFailures(unittest.TestCase):
         rd["values"] = [torch.zeros(n) for n in data["response_lengths"]]
         advantages.cross_gae(args, rd)
         self.assertEqual(len(rd["raw_reward"]), args.rollout_batch_size * args.n_samples_per_prompt)
-        want = [0.0 if e["status"] in ("infra_error", "overlong") else e["reward"] for e in eps]
+        want = [0.0 if MASKING[e["status"]]["masked_mask_overlong"] else e["reward"] for e in eps]
         self.assertEqual(rd["raw_reward"], want)
 
     def test_infra_share_stops_the_run(self):
         def ep(status):
-            return {"rollout_id": 0, "task_id": "t", "status": status, "reward": 1.0 if status == "ok" else 0.0,
+            return {"rollout_id": 0, "task_id": "t", "status": status, "scored": MASKING[status]["scored"],
+                    "reward": 1.0 if status == "ok" else 0.0,
                     "segments": [{"index": 0, "kind": "exec", "tokens": [1, 2, 3], "response_length": 2,
                                   "loss_mask": [1, 1], "rollout_log_probs": [-0.1, -0.2]}]}
         args = slime_args(global_batch_size=None, compactrl_max_infra_fraction=0.25)

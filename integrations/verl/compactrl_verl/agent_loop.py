@@ -42,7 +42,7 @@ import logging
 import time
 import urllib.request
 
-from compactrl_slime.generate import RequestRejected, ServiceError, post_rollout
+from compactrl_slime.generate import RequestRejected, ServiceError, is_masked, post_rollout
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from . import settings as cfg
@@ -50,7 +50,6 @@ from . import settings as cfg
 logger = logging.getLogger(__name__)
 
 META = "compactrl"
-MASKED_STATUSES = ("infra_error", "verifier_error")
 
 
 def check_sampling(sampling_params):
@@ -85,20 +84,20 @@ def rollout_id(uid, session_id):
     return int.from_bytes(d, "little") >> 1
 
 
-def _reward_info(status, reward, metrics, masked):
+def _reward_info(status, reward, metrics, masked, scored):
     return {"compactrl_reward": float(reward), "compactrl_masked": float(masked),
-            "compactrl_overlong": float(status == "overlong"), "compactrl_infra_error": float(status in MASKED_STATUSES),
+            "compactrl_overlong": float(status == "overlong"), "compactrl_infra_error": float(not scored),
             "compactrl_compactions": float(metrics.get("compactions", 0.0)),
             "compactrl_sampled_tokens": float(metrics.get("sampled_tokens", 0.0))}
 
 
 def placeholder(task_id, why, fatal=False):
     """One masked output standing for an episode the service did not play."""
-    info = {"segment": 0, "segments": 1, "status": "infra_error", "task_id": task_id, "error": why,
+    info = {"segment": 0, "segments": 1, "status": "infra_error", "scored": False, "task_id": task_id, "error": why,
             "fatal": why if fatal else None}
     return [AgentLoopOutput(prompt_ids=[0], response_ids=[0], response_mask=[0], response_logprobs=[0.0],
                             reward_score=0.0, num_turns=0, metrics=AgentLoopMetrics(),
-                            extra_fields={META: info, "reward_extra_info": _reward_info("infra_error", 0.0, {}, True)})]
+                            extra_fields={META: info, "reward_extra_info": _reward_info("infra_error", 0.0, {}, True, False)})]
 
 
 def outputs_from_response(resp, mask_overlong, elapsed=0.0):
@@ -107,7 +106,7 @@ def outputs_from_response(resp, mask_overlong, elapsed=0.0):
     segs = resp.get("segments") or []
     if not segs:
         return placeholder(resp.get("task_id", ""), resp.get("error") or f"episode {status} without segments")
-    masked = status in MASKED_STATUSES or (status == "overlong" and mask_overlong)
+    masked = is_masked(resp, mask_overlong)
     reward = float(resp.get("reward", 0.0))
     metrics = resp.get("metrics") or {}
     out = []
@@ -117,6 +116,7 @@ def outputs_from_response(resp, mask_overlong, elapsed=0.0):
             raise ServiceError(f"malformed segment {seg.get('index')} of rollout {resp.get('rollout_id')}")
         trainable = seg.get("trainable", True) and not masked
         info = {"segment": int(seg["index"]), "segments": len(segs), "kind": seg["kind"], "status": status,
+                "scored": bool(resp["scored"]),
                 "task_id": resp["task_id"], "error": resp.get("error"), "fatal": None}
         out.append(AgentLoopOutput(
             prompt_ids=tokens[:-n], response_ids=tokens[-n:],
@@ -125,7 +125,7 @@ def outputs_from_response(resp, mask_overlong, elapsed=0.0):
             num_turns=int(metrics.get("turns", 0)), metrics=AgentLoopMetrics(generate_sequences=elapsed),
             extra_fields={META: info}))
     out[-1].reward_score = reward
-    out[-1].extra_fields["reward_extra_info"] = _reward_info(status, reward, metrics, masked)
+    out[-1].extra_fields["reward_extra_info"] = _reward_info(status, reward, metrics, masked, bool(resp["scored"]))
     return out
 
 

@@ -157,7 +157,7 @@ class CompactrlPPOTrainer(PPOTrainerSync):
 
     def _check_episodes(self, keys, padding, extras, metrics):
         """compactrl/* metrics per episode; stop on a fatal placeholder or too many infra failures."""
-        statuses, segments = {}, defaultdict(int)
+        statuses, unscored, segments = {}, {}, defaultdict(int)
         for key, pad, extra in zip(keys, padding, extras):
             if pad:
                 continue
@@ -169,11 +169,12 @@ class CompactrlPPOTrainer(PPOTrainerSync):
                 raise CompactrlRunStopped(f"compactrl: the service rejected a rollout request: {info['fatal']}")
             ep, _ = episode_of(key)
             statuses[ep] = info["status"]
+            unscored[ep] = not info.get("scored", False)
             segments[ep] += 1
         if not statuses:
             return
         n = len(statuses)
-        infra = sum(st in ("infra_error", "verifier_error") for st in statuses.values())
+        infra = sum(unscored.values())
         metrics["compactrl/episodes"] = n
         metrics["compactrl/infra_masked_fraction"] = infra / n
         metrics["compactrl/overlong_fraction"] = sum(st == "overlong" for st in statuses.values()) / n

@@ -444,3 +444,26 @@ class ServedModel(unittest.TestCase):
             asyncio.run(agent_loop.served_model(other, "/ckpt/m"))
         with self.assertRaisesRegex(ServiceError, "/v1/models"):
             asyncio.run(agent_loop.served_model("http://127.0.0.1:1", "/ckpt/m", timeout=2))
+
+
+class MaskingRule(unittest.TestCase):
+    """outputs_from_response masks exactly what Go's rl.Masked masks, for every status (masking.json, written by
+    serve/masking_test.go from the service's own answer)."""
+
+    def test_statuses(self):
+        from compactrl_verl import agent_loop
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "slime", "tests", "masking.json"),
+                  encoding="utf-8") as f:
+            masking = json.load(f)
+        for status, want in masking.items():
+            resp = {"rollout_id": 1, "task_id": "t", "status": status, "scored": want["scored"], "reward": 0.5,
+                    "metrics": {}, "segments": [{"index": 0, "kind": "exec", "trainable": True, "tokens": [1, 2, 3, 4],
+                                                 "response_length": 2, "loss_mask": [1, 1],
+                                                 "rollout_log_probs": [-0.1, -0.2]}]}
+            for mask_overlong, key in ((True, "masked_mask_overlong"), (False, "masked_keep_overlong")):
+                out = agent_loop.outputs_from_response(resp, mask_overlong)
+                masked = not any(m for o in out for m in o.response_mask)
+                self.assertEqual(masked, want[key], (status, mask_overlong))
+                info = out[-1].extra_fields["reward_extra_info"]
+                self.assertEqual(info["compactrl_masked"], float(want[key]))
+                self.assertEqual(info["compactrl_infra_error"], float(not want["scored"]))
