@@ -17,6 +17,9 @@
 // listener closes, requests on open connections get 503, in-flight and
 // queued episodes finish, then Serve returns.
 //
+// GET /v1/tasks lists the task ids a request may name (TaskLister: every
+// loaded task, or ?split=NAME&count=N seeds of a generated suite), from
+// which the trainers' dataset tools make their rows.
 // GET /healthz answers 200 "ok" (503 "draining" once shutdown began);
 // GET /metrics is the Prometheus text format (see Metrics).
 //
@@ -66,6 +69,20 @@ type Factory interface {
 	// implements io.Closer, Close is called when the episode ends, however
 	// it ends.
 	Env(id string, seed int64) (agent.Environment, error)
+}
+
+// TaskLister is a Factory that can say which task ids it plays (GET
+// /v1/tasks, from which the trainers' dataset tools make their rows).
+type TaskLister interface {
+	// TaskIDs returns the task ids: every one of a finite task set, or
+	// for a generated suite the first count of its seed range split
+	// (both required then). An error is the request's fault (400).
+	TaskIDs(split string, count int) ([]string, error)
+}
+
+// TasksResponse is the body of GET /v1/tasks.
+type TasksResponse struct {
+	TaskIDs []string `json:"task_ids"`
 }
 
 // Config configures a Server.
@@ -224,6 +241,7 @@ func New(cfg Config, f Factory) (*Server, error) {
 		s.key = sha256.Sum256([]byte(cfg.APIKey))
 	}
 	s.mux.HandleFunc("POST /v1/rollouts", s.authorized(s.rollouts))
+	s.mux.HandleFunc("GET /v1/tasks", s.authorized(s.tasks))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.authorized(s.metrics))
 	return s, nil
@@ -279,6 +297,32 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.m.WriteText(w)
+}
+
+// tasks answers GET /v1/tasks[?split=NAME&count=N] with the factory's task
+// ids (TaskLister); 404 when the factory cannot list them.
+func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.f.(TaskLister)
+	if !ok {
+		s.reject(w, http.StatusNotFound, "no_task_list", ErrorBody{Error: "this service cannot list its tasks"})
+		return
+	}
+	q := r.URL.Query()
+	count := 0
+	if c := q.Get("count"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			s.reject(w, http.StatusBadRequest, "bad_request", ErrorBody{Error: fmt.Sprintf("count %q: want a positive integer", c), Field: "count"})
+			return
+		}
+		count = n
+	}
+	ids, err := l.TaskIDs(q.Get("split"), count)
+	if err != nil {
+		s.reject(w, http.StatusBadRequest, "bad_request", ErrorBody{Error: err.Error()})
+		return
+	}
+	s.answer(w, http.StatusOK, TasksResponse{TaskIDs: ids})
 }
 
 // admit reserves a place (running or waiting); false when the queue is full.

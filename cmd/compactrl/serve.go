@@ -336,4 +336,40 @@ func (f engineFlags) forRequest(e serve.Engine) engineFlags {
 
 func (f *serveFactory) HasTask(id string) bool { return f.suite.Has(id) }
 
+// maxListedSeeds bounds /v1/tasks' count for a generated suite.
+const maxListedSeeds = 1_000_000
+
+// TaskIDs lists the loaded tasks, or count seeds from the start of a
+// generated suite's split (serve.TaskLister).
+func (f *serveFactory) TaskIDs(split string, count int) ([]string, error) {
+	if l, ok := f.suite.(tasks.Lister); ok {
+		if split != "" || count != 0 {
+			return nil, errors.New("split and count are for a generated suite; this service plays a fixed task set (list it without them)")
+		}
+		return l.IDs(), nil
+	}
+	sp, ok := f.suite.(tasks.SeedSplitter)
+	if !ok {
+		return nil, errors.New("this suite cannot list its tasks")
+	}
+	if split == "" || count == 0 {
+		return nil, errors.New("a generated suite's task ids are seeds: give split (e.g. train) and count")
+	}
+	if count > maxListedSeeds {
+		return nil, fmt.Errorf("count %d: at most %d", count, maxListedSeeds)
+	}
+	start, end, err := sp.Split(split)
+	if err != nil {
+		return nil, fmt.Errorf("split: %w", err)
+	}
+	if int64(count) > end-start {
+		return nil, fmt.Errorf("count %d: split %s has %d seeds", count, split, end-start)
+	}
+	ids := make([]string, count)
+	for i := range ids {
+		ids[i] = strconv.FormatInt(start+int64(i), 10)
+	}
+	return ids, nil
+}
+
 func (f *serveFactory) Env(id string, _ int64) (agent.Environment, error) { return f.suite.Env(id) }

@@ -87,6 +87,28 @@ func TestServeAuthAndEngineAllow(t *testing.T) {
 			t.Errorf("engine %s: %d %s", u, code, out)
 		}
 	}
+	get := func(auth, query string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(url, "/rollouts")+"/tasks"+query, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	if code, out := get(key, "?split=train&count=3"); code != 200 || strings.TrimSpace(out) != `{"task_ids":["0","1","2"]}` {
+		t.Errorf("/v1/tasks: %d %s", code, out)
+	}
+	if code, out := get("", "?split=train&count=3"); code != http.StatusUnauthorized {
+		t.Errorf("/v1/tasks without the key: %d %s", code, out)
+	}
+	if code, out := get(key, ""); code != http.StatusBadRequest || !strings.Contains(out, "split") {
+		t.Errorf("/v1/tasks of a generated suite without split: %d %s", code, out)
+	}
 	// The allowed engine passes the list; nothing answers on port 1, so the
 	// engine check fails (400 naming the engine), which shows the request
 	// got past authentication and the allowlist.

@@ -46,6 +46,11 @@ type (
 		// defaults), speaking tok and tmpl; its error names a bad option.
 		Scripted(opts string, tok agent.LocalTokenizer, tmpl agent.Template) (infer.Sampler, error)
 	}
+	// Lister is a Suite of finitely many tasks (the loaded ones: Named).
+	Lister interface {
+		// IDs returns every task id, sorted.
+		IDs() []string
+	}
 	// DefaultTokenizer is a Suite with a tokenizer of its own, the one a
 	// policy speaks when the command line names none.
 	DefaultTokenizer interface {
@@ -67,6 +72,8 @@ func Named(ts []Task) Suite {
 }
 
 func (m byName) Has(id string) bool { _, ok := m[id]; return ok }
+
+func (m byName) IDs() []string { return slices.Sorted(maps.Keys(m)) }
 
 func (m byName) Env(id string) (agent.Environment, error) {
 	t, ok := m[id]

@@ -225,6 +225,33 @@ class VerlPipeline(unittest.TestCase):
                   (listing.get("train", listing) if isinstance(listing, dict) else listing).items() if k in uids}
         return keys, tags, status
 
+    def test_dataset_tool(self):
+        """python -m compactrl_verl.dataset makes parquet rows from the service's own task list that verl's
+        RLHFDataset reads and whose task ids the agent loop sends and the service accepts."""
+        import tempfile
+        from compactrl_verl import agent_loop, dataset
+        from verl.utils import hf_tokenizer
+        from verl.utils.dataset.rl_dataset import RLHFDataset
+        out = tempfile.mkdtemp()
+        try:
+            ids = dataset.fetch_task_ids(URL, os.environ.get("COMPACTRL_SERVE_API_KEY"))
+            args = ["--serve-url", URL, "--out", out] + (["--val", "1"] if len(ids) > 1 else [])
+        except SystemExit as e:  # a generated suite (the real-model test serves vault): seeds of its splits
+            self.assertIn("split", str(e))
+            ids = dataset.fetch_task_ids(URL, os.environ.get("COMPACTRL_SERVE_API_KEY"), "train", 4)
+            args = ["--serve-url", URL, "--out", out, "--split", "train", "--count", "4", "--val-split", "test",
+                    "--val", "2"]
+        self.assertEqual(dataset.main(args), 0)
+        cfg = verl_config(BASE)
+        ds = RLHFDataset(os.path.join(out, "train.parquet"), hf_tokenizer(MODEL), cfg.data)
+        got = [agent_loop.task_of(ds[i], "task_id") for i in range(len(ds))]
+        self.assertTrue(set(got) <= set(ids) and got, (got, ids))
+        self.assertEqual(ds[0]["agent_name"], "compactrl")
+        if TASK in ids:
+            self.assertIn(TASK, got + ([agent_loop.task_of(r, "task_id") for r in RLHFDataset(
+                os.path.join(out, "val.parquet"), hf_tokenizer(MODEL), cfg.data)] if os.path.exists(
+                os.path.join(out, "val.parquet")) else []))
+
     def test_pipeline(self):
         import torch
         import transfer_queue as tq
