@@ -41,7 +41,19 @@ type Container struct {
 	Runtime      string // OCI runtime (--runtime); "" picks runc for podman when it is installed
 	DefaultImage string // used when Spec.Image is empty
 	ExtraArgs    []string
+	// ExecTimeout bounds each Box.Run (a host check, a copy's mkdir): the
+	// container's files are the agent's, and a command through them can
+	// block (a FIFO at /etc/passwd that the engine reads for the user, a
+	// sleeping script in place of a tool). 0: DefaultExecTimeout.
+	ExecTimeout time.Duration
 }
+
+// DefaultExecTimeout is Container.ExecTimeout's default.
+const DefaultExecTimeout = 2 * time.Minute
+
+// ErrExecTimeout marks a Box.Run cut off by Container.ExecTimeout (not by
+// its caller's context).
+var ErrExecTimeout = errors.New("container command did not finish within its deadline")
 
 func (c Container) engine() string { return cmp.Or(c.Engine, "docker") }
 
@@ -439,7 +451,13 @@ func (b *Box) execArgs(s ExecSpec, interactive bool) []string {
 // exit status. err is an engine failure (or ctx), not the command's, or
 // output past MaxExecOutputBytes (ErrOutputCap: out holds the first
 // MaxExecOutputBytes, code the command's status).
-func (b *Box) Run(ctx context.Context, s ExecSpec) (out string, code int, err error) {
+//
+// Each Run has its own deadline, Container.ExecTimeout: past it the engine
+// process is killed and err is ErrExecTimeout.
+func (b *Box) Run(parent context.Context, s ExecSpec) (out string, code int, err error) {
+	limit := cmp.Or(b.c.ExecTimeout, DefaultExecTimeout)
+	ctx, cancel := context.WithTimeout(parent, limit)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, b.c.engine(), b.execArgs(s, false)...)
 	buf := newCapWriter(MaxExecOutputBytes)
 	cmd.Stdout, cmd.Stderr = buf, buf
@@ -447,8 +465,10 @@ func (b *Box) Run(ctx context.Context, s ExecSpec) (out string, code int, err er
 	err = cmd.Run()
 	var ee *exec.ExitError
 	switch {
+	case parent.Err() != nil:
+		return buf.String(), -1, parent.Err()
 	case ctx.Err() != nil:
-		return buf.String(), -1, ctx.Err()
+		return buf.String(), -1, fmt.Errorf("%s exec %s: %w (%v)", b.c.Name(), strings.Join(s.Cmd, " "), ErrExecTimeout, limit)
 	case err == nil:
 	case errors.As(err, &ee):
 		code = ee.ExitCode()

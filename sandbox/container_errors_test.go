@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeEngine writes a docker-compatible CLI that fails `run` with msg on
@@ -92,5 +93,33 @@ if [ "$n" = 0 ]; then `+race+`; fi
 				t.Errorf("engine called %s times, want 2", n)
 			}
 		})
+	}
+}
+
+// A command into the container that blocks (the agent made a file the
+// engine reads a FIFO, or replaced a tool with a sleeping script) ends at
+// the box's exec deadline with ErrExecTimeout, the engine process killed;
+// the caller's own cancellation stays its context's error.
+func TestRunHasItsOwnDeadline(t *testing.T) {
+	path, _ := scriptEngine(t, `case "$1" in run) echo 0123456789abcdef0123456789abcdef;; exec) exec sleep 30;; esac; exit 0`+"\n")
+	c := Container{Engine: path, Runtime: "runc", ExecTimeout: 300 * time.Millisecond}
+	b, err := c.Create(context.Background(), BoxSpec{Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, err = b.Run(context.Background(), ExecSpec{Cmd: []string{"test", "-x", "/bin/bash"}})
+	if !errors.Is(err, ErrExecTimeout) || time.Since(start) > 10*time.Second {
+		t.Fatalf("Run = %v after %v; want ErrExecTimeout at the deadline", err, time.Since(start))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	c.ExecTimeout = time.Minute
+	b2, err := c.Create(context.Background(), BoxSpec{Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = b2.Run(ctx, ExecSpec{Cmd: []string{"true"}}); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrExecTimeout) {
+		t.Fatalf("Run under the caller's deadline = %v; want the caller's context error", err)
 	}
 }

@@ -523,6 +523,10 @@ func (bb *boxBackend) runVerifier(ctx context.Context) (verifierRun, error) {
 		return verifierRun{refused: broke.why}, nil
 	} else if errors.Is(err, sandbox.ErrOutputCap) && acted {
 		return verifierRun{refused: fmt.Sprintf("a check of the agent's container printed past the host's cap: %v", err)}, nil
+	} else if errors.Is(err, sandbox.ErrExecTimeout) && acted {
+		return verifierRun{refused: fmt.Sprintf("a check of the agent's container did not finish (something the agent left blocks it: a FIFO where the engine reads, a replaced tool): %v", err)}, nil
+	} else if errors.Is(err, sandbox.ErrExecTimeout) {
+		return verifierRun{}, fmt.Errorf("task %s: %w: test.sh's interpreter check did not finish in the untouched container: %v", t.Name, ErrVerifier, err)
 	} else if err != nil {
 		return verifierRun{}, fmt.Errorf("task %s: verifier precheck: %w", t.Name, err)
 	} else if why != "" {
@@ -532,6 +536,9 @@ func (bb *boxBackend) runVerifier(ctx context.Context) (verifierRun, error) {
 	out, _, err := b.box.Run(ctx, sandbox.ExecSpec{User: "0", Cmd: append([]string{"sh", "-c", probe, "probe", b.workdir}, shadowNames...)})
 	if errors.Is(err, sandbox.ErrOutputCap) && acted {
 		return verifierRun{refused: fmt.Sprintf("a check of the agent's container printed past the host's cap: %v", err)}, nil
+	}
+	if errors.Is(err, sandbox.ErrExecTimeout) && acted {
+		return verifierRun{refused: fmt.Sprintf("a check of the agent's container did not finish (something the agent left blocks it): %v", err)}, nil
 	}
 	if err == nil && strings.TrimSpace(out) != "" && acted {
 		return verifierRun{refused: fmt.Sprintf("the agent left %s in %s, where it would shadow the test tooling's own module", strings.TrimSpace(out), b.workdir)}, nil

@@ -27,6 +27,9 @@ type containerCase struct {
 	note   string // a substring of RewardNote ("" : none); alternatives separated by "|"
 	verErr string // a substring of an ErrVerifier error ("" : no error)
 	choice RewardChoice
+	// execTimeout, when set, is the engine's per-command deadline
+	// (sandbox.Container.ExecTimeout) for the case.
+	execTimeout time.Duration
 }
 
 // The container runner runs today's Harbor tasks the way Harbor does
@@ -83,6 +86,11 @@ func TestContainerTasks(t *testing.T) {
 		{task: "tamper-lower-nofile", oracle: true, note: "opens or changes of the verifier's files by processes outside its run|could not start in the agent's container|no reward file"},
 		{task: "tamper-ptrace", oracle: true, note: "traced"},
 		{task: "tamper-shadow-unittest", oracle: true, note: "unittest.py in /app"},
+		// The host's interpreter check runs the container's `test`, which the
+		// agent replaced with a program that never returns: the check ends at
+		// its deadline and the attempt scores 0 with a note (was: eval hung;
+		// infra_error under --episode-timeout).
+		{task: "tamper-block-host-check", oracle: true, note: "did not finish", execTimeout: 5 * time.Second},
 	}
 	// Two at a time, as eval's default workers, on every engine here.
 	sem := make(chan struct{}, 2)
@@ -128,6 +136,9 @@ func TestContainerTasks(t *testing.T) {
 func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if tc.execTimeout > 0 {
+		c.ExecTimeout = tc.execTimeout
+	}
 	e := New(task, Options{Engine: &c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
 	defer func() {
 		if err := e.Close(); err != nil {
