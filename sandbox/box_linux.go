@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"syscall"
@@ -23,51 +24,108 @@ func hostHardLimits() (nofile, nproc uint64) {
 
 const rlimitNproc = 6 // RLIMIT_NPROC on Linux
 
+// procView is what the leader scan reads of /proc (a fake in tests).
+type procView interface {
+	pids() []int
+	ns(pid int) string                     // pid namespace ("" when gone)
+	stat(pid int) (ppid, sid int, ok bool) // ok false when gone
+	comm(pid int) string
+	environ(pid int) []byte
+}
+
+type liveProc struct{}
+
+func (liveProc) pids() []int                           { return allPIDs() }
+func (liveProc) ns(pid int) string                     { return pidNS(pid) }
+func (liveProc) stat(pid int) (ppid, sid int, ok bool) { return procStat(pid) }
+func (liveProc) comm(pid int) string                   { return procComm(pid) }
+func (liveProc) environ(pid int) []byte                { return procEnviron(pid) }
+
 // execLeaders are the processes of the box started by `ENGINE exec`: in the
-// container's pid namespace, with a parent outside it (an orphan inside is
-// re-parented to the container's init, never outside).
-func (b *Box) execLeaders() map[int]bool {
-	if b.initPID == 0 {
+// container's pid namespace, with a live parent in another (an orphan
+// inside is re-parented to the container's init, never outside).
+func (b *Box) execLeaders() map[int]bool { return execLeadersIn(liveProc{}, b.initPID) }
+
+// execLeadersIn is execLeaders over v. A parent counts as outside only when
+// its namespace can be read and differs, and the child still has that
+// parent after the read: a parent gone mid-scan (its namespace reads as "")
+// is never taken for one outside the container, which would let a process
+// of the container whose parents die pose as an exec leader.
+func execLeadersIn(v procView, initPID int) map[int]bool {
+	if initPID == 0 {
 		return nil
 	}
-	ns := pidNS(b.initPID)
+	ns := v.ns(initPID)
 	if ns == "" {
 		return nil
 	}
 	out := map[int]bool{}
-	for _, pid := range allPIDs() {
-		if pid == b.initPID || pidNS(pid) != ns {
+	for _, pid := range v.pids() {
+		if pid == initPID || v.ns(pid) != ns {
 			continue
 		}
-		ppid, _, ok := procStat(pid)
-		if ok && pidNS(ppid) != ns {
-			out[pid] = true
+		ppid, _, ok := v.stat(pid)
+		if !ok {
+			continue
 		}
+		pns := v.ns(ppid)
+		if pns == "" || pns == ns {
+			continue
+		}
+		if again, _, ok := v.stat(pid); !ok || again != ppid {
+			continue // re-parented while its parent was read
+		}
+		out[pid] = true
 	}
 	return out
 }
 
 // newLeader waits up to 10 s for one exec leader that is not in before,
-// leads its own session and runs comm, and returns its host pid (0 when
-// none appeared). The runtime's own short-lived setup processes (runc
-// init) pass through the container's namespace first.
-func (b *Box) newLeader(before map[int]bool, comm string) int {
+// leads its own session, runs comm and carries token in its environment
+// (ExecTokenEnv=token, set by the host on the exec it started: only the
+// host knows it), and returns its host pid (0 when none appeared). The
+// runtime's own short-lived setup processes (runc init) pass through the
+// container's namespace first.
+func (b *Box) newLeader(before map[int]bool, comm, token string) int {
 	if b.initPID == 0 {
 		return 0
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		for pid := range b.execLeaders() {
-			if before[pid] {
-				continue
-			}
-			if _, sid, ok := procStat(pid); ok && sid == pid && procComm(pid) == comm {
-				return pid
-			}
+		if pid := findLeader(liveProc{}, b.initPID, before, comm, token); pid != 0 {
+			return pid
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	return 0
+}
+
+// findLeader is one scan of newLeader over v.
+func findLeader(v procView, initPID int, before map[int]bool, comm, token string) int {
+	for pid := range execLeadersIn(v, initPID) {
+		if before[pid] {
+			continue
+		}
+		if _, sid, ok := v.stat(pid); ok && sid == pid && v.comm(pid) == comm && hasToken(v.environ(pid), token) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// hasToken reports whether environ (NUL-separated) holds
+// ExecTokenEnv=token; an empty token is not checked.
+func hasToken(environ []byte, token string) bool {
+	if token == "" {
+		return true
+	}
+	want := []byte(ExecTokenEnv + "=" + token)
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if bytes.Equal(kv, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionMembers are the host pids of the live processes (some thread not

@@ -16,7 +16,7 @@ func hostHardLimits() (nofile, nproc uint64) { return 20000, 4096 }
 // execLeaders: the host cannot see a VM-backed engine's processes.
 func (b *Box) execLeaders() map[int]bool { return nil }
 
-func (b *Box) newLeader(map[int]bool, string) int { return 0 }
+func (b *Box) newLeader(map[int]bool, string, string) int { return 0 }
 
 func (b *Box) killSession(int) error { return nil }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -545,12 +547,39 @@ func noSuchContainer(err error) bool {
 // too; processes detached with setsid survive) and restarts the shell.
 func (b *Box) Shell(ctx context.Context, s ExecSpec, limits Limits) (Session, error) {
 	s.Cmd = []string{"bash", "--noprofile", "--norc"}
-	return newShellSession(&boxLauncher{box: b, args: b.execArgs(s, true)}, limits)
+	token := newExecToken()
+	s.Env = withToken(s.Env, token)
+	return newShellSession(&boxLauncher{box: b, args: b.execArgs(s, true), token: token}, limits)
+}
+
+// ExecTokenEnv carries a random token, known only to the host, in the
+// environment of each exec the host must find among the container's
+// processes (a shell, the verifier): the host takes a process for its exec
+// only when its initial environment (/proc/PID/environ) holds the token,
+// never by inference alone (a process of the container may pose as an
+// exec's leader).
+const ExecTokenEnv = "COMPACTRL_EXEC_TOKEN"
+
+func newExecToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // Read never fails on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// withToken is env with ExecTokenEnv=token added (env is not changed).
+func withToken(env map[string]string, token string) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	maps.Copy(out, env)
+	out[ExecTokenEnv] = token
+	return out
 }
 
 type boxLauncher struct {
 	box    *Box
 	args   []string
+	token  string       // ExecTokenEnv of this shell's exec
 	before map[int]bool // exec leaders alive before this shell started
 	leader int          // host pid of this shell (its session id); 0 unknown
 }
@@ -569,7 +598,7 @@ func (l *boxLauncher) started() {}
 // (found from the host), then the exec client.
 func (l *boxLauncher) kill(cmd *exec.Cmd) error {
 	if l.leader == 0 {
-		l.leader = l.box.newLeader(l.before, "bash")
+		l.leader = l.box.newLeader(l.before, "bash", l.token)
 	}
 	var err error
 	if l.leader > 0 {
@@ -683,7 +712,9 @@ type GuardedResult struct {
 // With no guards, or where the host cannot see the box's processes, the
 // command runs unguarded (Guarded false).
 func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration, guards ...*GuardedDir) (GuardedResult, error) {
-	s.Cmd = append([]string{"bash", "-c", `read -r _ || exit 97; exec "$@"`, "compactrl-verifier"}, s.Cmd...)
+	s.Cmd = append([]string{"bash", "-c", `read -r _ || exit 97; unset ` + ExecTokenEnv + `; exec "$@"`, "compactrl-verifier"}, s.Cmd...)
+	token := newExecToken()
+	s.Env = withToken(s.Env, token)
 	before := b.execLeaders()
 	cmd := exec.Command(b.c.engine(), b.execArgs(s, true)...)
 	cmd.SysProcAttr = groupProcAttr()
@@ -707,7 +738,7 @@ func (b *Box) RunGuarded(ctx context.Context, s ExecSpec, timeout time.Duration,
 	var traced atomic.Bool
 	leader := 0
 	if len(guards) > 0 && b.initPID != 0 {
-		leader = b.newLeader(before, "bash")
+		leader = b.newLeader(before, "bash", token)
 		if leader == 0 {
 			killPID(-cmd.Process.Pid)
 			werr := <-waited

@@ -49,6 +49,13 @@ func procStat(pid int) (ppid, sid int, ok bool) {
 	return ppid, sid, err1 == nil && err2 == nil
 }
 
+// procEnviron is pid's initial environment (NUL-separated; nil when gone
+// or unreadable).
+func procEnviron(pid int) []byte {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return b
+}
+
 // pidNS identifies pid's pid namespace ("" when gone).
 func pidNS(pid int) string {
 	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
