@@ -170,7 +170,9 @@ func (c Container) BuildImage(ctx context.Context, contextDir, repo string, time
 		bctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	args := []string{"build", "-t", ref, "-f", filepath.Join(contextDir, "Dockerfile")}
+	// --force-rm: a failed build leaves no stopped intermediate containers
+	// (docker keeps them by default; podman removes them either way).
+	args := []string{"build", "--force-rm", "-t", ref, "-f", filepath.Join(contextDir, "Dockerfile")}
 	if c.Name() == "podman" {
 		args = append(args, c.runtimeArgs()...)
 		args = append(args, c.ulimitArgs()...)

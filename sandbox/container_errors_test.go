@@ -123,3 +123,21 @@ func TestRunHasItsOwnDeadline(t *testing.T) {
 		t.Fatalf("Run under the caller's deadline = %v; want the caller's context error", err)
 	}
 }
+
+// BuildImage asks the engine to remove intermediate containers even when
+// the build fails (docker build keeps them by default).
+func TestBuildForcesRemoval(t *testing.T) {
+	path, dir := scriptEngine(t, `echo "$@" >> $D/calls; case "$1" in image) exit 1;; build) exit 1;; esac; exit 0`+"\n")
+	ctx := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte("FROM scratch\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := Container{Engine: path, Runtime: "runc"}
+	if _, _, err := c.BuildImage(context.Background(), ctx, "localhost/x", 0); err == nil {
+		t.Fatal("a failing build succeeded")
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+	if !strings.Contains(string(calls), "build --force-rm ") {
+		t.Fatalf("engine calls:\n%s", calls)
+	}
+}
