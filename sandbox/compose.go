@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -59,6 +61,10 @@ type ComposeSpec struct {
 	TaskFile string // the task's compose file (its directory is the project directory)
 	Dir      string // a host directory for the generated files
 	Main     BoxSpec
+	// Vars are set in the compose implementation's environment (over the
+	// process's own), for the ${NAME} references of the task's file: the
+	// variables Harbor sets (MAIN_IMAGE_NAME, CONTEXT_DIR, CPUS, MEMORY).
+	Vars map[string]string
 }
 
 // ComposeProject is a running compose project.
@@ -90,6 +96,9 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 		return nil, nil, err
 	}
 	p := &ComposeProject{c: c, cmd: cmd, name: spec.Project, env: os.Environ()}
+	for _, k := range slices.Sorted(maps.Keys(spec.Vars)) {
+		p.env = append(p.env, k+"="+spec.Vars[k]) // later entries win
+	}
 	write := func(name string, v any) (string, error) {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {

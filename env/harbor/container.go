@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,7 +283,8 @@ func (b *boxEpisode) create(ctx context.Context, e *Env) error {
 			*b.notes = append(*b.notes, "storage_mb not enforced: compose tasks' services get no storage limit (nor do Harbor's)")
 		}
 		spec.StorageBytes = 0
-		project, box, err := b.c.ComposeUp(ctx, sandbox.ComposeSpec{Project: composeProject(filepath.Base(ws)), TaskFile: file, Dir: ws, Main: spec})
+		project, box, err := b.c.ComposeUp(ctx, sandbox.ComposeSpec{Project: composeProject(filepath.Base(ws)), TaskFile: file, Dir: ws, Main: spec,
+			Vars: e.composeVars(b.image)})
 		if err != nil {
 			return err
 		}
@@ -463,6 +465,29 @@ func (b *boxEpisode) precheck(ctx context.Context, t *Task, user string) (string
 		}
 	}
 	return "", nil
+}
+
+// composeVars are the variables Harbor sets for a task's compose file
+// (harbor/environments/docker/compose_env.py, ComposeInfraEnvVars):
+// MAIN_IMAGE_NAME (here the image compactrl built), CONTEXT_DIR (the
+// task's environment/ directory), and CPUS and MEMORY ("<MB>M") when the
+// task sets them; PREBUILT_IMAGE_NAME for a task with docker_image.
+func (e *Env) composeVars(image string) map[string]string {
+	env := e.task.Config.Environment
+	v := map[string]string{"MAIN_IMAGE_NAME": image, "CONTEXT_DIR": filepath.Join(e.task.Dir, "environment")}
+	if abs, err := filepath.Abs(v["CONTEXT_DIR"]); err == nil {
+		v["CONTEXT_DIR"] = abs
+	}
+	if env.CPUs > 0 {
+		v["CPUS"] = strconv.FormatFloat(env.CPUs, 'f', -1, 64)
+	}
+	if mb := env.MemoryMB; mb > 0 {
+		v["MEMORY"] = strconv.FormatInt(mb, 10) + "M"
+	}
+	if env.DockerImage != "" {
+		v["PREBUILT_IMAGE_NAME"] = env.DockerImage
+	}
+	return v
 }
 
 // agentBrokeVerifier is a verifier that cannot run because of what the

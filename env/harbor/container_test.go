@@ -49,6 +49,9 @@ func TestContainerTasks(t *testing.T) {
 		// main one for the agent and the verifier, and is torn down after.
 		{task: "compose-two-services", oracle: true, reward: 1},
 		{task: "compose-two-services", reward: 0},
+		// Harbor's compose variables (${MAIN_IMAGE_NAME}, ${CONTEXT_DIR}) set
+		// as Harbor sets them (was infra_error: the image name was empty).
+		{task: "compose-harbor-vars", oracle: true, reward: 1},
 		{task: "reward-json-two-keys", oracle: true, reward: 1},
 		{task: "reward-json-two-keys", reward: 0},
 		{task: "agent-timeout", oracle: true, reward: 0},
