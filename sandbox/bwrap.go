@@ -97,11 +97,35 @@ func (b Bubblewrap) Available() error {
 	if _, err := os.Stat(p); err != nil {
 		return fmt.Errorf("bubblewrap: %w", err)
 	}
-	out, err := exec.Command(p, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true").CombinedOutput()
+	// The probe binds what a sandbox binds, never the host's whole / (a
+	// recursive bind of / copies every mount under it, and fails when one
+	// vanishes meanwhile, such as a container's overlay being torn down).
+	args := append(append([]string{"--unshare-all", "--die-with-parent"}, systemBinds(hostRootLinks())...), "/usr/bin/true")
+	out, err := exec.Command(p, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("bubblewrap: %s cannot create a sandbox here: %v: %s", p, err, out)
 	}
 	return nil
+}
+
+// systemBinds are the bubblewrap arguments that give a sandbox the host's
+// system directories read-only: /usr, the root directories that are links
+// into it (or real directories) and /etc.
+func systemBinds(rootLinks map[string]string) []string {
+	a := []string{"--ro-bind", "/usr", "/usr"}
+	dirs := make([]string, 0, len(rootLinks))
+	for d := range rootLinks {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		if t := rootLinks[d]; t != "" {
+			a = append(a, "--symlink", t, d)
+		} else {
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	return append(a, "--ro-bind", "/etc", "/etc")
 }
 
 type bwrapLauncher struct {
@@ -194,23 +218,8 @@ func bwrapArgs(spec Spec, roBinds []string, rootLinks map[string]string) []strin
 	if spec.Network {
 		a = append(a, "--share-net")
 	}
-	a = append(a,
-		"--hostname", "sandbox",
-		"--ro-bind", "/usr", "/usr",
-	)
-	dirs := make([]string, 0, len(rootLinks))
-	for d := range rootLinks {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
-	for _, d := range dirs {
-		if t := rootLinks[d]; t != "" {
-			a = append(a, "--symlink", t, d)
-		} else {
-			a = append(a, "--ro-bind", d, d)
-		}
-	}
-	a = append(a, "--ro-bind", "/etc", "/etc")
+	a = append(a, "--hostname", "sandbox")
+	a = append(a, systemBinds(rootLinks)...)
 	for _, p := range roBinds {
 		a = append(a, "--ro-bind", p, p)
 	}

@@ -39,9 +39,10 @@ func Unavailable(t testing.TB, format string, args ...any) {
 }
 
 // MustHaveBwrap stops t unless bubblewrap can create a sandbox here: the
-// default binary runs `--ro-bind / / --unshare-all --die-with-parent true`
-// (the check of sandbox.Bubblewrap.Available; this package cannot import
-// sandbox, whose own tests use it).
+// default binary runs /usr/bin/true with /usr bound and the root's links
+// into it (as sandbox.Bubblewrap.Available does; this package cannot
+// import sandbox, whose own tests use it). Never a recursive bind of /: it
+// copies every mount under it and fails when one vanishes meanwhile.
 func MustHaveBwrap(t testing.TB) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
@@ -50,7 +51,15 @@ func MustHaveBwrap(t testing.TB) {
 	if _, err := os.Stat(bwrapPath); err != nil {
 		Unavailable(t, "bubblewrap not usable: %v", err)
 	}
-	if out, err := exec.Command(bwrapPath, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true").CombinedOutput(); err != nil {
+	args := []string{"--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/lib", "/lib64", "/sbin"} {
+		if t, err := os.Readlink(d); err == nil {
+			args = append(args, "--symlink", t, d)
+		} else if _, err := os.Stat(d); err == nil {
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	if out, err := exec.Command(bwrapPath, append(args, "/usr/bin/true")...).CombinedOutput(); err != nil {
 		Unavailable(t, "bubblewrap not usable: %s cannot create a sandbox here: %v: %s", bwrapPath, err, out)
 	}
 }
