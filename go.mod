@@ -8,7 +8,10 @@ require (
 	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.44.0
 	gonum.org/v1/gonum v0.17.0
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require github.com/ardanlabs/jinja v1.8.0
+
+require go.yaml.in/yaml/v3 v3.0.6
+
+require golang.org/x/term v0.48.0

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/env/vault"

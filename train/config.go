@@ -8,7 +8,7 @@ import (
 	"math"
 	"reflect"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/internal/field"

@@ -7,6 +7,8 @@
 package progress
 
 import (
+	"golang.org/x/term"
+
 	"fmt"
 	"io"
 	"os"
@@ -41,15 +43,12 @@ func New(w io.Writer, label string, total int) *Bar {
 	return b
 }
 
-// isTerminal reports whether w is a character device (a terminal), where
-// progress can be redrawn in place.
+// isTerminal reports whether w is a terminal (term.IsTerminal: the
+// terminal ioctl answers), where progress can be redrawn in place. A
+// character device is not enough: /dev/null is one.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // Set records done of total finished.

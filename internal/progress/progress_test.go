@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -45,5 +46,18 @@ func TestBarOnAPipeWritesOnePlainLine(t *testing.T) {
 				t.Errorf("piped bar output %q; want one plain line", out)
 			}
 		})
+	}
+}
+
+// /dev/null is a character device but no terminal: the bar does not
+// redraw in place there.
+func TestDevNullIsNoTerminal(t *testing.T) {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Fatal("/dev/null taken for a terminal")
 	}
 }
