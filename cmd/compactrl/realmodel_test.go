@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/compactrl/compactrl/episode"
@@ -315,22 +318,38 @@ func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 		}
 		t.Cleanup(func() { os.RemoveAll(tmp) })
 		p := startServe(t, tmp, append([]string{"--tasks", smolSuite, "--tokenizer", warm, "--engine-concurrency", "4"}, agentFlags...)...)
-		var eps []episode.Episode
+		// Four rollouts in flight, as eval's four workers (llama-server has
+		// four slots): a trainer sends many at once.
+		resps := make([]serve.Response, 8)
+		errs := make([]error, 8)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 4)
 		for i := range 8 {
-			code, body, err := postRollout(context.Background(), p.url, map[string]any{
-				"task_id": strconv.Itoa(1000000 + i), "rollout_id": i,
-				"engine":   map[string]any{"url": llama, "kind": "llamacpp"},
-				"sampling": map[string]any{"temperature": 0.5, "max_new_tokens": 16, "seed": i},
-			})
-			if err != nil || code != 200 {
-				t.Fatalf("rollout %d: %d %v %s", i, code, err, body)
-			}
-			var r serve.Response
-			if err := json.Unmarshal(body, &r); err != nil {
-				t.Fatal(err)
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				code, body, err := postRollout(context.Background(), p.url, map[string]any{
+					"task_id": strconv.Itoa(1000000 + i), "rollout_id": i,
+					"engine":   map[string]any{"url": llama, "kind": "llamacpp"},
+					"sampling": map[string]any{"temperature": 0.5, "max_new_tokens": 16, "seed": i},
+				})
+				if err != nil || code != 200 {
+					errs[i] = fmt.Errorf("rollout %d: %d %v %s", i, code, err, body)
+					return
+				}
+				errs[i] = json.Unmarshal(body, &resps[i])
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		var eps []episode.Episode
+		for _, r := range resps {
 			checkRealSegments(t, r.TaskID, servedSegments(r), system)
-			eps = append(eps, episode.Episode{ID: r.TaskID, Status: episode.Status(r.Status), Reward: r.Reward, Metrics: r.Metrics})
+			eps = append(eps, episode.Episode{ID: r.TaskID, Status: r.Status, Reward: r.Reward, Metrics: r.Metrics})
 		}
 		n := okCompacted(eps)
 		t.Logf("serve: %d of %d episodes compacted and ended ok", n, len(eps))
