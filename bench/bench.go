@@ -75,7 +75,7 @@ type Options struct {
 	pythonFrom string // where Run found Python, for the report
 }
 
-// DefaultOptions is issue 3's shape: d=256, 4 layers, 4 heads (no
+// DefaultOptions is the nano policy's shape: d=256, 4 layers, 4 heads (no
 // grouping), SwiGLU width 688, vocab 1024, untied head, sequence 512, batch
 // 8, 2 threads, 3 interleaved rounds of 3 training steps against PyTorch
 // 2.x from PyPI in every configuration; 32 sequences decoding 128 tokens
