@@ -436,6 +436,24 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class GPUSmokeConfig(unittest.TestCase):
+    """tools/gpu_smoke.sh's verl overrides (the run needs a GPU) pass verl's own validate_config and
+    check_config here, on a CPU (the model path replaced by a local checkpoint: validate_config reads it)."""
+
+    def test_overrides(self):
+        import subprocess
+        from compactrl_verl import settings
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.utils.config import validate_config
+        script = os.path.join(os.path.dirname(__file__), "..", "tools", "gpu_smoke.sh")
+        out = subprocess.run(["bash", script, "--overrides"], capture_output=True, text=True, check=True).stdout
+        overrides = [o.replace("/tmp/compactrl-gpu-smoke/smollm2-hf", MODEL) for o in out.splitlines() if o]
+        cfg = verl_config(overrides)
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        s = settings.check_config(cfg)
+        self.assertEqual(s.agent["context"], 640)
+
+
 class ServedModel(unittest.TestCase):
     """The engine model name comes from the replica's /v1/models, as verl's vLLM/SGLang servers answer it."""
 
