@@ -158,15 +158,7 @@ func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 		if u == "" {
 			continue
 		}
-		spec := s.kind + "=" + u
-		if s.model != "" {
-			spec += ",model=" + s.model
-		}
-		ep, err := remote.ParseEndpoint(spec)
-		if err != nil {
-			return nil, fmt.Errorf("--engine: %w", err)
-		}
-		ep.MaxConcurrent, ep.Seed = s.maxConc, s.flags.seed
+		ep := remote.Endpoint{Kind: s.kind, URL: u, Model: s.model, MaxConcurrent: s.maxConc, Seed: s.flags.seed}
 		for _, o := range remote.KindOptions() {
 			if v := s.flags.options[o.Name]; o.Kind == ep.Kind && v != "" {
 				if ep.Options == nil {
@@ -174,6 +166,9 @@ func (s engineSpec) endpoints() ([]remote.Endpoint, error) {
 				}
 				ep.Options[o.Name] = v
 			}
+		}
+		if err := ep.Validate(); err != nil {
+			return nil, fmt.Errorf("--engine: %w", err)
 		}
 		eps = append(eps, ep)
 	}

@@ -83,6 +83,32 @@ func ParseEndpoint(spec string) (Endpoint, error) {
 	return e, nil
 }
 
+// Validate checks an Endpoint built in code (a command line's flags, a
+// rollout request) as ParseEndpoint checks a spec: a registered kind, an
+// http(s) URL with a host, a seed mode, and only the kind's own options
+// with valid values. Its fields are taken as they are: a model name may
+// hold any character, a comma included.
+func (e Endpoint) Validate() error {
+	if err := CheckKind(e.Kind); err != nil {
+		return fmt.Errorf("endpoint %s: %w", e.URL, err)
+	}
+	pu, err := url.Parse(e.URL)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return fmt.Errorf("endpoint: URL %q is not an http(s) URL", e.URL)
+	}
+	if e.Seed != "" {
+		if err := checkSeedMode(e.Seed); err != nil {
+			return fmt.Errorf("endpoint %s: %w", e.URL, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.Options)) {
+		if err := e.checkOption(name); err != nil {
+			return fmt.Errorf("endpoint %s: %w", e.URL, err)
+		}
+	}
+	return nil
+}
+
 // checkOption checks e.Options[name]: an option of e's kind (naming the
 // kind that owns it otherwise) with one of its values.
 func (e Endpoint) checkOption(name string) error {

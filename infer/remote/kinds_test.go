@@ -179,3 +179,24 @@ func TestKindOwnsItsOptions(t *testing.T) {
 		}()
 	}
 }
+
+// Validate checks an Endpoint built from flags or a request as
+// ParseEndpoint checks a spec, and takes a model name as it is (a comma in
+// it broke the spec string the command line used to build).
+func TestEndpointValidate(t *testing.T) {
+	ok := Endpoint{Kind: KindVLLM, URL: "http://10.0.0.5:8000", Model: "org/model,v2", Options: map[string]string{OptLogprobs: LogprobsProcessed}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("%+v: %v", ok, err)
+	}
+	for _, bad := range []Endpoint{
+		{Kind: "nope", URL: "http://a:1"},
+		{Kind: KindVLLM, URL: "ftp://a"},
+		{Kind: KindVLLM, URL: "http://"},
+		{Kind: KindLlamaCpp, URL: "http://a:1", Options: map[string]string{OptLogprobs: LogprobsProcessed}},
+		{Kind: KindVLLM, URL: "http://a:1", Seed: "sometimes"},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
