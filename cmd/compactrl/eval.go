@@ -231,7 +231,9 @@ func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[str
 	meta["engine"], meta["engine_kind"], meta["model"] = o.engines, o.kind, o.model
 	meta["engine_seed"] = o.engine.seed
 	for _, opt := range remote.KindOptions() {
-		meta["engine_"+opt.Field] = o.engine.options[opt.Name]
+		if opt.Kind == o.kind { // only the run's engine kind's own settings
+			meta["engine_"+opt.Field] = o.engine.options[opt.Name]
+		}
 	}
 	meta["context"], meta["reserve"] = strconv.Itoa(cfg.Context), strconv.Itoa(cfg.Reserve)
 	meta["no_compaction"] = strconv.FormatBool(cfg.NoCompaction)

@@ -145,6 +145,9 @@ func TestSmolLM2EndToEnd(t *testing.T) {
 		if tmpl := r.Meta["chat_template"]; !strings.Contains(tmpl, "preset chatml, equal to the model's own template") {
 			t.Errorf("results.json chat_template %q", tmpl)
 		}
+		if _, ok := r.Meta["engine_logprobs_mode"]; ok || r.Meta["engine_kind"] != "llamacpp" {
+			t.Errorf("results.json engine settings of a llama.cpp run: %v (vLLM's logprobs mode recorded)", r.Meta)
+		}
 		system := tok.EncodeWithSpecials("<|im_start|>system\n")
 		for _, ep := range readFileEpisodes(t, filepath.Join(out, "episodes.jsonl")) {
 			if n := checkRealSegments(t, ep.ID, ep.Segments, system); n == 0 || ep.Metrics["sampled_tokens"] != float64(n) {
