@@ -93,10 +93,20 @@ func printResult(e env, res train.Result) {
 	ci := stats.RateCI
 	b, a := res.Before, res.After
 	fmt.Fprintf(e.stdout, "\nheld-out pass@1 (95%% Wilson)        %-22s %-22s\n", "with compaction", "single window")
-	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", "before RL (base policy)", ci(b.Pass1Compact, b.Episodes), ci(b.Pass1Single, b.Episodes))
-	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), ci(a.Pass1Compact, a.Episodes), ci(a.Pass1Single, a.Episodes))
-	fmt.Fprintf(e.stdout, "\nheld-out (%d episodes, with compaction): mean reward %.3f → %.3f; summary quality %s → %s; compactions/episode %.2f → %.2f\n",
-		a.Episodes, b.Reward, a.Reward, eval.FormatOptional(&b.SummaryQuality, "%.3f"), eval.FormatOptional(&a.SummaryQuality, "%.3f"), b.Compactions, a.Compactions)
+	// An evaluation that did not run (run.eval_every: 0 skips the one
+	// before RL) has no episodes: it is "not evaluated", never 0.000.
+	cell := func(p float64, n int) string {
+		if n == 0 {
+			return "not evaluated"
+		}
+		return ci(p, n)
+	}
+	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", "before RL (base policy)", cell(b.Pass1Compact, b.Episodes), cell(b.Pass1Single, b.Episodes))
+	fmt.Fprintf(e.stdout, "%-34s %-22s %-22s\n", fmt.Sprintf("after %d CompactionRL iterations", res.Iterations), cell(a.Pass1Compact, a.Episodes), cell(a.Pass1Single, a.Episodes))
+	if b.Episodes > 0 && a.Episodes > 0 {
+		fmt.Fprintf(e.stdout, "\nheld-out (%d episodes, with compaction): mean reward %.3f → %.3f; summary quality %s → %s; compactions/episode %.2f → %.2f\n",
+			a.Episodes, b.Reward, a.Reward, eval.FormatOptional(&b.SummaryQuality, "%.3f"), eval.FormatOptional(&a.SummaryQuality, "%.3f"), b.Compactions, a.Compactions)
+	}
 	fmt.Fprintf(e.stdout, "wall %.1fs: warm start %.1fs, rollouts %.1fs, training %.1fs, evaluation %.1fs\n",
 		res.Wall.Seconds(), res.TimeSFT.Seconds(), res.TimeRollout.Seconds(), res.TimeTrain.Seconds(), res.TimeEval.Seconds())
 	if res.TimeRollout > 0 && res.TimeTrain > 0 {
