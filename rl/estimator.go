@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/compactrl/compactrl/episode"
 )
@@ -37,23 +38,94 @@ type estimatorFuncs struct {
 	batch   EstimatorFunc
 }
 
-// estimators is the registry of advantage estimators, the default first.
+// EpisodeEstimatorFunc fills one episode's Advantages and Returns from its
+// rewards and critic values alone (the GAE family).
+type EpisodeEstimatorFunc func(ep *episode.Episode, cfg AdvantageConfig) error
+
+// registered are the estimators added with RegisterEstimator, after the
+// built-ins; the mutex makes registration safe beside lookups (register
+// from an init function, as verl's register_adv_est is used).
+var registered struct {
+	sync.RWMutex
+	list []entry[Estimator, estimatorFuncs]
+}
+
+// RegisterEstimator adds an advantage estimator under name, for rl.estimator
+// in configs and --estimator on the command line. A value-based estimator
+// (it reads Values, like GAE; the trainer then trains a critic) gives
+// perEpisode, which sees one episode at a time (and streams); a group
+// estimator (like GRPO) gives batch, which sees every episode of the
+// iteration. Exactly one of them is non-nil. A name already registered, or
+// empty, is an error. The function must fill every segment's Advantages and
+// Returns as ComputeAdvantages describes, and give
+// masked episodes (Masked) zero; they arrive sized to the responses and
+// checked (a value-based estimator's episodes have Values wherever tokens
+// are optimised).
+func RegisterEstimator(name string, perEpisode EpisodeEstimatorFunc, batch EstimatorFunc) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("register estimator: empty name")
+	case (perEpisode == nil) == (batch == nil):
+		return fmt.Errorf("register estimator %s: give exactly one of a per-episode (value-based) or a batch (group) function", name)
+	}
+	registered.Lock()
+	defer registered.Unlock()
+	for _, e := range estimators() {
+		if string(e.name) == name {
+			return fmt.Errorf("register estimator %s: already registered", name)
+		}
+	}
+	var f estimatorFuncs
+	if perEpisode != nil {
+		// Sized and checked first (values where tokens are optimised), as
+		// the built-ins are.
+		one := func(ep *episode.Episode, cfg AdvantageConfig) error {
+			if _, err := prepare(ep, !Masked(ep, cfg.MaskOverlong)); err != nil {
+				return err
+			}
+			return perEpisode(ep, cfg)
+		}
+		f = estimatorFuncs{episode: one, batch: eachEpisode(one)}
+	} else {
+		f.batch = func(eps []episode.Episode, cfg AdvantageConfig) error {
+			for i := range eps {
+				if _, err := prepare(&eps[i], false); err != nil {
+					return err
+				}
+			}
+			return batch(eps, cfg)
+		}
+	}
+	registered.list = append(registered.list, entry[Estimator, estimatorFuncs]{Estimator(name), f})
+	return nil
+}
+
+// estimators is the registry of advantage estimators, the default first,
+// then the built-ins, then those registered (RegisterEstimator). Callers
+// other than RegisterEstimator take the read lock through it.
 func estimators() []entry[Estimator, estimatorFuncs] {
-	return []entry[Estimator, estimatorFuncs]{
+	out := []entry[Estimator, estimatorFuncs]{
 		{CrossGAE, estimatorFuncs{CrossGAEAdvantage, eachEpisode(CrossGAEAdvantage)}},
 		{Independent, estimatorFuncs{IndependentGAEAdvantage, eachEpisode(IndependentGAEAdvantage)}},
 		{Concat, estimatorFuncs{ConcatGAEAdvantage, eachEpisode(ConcatGAEAdvantage)}},
 		{GRPO, estimatorFuncs{nil, GRPOAdvantage}},
 		{DrGRPO, estimatorFuncs{nil, DrGRPOAdvantage}},
 	}
+	return append(out, registered.list...)
 }
 
 func lookupEstimator(name string) (entry[Estimator, estimatorFuncs], error) {
+	registered.RLock()
+	defer registered.RUnlock()
 	return lookup(estimators(), "estimator", name)
 }
 
 // EstimatorNames lists the registered estimators' names, the default first.
-func EstimatorNames() []string { return names(estimators()) }
+func EstimatorNames() []string {
+	registered.RLock()
+	defer registered.RUnlock()
+	return names(estimators())
+}
 
 // EstimatorByName returns the estimator registered under name; an unknown
 // name is an error listing the valid ones.
