@@ -24,13 +24,15 @@ func runExport(ctx context.Context, e env, args []string) error {
 // model.safetensors or its shards, tokenizer.json) to a GGUF file
 // llama.cpp serves.
 func runExportGGUF(ctx context.Context, e env, args []string) error {
-	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR|FILE.gguf --out FILE.gguf [--type f32|f16]")
+	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR|FILE.gguf --out FILE.gguf [--type f32|f16] [--tokenizer FILE.gguf]")
 	fs.about = "Converts a policy checkpoint (config.json, model.safetensors or its shards, tokenizer.json; or a GGUF file, any quantization, dequantized) to a GGUF file llama-server serves."
 	fs.examples = []string{"compactrl export gguf --checkpoint models/vault-base --out vault-base.gguf",
-		"compactrl export gguf --checkpoint SmolLM2-135M-Instruct.Q4_1.gguf --type f32 --out smollm2-f32.gguf"}
+		"compactrl export gguf --checkpoint SmolLM2-135M-Instruct.Q4_1.gguf --type f32 --out smollm2-f32.gguf",
+		"compactrl export gguf --checkpoint runs/smollm2/checkpoints/000006/policy --tokenizer SmolLM2-135M-Instruct.Q4_1.gguf --out trained.gguf"}
 	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+format.WeightsFile+" (or sharded, with "+format.WeightsIndexFile+") and "+tokenizer.File+", or a GGUF file")
 	out := fs.String("out", "", "GGUF file to write")
 	typ := fs.String("type", "f32", "tensor type of the matrices: f32, or f16 (norms stay f32)")
+	tokFrom := fs.String("tokenizer", "", "take the vocabulary, pre-tokenizer and chat template from this GGUF (a checkpoint of a run that imported its model from GGUF has no tokenizer.json)")
 	if _, err := fs.parse(e, args); err != nil {
 		return err
 	}
@@ -44,9 +46,15 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	if format.IsGGUF(*dir) {
 		return exportGGUFFromGGUF(ctx, e, *dir, *out, opts)
 	}
-	for _, name := range []string{format.ConfigFile, tokenizer.File} {
+	need := []string{format.ConfigFile}
+	if *tokFrom == "" {
+		need = append(need, tokenizer.File)
+	} else if !format.IsGGUF(*tokFrom) {
+		return fs.usageErr("--tokenizer %s: want a GGUF file", *tokFrom)
+	}
+	for _, name := range need {
 		if _, err := os.Stat(filepath.Join(*dir, name)); err != nil {
-			return fmt.Errorf("checkpoint %s: %s missing (a GGUF needs the config, the weights and the tokenizer): %w", *dir, name, err)
+			return fmt.Errorf("checkpoint %s: %s missing (a GGUF needs the config, the weights and the tokenizer; --tokenizer FILE.gguf gives the last): %w", *dir, name, err)
 		}
 	}
 	cfg, err := format.ReadConfig(*dir)
@@ -71,6 +79,21 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	ts, err := format.ReadWeights(*dir)
 	if err != nil {
 		return err
+	}
+	if *tokFrom != "" {
+		tok, err := format.ReadTokenizer(*tokFrom)
+		if err != nil {
+			return fmt.Errorf("export gguf: --tokenizer: %w", err)
+		}
+		tc, err := format.ReadTokenizerConfig(*tokFrom)
+		if err != nil {
+			return fmt.Errorf("export gguf: --tokenizer: %w", err)
+		}
+		opts.ChatTemplate = tc.ChatTemplate
+		if err := format.WriteGGUFWith(*out, cfg, ts, tok, opts); err != nil {
+			return err
+		}
+		return reportGGUF(e, *out, cfg)
 	}
 	tok, err := tokenizer.Load(filepath.Join(*dir, tokenizer.File))
 	if err != nil {

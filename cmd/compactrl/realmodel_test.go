@@ -17,6 +17,7 @@ import (
 	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/kernel"
+	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/serve"
 )
@@ -388,5 +389,49 @@ func TestSmolLM2EvalCheckpoint(t *testing.T) {
 	t.Logf("%s", strings.TrimSpace(stdout))
 	if _, stderr, code := runCmd(t, "eval", "checkpoint", gguf, "--episodes", "2"); code == 0 || !strings.Contains(stderr, "--config") {
 		t.Errorf("a GGUF without --config: exit %d, %s", code, stderr)
+	}
+}
+
+// A checkpoint of a run that imported its model from GGUF (config.json and
+// model.safetensors, no tokenizer.json) exports to GGUF with --tokenizer
+// naming the source GGUF: the weights as saved, the source's vocabulary
+// and chat template; without --tokenizer the missing tokenizer.json is
+// named.
+func TestExportGGUFCheckpointWithGGUFTokenizer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 135M-parameter model")
+	}
+	gguf := testenv.MustHaveSmolLM2(t)
+	m, err := model.Load(gguf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "policy")
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "trained.gguf")
+	if _, stderr, code := runCmd(t, "export", "gguf", "--checkpoint", dir, "--out", out); code == 0 || !strings.Contains(stderr, "--tokenizer") {
+		t.Fatalf("without --tokenizer: exit %d, %s", code, stderr)
+	}
+	if _, stderr, code := runCmd(t, "export", "gguf", "--checkpoint", dir, "--tokenizer", gguf, "--out", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	back, err := model.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Params()[3].Data, m.Params()[3].Data) {
+		t.Errorf("%s changed in the export", m.Params()[3].Name)
+	}
+	src, _ := format.ReadTokenizerConfig(gguf)
+	got, err := format.ReadTokenizerConfig(out)
+	if err != nil || got.ChatTemplate != src.ChatTemplate || src.ChatTemplate == "" {
+		t.Fatalf("chat template not carried: %v", err)
+	}
+	a, _ := format.ReadTokenizer(gguf)
+	b, err := format.ReadTokenizer(out)
+	if err != nil || a.VocabSize() != b.VocabSize() || !slices.Equal(a.EncodeWithSpecials("<|im_start|>user\nls /app<|im_end|>"), b.EncodeWithSpecials("<|im_start|>user\nls /app<|im_end|>")) {
+		t.Fatalf("tokenizer not carried: %v", err)
 	}
 }
