@@ -28,6 +28,7 @@ func TestSmolLM2TrainSmoke(t *testing.T) {
 		t.Skip("a 135M-parameter model: the full run (not -short) checks it")
 	}
 	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	cfg, err := LoadConfig("../configs/smollm2.yaml")
 	if err != nil {
 		t.Fatal(err)

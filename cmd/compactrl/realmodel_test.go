@@ -115,6 +115,7 @@ func checkRealSegments(t *testing.T, id string, segs []episode.Segment, system [
 // model's own summaries).
 func TestSmolLM2EndToEnd(t *testing.T) {
 	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	evalNeedBwrap(t)
 	llama := startLlamaOn(t, gguf, 4, 4*1024)
 	tok, err := format.ReadTokenizer(gguf)
@@ -208,6 +209,7 @@ func TestSmolLM2EndToEnd(t *testing.T) {
 // is required.
 func TestSmolLM2RolloutBuiltin(t *testing.T) {
 	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	out := filepath.Join(t.TempDir(), "episodes.jsonl")
 	stdout, stderr, code := runCmd(t, "rollout", "--env", "vault", "--policy", "checkpoint:"+gguf,
 		"--system-prompt", "../../configs/prompts/vault-fewshot.txt", "--seed", "14", "--episodes", "3", "--workers", "2",
@@ -255,6 +257,7 @@ const smolSuite = "vault:files=3,pages=2,facts=2,keys=4,distractors=2,noise_line
 // into the restarted context.
 func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	testenv.MustHaveLlama(t)
 	cfg, err := recipe.LoadConfig("../../configs/smollm2.yaml")
 	if err != nil {
@@ -369,6 +372,7 @@ func TestSmolLM2WarmStartedEpisodes(t *testing.T) {
 // refuses a GGUF without a config.
 func TestSmolLM2EvalCheckpoint(t *testing.T) {
 	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	out := filepath.Join(t.TempDir(), "outcomes.json")
 	stdout, stderr, code := runCmd(t, "eval", "checkpoint", gguf, "--config", "../../configs/smollm2.yaml", "--episodes", "2", "--workers", "2", "--quiet", "--outcomes", out)
 	if code != 0 {
@@ -402,6 +406,7 @@ func TestExportGGUFCheckpointWithGGUFTokenizer(t *testing.T) {
 		t.Skip("a 135M-parameter model")
 	}
 	gguf := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	m, err := model.Load(gguf)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"testing"
 )
 
@@ -165,4 +166,15 @@ func MustHaveSmolLM2(t testing.TB) string {
 		Unavailable(t, "%s: %v", SmolLM2Env, err)
 	}
 	return p
+}
+
+// SoftMemoryLimit sets the Go runtime's soft memory limit to bytes for the
+// rest of t (debug.SetMemoryLimit; restored after): the real-model tests
+// hold several GB live, and the collector's default headroom (GOGC=100)
+// would let the heap grow to twice that, beside other test binaries that
+// go test runs at the same time.
+func SoftMemoryLimit(t testing.TB, bytes int64) {
+	t.Helper()
+	old := debug.SetMemoryLimit(bytes)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
 }

@@ -44,6 +44,7 @@ func TestSmolLM2SampleAndTrain(t *testing.T) {
 		t.Skip("a 135M-parameter model: the full run (not -short) checks it")
 	}
 	path := testenv.MustHaveSmolLM2(t)
+	testenv.SoftMemoryLimit(t, 6<<30)
 	m, err := model.Load(path)
 	if err != nil {
 		t.Fatal(err)
