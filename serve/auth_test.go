@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -116,25 +115,12 @@ func TestServeEngineAllowlist(t *testing.T) {
 func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := selfSigned(t, dir)
-	f := &testFactory{eng: &fakeEngine{n: 6}}
-	s, err := New(Config{MaxInFlight: 1, Agent: testAgentConfig(), TLSCertFile: cert, TLSKeyFile: key, APIKey: testKey}, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.m = s.Metrics()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, time.Second) }()
-	defer func() { cancel(); <-done }()
+	_, addr := startServe(t, Config{MaxInFlight: 1, TLSCertFile: cert, TLSKeyFile: key, APIKey: testKey})
 	pem, _ := os.ReadFile(cert)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	req, _ := http.NewRequest(http.MethodPost, "https://"+ln.Addr().String()+"/v1/rollouts", strings.NewReader(body("count", 7)))
+	req, _ := http.NewRequest(http.MethodPost, "https://"+addr+"/v1/rollouts", strings.NewReader(body("count", 7)))
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	resp, err := c.Do(req)
 	if err != nil {
@@ -144,13 +130,13 @@ func TestServeTLS(t *testing.T) {
 	if resp.StatusCode != 200 || resp.TLS == nil {
 		t.Fatalf("https: %d, TLS %v", resp.StatusCode, resp.TLS != nil)
 	}
-	if resp, err := http.Post("http://"+ln.Addr().String()+"/v1/rollouts", "application/json", strings.NewReader(body("count", 8))); err == nil {
+	if resp, err := http.Post("http://"+addr+"/v1/rollouts", "application/json", strings.NewReader(body("count", 8))); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
 			t.Fatal("plain HTTP played an episode on a TLS server")
 		}
 	}
-	if _, err := New(Config{MaxInFlight: 1, TLSCertFile: cert}, f); err == nil {
+	if _, err := New(Config{MaxInFlight: 1, TLSCertFile: cert}, &testFactory{}); err == nil {
 		t.Fatal("a certificate without its key was accepted")
 	}
 }
