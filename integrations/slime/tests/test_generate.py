@@ -107,8 +107,11 @@ class GenerateAgainstService(unittest.TestCase):
             with tempfile.NamedTemporaryFile("w", suffix=".key") as f:
                 f.write(key + "\n")
                 f.flush()
-                out = asyncio.run(generate.generate(slime_args(compactrl_api_key_file=f.name), sample, dict(PARAMS)))
-                self.assertTrue(out)
+                # With the right key the request gets past authentication: an unknown task is then a 400
+                # naming it (no episode needs to be played to show it).
+                with self.assertRaisesRegex(generate.RequestRejected, "400.*no-such-task"):
+                    asyncio.run(generate.generate(slime_args(compactrl_api_key_file=f.name),
+                                                  Sample(index=8, metadata={"task_id": "no-such-task"}), dict(PARAMS)))
         finally:
             os.environ["COMPACTRL_SERVE_API_KEY"] = key
 
