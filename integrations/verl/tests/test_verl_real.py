@@ -323,7 +323,10 @@ class VerlPipeline(unittest.TestCase):
         balanced = trainer._balance_batch(KVBatchMeta(partition_id="train", keys=list(keys), tags=list(tags)), {})
         n_pads = sum(bool(t.get("is_padding")) for t in balanced.tags)
         self.assertEqual(len(balanced) % math.lcm(DP, 2), 0)
-        self.assertGreater(n_pads, 0, f"{len(keys)} samples: choose DP so that verl pads")
+        if TASK == "tiny":
+            # The nano model's episodes are fixed: DP is chosen so that verl pads them. A real model's episodes
+            # (the SmolLM2 variant of this test) vary in their segment count, and may need no padding.
+            self.assertGreater(n_pads, 0, f"{len(keys)} samples: choose DP so that verl pads")
         padded, m_padded = advantage_step(balanced)
 
         # 1. Advantages = `compactrl advantages --estimator cross-gae` on the same episodes (≤ 1e-6).
