@@ -41,7 +41,12 @@ sample of ≥ 2 optimised tokens is padded with all-zero-mask samples
 instead, which add 1 each to that step's denominator (logged). The
 multiple is computed from slime's args (world_size / (TP·PP·CP) data
 ranks, micro_batch_size, VPP's microbatch group) or set with
-compactrl_pad_multiple.
+compactrl_pad_multiple. Under miles' train-side split
+(--delay-split-train-data-by-dp) steps are cut by sample count on each
+rank, not by rollout, so the whole rollout step is padded to a multiple of
+--global-batch-size samples instead (train_side_multiple); a pad and its
+source may then fall in different steps, which moves one optimised token
+between two steps' token means and leaves every per-token term unchanged.
 
 Infrastructure failures: the share of the rollout step's rollouts (all the
 samples this hook receives) masked as infra_error (engine or service
@@ -117,6 +122,18 @@ def _int(args, name, default):
     return default if v is None else int(v)
 
 
+def _dp_size(args):
+    """Data-parallel ranks: world_size / (TP·PP·CP), world_size from the actor's
+    nodes × GPUs where args lacks it."""
+    tp = _int(args, "tensor_model_parallel_size", 1)
+    pp = _int(args, "pipeline_model_parallel_size", 1)
+    cp = _int(args, "context_parallel_size", 1)
+    world = getattr(args, "world_size", None)
+    if world is None:
+        world = _int(args, "actor_num_nodes", 1) * _int(args, "actor_num_gpus_per_node", 1)
+    return max(1, int(world) // (tp * pp * cp))
+
+
 def schedule_multiple(args):
     """(m, dynamic): each step's sample count must be a multiple of m (static
     batching) or reach m's multiple above its micro-batch count (dynamic),
@@ -125,21 +142,40 @@ def schedule_multiple(args):
     fixed = getattr(args, "compactrl_pad_multiple", None)
     if fixed is not None:
         return int(fixed), dynamic
-    tp = _int(args, "tensor_model_parallel_size", 1)
     pp = _int(args, "pipeline_model_parallel_size", 1)
-    cp = _int(args, "context_parallel_size", 1)
-    world = getattr(args, "world_size", None)
-    if world is None:
-        world = _int(args, "actor_num_nodes", 1) * _int(args, "actor_num_gpus_per_node", 1)
-    dp = max(1, int(world) // (tp * pp * cp))
     vpp = _int(args, "virtual_pipeline_model_parallel_size", 1)
     group = 1
     if vpp > 1:
         group = _int(args, "microbatch_group_size_per_vp_stage", pp)
-    m = dp * group
+    m = _dp_size(args) * group
     if not dynamic:
         m *= _int(args, "micro_batch_size", 1)
     return m, dynamic
+
+
+def train_side_multiple(args):
+    """Samples per optimiser step under miles' train-side split
+    (--delay-split-train-data-by-dp): the rollout step is dealt to the DP
+    ranks sample by sample (round robin, or --balance-data's equal-size
+    partitions: miles/ray/rollout/train_data_conversion.py:330-346) and each
+    rank cuts its share into steps of global_batch_size / dp samples,
+    dropping the rest (miles/backends/training_utils/data.py:462-485). So
+    the whole rollout step must hold a multiple of global_batch_size samples
+    (then every rank has the same whole number of steps and nothing is
+    dropped), and, with static batching, global_batch_size / dp must be a
+    multiple of micro_batch_size."""
+    gbs = getattr(args, "global_batch_size", None)
+    if not gbs:
+        raise ValueError("compactrl convert: miles' --delay-split-train-data-by-dp needs --global-batch-size")
+    gbs, dp = int(gbs), _dp_size(args)
+    if gbs % dp:
+        raise ValueError(f"compactrl convert: --global-batch-size {gbs} is not a multiple of the {dp} data-parallel "
+                         "ranks; miles' train-side split would give the ranks different step counts")
+    mbs = _int(args, "micro_batch_size", 1)
+    if not getattr(args, "use_dynamic_batch_size", False) and (gbs // dp) % mbs:
+        raise ValueError(f"compactrl convert: --global-batch-size {gbs} / {dp} data-parallel ranks is not a multiple "
+                         f"of --micro-batch-size {mbs}")
+    return gbs
 
 
 def _steps(rollout_ids, global_batch_size):
@@ -177,15 +213,21 @@ def pad_steps(args, rows):
     """Pad each step (see the module doc). rows: per-sample dicts with keys
     rid, tokens, response_length, mask, chain, later, logp, reward, truncated,
     index; returns the new row list and the number of pads (and of zero-mask
-    pads)."""
-    gbs = getattr(args, "global_batch_size", None)
-    m, dynamic = schedule_multiple(args)
-    if not gbs or m <= 1:
-        return rows, 0, 0
+    pads). Under miles' train-side split the whole rollout step is padded to
+    a multiple of train_side_multiple instead."""
+    if getattr(args, "delay_split_train_data_by_dp", False):
+        m = train_side_multiple(args)
+        plan = [(list(range(len(rows))), (-len(rows)) % m)]
+    else:
+        gbs = getattr(args, "global_batch_size", None)
+        m, dynamic = schedule_multiple(args)
+        if not gbs or m <= 1:
+            return rows, 0, 0
+        plan = [(step, _pads_needed(args, [len(rows[p]["tokens"]) for p in step], m, dynamic))
+                for step in _steps([r["rid"] for r in rows], int(gbs))]
     insert_after = {}  # position -> rows to insert after it
     pads = zero = 0
-    for step in _steps([r["rid"] for r in rows], int(gbs)):
-        need = _pads_needed(args, [len(rows[p]["tokens"]) for p in step], m, dynamic)
+    for step, need in plan:
         for _ in range(need):
             cands = [p for p in step if sum(rows[p]["mask"]) >= 2]
             if cands:
@@ -241,20 +283,25 @@ def _zero_pad(x):
 
 
 def check_split(args):
-    """Refuse miles' train-side DP split (--delay-split-train-data-by-dp, which
-    fault tolerance's train component and --indep-dp also set;
-    miles/utils/arguments.py:2855-2860, ray/rollout/rollout_manager.py:165-168):
-    the step is then re-split and re-scheduled on each trainer with miles'
-    plain round-robin or balanced split (utils/data.py:302-307), which the
-    padding below was not computed for and which compactrl has not run.
-    Advantages would still be right (N_{>s} travels with each sample); the
-    per-step token mean is what is unverified."""
-    for flag in ("delay_split_train_data_by_dp", "indep_dp"):
-        if getattr(args, flag, False):
-            raise NotImplementedError(
-                f"compactrl: miles' --{flag.replace('_', '-')} (also set by --ft-components train) splits the step "
-                "on the train side, which compactrl does not support yet; run without it (rollout-side DP "
-                "scheduling, miles' default)")
+    """Refuse what the per-step token mean cannot survive in miles:
+    --indep-dp (also set by --ft-components train) trains fault-tolerant
+    replicas whose losses miles reduces only without
+    --calculate-per-token-loss (miles/backends/megatron_utils/ft/indep_dp.py:114
+    asserts it off), so the step's global token mean is not available there;
+    and --use-dynamic-global-batch-size, whose step size miles attaches in its
+    own conversion, which a custom convert hook replaces
+    (ray/rollout/train_data_conversion.py:60-61, 154-157). miles'
+    train-side split alone (--delay-split-train-data-by-dp) is supported:
+    pad_steps pads for it."""
+    if getattr(args, "indep_dp", False):
+        raise NotImplementedError(
+            "compactrl: miles' --indep-dp (also set by --ft-components train) reduces losses only without "
+            "--calculate-per-token-loss, so the step's global token mean CompactionRL needs is not available; run "
+            "without it (--delay-split-train-data-by-dp alone is supported)")
+    if getattr(args, "use_dynamic_global_batch_size", False):
+        raise NotImplementedError(
+            "compactrl: miles' --use-dynamic-global-batch-size is set by miles' own sample conversion, which the "
+            "compactrl convert hook replaces; run with a fixed --global-batch-size")
 
 
 def convert_samples_to_train_data(args, samples):

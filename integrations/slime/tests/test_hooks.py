@@ -153,6 +153,43 @@ class Padding(unittest.TestCase):
             for dp in (1, 2, 3):
                 self.case(seed, dp, 1, True, max_tokens=60)
 
+    def test_train_side_split(self):
+        """miles' --delay-split-train-data-by-dp: the rollout step is dealt to
+        the ranks sample by sample and each rank cuts steps of gbs/dp samples,
+        dropping the rest; the padded step must lose nothing and change no
+        per-token term."""
+        pads = 0
+        for seed in range(4):
+            for dp, mbs in ((1, 1), (2, 1), (2, 2), (3, 1), (4, 2)):
+                gbs = 2 * dp * mbs
+                rng = random.Random(seed)
+                eps = [random_episode(rng, n) for n in range(24)]
+                args = slime_args(world_size=dp, micro_batch_size=mbs, global_batch_size=gbs,
+                                  delay_split_train_data_by_dp=True)
+                unpadded = convert.convert_samples_to_train_data(slime_args(global_batch_size=None),
+                                                                 episodes_to_samples(args, eps))
+                padded = convert.convert_samples_to_train_data(args, episodes_to_samples(args, eps))
+                n = len(padded["tokens"])
+                self.assertEqual(n % gbs, 0, f"{n} samples, global batch {gbs}")
+                pads += n - len(unpadded["tokens"])
+                local = [list(range(r, n, dp)) for r in range(dp)]
+                self.assertEqual({len(p) for p in local}, {n // dp}, "every rank the same share")
+                self.assertEqual((n // dp) % (gbs // dp), 0, "no sample dropped at a rank's end")
+                a = run_trainer(args, unpadded, 1, random.Random(seed))
+                b = run_trainer(args, padded, dp, random.Random(seed + 1))
+                self.assertEqual(a[3], b[3], "per-token-loss denominator")
+                self.assertAlmostEqual(a[1], b[1], delta=1e-9)
+                self.assertEqual(set(a[0]), set(b[0]), "the optimised tokens")
+                for k, v in a[0].items():
+                    for x, y in zip(v, b[0][k]):
+                        self.assertAlmostEqual(x, y, delta=1e-9)
+        self.assertGreater(pads, 10, "the cases must need padding")
+        with self.assertRaisesRegex(ValueError, "not a multiple of the 3 data-parallel"):
+            convert.train_side_multiple(slime_args(world_size=3, global_batch_size=4, delay_split_train_data_by_dp=True))
+        with self.assertRaisesRegex(ValueError, "micro-batch-size 2"):
+            convert.train_side_multiple(slime_args(world_size=2, global_batch_size=6, micro_batch_size=2,
+                                                   delay_split_train_data_by_dp=True))
+
     def test_zero_mask_fallback_is_counted(self):
         # rollouts whose samples all have < 2 optimised tokens: zero-mask pads
         samples = []
@@ -374,12 +411,15 @@ class Miles(unittest.TestCase):
             self.assertNotIn("advantages", rd2)
             with self.assertRaisesRegex(NotImplementedError, "fsdp|megatron"):
                 miles.install(slime_args(train_backend="fsdp"))
-            for flag in ("delay_split_train_data_by_dp", "indep_dp"):
+            for flag in ("indep_dp", "use_dynamic_global_batch_size"):
                 with self.assertRaisesRegex(NotImplementedError, flag.replace("_", "-")):
                     miles.install(slime_args(advantage_estimator="ppo", train_backend="megatron", **{flag: True}))
                 with self.assertRaisesRegex(NotImplementedError, flag.replace("_", "-")):
                     convert.convert_samples_to_train_data(slime_args(**{flag: True}), episodes_to_samples(
                         slime_args(), [random_episode(random.Random(1), 0)]))
+            # the train-side split alone is supported (Padding.test_train_side_split)
+            miles.install(slime_args(advantage_estimator="ppo", train_backend="megatron",
+                                     delay_split_train_data_by_dp=True))
         finally:
             for n, m in saved.items():
                 if m is None:

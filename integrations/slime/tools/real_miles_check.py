@@ -10,7 +10,9 @@ how miles calls --custom-generate-function-path), GenerateFnInput /
 GenerateFnOutput, the conversion dispatch (ray/rollout/train_data_conversion
 .convert_samples_to_train_data with our convert hook) and miles'
 rollout-side DP split (split_train_data_by_dp_scheduled_raw → build_dp_schedule)
-at DP 1, 2 and 3. What is stubbed: sglang and sglang_router (GPU-only,
+at DP 1, 2 and 3, and its train-side split (--delay-split-train-data-by-dp:
+split_train_data_by_dp_raw, process_rollout_data_shard, get_data_iterator)
+at DP 1–4. What is stubbed: sglang and sglang_router (GPU-only,
 imported at module level, never called here; tools/gpu_stubs.py). What stands in: compactrl serve is a local HTTP server
 answering /v1/rollouts with random multi-segment episodes in the service's
 layout (the Go test TestServeLlamaServerEndToEnd runs the real service with
@@ -114,8 +116,46 @@ def main():
         tokens = sum(sum(m) for sh in shards for m in sh["loss_masks"])
         check(f"DP {dp}: miles' rollout-side schedule accepts the padded step", len(shards) == dp,
               f"({len(d['tokens'])} samples, {tokens} optimised tokens)")
+    train_side_split(args, samples)
     srv.shutdown()
     print("miles commit checked: see `git -C $MILES_SRC rev-parse HEAD`")
+
+
+def train_side_split(args, samples):
+    """--delay-split-train-data-by-dp: miles' own split_train_data_by_dp_raw
+    deals the padded step to the ranks (round robin and --balance-data),
+    process_rollout_data_shard completes it, and get_data_iterator (static
+    batching; its dynamic path needs CUDA for an all-reduce) cuts each
+    rank's steps. Every rank must get the same step count, every sample a
+    micro-batch, and the optimised tokens must be those before padding."""
+    from miles.backends.training_utils import data as train_data
+
+    before = convert.convert_samples_to_train_data(types.SimpleNamespace(**{**vars(args), "global_batch_size": None}),
+                                                   samples)
+    want_tokens = sum(sum(m) for m in before["loss_masks"])
+    for dp, mbs, balance in ((1, 1, False), (2, 1, False), (2, 2, True), (3, 1, False), (3, 1, True), (4, 2, False)):
+        a = types.SimpleNamespace(**vars(args))
+        a.delay_split_train_data_by_dp = True
+        a.world_size, a.micro_batch_size, a.global_batch_size, a.balance_data = dp, mbs, 2 * dp * mbs, balance
+        a.use_dynamic_global_batch_size = False
+        a.use_dynamic_batch_size = False
+        a.qkv_format = "thd"
+        d = convert.convert_samples_to_train_data(a, samples)
+        shards = tdc.split_train_data_by_dp_raw(a, dict(d), dp_size=dp)
+        state = types.SimpleNamespace(effective_dp=types.SimpleNamespace(size=dp, group=None), vpp_size=1,
+                                      microbatch_group_size_per_vp_stage=1, cp=types.SimpleNamespace(size=1))
+        train_data.get_parallel_state = lambda: state
+        steps, covered, tokens = set(), 0, 0
+        for sh in shards:
+            rd = tdc.process_rollout_data_shard(a, sh)
+            _, num_mbs = train_data.get_data_iterator(a, None, rd)
+            steps.add(len(num_mbs))
+            covered += sum(num_mbs) * mbs
+            tokens += sum(sum(m) for m in rd["loss_masks"])
+        name = f"DP {dp}, micro-batch {mbs}{', balance-data' if balance else ''}: miles' train-side split"
+        check(name + " gives every rank the same step count", len(steps) == 1, f"(steps {sorted(steps)})")
+        check(name + " drops no sample", covered == len(d["tokens"]), f"({covered} of {len(d['tokens'])} samples)")
+        check(name + " optimises the tokens before padding", tokens == want_tokens, f"({tokens} tokens)")
 
 
 if __name__ == "__main__":
