@@ -10,7 +10,7 @@ split (RolloutManager._split_train_data_by_dp → build_dp_schedule,
 tensorize_rollout_data_for_training), process_rollout_data, DataIterator,
 compute_advantages_and_returns (which loads cross_gae through slime's
 load_function), loss_function (its per-token normaliser and
-get_sum_of_sample_mean), compute_pass_rate, and the metric logger the convert hook calls (with wandb
+get_sum_of_sample_mean), log_passrate, and the metric logger the convert hook calls (with wandb
 and tensorboard off). What is stubbed: Megatron's
 mpu (one process: every rank is the last pipeline stage, CP 1, TP 1),
 megatron.core.packed_seq_params, sglang and sglang_router (imported by
@@ -25,7 +25,8 @@ trains exactly what the unpadded data would: the same optimised tokens with
 the same advantages and returns, the same Σ per-token loss and slime's same
 per-token denominator; that the advantages equal a whole-episode cross-GAE
 (compactrl's own estimator run without any split); and that
---log-passrate's compute_pass_rate accepts raw_reward after the hook.
+slime's own log_passrate (what --log-passrate runs, n_samples_per_prompt 2)
+logs pass@1 equal to the episodes' pass rate.
 """
 
 import copy
@@ -117,11 +118,11 @@ from slime.utils.types import Sample  # noqa: E402
 from slime.utils.data import process_rollout_data  # noqa: E402
 from slime.backends.megatron_utils.data import DataIterator  # noqa: E402
 from slime.backends.megatron_utils import loss as slime_loss  # noqa: E402
-from slime.observability.metric_utils import compute_pass_rate  # noqa: E402
+from slime.observability import train_metric_utils  # noqa: E402
 from slime.rollout.sample_hooks import set_current_rollout_id  # noqa: E402
 
 from compactrl_slime import advantages, convert, generate  # noqa: E402
-from tests.test_advantages import random_episode, service_answer  # noqa: E402
+from tests.test_advantages import MASKING, random_episode, service_answer  # noqa: E402
 
 
 def _h(tokens, salt):
@@ -219,6 +220,10 @@ def train_step_view(args, groups, dp):
         slime_loss.compute_advantages_and_returns(args, rd)
         if r == 0:
             raw = list(rd["raw_reward"])
+            logged = {}
+            train_metric_utils.gather_log_data = lambda name, a, rid, d: logged.update({name: d})
+            train_metric_utils.log_passrate(0, args, rd)  # what --log-passrate runs after the hooks
+            raw = (raw, logged.get("passrate"))
         it = DataIterator(rd, rd["micro_batch_indices"])
         mb = 0
         for step, n_mb in enumerate(rd["num_microbatches"]):
@@ -227,9 +232,10 @@ def train_step_view(args, groups, dp):
                 batch = it.get_next(["tokens", "response_lengths", "total_lengths", "loss_masks", "rollout_mask_sums",
                                      "advantages", "returns", "rollout_log_probs"])
                 loss, num_tokens, _ = slime_loss.loss_function(args, batch, n_mb, args.global_batch_size, torch.zeros(1))
-                s = steps.setdefault(step, [0.0, 0, {}])
+                s = steps.setdefault(step, [0.0, 0, {}, 0])
                 s[0] += float(loss)
                 s[1] += int(num_tokens)
+                s[3] += sum(1 for m in batch["loss_masks"] if int(m.sum()) == 0)
                 for k, v in LOSSES[-1][1].items():
                     assert k not in s[2], "token optimised twice"
                     s[2][k] = v
@@ -246,9 +252,14 @@ def check(dp, dynamic, seed, cap=90):
     except AssertionError as e:  # slime's own schedule refuses the unpadded data at DP > 1; DP 1 always works
         raise SystemExit(f"unpadded at DP 1 failed: {e}")
     worst = 0.0
-    for step, (lp, nt, recs) in pad_steps.items():
-        lu, ntu, recu = ref_steps[step]
-        assert nt == ntu, f"step {step}: per-token denominator {nt} padded vs {ntu} unpadded"
+    zero_pads = 0
+    for step, (lp, nt, recs, zp) in pad_steps.items():
+        lu, ntu, recu, zu = ref_steps[step]
+        # a step with no sample of 2 optimised tokens is padded with zero-mask
+        # samples, each adding 1 to slime's denominator (convert's module doc)
+        zero_pads += zp - zu
+        assert nt - zp == ntu - zu, f"step {step}: per-token denominator {nt} padded vs {ntu} unpadded, " \
+                                    f"{zp - zu} zero-mask pads"
         assert set(recs) == set(recu), f"step {step}: optimised tokens differ"
         worst = max(worst, abs(lp - lu) / max(1.0, abs(lu)))
         for k, (a, r) in recs.items():
@@ -261,11 +272,19 @@ def check(dp, dynamic, seed, cap=90):
             _, v = model(toks, len(seg["response_ids"]))
             whole[(ep_i, tuple(toks))] = v
     n_rollouts = args_p.rollout_batch_size * args_p.n_samples_per_prompt
+    raw, passrate = raw
     assert len(raw) == n_rollouts, f"raw_reward has {len(raw)} entries for {n_rollouts} rollouts"
-    compute_pass_rate(flat_rewards=raw, group_size=args_p.n_samples_per_prompt, num_groups=args_p.rollout_batch_size)
+    rule = "masked_mask_overlong" if getattr(args_p, "compactrl_mask_overlong", True) else "masked_keep_overlong"
+    want = [0.0 if MASKING[ep["status"]][rule] or ep["reward"] != 1 else 1.0 for ep in eps]
+    passed = [1.0 if x == 1 else 0.0 for x in raw]
+    assert passed == want, f"per-rollout rewards {raw} for episodes {[(e['status'], e['reward']) for e in eps]}"
+    group = args_p.n_samples_per_prompt
+    pass1 = sum(want) / len(want)
+    assert passrate and abs(passrate["pass@1"] - pass1) < 1e-12, f"slime's log_passrate gave {passrate}, pass@1 {pass1}"
+    assert "pass@%d" % group in passrate, passrate
     n_samples = len(data["tokens"])
     n_unpadded = len(ref_data["tokens"])
-    return worst, n_samples - n_unpadded, len(pad_steps)
+    return worst, n_samples - n_unpadded, len(pad_steps), zero_pads
 
 
 def whole_episode_check(seed):
@@ -275,11 +294,11 @@ def whole_episode_check(seed):
     groups, eps = play(args, seed)
     steps, _, _ = train_step_view(args, groups, 2)
     got = {}
-    for _, _, recs in steps.values():
+    for _, _, recs, _ in steps.values():
         got.update(recs)
     worst = 0.0
     for ep_i, ep in enumerate(eps):
-        masked = ep["status"] in ("infra_error", "overlong")
+        masked = MASKING[ep["status"]]["masked_mask_overlong"]  # the one masking rule (rl.Masked)
         segs = ep["segments"]
         masks = [[0] * len(s["loss_mask"]) if (masked or not s["trainable"]) else s["loss_mask"] for s in segs]
         l = sum(sum(m) for m in masks)
@@ -306,15 +325,15 @@ def main():
              ("dynamic (max_tokens_per_gpu 20: one sample per micro-batch)", True, 20))
     for name, dynamic, cap in modes:
         for dp in (1, 2, 3):
-            total_pads = 0
+            total_pads = zero = 0
             worst = 0.0
             steps = 0
             for seed in range(5):
-                w, pads, n = check(dp, dynamic, seed, cap or 90)
-                worst, total_pads, steps = max(worst, w), total_pads + pads, steps + n
-            print(f"{name} DP={dp}: {steps} steps, {total_pads} pads, "
+                w, pads, n, z = check(dp, dynamic, seed, cap or 90)
+                worst, total_pads, steps, zero = max(worst, w), total_pads + pads, steps + n, zero + z
+            print(f"{name} DP={dp}: {steps} steps, {total_pads} pads ({zero} zero-mask), "
                   f"max |padded − unpadded| (loss rel., advantages, returns) = {worst:.2e}; "
-                  "per-token denominators equal; pass-rate accepted")
+                  "per-token denominators equal but for the zero-mask pads; slime's log_passrate equal")
     w = max(whole_episode_check(s) for s in range(3))
     print(f"advantages vs whole-episode cross-GAE at DP 2: max |Δ| = {w:.2e}")
     # the unpadded data: what slime does without the padding
