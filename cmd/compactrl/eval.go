@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/agent"
-	"github.com/compactrl/compactrl/env/shelltask"
 	"github.com/compactrl/compactrl/env/tasks"
-	"github.com/compactrl/compactrl/episode"
 	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/rollout"
@@ -172,31 +170,14 @@ func (o *evalOptions) playSuite(ctx context.Context, e env, name string, s tasks
 	if o.policy != "engine" {
 		return fmt.Errorf("--policy %s: the %s suite has no task solutions; play it with --engine", o.policy, name)
 	}
-	sp, ok := s.(tasks.SeedSplitter)
-	if !ok || o.suiteTasks < 1 {
-		return fmt.Errorf("--tasks %s: a generated suite whose task ids are seeds (tasks.SeedSplitter) and --suite-tasks ≥ 1 are needed", o.tasks.tasks)
-	}
-	start, end, err := sp.Split("test")
+	ids, err := tasks.SeedIDs(s, "test", o.suiteTasks)
 	if err != nil {
-		return fmt.Errorf("--tasks %s: %w", o.tasks.tasks, err)
-	}
-	if start+int64(o.suiteTasks) > end {
-		return fmt.Errorf("--suite-tasks %d runs past the %s suite's development split", o.suiteTasks, name)
+		return fmt.Errorf("--tasks %s with --suite-tasks %d (the first seeds of its development split): %w", o.tasks.tasks, o.suiteTasks, err)
 	}
 	if p, ok := s.(tasks.SystemPrompter); ok && o.prompts.systemPath == "" {
 		o.agent.SystemPrompt = p.SystemPrompt()
 	}
-	runnable := make([]tasks.Task, o.suiteTasks)
-	for i := range runnable {
-		id := strconv.FormatInt(start+int64(i), 10)
-		runnable[i] = tasks.Task{Name: id, New: func(bool) agent.Environment {
-			env, err := s.Env(id)
-			if err != nil {
-				return failedEnv{err}
-			}
-			return env
-		}}
-	}
+	runnable := tasks.SuiteTasks(s, ids)
 	r, meta, err := o.policyRunner(ctx)
 	if err != nil {
 		return err
@@ -204,20 +185,12 @@ func (o *evalOptions) playSuite(ctx context.Context, e env, name string, s tasks
 	return o.play(ctx, e, runnable, nil, r, meta)
 }
 
-// failedEnv is the environment of a task that could not be made: its
-// episode is an infra_error naming why.
-type failedEnv struct{ err error }
-
-func (f failedEnv) Reset(context.Context) (string, error) { return "", f.err }
-
-func (f failedEnv) Step(context.Context, string) (agent.Step, error) { return agent.Step{}, f.err }
-
 // policyRunner is --policy: the scripted oracle/empty runner, or the agent
 // loop over the --engine pool; meta describes it for results.json.
 func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[string]string, error) {
 	meta := map[string]string{"policy": o.policy, "tasks": o.tasks.tasks}
 	if o.policy != "engine" {
-		return scriptedRunner{oracle: o.policy == "oracle"}, meta, nil
+		return eval.ScriptedRunner{Oracle: o.policy == "oracle"}, meta, nil
 	}
 	cfg := o.agent
 	if err := o.prompts.apply(&cfg); err != nil {
@@ -297,10 +270,10 @@ func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, sk
 		return fmt.Errorf("--out: %w", err)
 	}
 	defer f.Close()
-	jobs, envs := o.jobs(runnable)
+	jobs, envs := eval.Jobs(runnable, o.attempts, o.seed, o.policy == "oracle")
 	sink := &eval.Collector{}
 	_, rerr := playEpisodes(ctx, e, "eval", f, rollout.Config{Workers: o.workers, EpisodeTimeout: o.tasks.episodeTimeout, Meta: meta},
-		jobs, closingRunner{r}, envs, func(s rollout.Sink) rollout.Sink { sink.Next = s; return sink })
+		jobs, eval.ClosingRunner{Runner: r}, envs, func(s rollout.Sink) rollout.Sink { sink.Next = s; return sink })
 	names := make([]string, len(runnable))
 	for i, t := range runnable {
 		names[i] = t.Name
@@ -322,25 +295,6 @@ func (o *evalOptions) play(ctx context.Context, e env, runnable []tasks.Task, sk
 	return rerr
 }
 
-// jobs are the episodes of every attempt at every task, and the
-// environments their seeds stand for.
-func (o *evalOptions) jobs(runnable []tasks.Task) ([]rollout.Job, rollout.EnvFactory) {
-	n := len(runnable) * o.attempts
-	jobs := make([]rollout.Job, n)
-	for i := range jobs {
-		t := runnable[i/o.attempts]
-		jobs[i] = rollout.Job{Seed: o.seed + int64(i), ID: fmt.Sprintf("%s#%d", t.Name, i%o.attempts), Group: t.Name}
-	}
-	envs := func(s int64) (agent.Environment, error) {
-		i := s - o.seed
-		if i < 0 || i >= int64(n) {
-			return nil, fmt.Errorf("seed %d outside this run's %d episodes", s, n)
-		}
-		return runnable[i/int64(o.attempts)].New(o.policy == "oracle"), nil
-	}
-	return jobs, envs
-}
-
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -352,74 +306,6 @@ func (l *stringList) Set(v string) error {
 	}
 	*l = append(*l, v)
 	return nil
-}
-
-// scriptedRunner plays the oracle (the task's own solution) or the empty
-// policy (submit at once) without any engine: Reset, one reply, done.
-// Its episodes have no segments (no tokens were sampled).
-type scriptedRunner struct{ oracle bool }
-
-func (s scriptedRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
-	ep := episode.Episode{Status: episode.StatusOK, Meta: map[string]string{}, Metrics: map[string]float64{}}
-	task, err := env.Reset(ctx)
-	if err != nil {
-		ep.Status, ep.Meta[agent.MetaError] = agent.FailureStatus(err), err.Error()
-		return ep, nil
-	}
-	ep.Task = task
-	var st agent.Step
-	switch o, isOracle := env.(tasks.Oracle); {
-	case s.oracle && isOracle:
-		st, err = o.Oracle(ctx)
-	case s.oracle:
-		return ep, fmt.Errorf("the oracle policy cannot play %T", env)
-	default:
-		st, err = env.Step(ctx, shelltask.SubmitReply)
-	}
-	if err == nil && !st.Done {
-		st, err = env.Step(ctx, shelltask.SubmitReply)
-	}
-	switch {
-	case err != nil:
-		ep.Status, ep.Meta[agent.MetaError] = agent.FailureStatus(err), err.Error()
-	case !st.Done:
-		ep.Status, ep.Meta[agent.MetaError] = episode.StatusInfraError, "scripted policy: episode did not end at submit"
-	default:
-		ep.Reward = st.Reward
-		ep.Meta[agent.MetaFinalObservation] = st.Observation
-	}
-	ep.Metrics[agent.MetricTurns] = 1
-	if mr, ok := env.(agent.MetricsReporter); ok {
-		for k, v := range mr.Metrics() {
-			ep.Metrics[k] = v
-		}
-	}
-	return ep, ctx.Err()
-}
-
-// closingRunner closes the environment after its episode: an episode the
-// agent loop ends early (overlong, format errors, infra errors) never
-// submits, and its sandbox and workspace must not outlive it.
-type closingRunner struct{ r rollout.Runner }
-
-// A Close error (a sandbox whose processes could not be confirmed dead, a
-// workspace that could not be removed) is kept in the episode's meta
-// eval.MetaCloseError; a note on a zero reward (tasks.RewardNoter) in
-// eval.MetaRewardNote.
-func (c closingRunner) Run(ctx context.Context, env agent.Environment, seed int64) (episode.Episode, error) {
-	ep, err := c.r.Run(ctx, env, seed)
-	if ep.Meta == nil {
-		ep.Meta = map[string]string{}
-	}
-	if n, ok := env.(tasks.RewardNoter); ok && n.RewardNote() != "" {
-		ep.Meta[eval.MetaRewardNote] = n.RewardNote()
-	}
-	if cl, ok := env.(tasks.Closer); ok {
-		if cerr := cl.Close(); cerr != nil {
-			ep.Meta[eval.MetaCloseError] = cerr.Error()
-		}
-	}
-	return ep, err
 }
 
 // parseTemplate reads "system,user,assistant,observation,summary,end" ids.

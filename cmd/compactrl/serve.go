@@ -348,8 +348,7 @@ func (f *serveFactory) TaskIDs(split string, count int) ([]string, error) {
 		}
 		return l.IDs(), nil
 	}
-	sp, ok := f.suite.(tasks.SeedSplitter)
-	if !ok {
+	if _, ok := f.suite.(tasks.SeedSplitter); !ok {
 		return nil, errors.New("this suite cannot list its tasks")
 	}
 	if split == "" || count == 0 {
@@ -358,18 +357,7 @@ func (f *serveFactory) TaskIDs(split string, count int) ([]string, error) {
 	if count > maxListedSeeds {
 		return nil, fmt.Errorf("count %d: at most %d", count, maxListedSeeds)
 	}
-	start, end, err := sp.Split(split)
-	if err != nil {
-		return nil, fmt.Errorf("split: %w", err)
-	}
-	if int64(count) > end-start {
-		return nil, fmt.Errorf("count %d: split %s has %d seeds", count, split, end-start)
-	}
-	ids := make([]string, count)
-	for i := range ids {
-		ids[i] = strconv.FormatInt(start+int64(i), 10)
-	}
-	return ids, nil
+	return tasks.SeedIDs(f.suite, split, count)
 }
 
 func (f *serveFactory) Env(id string, _ int64) (agent.Environment, error) { return f.suite.Env(id) }
