@@ -1,9 +1,9 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactrl/compactrl/remoteagent"
 	"os"
 	"strings"
 
@@ -75,14 +75,11 @@ type tokenFlags struct {
 func (f *tokenFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.path, "tokenizer", "", "tokenizer.json of the policy (default: the first engine's /tokenize; required for sglang)")
 	fs.StringVar(&f.template, "template", "", "template token ids system,user,assistant,observation,summary,end (default: looked up by name in --tokenizer)")
-	fs.StringVar(&f.chat, "chat-template", "", chatTemplateUsage)
+	fs.StringVar(&f.chat, "chat-template", "", agent.ChatTemplateUsage())
 }
 
-// check refuses a chat template without a local tokenizer (the engine's
-// /tokenize cannot encode its special tokens) or beside --template.
+// check refuses a chat template the engines could not be given
+// (remoteagent.Spec.CheckEncoding).
 func (f tokenFlags) check() error {
-	if f.chat != "" && (f.path == "" || f.template != "") {
-		return errors.New("--chat-template needs --tokenizer and excludes --template")
-	}
-	return nil
+	return remoteagent.Spec{Tokenizer: f.path, Template: f.template, ChatTemplate: f.chat}.CheckEncoding()
 }

@@ -62,7 +62,7 @@ func TestEngineKindOptionFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	for kind, want := range map[string]map[string]string{"scoring": {"scores": "processed"}, "vllm": {"logprobs": remote.LogprobsProcessed}, "llamacpp": nil} {
-		eps, err := engineSpec{urls: "http://h:1,http://h:2", kind: kind, flags: o.engine}.endpoints()
+		eps, err := o.engine.endpoints("http://h:1,http://h:2", kind, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

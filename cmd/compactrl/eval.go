@@ -14,6 +14,7 @@ import (
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/eval"
 	"github.com/compactrl/compactrl/infer/remote"
+	"github.com/compactrl/compactrl/remoteagent"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/sandbox"
 )
@@ -196,8 +197,13 @@ func (o *evalOptions) policyRunner(ctx context.Context) (rollout.Runner, map[str
 	if err := o.prompts.apply(&cfg); err != nil {
 		return nil, nil, err
 	}
-	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: o.engines, kind: o.kind, model: o.model, maxConc: o.maxConc,
-		tok: o.tok, seed: o.seed, flags: o.engine, chat: func(tmpl string) { meta["chat_template"] = tmpl }})
+	eps, err := o.engine.endpoints(o.engines, o.kind, o.model, o.maxConc)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := o.engine.spec(eps, o.tok, o.seed)
+	spec.Chat = func(tmpl string) { meta["chat_template"] = tmpl }
+	a, err := remoteagent.Build(ctx, cfg, spec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,29 +312,4 @@ func (l *stringList) Set(v string) error {
 	}
 	*l = append(*l, v)
 	return nil
-}
-
-// parseTemplate reads "system,user,assistant,observation,summary,end" ids.
-func parseTemplate(spec string) (agent.Template, error) {
-	parts := strings.Split(spec, ",")
-	if len(parts) != 6 {
-		return agent.Template{}, fmt.Errorf("--template %q: want 6 ids system,user,assistant,observation,summary,end", spec)
-	}
-	ids := make([]int, 6)
-	for i, p := range parts {
-		v, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || v < 0 {
-			return agent.Template{}, fmt.Errorf("--template %q: %q is not a token id", spec, p)
-		}
-		ids[i] = v
-	}
-	t := agent.Template{System: ids[0], User: ids[1], Assistant: ids[2], Observation: ids[3], Summary: ids[4], EndOfTurn: ids[5]}
-	seen := map[int]bool{}
-	for _, id := range ids {
-		if seen[id] {
-			return agent.Template{}, fmt.Errorf("--template %q: id %d used twice", spec, id)
-		}
-		seen[id] = true
-	}
-	return t, nil
 }

@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/compactrl/compactrl/agent"
 )
 
 // hangTask writes a task whose oracle solution sleeps, so that its episode
@@ -159,32 +157,6 @@ func TestInfraOutcome(t *testing.T) {
 	}
 	if err := infraOutcome(3, 3); !errors.As(err, &ee) || ee.ExitCode() != exitNothingScored {
 		t.Fatalf("all infra: %v", err)
-	}
-}
-
-// The engine tokenizer spans every --engine URL: with the first one dead,
-// tokenization (the agent's fixed texts, encoded while it is built) is
-// served by the second.
-func TestEngineTokenizerUsesEveryEndpoint(t *testing.T) {
-	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/tokenize" {
-			w.Write([]byte(`{"tokens":[7,8]}`))
-			return
-		}
-		http.Error(w, "no", 404)
-	}))
-	defer good.Close()
-	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	dead.Close()
-	_, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: dead.URL + "," + good.URL, kind: "llamacpp",
-		tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: engineFlags{timeout: 2 * time.Second, retries: 2}})
-	if err != nil {
-		t.Fatalf("agent over a dead and a good tokenizer: %v", err)
-	}
-	for _, bad := range []engineFlags{{timeout: 0, retries: 1}, {timeout: time.Second, retries: 0}, {timeout: time.Second, retries: 1, vocab: -1}} {
-		if _, err := buildEngineAgent(context.Background(), agent.DefaultConfig(), engineSpec{urls: good.URL, kind: "llamacpp", tok: tokenFlags{template: "1,2,3,4,5,6"}, flags: bad}); err == nil {
-			t.Errorf("flags %+v accepted", bad)
-		}
 	}
 }
 

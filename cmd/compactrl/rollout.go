@@ -364,7 +364,7 @@ func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
 		return pol, nil
 	}
 	// A real model's tokenizer: its own chat template lays the turns out.
-	if pol.format, pol.chat, err = formatFor(tok, path, ""); err != nil {
+	if pol.format, pol.chat, err = agent.ChooseFormat(tok, path, ""); err != nil {
 		return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
 	}
 	return pol, nil

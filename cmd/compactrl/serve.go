@@ -19,20 +19,10 @@ import (
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/netallow"
+	"github.com/compactrl/compactrl/remoteagent"
 	"github.com/compactrl/compactrl/rollout"
 	"github.com/compactrl/compactrl/serve"
 )
-
-// samplerWrap decorates the sampler engineAgent builds (serve times every
-// engine call with it).
-type samplerWrap = func(infer.Sampler) infer.Sampler
-
-func wrapSampler(s infer.Sampler, wraps []samplerWrap) infer.Sampler {
-	for _, w := range wraps {
-		s = w(s)
-	}
-	return s
-}
 
 // runServe is `compactrl serve`: the agent loop with compaction as an HTTP
 // rollout service for an external trainer (package serve; docs/scale.md).
@@ -302,12 +292,18 @@ func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Con
 	if a, ok := f.agents[key]; ok {
 		return a, "", nil
 	}
-	a, err := buildEngineAgent(ctx, cfg, engineSpec{urls: e.URL, kind: e.Kind, model: e.Model, maxConc: f.maxConc,
-		tok: f.tok, seed: f.seed, flags: f.flags.forRequest(e), client: f.client}, f.metrics.WrapSampler)
+	flags := f.flags.forRequest(e)
+	eps, err := flags.endpoints(e.URL, e.Kind, e.Model, f.maxConc)
+	if err != nil {
+		return nil, "engine", err
+	}
+	spec := flags.spec(eps, f.tok, f.seed)
+	spec.Client, spec.Wrap = f.client, []func(infer.Sampler) infer.Sampler{f.metrics.WrapSampler}
+	a, err := remoteagent.Build(ctx, cfg, spec)
 	if err != nil {
 		field := "engine"
 		switch {
-		case errors.Is(err, errSampling):
+		case errors.Is(err, remoteagent.ErrSampling):
 			field = "sampling"
 		case errors.Is(err, agent.ErrConfig):
 			field = "agent"

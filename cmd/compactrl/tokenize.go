@@ -28,7 +28,7 @@ func runTokenize(_ context.Context, e env, args []string) error {
 		"compactrl tokenize --tokenizer ~/qwen3 --chat messages.json"}
 	tokPath := fs.String("tokenizer", "", "tokenizer.json, or a directory holding it (and tokenizer_config.json), or a GGUF model file (required)")
 	chatPath := fs.String("chat", "", "JSON file of messages [{\"role\", \"content\"}] to render with the chat template")
-	chatTmpl := fs.String("chat-template", "", chatTemplateUsage)
+	chatTmpl := fs.String("chat-template", "", agent.ChatTemplateUsage())
 	plain := fs.Bool("plain", false, "encode special-token strings in stdin as text")
 	noGen := fs.Bool("no-generation-prompt", false, "with --chat: leave out the assistant opener at the end")
 	if _, err := fs.parse(e, args); err != nil {
@@ -92,7 +92,7 @@ func renderChat(tok *tokenizer.Tokenizer, tokPath, path, tmpl string, gen bool) 
 	if err := dec.Decode(&msgs); err != nil {
 		return nil, fmt.Errorf("--chat %s: want a JSON list of {\"role\", \"content\"}: %w", path, err)
 	}
-	f, _, err := chatFormat(tok, tokPath, tmpl)
+	f, _, err := agent.ChooseChatFormat(tok, tokPath, tmpl)
 	if err != nil {
 		return nil, err
 	}
