@@ -161,3 +161,17 @@ func ResolveCheckpoint(dir string) (string, error) {
 	}
 	return ckpt, nil
 }
+
+// CheckpointTokenizers are the places a checkpoint's tokenizer.json may
+// be, nearest first: the checkpoint directory, its parent (a base policy
+// directory or a run's policy), and the run directory of a training
+// checkpoint RUN/checkpoints/iter-N/policy.
+func CheckpointTokenizers(ckpt string) []string {
+	ckpt = filepath.Clean(ckpt)
+	out := []string{filepath.Join(ckpt, "tokenizer.json"), filepath.Join(filepath.Dir(ckpt), "tokenizer.json")}
+	iter := filepath.Dir(ckpt)
+	if filepath.Base(ckpt) == "policy" && strings.HasPrefix(filepath.Base(iter), "iter-") && filepath.Base(filepath.Dir(iter)) == "checkpoints" {
+		out = append(out, filepath.Join(filepath.Dir(filepath.Dir(iter)), "tokenizer.json"))
+	}
+	return out
+}

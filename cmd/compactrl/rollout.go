@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,11 +14,8 @@ import (
 
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
-	"github.com/compactrl/compactrl/format"
-	"github.com/compactrl/compactrl/infer"
-	"github.com/compactrl/compactrl/infer/local"
 	"github.com/compactrl/compactrl/internal/progress"
-	"github.com/compactrl/compactrl/model"
+	"github.com/compactrl/compactrl/policy"
 	"github.com/compactrl/compactrl/recipe"
 	"github.com/compactrl/compactrl/rollout"
 )
@@ -44,17 +40,12 @@ func runRollout(ctx context.Context, e env, args []string) error {
 	if err := o.prompt.apply(&o.agent); err != nil {
 		return err
 	}
-	pol, err := openPolicy(o.policy, o.tokPath, o.workers, o.agent.Context, o.suite)
+	pol, err := policy.Open(o.policy, o.tokPath, o.workers, o.agent.Context, o.suite)
 	if err != nil {
 		return err
 	}
-	defer pol.close()
-	var a *agent.Agent
-	if pol.format != nil {
-		a, err = agent.NewWithFormat(ctx, o.agent, agent.Local(pol.tok), pol.format, pol.sampler)
-	} else {
-		a, err = agent.New(ctx, o.agent, agent.Local(pol.tok), pol.tmpl, pol.sampler)
-	}
+	defer pol.Close()
+	a, err := pol.Agent(ctx, o.agent)
 	if err != nil {
 		return err
 	}
@@ -62,12 +53,12 @@ func runRollout(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("--summary-override: %w", err)
 	}
 	meta := map[string]string{
-		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.tokName,
+		"env": o.env, "split": o.split, "policy": o.policy, "tokenizer": pol.TokName,
 		"context": strconv.Itoa(o.agent.Context), "reserve": strconv.Itoa(o.agent.Reserve),
 		"keep_last": strconv.Itoa(o.agent.KeepLast), "no_compaction": strconv.FormatBool(o.agent.NoCompaction),
 	}
-	if pol.chat != "" {
-		meta["chat_template"] = pol.chat
+	if pol.Chat != "" {
+		meta["chat_template"] = pol.Chat
 	}
 	f, err := os.Create(o.out)
 	if err != nil {
@@ -94,7 +85,7 @@ type rolloutOptions struct {
 	agent              agent.Config
 	override           agent.SummaryOverride
 	config             string       // --config: a run config's suite and agent
-	suite              rolloutSuite // --env or --config's suite, opened
+	suite              policy.Suite // --env or --config's suite, opened
 }
 
 func newRolloutCmd() (*cmdLine, *rolloutOptions) {
@@ -177,7 +168,7 @@ func (o *rolloutOptions) applyConfig(fs *cmdLine) error {
 	}
 	o.agent = cfg.Agent.Config
 	o.agent.Temperature = cfg.Agent.EvalTemperature
-	o.suite = rolloutSuite{s, name}
+	o.suite = policy.Suite{Suite: s, Name: name}
 	o.env = name + ":config=" + o.config
 	return nil
 }
@@ -185,12 +176,6 @@ func (o *rolloutOptions) applyConfig(fs *cmdLine) error {
 // defaultEnv is rollout's --env by default, and the suite whose tokenizer
 // show decodes an episode with when the episode names no suite.
 const defaultEnv = "vault"
-
-// rolloutSuite is a generated suite opened, with its name.
-type rolloutSuite struct {
-	tasks.Suite
-	name string
-}
 
 // openEnv opens --env, a registered generated suite NAME[:KNOBS], with its
 // system prompt (tasks.SystemPrompter) as the agent's.
@@ -205,18 +190,18 @@ func (o *rolloutOptions) openEnv() error {
 	if p, ok := s.(tasks.SystemPrompter); ok {
 		o.agent.SystemPrompt = p.SystemPrompt()
 	}
-	o.suite = rolloutSuite{s, name}
+	o.suite = policy.Suite{Suite: s, Name: name}
 	return nil
 }
 
 // episodeSuite is the suite of an episode's meta "env" (rollout's --env),
 // else defaultEnv: show decodes with its tokenizer.
-func episodeSuite(meta map[string]string) rolloutSuite {
+func episodeSuite(meta map[string]string) policy.Suite {
 	if name, s, ok, err := tasks.OpenSuite(meta["env"]); ok && err == nil {
-		return rolloutSuite{s, name}
+		return policy.Suite{Suite: s, Name: name}
 	}
 	name, s, _, _ := tasks.OpenSuite(defaultEnv)
-	return rolloutSuite{s, name}
+	return policy.Suite{Suite: s, Name: name}
 }
 
 // jobs checks the flags, opens --env unless --config opened a suite, and
@@ -240,7 +225,7 @@ func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
 	s := o.suite
 	sp, ok := s.Suite.(tasks.SeedSplitter)
 	if !ok {
-		return nil, nil, fmt.Errorf("--env %s: the suite's task ids are not seeds in splits (tasks.SeedSplitter)", s.name)
+		return nil, nil, fmt.Errorf("--env %s: the suite's task ids are not seeds in splits (tasks.SeedSplitter)", s.Name)
 	}
 	start, end, err := sp.Split(o.split)
 	if err != nil {
@@ -251,136 +236,7 @@ func (o *rolloutOptions) jobs() ([]rollout.Job, rollout.EnvFactory, error) {
 		return nil, nil, fmt.Errorf("--seed %d + --episodes %d runs past the %s split's %d seeds", o.seed, o.episodes, o.split, end-start)
 	}
 	envs := func(seed int64) (agent.Environment, error) { return s.Env(strconv.FormatInt(seed, 10)) }
-	return rollout.Jobs(s.name, first, o.episodes), envs, nil
-}
-
-// policy is a sampler with the tokenizer it speaks.
-type policy struct {
-	sampler infer.Sampler
-	tok     agent.LocalTokenizer
-	tmpl    agent.Template
-	format  agent.Format // a real model's chat format (a tokenizer without compactrl's six ids); nil: tmpl
-	chat    string       // which template lays out the turns, for the episodes' meta
-	tokName string
-	vocab   int
-	close   func()
-}
-
-// openPolicy parses --policy: "scripted[:OPTS]" (the suite's
-// tasks.Scripter) or "checkpoint:DIR".
-func openPolicy(spec, tokPath string, workers, contextTokens int, s rolloutSuite) (*policy, error) {
-	kind, arg, _ := strings.Cut(spec, ":")
-	switch kind {
-	case "scripted":
-		return scriptedPolicy(spec, arg, tokPath, s)
-	case "checkpoint":
-		return checkpointPolicy(spec, arg, tokPath, workers, contextTokens, s)
-	}
-	return nil, fmt.Errorf("--policy %q: want scripted[:OPTS] or checkpoint:DIR", spec)
-}
-
-// scriptedPolicy is the suite's scripted policy with options opts.
-func scriptedPolicy(spec, opts, tokPath string, s rolloutSuite) (*policy, error) {
-	sc, ok := s.Suite.(tasks.Scripter)
-	if !ok {
-		return nil, fmt.Errorf("--policy %s: the %s suite has no scripted policy (tasks.Scripter)", spec, s.name)
-	}
-	pol, err := loadTokenizer(tokPath, "", s)
-	if err != nil {
-		return nil, err
-	}
-	if pol.format != nil {
-		return nil, fmt.Errorf("--policy %s: the scripted policy reads compactrl's six-token layout; %s lays turns out with a chat template (%s)", spec, tokPath, pol.chat)
-	}
-	if pol.sampler, err = sc.Scripted(opts, pol.tok, pol.tmpl); err != nil {
-		return nil, fmt.Errorf("--policy %s: %w", spec, err)
-	}
-	return pol, nil
-}
-
-// checkpointPolicy samples the built-in model saved in dir, batching up to
-// workers sequences; its tokenizer must fit the model's vocabulary and the
-// model the context of contextTokens.
-func checkpointPolicy(spec, dir, tokPath string, workers, contextTokens int, suite rolloutSuite) (*policy, error) {
-	if dir == "" {
-		return nil, errors.New("--policy checkpoint:DIR needs a directory")
-	}
-	m, err := model.Load(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--policy: %w", err)
-	}
-	pol, err := loadTokenizer(tokPath, dir, suite)
-	if err != nil {
-		return nil, err
-	}
-	if v := pol.vocab; v > m.Cfg.Vocab {
-		return nil, fmt.Errorf("--policy %s: tokenizer %s has %d ids, the model only %d", spec, pol.tokName, v, m.Cfg.Vocab)
-	}
-	if m.Cfg.MaxSeq < contextTokens {
-		return nil, fmt.Errorf("--policy %s: model accepts %d tokens, below --context %d", spec, m.Cfg.MaxSeq, contextTokens)
-	}
-	s, err := local.New(m, local.Options{MaxBatch: max(workers, 1)})
-	if err != nil {
-		return nil, fmt.Errorf("--policy %s: %w", spec, err)
-	}
-	pol.sampler, pol.close = s, s.Close
-	return pol, nil
-}
-
-// loadTokenizer returns --tokenizer, else DIR/tokenizer.json or its
-// parent's (a checkpoint inside a run directory), else the suite's own
-// (tasks.DefaultTokenizer), named NAME-default.
-func loadTokenizer(path, ckpt string, s rolloutSuite) (*policy, error) {
-	if path == "" && ckpt != "" && format.IsGGUF(ckpt) {
-		path = ckpt // a GGUF model carries its vocabulary and chat template
-	}
-	if path == "" && ckpt != "" {
-		for _, p := range checkpointTokenizers(ckpt) {
-			if _, err := os.Stat(p); err == nil {
-				path = p
-				break
-			}
-		}
-	}
-	pol := &policy{close: func() {}}
-	if path == "" {
-		dt, ok := s.Suite.(tasks.DefaultTokenizer)
-		if !ok {
-			return nil, fmt.Errorf("--tokenizer is required: the %s suite has no tokenizer of its own (tasks.DefaultTokenizer)", s.name)
-		}
-		tok, tmpl, err := dt.DefaultTokenizer()
-		if err != nil {
-			return nil, fmt.Errorf("%s suite's tokenizer: %w", s.name, err)
-		}
-		pol.tok, pol.tmpl, pol.tokName, pol.vocab = tok, tmpl, s.name+"-default", tok.VocabSize()
-		return pol, nil
-	}
-	tok, err := format.ReadTokenizer(path)
-	if err != nil {
-		return nil, fmt.Errorf("--tokenizer: %w", err)
-	}
-	pol.tok, pol.tokName, pol.vocab = tok, path, tok.VocabSize()
-	if pol.tmpl, err = agent.TemplateFrom(tok.SpecialID); err == nil {
-		return pol, nil
-	}
-	// A real model's tokenizer: its own chat template lays the turns out.
-	if pol.format, pol.chat, err = agent.ChooseFormat(tok, path, ""); err != nil {
-		return nil, fmt.Errorf("--tokenizer %s: %w", path, err)
-	}
-	return pol, nil
-}
-
-// checkpointTokenizers are the places a checkpoint's tokenizer.json may be, nearest first: the
-// checkpoint directory, its parent (a base policy directory or a run's policy), and the run
-// directory of a training checkpoint RUN/checkpoints/iter-N/policy.
-func checkpointTokenizers(ckpt string) []string {
-	ckpt = filepath.Clean(ckpt)
-	out := []string{filepath.Join(ckpt, "tokenizer.json"), filepath.Join(filepath.Dir(ckpt), "tokenizer.json")}
-	iter := filepath.Dir(ckpt)
-	if filepath.Base(ckpt) == "policy" && strings.HasPrefix(filepath.Base(iter), "iter-") && filepath.Base(filepath.Dir(iter)) == "checkpoints" {
-		out = append(out, filepath.Join(filepath.Dir(filepath.Dir(iter)), "tokenizer.json"))
-	}
-	return out
+	return rollout.Jobs(s.Name, first, o.episodes), envs, nil
 }
 
 // playEpisodes plays jobs into the episode JSONL file f (through wrap's

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -264,18 +263,5 @@ func TestRolloutSuiteCapabilities(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, %q; want an error with %q", c.args, code, stderr, c.want)
 		}
-	}
-}
-
-func TestCheckpointTokenizers(t *testing.T) {
-	got := checkpointTokenizers("runs/x/checkpoints/iter-000030/policy/")
-	want := []string{"runs/x/checkpoints/iter-000030/policy/tokenizer.json", "runs/x/checkpoints/iter-000030/tokenizer.json", "runs/x/tokenizer.json"}
-	if !slices.Equal(got, want) {
-		t.Errorf("training checkpoint: %q, want %q", got, want)
-	}
-	got = checkpointTokenizers("models/vault-base")
-	want = []string{"models/vault-base/tokenizer.json", "models/tokenizer.json"}
-	if !slices.Equal(got, want) {
-		t.Errorf("base directory: %q, want %q", got, want)
 	}
 }

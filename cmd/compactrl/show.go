@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/compactrl/compactrl/policy"
 	"io"
 	"os"
 
@@ -55,14 +56,14 @@ func runShow(ctx context.Context, e env, args []string) error {
 		if ep.ID != *id {
 			continue
 		}
-		pol, err := loadTokenizer(*tokPath, "", episodeSuite(ep.Meta))
+		pol, err := policy.Tokenizer(*tokPath, "", episodeSuite(ep.Meta))
 		if err != nil {
 			return err
 		}
-		if name := ep.Meta["tokenizer"]; name != "" && name != pol.tokName && *tokPath == "" {
-			fmt.Fprintf(e.stderr, "note: episode was written with tokenizer %s; decoding with %s (use --tokenizer)\n", name, pol.tokName)
+		if name := ep.Meta["tokenizer"]; name != "" && name != pol.TokName && *tokPath == "" {
+			fmt.Fprintf(e.stderr, "note: episode was written with tokenizer %s; decoding with %s (use --tokenizer)\n", name, pol.TokName)
 		}
-		transcript.Write(e.stdout, &ep, pol.tok, pol.tmpl, *full)
+		transcript.Write(e.stdout, &ep, pol.Tok, pol.Tmpl, *full)
 		return nil
 	}
 }
