@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"github.com/compactrl/compactrl/experiment"
-	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/models"
 	"github.com/compactrl/compactrl/recipe"
-	"github.com/compactrl/compactrl/report"
 	"github.com/compactrl/compactrl/train"
 )
 
@@ -46,17 +43,17 @@ func runExperiment(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := &resultsFile{dir: f.dir, baseDir: baseDir, start: time.Now(),
-		cmdline: strings.TrimSpace("compactrl experiment " + strings.Join(args, " "))}
+	out := &experiment.ResultsFile{Dir: f.dir, BaseDir: baseDir, Start: time.Now(),
+		Cmdline: strings.TrimSpace("compactrl experiment " + strings.Join(args, " "))}
 	results, err := f.experiment(e, base, baseDir, arms, expertP, out).Run(ctx)
 	if err != nil {
 		return err
 	}
-	md, err := out.write(results, true)
+	md, err := out.Write(results, true)
 	if err != nil {
 		return err
 	}
-	htmlPath, err := writeExperimentReport(f.dir, out.cmdline, results)
+	htmlPath, err := experiment.WriteReport(f.dir, out.Cmdline, results)
 	if err != nil {
 		return err
 	}
@@ -149,7 +146,7 @@ func (f *experimentFlags) basePolicy() (dir string, expertP float64, err error) 
 
 // experiment runs every arm for seeds 1…--seeds, each run in a fresh
 // DIR/ARM/seed-S, rewriting the results table after each.
-func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, arms []experiment.Arm, expertP float64, out *resultsFile) *experiment.Experiment {
+func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, arms []experiment.Arm, expertP float64, out *experiment.ResultsFile) *experiment.Experiment {
 	refs := []float64{expertP, 1}
 	if expertP == 1 {
 		refs = refs[1:]
@@ -157,7 +154,7 @@ func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, 
 	x := &experiment.Experiment{Base: base, BaseDir: baseDir, Arms: arms, Dir: f.dir, Progress: e.stderr, ExpertP: refs,
 		RunOne: func(ctx context.Context, cfg recipe.Config) (train.Result, error) {
 			if f.resume {
-				if ev, ok := finishedRun(cfg); ok {
+				if ev, ok := experiment.FinishedRun(cfg); ok {
 					fmt.Fprintf(e.stderr, "   kept: %s (%s range, %d tasks from %d)\n", cfg.Run.Dir, ev.Range, ev.Episodes, ev.FirstSeed)
 					return train.Result{After: ev, RunDir: cfg.Run.Dir}, nil
 				}
@@ -168,109 +165,11 @@ func (f *experimentFlags) experiment(e env, base recipe.Config, baseDir string, 
 			}
 			return trainRun(ctx, e, cfg, false, f.quiet)
 		},
-		Done: func(results []experiment.ArmResult) error { _, err := out.write(results, false); return err }}
+		Done: func(results []experiment.ArmResult) error { _, err := out.Write(results, false); return err }}
 	for s := range f.seeds {
 		x.Seeds = append(x.Seeds, f.seedStart+int64(s))
 	}
 	return x
-}
-
-// finishedRun is the final evaluation of a run directory that an earlier
-// experiment finished with the same settings (config.yaml as cfg's) on
-// the same tasks (range, first task seed and count), if there is one.
-func finishedRun(cfg recipe.Config) (train.EvalResult, bool) {
-	ev, err := train.ReadOutcomes(train.FinalOutcomes(cfg.Run.Dir))
-	if err != nil || ev.Range != cfg.Train().EvalRangeName() || ev.FirstSeed != cfg.Train().EvalSeedStart() || ev.Episodes != cfg.Run.EvalEpisodes {
-		return ev, false
-	}
-	old, err := recipe.LoadConfig(filepath.Join(cfg.Run.Dir, "config.yaml"))
-	if err != nil {
-		return ev, false
-	}
-	a, errA := old.YAML()
-	b, errB := cfg.YAML()
-	return ev, errA == nil && errB == nil && bytes.Equal(a, b)
-}
-
-// resultsFile is DIR/results.md: the results table and the command that
-// made it.
-type resultsFile struct {
-	dir, cmdline, baseDir string
-	start                 time.Time
-}
-
-// write writes the table of the results so far (final: of every run) and
-// returns its Markdown.
-func (r *resultsFile) write(results []experiment.ArmResult, final bool) (string, error) {
-	state := "complete"
-	if !final {
-		state = "in progress: the rows so far"
-	}
-	credit, err := experiment.CreditTable(results, report.Load)
-	if err != nil {
-		return "", err
-	}
-	dyn, err := experiment.DynamicsTable(results, report.Load)
-	if err != nil {
-		return "", err
-	}
-	md := fmt.Sprintf("%s\n\n%s\n\n%s\n\n%s\nCommand: `%s` (%s wall, %s); kernel path %s; base policy %s.\n",
-		experiment.Markdown(experiment.Table(results)), experiment.Markdown(experiment.EffectsTable(results)), experiment.Markdown(dyn), experiment.Markdown(credit), r.cmdline, time.Since(r.start).Round(time.Second), state, kernel.Path(), r.baseDir)
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return "", fmt.Errorf("experiment dir %s: %w", r.dir, err)
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "results.md"), []byte(md), 0o644); err != nil {
-		return "", fmt.Errorf("experiment results: %w", err)
-	}
-	var o bytes.Buffer
-	if err := experiment.WriteOutcomes(&o, results); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, "outcomes.jsonl"), o.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("experiment outcomes: %w", err)
-	}
-	return md, nil
-}
-
-// writeExperimentReport writes DIR/report.html (the results and credit
-// tables, the arms' pass@1 with their intervals, one learning curve per arm
-// and seed) and DIR/arms.svg (that plot alone); it returns the report's path.
-func writeExperimentReport(dir, cmdline string, results []experiment.ArmResult) (string, error) {
-	// Each run's metrics are read once, for its learning curve and for the
-	// credit table.
-	loaded := map[string]report.Run{}
-	var runs []report.Run
-	for _, r := range results {
-		for i, d := range r.Runs {
-			run, err := report.Load(d)
-			if err != nil {
-				return "", err
-			}
-			loaded[d] = run
-			run.Name = fmt.Sprintf("%s s%d", r.Arm.Name, r.Seeds[i])
-			run.Config = ""
-			runs = append(runs, run)
-		}
-	}
-	credit, err := experiment.CreditTable(results, func(d string) (report.Run, error) { return loaded[d], nil })
-	if err != nil {
-		return "", err
-	}
-	dyn, err := experiment.DynamicsTable(results, func(d string) (report.Run, error) { return loaded[d], nil })
-	if err != nil {
-		return "", err
-	}
-	svg := report.IntervalsSVG("Pass@1 with compaction per arm: mean over seeds, 95% bootstrap interval over seeds and tasks, each seed", "pass@1", experiment.Intervals(results))
-	if err := os.WriteFile(filepath.Join(dir, "arms.svg"), []byte(svg), 0o644); err != nil {
-		return "", fmt.Errorf("experiment plot: %w", err)
-	}
-	page := report.Page{Title: "CompactionRL experiment", Tables: []report.Table{experiment.Table(results), experiment.EffectsTable(results), dyn, credit}, Figures: []string{svg},
-		Notes: []string{"Command: " + cmdline, "Learning curves: one line per arm and seed."}, Runs: runs}
-	htmlPath := filepath.Join(dir, "report.html")
-	if err := report.WriteFile(htmlPath, page); err != nil {
-		return "", err
-	}
-	return htmlPath, nil
 }
 
 func armNames() string {
