@@ -1,9 +1,16 @@
 package bench
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
+
+	"github.com/compactrl/compactrl/kernel"
 )
 
 // WritePathsTable renders the reports of one bench run per kernel code path
@@ -109,4 +116,68 @@ func WritePathsTable(w io.Writer, rs []*Report) error {
 	b.WriteString("\nRates are medians of the timed runs; ratios are against the row's reference (GEMM: the path's own measured peak).\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ParsePaths reads a comma-separated list of kernel paths this CPU
+// supports (kernel.Paths), or "all" for every one, each at most once.
+func ParsePaths(spec string) ([]string, error) {
+	if spec == "all" {
+		return kernel.Paths(), nil
+	}
+	var out []string
+	for _, p := range strings.Split(spec, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(kernel.Paths(), p) {
+			return nil, fmt.Errorf("bench model --paths: %q is not a kernel path of this CPU (it supports %s)", p, strings.Join(kernel.Paths(), ", "))
+		}
+		if slices.Contains(out, p) {
+			return nil, fmt.Errorf("bench model --paths: %q given twice", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// RunPaths measures each kernel path in its own process: self (this
+// program) run with args (which must make it print one Report as JSON)
+// and kernel.EnvPath set to the path; the references (PyTorch, llama.cpp)
+// run in the first process only (skip lists the flags that turn them off
+// in the others). Progress and the children's stderr go to progress.
+func RunPaths(ctx context.Context, self string, paths, args, skip []string, progress io.Writer) ([]*Report, error) {
+	var reports []*Report
+	for i, p := range paths {
+		child := slices.Clone(args)
+		if i > 0 {
+			child = append(child, skip...)
+		}
+		fmt.Fprintf(progress, "bench: kernel path %s (%d of %d)\n", p, i+1, len(paths))
+		cmd := exec.CommandContext(ctx, self, child...)
+		cmd.Env = append(os.Environ(), kernel.EnvPath+"="+p)
+		cmd.Stderr = progress
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("bench model on kernel path %s: %w", p, err)
+		}
+		var r Report
+		if err := json.Unmarshal(out, &r); err != nil {
+			return nil, fmt.Errorf("bench model on kernel path %s: reading its report: %w", p, err)
+		}
+		if r.KernelPath != p {
+			return nil, fmt.Errorf("bench model: the run for kernel path %s measured path %s", p, r.KernelPath)
+		}
+		reports = append(reports, &r)
+	}
+	return reports, nil
+}
+
+// Invalid says why each report that is not a valid comparison is not,
+// "PATH: reasons", in order.
+func Invalid(reports []*Report) []string {
+	var invalid []string
+	for _, r := range reports {
+		if !r.Validity.Valid {
+			invalid = append(invalid, r.KernelPath+": "+strings.Join(r.Validity.Reasons, "; "))
+		}
+	}
+	return invalid
 }

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"github.com/compactrl/compactrl/kernel"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -43,5 +45,20 @@ func TestPathsTableRenders(t *testing.T) {
 	}
 	if err := WritePathsTable(&b, nil); err == nil {
 		t.Error("no reports gave no error")
+	}
+}
+
+func TestParsePaths(t *testing.T) {
+	all, err := ParsePaths("all")
+	if err != nil || !slices.Equal(all, kernel.Paths()) {
+		t.Fatalf("ParsePaths(all) = %v, %v; want %v", all, err, kernel.Paths())
+	}
+	if got, err := ParsePaths("go"); err != nil || !slices.Equal(got, []string{"go"}) {
+		t.Errorf("ParsePaths(go) = %v, %v", got, err)
+	}
+	for _, bad := range []string{"go,go", "sse9", ""} {
+		if _, err := ParsePaths(bad); err == nil {
+			t.Errorf("ParsePaths(%q) gave no error", bad)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -48,7 +47,7 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 		if *cpuProfile != "" {
 			return fmt.Errorf("bench model: --cpuprofile profiles one process; it cannot be combined with --paths")
 		}
-		list, err := benchPaths(*paths)
+		list, err := bench.ParsePaths(*paths)
 		if err != nil {
 			return err
 		}
@@ -100,57 +99,17 @@ func runBenchModel(ctx context.Context, e env, args []string) error {
 	return err
 }
 
-// benchPaths reads --paths: "all" is every path this CPU supports.
-func benchPaths(spec string) ([]string, error) {
-	if spec == "all" {
-		return kernel.Paths(), nil
-	}
-	var out []string
-	for _, p := range strings.Split(spec, ",") {
-		p = strings.TrimSpace(p)
-		if !slices.Contains(kernel.Paths(), p) {
-			return nil, fmt.Errorf("bench model --paths: %q is not a kernel path of this CPU (it supports %s)", p, strings.Join(kernel.Paths(), ", "))
-		}
-		if slices.Contains(out, p) {
-			return nil, fmt.Errorf("bench model --paths: %q given twice", p)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// benchEachPath runs `compactrl bench model ARGS --json` once per kernel
-// path in a child process (the path is fixed when a process starts) and
-// prints the reports side by side. Only the first child runs the PyTorch
-// and llama.cpp references: they do not depend on the path.
+// benchEachPath runs `bench model` once per kernel path (bench.RunPaths)
+// and prints the reports side by side.
 func benchEachPath(ctx context.Context, e env, paths, args []string, asJSON, requireValid bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench model --paths: %w", err)
 	}
-	var reports []*bench.Report
-	for i, p := range paths {
-		child := append([]string{"bench", "model"}, withoutFlag(args, "json")...)
-		child = append(child, "--json")
-		if i > 0 {
-			child = append(child, "--skip-torch", "--skip-llama")
-		}
-		fmt.Fprintf(e.stderr, "bench: kernel path %s (%d of %d)\n", p, i+1, len(paths))
-		cmd := exec.CommandContext(ctx, self, child...)
-		cmd.Env = append(os.Environ(), kernel.EnvPath+"="+p)
-		cmd.Stderr = e.stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return fmt.Errorf("bench model on kernel path %s: %w", p, err)
-		}
-		var r bench.Report
-		if err := json.Unmarshal(out, &r); err != nil {
-			return fmt.Errorf("bench model on kernel path %s: reading its report: %w", p, err)
-		}
-		if r.KernelPath != p {
-			return fmt.Errorf("bench model: the run for kernel path %s measured path %s", p, r.KernelPath)
-		}
-		reports = append(reports, &r)
+	child := append(append([]string{"bench", "model"}, withoutFlag(args, "json")...), "--json")
+	reports, err := bench.RunPaths(ctx, self, paths, child, []string{"--skip-torch", "--skip-llama"}, e.stderr)
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
@@ -162,13 +121,7 @@ func benchEachPath(ctx context.Context, e env, paths, args []string, asJSON, req
 	if err != nil || !requireValid {
 		return err
 	}
-	var invalid []string
-	for _, r := range reports {
-		if !r.Validity.Valid {
-			invalid = append(invalid, r.KernelPath+": "+strings.Join(r.Validity.Reasons, "; "))
-		}
-	}
-	if len(invalid) > 0 {
+	if invalid := bench.Invalid(reports); len(invalid) > 0 {
 		return fmt.Errorf("bench model: not a valid comparison (--require-valid): %s", strings.Join(invalid, " | "))
 	}
 	return nil

@@ -78,18 +78,3 @@ func TestWithoutFlag(t *testing.T) {
 		}
 	}
 }
-
-func TestBenchPaths(t *testing.T) {
-	all, err := benchPaths("all")
-	if err != nil || !slices.Equal(all, kernel.Paths()) {
-		t.Fatalf("benchPaths(all) = %v, %v; want %v", all, err, kernel.Paths())
-	}
-	if got, err := benchPaths("go"); err != nil || !slices.Equal(got, []string{"go"}) {
-		t.Errorf("benchPaths(go) = %v, %v", got, err)
-	}
-	for _, bad := range []string{"go,go", "sse9", ""} {
-		if _, err := benchPaths(bad); err == nil {
-			t.Errorf("benchPaths(%q) gave no error", bad)
-		}
-	}
-}
