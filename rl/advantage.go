@@ -1,41 +1,44 @@
 package rl
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/compactrl/compactrl/episode"
-
 	"github.com/compactrl/compactrl/internal/field"
 )
 
 // AdvantageConfig configures ComputeAdvantages. It is the one definition
 // of these settings: the YAML keys are those of a training config's rl
 // section (train.RLConfig inlines this struct), the flags of `compactrl
-// advantages` have the same names, and Validate is the one check of their
-// ranges, its errors naming each setting by its key.
+// advantages` are derived from its yaml and help tags (internal/flagbind),
+// and Validate is the one check of their ranges, its errors naming each
+// setting by its key.
 type AdvantageConfig struct {
-	Estimator Estimator `yaml:"estimator"` // one of EstimatorNames()
+	Estimator Estimator `yaml:"estimator" help:"advantage estimator, a registered name"` // one of EstimatorNames()
 	// Gamma is the discount γ ∈ [0, 1]. γ = 0 is a legal discount: every
 	// optimised token's advantage is then its own δ_i = r_i − V_i, and the
 	// cross-segment factor (γλ)^{N_{>s}} is 0 for all but the last
 	// trainable segment (docs/design.md §1.7).
-	Gamma float64 `yaml:"gamma"`
+	Gamma float64 `yaml:"gamma" help:"discount γ in [0, 1] (0 is legal: each token's advantage is its own δ)"`
 	// Alpha > 0 selects the length-adaptive λ = max(0, 1 − 1/(α·l)), l the
 	// episode's optimised-token count; Alpha == 0 selects the fixed Lambda.
-	Alpha float64 `yaml:"alpha"`
+	Alpha float64 `yaml:"alpha" help:"length-adaptive λ = 1 − 1/(α·l), l the episode's optimised tokens (0: the fixed lambda)"`
 	// Lambda is the fixed λ ∈ [0, 1], used when Alpha == 0; it must be 0
 	// while Alpha > 0 (it would be ignored).
-	Lambda float64 `yaml:"lambda"`
+	Lambda float64 `yaml:"lambda" help:"fixed GAE λ in [0, 1], used with alpha 0"`
 	// Eps is the ε of GRPO's (R − mean)/(std + ε).
-	Eps float64 `yaml:"eps"`
+	Eps float64 `yaml:"eps" help:"ε of grpo's (R − mean)/(std + ε)"`
 	// GroupByTask groups GRPO episodes by Task instead of Group.
-	GroupByTask bool `yaml:"group_by_task"`
+	GroupByTask bool `yaml:"group_by_task" help:"grpo groups: episodes of one task (default: the group field)"`
 	// MaskOverlong masks overlong episodes (infra_error ones always are).
-	MaskOverlong bool `yaml:"mask_overlong"`
+	MaskOverlong bool `yaml:"mask_overlong" help:"give overlong episodes advantages; infra_error and verifier_error episodes are always masked"`
 	// ScaledReturns makes the critic target Â + V instead of A^loc + V
 	// (the two differ only under cross-gae).
-	ScaledReturns bool `yaml:"scaled_returns"`
+	ScaledReturns bool `yaml:"scaled_returns" help:"critic target Â + V instead of A^loc + V (cross-gae)"`
 }
 
 // DefaultAdvantageConfig is docs/design.md §1.7's default: cross-gae, γ = 1,
@@ -234,4 +237,48 @@ func gaeBackward(adv, ret, v []float64, mask []int, gamma, gl, scale float64, sc
 		count++
 	}
 	return gaeState{nextV, gae, r}, count
+}
+
+// AdvantagesJSONL reads episodes from r, fills their advantages and returns
+// (ComputeAdvantages) and writes them to w, unchanged otherwise and in the
+// same order. The GAE estimators stream one episode at a time; the grouped
+// ones (grpo, dr-grpo) hold every episode, since a group's members may be
+// anywhere in the input. A bad line stops it with an error naming the line;
+// the episodes before it have been written.
+func AdvantagesJSONL(ctx context.Context, r *episode.Reader, w *episode.Writer, cfg AdvantageConfig) error {
+	var held []episode.Episode
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ep, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if !cfg.Estimator.UsesValues() {
+			held = append(held, ep)
+			continue
+		}
+		if err := EpisodeAdvantages(&ep, cfg); err != nil {
+			return fmt.Errorf("line %d: %w", r.Line(), err)
+		}
+		if err := w.Write(&ep); err != nil {
+			return err
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	if err := ComputeAdvantages(held, cfg); err != nil {
+		return err
+	}
+	for i := range held {
+		if err := w.Write(&held[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
