@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 
 	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/tokenizer"
@@ -42,101 +39,14 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	if *typ != "f32" && *typ != "f16" {
 		return fs.usageErr("--type %q: want f32 or f16", *typ)
 	}
-	opts := format.GGUFOptions{F16: *typ == "f16"}
-	if format.IsGGUF(*dir) {
-		return exportGGUFFromGGUF(ctx, e, *dir, *out, opts)
-	}
-	need := []string{format.ConfigFile}
-	if *tokFrom == "" {
-		need = append(need, tokenizer.File)
-	} else if !format.IsGGUF(*tokFrom) {
+	if *tokFrom != "" && !format.IsGGUF(*tokFrom) {
 		return fs.usageErr("--tokenizer %s: want a GGUF file", *tokFrom)
 	}
-	for _, name := range need {
-		if _, err := os.Stat(filepath.Join(*dir, name)); err != nil {
-			return fmt.Errorf("checkpoint %s: %s missing (a GGUF needs the config, the weights and the tokenizer; --tokenizer FILE.gguf gives the last): %w", *dir, name, err)
-		}
-	}
-	cfg, err := format.ReadConfig(*dir)
+	cfg, err := format.ExportGGUF(ctx, *dir, *out, *tokFrom, format.GGUFOptions{F16: *typ == "f16"})
 	if err != nil {
-		return err
-	}
-	if slices.Contains(cfg.Architectures, "LlamaForSequenceClassification") {
-		return fmt.Errorf("checkpoint %s is a value model (LlamaForSequenceClassification): only policies export to GGUF", *dir)
-	}
-	// Before any tensor is read or sized: the config's weights fit the
-	// memory ceiling, and the files hold exactly the tensors it implies.
-	if err := cfg.CheckMemory(filepath.Join(*dir, format.ConfigFile)); err != nil {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	hdr, path, err := format.ReadWeightsHeader(*dir)
-	if err != nil {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	if err := cfg.CheckTensors(path, hdr); err != nil {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	ts, err := format.ReadWeights(*dir)
-	if err != nil {
-		return err
-	}
-	if *tokFrom != "" {
-		tok, err := format.ReadTokenizer(*tokFrom)
-		if err != nil {
-			return fmt.Errorf("export gguf: --tokenizer: %w", err)
-		}
-		tc, err := format.ReadTokenizerConfig(*tokFrom)
-		if err != nil {
-			return fmt.Errorf("export gguf: --tokenizer: %w", err)
-		}
-		opts.ChatTemplate = tc.ChatTemplate
-		if err := format.WriteGGUFWith(*out, cfg, ts, tok, opts); err != nil {
-			return err
-		}
-		return reportGGUF(e, *out, cfg)
-	}
-	tok, err := tokenizer.Load(filepath.Join(*dir, tokenizer.File))
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if tc, err := tokenizer.LoadConfig(filepath.Join(*dir, tokenizer.ConfigFile)); err == nil {
-		opts.ChatTemplate = tc.ChatTemplate
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	if err := format.WriteGGUFWith(*out, cfg, ts, tok, opts); err != nil {
 		return err
 	}
 	return reportGGUF(e, *out, cfg)
-}
-
-// exportGGUFFromGGUF re-writes a GGUF checkpoint (any type ReadGGUF
-// dequantizes) as F32 or F16, with its vocabulary, special tokens and
-// chat template.
-func exportGGUFFromGGUF(ctx context.Context, e env, in, out string, opts format.GGUFOptions) error {
-	cfg, ts, err := format.ReadGGUFCheckpoint(in)
-	if err != nil {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	tok, err := format.ReadTokenizer(in)
-	if err != nil {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	tc, err := format.ReadTokenizerConfig(in)
-	if err != nil {
-		return fmt.Errorf("export gguf: %w", err)
-	}
-	opts.ChatTemplate = tc.ChatTemplate
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := format.WriteGGUFWith(out, cfg, ts, tok, opts); err != nil {
-		return err
-	}
-	return reportGGUF(e, out, cfg)
 }
 
 func reportGGUF(e env, out string, cfg format.LlamaConfig) error {
