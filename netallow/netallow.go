@@ -321,3 +321,31 @@ func (l *List) Client() *http.Client {
 	t.MaxIdleConnsPerHost = 256 // many episodes share one engine
 	return &http.Client{Transport: t}
 }
+
+// LoopbackOnly reports whether listen (host:port) binds loopback
+// addresses only: an empty host or an unspecified address binds every
+// interface; a name counts as loopback when every address it resolves to
+// is.
+func LoopbackOnly(ctx context.Context, listen string) (bool, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false, fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if host == "" {
+		return false, nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().IsLoopback(), nil
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return false, fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	for _, a := range addrs {
+		if !a.Unmap().IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(addrs) > 0, nil
+}
+

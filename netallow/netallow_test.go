@@ -176,3 +176,16 @@ func TestLoopback(t *testing.T) {
 		t.Error("localhost refused")
 	}
 }
+
+func TestLoopbackOnly(t *testing.T) {
+	for listen, want := range map[string]bool{"127.0.0.1:8090": true, "[::1]:1": true, "localhost:0": true,
+		"0.0.0.0:8090": false, ":8090": false, "[::]:1": false, "10.0.0.7:80": false, "[::ffff:127.0.0.1]:1": true} {
+		got, err := LoopbackOnly(context.Background(), listen)
+		if err != nil || got != want {
+			t.Errorf("%s: %v %v, want %v", listen, got, err, want)
+		}
+	}
+	if _, err := LoopbackOnly(context.Background(), "no-port"); err == nil || !strings.Contains(err.Error(), "--listen") {
+		t.Errorf("no port: %v", err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -156,7 +155,7 @@ func (o *serveOptions) apiKey(e env) (string, error) {
 		return "", fmt.Errorf("%s: the key has %d bytes, want at least %d (e.g. openssl rand -hex 32)", from, len(key), serve.MinAPIKeyLen)
 	}
 	if key == "" {
-		loop, err := loopbackOnly(o.listen)
+		loop, err := netallow.LoopbackOnly(context.Background(), o.listen)
 		if err != nil {
 			return "", err
 		}
@@ -165,33 +164,6 @@ func (o *serveOptions) apiKey(e env) (string, error) {
 		}
 	}
 	return key, nil
-}
-
-// loopbackOnly reports whether listen (host:port) binds loopback
-// addresses only: an empty host or an unspecified address binds every
-// interface; a name counts as loopback when every address it resolves to
-// is.
-func loopbackOnly(listen string) (bool, error) {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false, fmt.Errorf("--listen %q: %w", listen, err)
-	}
-	if host == "" {
-		return false, nil
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap().IsLoopback(), nil
-	}
-	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
-	if err != nil {
-		return false, fmt.Errorf("--listen %q: %w", listen, err)
-	}
-	for _, a := range addrs {
-		if !a.Unmap().IsLoopback() {
-			return false, nil
-		}
-	}
-	return len(addrs) > 0, nil
 }
 
 func (o *serveOptions) validate() error {
