@@ -348,4 +348,3 @@ func LoopbackOnly(ctx context.Context, listen string) (bool, error) {
 	}
 	return len(addrs) > 0, nil
 }
-
