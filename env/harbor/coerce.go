@@ -2,6 +2,7 @@ package harbor
 
 import (
 	"fmt"
+	fielderr "github.com/compactrl/compactrl/internal/field"
 	"math"
 	"slices"
 	"sort"
@@ -21,15 +22,10 @@ type decoder struct {
 	declared func(path string, names []string)
 }
 
-// fieldError is an invalid value in task.toml.
-type fieldError struct {
-	File, Field, Msg string
-}
-
-func (e *fieldError) Error() string { return e.File + ": " + e.Field + ": " + e.Msg }
-
+// errf is an invalid value in task.toml: a field.Error at path (the
+// dotted key), wrapped with the file's name.
 func (d *decoder) errf(path, format string, args ...any) error {
-	return &fieldError{File: d.file, Field: path, Msg: fmt.Sprintf(format, args...)}
+	return fmt.Errorf("%s: %w", d.file, fielderr.Errorf(path, format, args...))
 }
 
 func join(path, key string) string {
