@@ -108,10 +108,7 @@ func (f *taskFlags) sandbox(confine bool) (backend, error) {
 // an error. Episode workspaces go under *workRoot (nil: the system's
 // temporary directory), read when each episode's environment is made.
 func (f *taskFlags) load(ctx context.Context, e env, cmd string, b backend, limits sandbox.Limits, workRoot *string) ([]tasks.Task, []tasks.Skipped, error) {
-	o := tasks.Options{Engine: b.engine, Limits: limits, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout,
-		CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network, Settings: f.values(),
-		Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) },
-		Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
+	o := tasks.Options{Sandboxing: tasks.Sandboxing{Engine: b.engine, Limits: limits, CommandTimeout: f.cmdTimeout, AgentTimeout: f.agentTimeout, CacheDir: f.cache, KeepWorkspace: f.keep, NoFormatHint: f.noHint, Network: f.network}, Settings: f.values(), Warn: func(w string) { fmt.Fprintf(e.stderr, "%s: warning: %s\n", cmd, w) }, Info: func(m string) { fmt.Fprintf(e.stderr, "%s: %s\n", cmd, m) }}
 	if workRoot != nil {
 		o.WorkRoot = func() string { return *workRoot }
 	}

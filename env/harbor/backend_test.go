@@ -2,6 +2,7 @@ package harbor
 
 import (
 	"context"
+	"github.com/compactrl/compactrl/env/tasks"
 	"sync/atomic"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestBackendChosenByOptionsNotRunnerType(t *testing.T) {
 	}
 	var n atomic.Int32
 	wrapped := countingRunner{sandbox.Bubblewrap{}, &n}
-	e := New(task, Options{Runner: wrapped})
+	e := New(task, Options{Sandboxing: tasks.Sandboxing{Runner: wrapped}})
 	if _, ok := e.back.(*hostBackend); !ok {
 		t.Fatalf("wrapped host runner: backend %T, want *hostBackend", e.back)
 	}
@@ -58,14 +59,14 @@ func TestBackendChosenByOptionsNotRunnerType(t *testing.T) {
 	// A container engine as a wrapped Runner is still the host's runner:
 	// only Engine selects the container backend.
 	for _, o := range []Options{
-		{Runner: wrapped, Engine: &sandbox.Container{Engine: "podman"}},
-		{Engine: &sandbox.Container{Engine: "docker"}},
+		{Sandboxing: tasks.Sandboxing{Runner: wrapped, Engine: &sandbox.Container{Engine: "podman"}}},
+		{Sandboxing: tasks.Sandboxing{Engine: &sandbox.Container{Engine: "docker"}}},
 	} {
 		if b := New(task, o).back; func() bool { _, ok := b.(*boxBackend); return !ok }() {
 			t.Fatalf("Engine set: backend %T, want *boxBackend", b)
 		}
 	}
-	if b := New(task, Options{Runner: countingRunner{sandbox.Container{Engine: "podman"}, &n}}).back; func() bool { _, ok := b.(*hostBackend); return !ok }() {
+	if b := New(task, Options{Sandboxing: tasks.Sandboxing{Runner: countingRunner{sandbox.Container{Engine: "podman"}, &n}}}).back; func() bool { _, ok := b.(*hostBackend); return !ok }() {
 		t.Fatalf("container wrapped as Runner: backend %T, want *hostBackend (the field says host)", b)
 	}
 }

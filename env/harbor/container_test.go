@@ -3,6 +3,7 @@ package harbor
 import (
 	"context"
 	"errors"
+	"github.com/compactrl/compactrl/env/tasks"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,7 +143,7 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 	if tc.execTimeout > 0 {
 		c.ExecTimeout = tc.execTimeout
 	}
-	e := New(task, Options{Engine: &c, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
+	e := New(task, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
 	defer func() {
 		if err := e.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -206,7 +207,7 @@ func TestContainerEpisodeLeavesNothing(t *testing.T) {
 	c := sandbox.Container{Engine: "podman"}
 	ctx := context.Background()
 	root := t.TempDir()
-	e := New(task, Options{Engine: &c, WorkRoot: root, ExposeSolution: true})
+	e := New(task, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, WorkRoot: root, ExposeSolution: true})
 	if _, err := e.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestComposeEpisodeLeavesNothing(t *testing.T) {
 	if _, _, err := ImageRef(ctx, task, c, ""); err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
-	e := New(task, Options{Engine: &c, WorkRoot: t.TempDir(), ExposeSolution: true})
+	e := New(task, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, WorkRoot: t.TempDir(), ExposeSolution: true})
 	if _, err := e.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactrl/compactrl/env/tasks"
 	"io"
 	"io/fs"
 	"maps"
@@ -26,42 +27,26 @@ const OracleReply = "```bash\nbash /solution/solve.sh\n```\n<submit/>"
 
 // Options configure an Env. Zero values take the documented defaults.
 type Options struct {
-	// Runner is the host sandbox episodes run in when Engine is nil
-	// (default sandbox.Bubblewrap{}): environment/app/ copied to /app.
-	Runner sandbox.Runner
-	// Engine, when set, runs each episode the way Harbor does: in one
-	// container of the task's image ([environment] docker_image, else
-	// environment/Dockerfile built, else Engine's DefaultImage), with the
-	// verifier run in that container after the agent. Runner is then not
-	// used.
-	Engine *sandbox.Container
-	// Limits for the agent's and the verifier's sandboxes; a zero
-	// MemoryBytes takes [environment] memory_mb (else
-	// sandbox.DefaultLimits). See limits for what memory_mb bounds where.
-	Limits sandbox.Limits
-	// CommandTimeout bounds one action (default
-	// shelltask.DefaultCommandTimeout), never past the agent's deadline
-	// ([agent] timeout_sec from Reset).
-	CommandTimeout time.Duration
-	// AgentTimeout / VerifierTimeout override task.toml when > 0.
-	AgentTimeout, VerifierTimeout time.Duration
-	WorkRoot                      string // parent of the per-episode workspaces; default os.TempDir()
-	KeepWorkspace                 bool   // leave the workspace on disk after the episode
-	ExposeSolution                bool   // mount solution/ read-only at /solution (for the oracle)
-	NoFormatHint                  bool   // do not append the format hint to the task
+	// Sandboxing: Runner (default sandbox.Bubblewrap{}: environment/app/
+	// copied to /app), or Engine, which runs each episode the way Harbor
+	// does: in one container of the task's image ([environment]
+	// docker_image, else environment/Dockerfile built, else Engine's
+	// DefaultImage), with the verifier run in that container after the
+	// agent. Limits hold for the agent's and the verifier's sandboxes; a
+	// zero MemoryBytes takes [environment] memory_mb (see limits for what
+	// it bounds where). CommandTimeout defaults to
+	// shelltask.DefaultCommandTimeout; AgentTimeout overrides task.toml
+	// when > 0. Network needs the task to allow it ([environment]
+	// allow_internet not false); Terminal-Bench verifiers that install
+	// their test tools at run time need it.
+	tasks.Sandboxing
+	// VerifierTimeout overrides task.toml when > 0.
+	VerifierTimeout time.Duration
+	WorkRoot        string // parent of the per-episode workspaces; default os.TempDir()
+	ExposeSolution  bool   // mount solution/ read-only at /solution (for the oracle)
 	// FormatHint, if set, replaces shelltask.FormatHint() as the text
 	// appended to the task.
 	FormatHint string
-	// CacheDir, if set, is a host directory shared by every sandbox of
-	// every episode (shelltask.CacheMounts, shelltask.CacheEnv): builds in
-	// later episodes reuse earlier ones. Off by default, since one episode
-	// can then affect another.
-	CacheDir string
-	// Network gives the agent's and the verifier's sandboxes the host's
-	// network when the task allows it ([environment] allow_internet is not
-	// false). Off by default. Terminal-Bench verifiers that install their
-	// test tools at run time need it.
-	Network bool
 	// Reward chooses the scalar reward from the verifier's rewards (zero:
 	// Harbor's "reward" key, else the only key); LoadTasks refuses the
 	// tasks that cannot produce it (Task.CheckRewardChoice).

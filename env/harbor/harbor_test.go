@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactrl/compactrl/env/tasks"
 	"net"
 	"os"
 	"path/filepath"
@@ -209,11 +210,11 @@ func TestShippedTasksOracleAndEmpty(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(task.Dir, "solution", "solve.sh")); err != nil {
 				t.Fatal(err)
 			}
-			oracle := New(task, Options{ExposeSolution: true, CacheDir: cache})
+			oracle := New(task, Options{Sandboxing: tasks.Sandboxing{CacheDir: cache}, ExposeSolution: true})
 			if _, r := shelltasktest.Play(t, oracle, OracleReply); r != 1 {
 				t.Fatalf("oracle reward %v; verifier said:\n%s", r, oracle.VerifierOutput())
 			}
-			empty := New(task, Options{CacheDir: cache})
+			empty := New(task, Options{Sandboxing: tasks.Sandboxing{CacheDir: cache}})
 			if _, r := shelltasktest.Play(t, empty, shelltask.SubmitReply); r != 0 {
 				t.Fatalf("empty policy reward %v; verifier said:\n%s", r, empty.VerifierOutput())
 			}
@@ -312,7 +313,7 @@ func TestNetworkOptIn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := New(task, Options{Network: c.network})
+			e := New(task, Options{Sandboxing: tasks.Sandboxing{Network: c.network}})
 			if _, err := e.Reset(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -393,7 +394,7 @@ func TestTaskPrompt(t *testing.T) {
 	}{
 		{"embedded hint", Options{}, "Do it.\n\n" + shelltask.FormatHint()},
 		{"override", Options{FormatHint: "Reply in bash."}, "Do it.\n\nReply in bash."},
-		{"no hint", Options{NoFormatHint: true, FormatHint: "unused"}, "Do it."},
+		{"no hint", Options{Sandboxing: tasks.Sandboxing{NoFormatHint: true}, FormatHint: "unused"}, "Do it."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.opts.Runner = leakyRunner{} // no process runs: Reset only starts the session

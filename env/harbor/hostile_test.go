@@ -3,6 +3,7 @@ package harbor
 import (
 	"context"
 	"errors"
+	"github.com/compactrl/compactrl/env/tasks"
 	"os"
 	"strconv"
 	"strings"
@@ -132,7 +133,7 @@ func needConfined(t *testing.T) Options {
 	if mem, pids, _, disk := c.Enforced(); !mem || !pids || !disk {
 		testenv.Unavailable(t, "per-session limits not enforceable here: %s", c.Describe())
 	}
-	return Options{Runner: sandbox.Bubblewrap{Confine: c}}
+	return Options{Sandboxing: tasks.Sandboxing{Runner: sandbox.Bubblewrap{Confine: c}}}
 }
 
 // Four processes of 150 MB each under a task with memory_mb = 256: the
@@ -198,7 +199,7 @@ func TestLeakedSandboxReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(task, Options{Runner: leakyRunner{}})
+	e := New(task, Options{Sandboxing: tasks.Sandboxing{Runner: leakyRunner{}}})
 	if _, err := e.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func TestCacheHoldsNoTestsOrSolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, oracle := range []bool{false, true} {
-		e := New(task, Options{CacheDir: cache, ExposeSolution: oracle})
+		e := New(task, Options{Sandboxing: tasks.Sandboxing{CacheDir: cache}, ExposeSolution: oracle})
 		if _, err := e.Reset(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +397,7 @@ func TestMemoryMBLimits(t *testing.T) {
 	if l.MemoryBytes != 256<<20 || l.SessionMemoryBytes != 0 {
 		t.Fatalf("limits %+v: want MemoryBytes 256 MiB and SessionMemoryBytes left to default to it", l)
 	}
-	if l := New(task, Options{Limits: sandbox.Limits{MemoryBytes: 1 << 30}}).limits(); l.MemoryBytes != 1<<30 {
+	if l := New(task, Options{Sandboxing: tasks.Sandboxing{Limits: sandbox.Limits{MemoryBytes: 1 << 30}}}).limits(); l.MemoryBytes != 1<<30 {
 		t.Fatalf("--memory-mb does not override memory_mb: %+v", l)
 	}
 }

@@ -73,7 +73,7 @@ func TestRewardKeyRefusedAtLoad(t *testing.T) {
 		{dir: js, key: "coverage", skipped: `no file of tests/ names the key "coverage"`},
 		{dir: js, agg: "min"},
 	} {
-		ts, skipped, err := LoadTasks(context.Background(), c.dir, tasks.Options{Runner: sandbox.Bubblewrap{}, Settings: tasks.Settings{settingRewardKey: c.key, settingRewardAgg: c.agg}})
+		ts, skipped, err := LoadTasks(context.Background(), c.dir, tasks.Options{Sandboxing: tasks.Sandboxing{Runner: sandbox.Bubblewrap{}}, Settings: tasks.Settings{settingRewardKey: c.key, settingRewardAgg: c.agg}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestRewardKeyRefusedAtLoad(t *testing.T) {
 			t.Errorf("%s key %q: %d tasks, skipped %v; want it skipped for %q", c.dir, c.key, len(ts), skipped, c.skipped)
 		}
 	}
-	if _, _, err := LoadTasks(context.Background(), txt, tasks.Options{Runner: sandbox.Bubblewrap{}, Settings: tasks.Settings{settingRewardKey: "a", settingRewardAgg: "sum"}}); err == nil {
+	if _, _, err := LoadTasks(context.Background(), txt, tasks.Options{Sandboxing: tasks.Sandboxing{Runner: sandbox.Bubblewrap{}}, Settings: tasks.Settings{settingRewardKey: "a", settingRewardAgg: "sum"}}); err == nil {
 		t.Error("both --reward-key and --reward-agg accepted")
 	}
 }
@@ -134,7 +134,7 @@ func TestLoadTasksStopsWhenCancelled(t *testing.T) {
 	dir := writeTask(t, map[string]string{"instruction.md": "x", "task.toml": "", "tests/test.sh": "echo 1 > /logs/verifier/reward.txt"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if ts, _, err := LoadTasks(ctx, dir, tasks.Options{Runner: sandbox.Bubblewrap{}}); !errors.Is(err, context.Canceled) || ts != nil {
+	if ts, _, err := LoadTasks(ctx, dir, tasks.Options{Sandboxing: tasks.Sandboxing{Runner: sandbox.Bubblewrap{}}}); !errors.Is(err, context.Canceled) || ts != nil {
 		t.Fatalf("LoadTasks after cancel = %d tasks, %v; want context.Canceled", len(ts), err)
 	}
 }

@@ -58,8 +58,7 @@ func LoadTasks(ctx context.Context, dir string, o tasks.Options) ([]tasks.Task, 
 	for _, f := range failed {
 		skipped = append(skipped, tasks.Skipped{Task: f.Task, Reason: "does not load: " + f.Reason})
 	}
-	opts := Options{Runner: o.Runner, Engine: o.Engine, Limits: o.Limits, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
-		CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network, Reward: choice}
+	opts := Options{Sandboxing: o.Sandboxing, Reward: choice}
 	for _, t := range hts {
 		for _, w := range t.Warnings {
 			o.Warning("task " + t.Name + ": " + w)

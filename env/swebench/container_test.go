@@ -3,6 +3,7 @@ package swebench
 import (
 	"context"
 	"encoding/json"
+	"github.com/compactrl/compactrl/env/tasks"
 	"os"
 	"os/exec"
 	"strings"
@@ -69,7 +70,7 @@ func play(t *testing.T, c sandbox.Container, inst Instance, image string, replie
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e := New(inst, Options{Engine: &c, Image: image, WorkRoot: t.TempDir(), EvalTimeout: 3 * time.Minute})
+	e := New(inst, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, Image: image, WorkRoot: t.TempDir(), EvalTimeout: 3 * time.Minute})
 	defer e.Close()
 	task, err := e.Reset(ctx)
 	if err != nil {
@@ -198,7 +199,7 @@ func TestContainerAgentDiff(t *testing.T) {
 func TestContainerImageMissing(t *testing.T) {
 	c := mustHaveImage(t, testImagePrefix+"pytest:latest")
 	inst := testInstances(t)["sympy__sympy-90003"]
-	e := New(inst, Options{Engine: &c, Namespace: "compactrl-no-such-namespace", WorkRoot: t.TempDir()})
+	e := New(inst, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, Namespace: "compactrl-no-such-namespace", WorkRoot: t.TempDir()})
 	defer e.Close()
 	_, err := e.Reset(context.Background())
 	want := "compactrl-no-such-namespace/sweb.eval.x86_64.sympy_1776_sympy-90003:latest"

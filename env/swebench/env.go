@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/compactrl/compactrl/env/tasks"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,12 +25,12 @@ import (
 
 // Options configure an Env. Zero values take the documented defaults.
 type Options struct {
-	// Runner is the host sandbox of the local-repository mode (default
-	// sandbox.Bubblewrap{}), used when Engine is nil.
-	Runner sandbox.Runner
-	// Engine, when set, selects container mode: the instance's image, the
-	// harness's eval script and grading. Runner is then not used.
-	Engine *sandbox.Container
+	// Sandboxing: Runner is the host sandbox of the local-repository mode
+	// (default sandbox.Bubblewrap{}); Engine selects container mode (the
+	// instance's image, the harness's eval script and grading).
+	// CommandTimeout defaults to shelltask.DefaultCommandTimeout,
+	// AgentTimeout (the whole agent phase) to 30 min.
+	tasks.Sandboxing
 	// Image is the instance's image in container mode (an --image-map
 	// entry); "" tries ImageCandidates.
 	Image string
@@ -42,14 +43,9 @@ type Options struct {
 	// ReposDir holds the local repositories: an instance's repository is
 	// its repo_path, else ReposDir/<owner>__<name>, ReposDir/<owner>/<name>
 	// or ReposDir/<name>, the first that is a git repository.
-	ReposDir       string
-	Limits         sandbox.Limits
-	CommandTimeout time.Duration // per action; default shelltask.DefaultCommandTimeout
-	AgentTimeout   time.Duration // whole agent phase; default 30 min
-	TestTimeout    time.Duration // local mode: per test id; default 300 s
-	WorkRoot       string        // parent of the workspaces; default os.TempDir()
-	KeepWorkspace  bool
-	NoFormatHint   bool
+	ReposDir    string
+	TestTimeout time.Duration // local mode: per test id; default 300 s
+	WorkRoot    string        // parent of the workspaces; default os.TempDir()
 	// FormatHint, if set, replaces shelltask.FormatHint() as the text
 	// appended to the task.
 	FormatHint string
@@ -57,8 +53,6 @@ type Options struct {
 	// over TaskData that renders the task shown to the policy (before the
 	// format hint).
 	TaskTemplate string
-	CacheDir     string // a build cache shared by every sandbox (shelltask.CacheMounts); off by default
-	Network      bool   // share the host's network with every sandbox (off by default)
 }
 
 // Report is the verdict of one evaluation.

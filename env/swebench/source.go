@@ -61,8 +61,7 @@ func LoadTasks(ctx context.Context, path string, o tasks.Options) ([]tasks.Task,
 	var ts []tasks.Task
 	var skipped []tasks.Skipped
 	for _, in := range insts {
-		opts := Options{Runner: o.Runner, Engine: o.Engine, Limits: o.Limits, ReposDir: repos, CommandTimeout: o.CommandTimeout, AgentTimeout: o.AgentTimeout,
-			CacheDir: o.CacheDir, KeepWorkspace: o.KeepWorkspace, NoFormatHint: o.NoFormatHint, Network: o.Network,
+		opts := Options{Sandboxing: o.Sandboxing, ReposDir: repos,
 			Namespace: o.Settings.Get(settingNamespace), Image: images[in.InstanceID]}
 		err := New(in, opts).back.admit(ctx, &opts)
 		if cerr := ctx.Err(); cerr != nil {

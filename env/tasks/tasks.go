@@ -160,13 +160,12 @@ import (
 	"github.com/compactrl/compactrl/sandbox"
 )
 
-// Options are what every source is given besides the path: the sandbox
-// and its limits, the per-command and agent timeouts, the settings of the
-// command line's task flags, and every source's own settings. A source
-// ignores what does not concern it.
-type Options struct {
+// Sandboxing are the settings every source's environments share: where
+// episodes run and how long they may take. Each environment package's own
+// Options embed it; a zero field takes the source's or the task's default.
+type Sandboxing struct {
 	// Runner is the host sandbox (bubblewrap) episodes run in when Engine
-	// is nil.
+	// is nil (default sandbox.Bubblewrap{}).
 	Runner sandbox.Runner
 	// Engine, when set, is the container engine (podman, docker) episodes
 	// run in: each source runs its tasks in containers of their images
@@ -174,12 +173,25 @@ type Options struct {
 	// not used. The choice is this field's, never the Runner's type.
 	Engine         *sandbox.Container
 	Limits         sandbox.Limits // per sandbox; zero fields take the task's or the defaults
-	CommandTimeout time.Duration  // one action; 0: the source's default
+	CommandTimeout time.Duration  // one action, never past the agent's deadline; 0: the source's default
 	AgentTimeout   time.Duration  // the agent phase; 0: the task's own, else the source's default
-	CacheDir       string         // a build cache shared by every sandbox ("": none)
-	KeepWorkspace  bool           // leave episode workspaces on disk
-	NoFormatHint   bool           // do not append the action-format hint to each task
-	Network        bool           // give sandboxes the host's network (where the task allows it)
+	// CacheDir, if set, is a host directory shared by every sandbox of
+	// every episode (shelltask.CacheMounts): builds in later episodes reuse
+	// earlier ones. Off by default, since one episode can then affect
+	// another.
+	CacheDir      string
+	KeepWorkspace bool // leave episode workspaces on disk
+	NoFormatHint  bool // do not append the action-format hint to each task
+	// Network gives sandboxes the host's network where the task allows it.
+	// Off by default.
+	Network bool
+}
+
+// Options are what every source is given besides the path: the shared
+// Sandboxing, the settings of the command line's task flags, and every
+// source's own settings. A source ignores what does not concern it.
+type Options struct {
+	Sandboxing
 	// Settings are the values of the sources' own settings
 	// (RegisterSettings), by name; a source reads its own with Get.
 	Settings Settings
