@@ -87,6 +87,42 @@ type ChatPreset struct {
 	OptionalStop []string `json:"optional_stop,omitempty"`
 	// Trim: the template trims message contents (Jinja | trim).
 	Trim bool `json:"trim"`
+	// Detect says how DetectPreset recognises a model's own chat template
+	// as this preset (absent: never picked by detection).
+	Detect *Detection `json:"detect,omitempty"`
+}
+
+// Detection is how a preset is recognised from a model's
+// tokenizer_config.json: its chat_template contains every All marker and,
+// when Any or EOS are given, one Any marker or an eos token in EOS; or the
+// model ships no chat_template and its tokenizer has the special token
+// SpecialWithoutTemplate. Presets are tried by descending Priority (a
+// preset that refines another's markers ranks above it), then by name.
+type Detection struct {
+	All                    []string `json:"all,omitempty"`
+	Any                    []string `json:"any,omitempty"`
+	EOS                    []string `json:"eos,omitempty"`
+	SpecialWithoutTemplate string   `json:"special_without_template,omitempty"`
+	Priority               int      `json:"priority"`
+}
+
+// matches reports whether d recognises template (with its eos token).
+func (d *Detection) matches(template, eos string, hasSpecial func(string) bool) bool {
+	if template == "" {
+		return d.SpecialWithoutTemplate != "" && hasSpecial != nil && hasSpecial(d.SpecialWithoutTemplate)
+	}
+	if len(d.All) == 0 && len(d.Any) == 0 {
+		return false
+	}
+	for _, m := range d.All {
+		if !strings.Contains(template, m) {
+			return false
+		}
+	}
+	if len(d.Any) == 0 && len(d.EOS) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(d.Any, func(m string) bool { return strings.Contains(template, m) }) || slices.Contains(d.EOS, eos)
 }
 
 // The built-in presets, one file each under templates/: NAME.json holds
@@ -148,6 +184,11 @@ func Presets() map[string]ChatPreset {
 	for k, p := range builtinPresets() {
 		p.Stop = slices.Clone(p.Stop)
 		p.OptionalStop = slices.Clone(p.OptionalStop)
+		if p.Detect != nil {
+			d := *p.Detect
+			d.All, d.Any, d.EOS = slices.Clone(d.All), slices.Clone(d.Any), slices.Clone(d.EOS)
+			p.Detect = &d
+		}
 		out[k] = p
 	}
 	return out
@@ -164,35 +205,30 @@ func PresetNames() []string {
 }
 
 // DetectPreset picks the preset of a tokenizer_config.json's chat_template
-// (template) and eos token by the markers the template uses; hasSpecial
-// reports whether the tokenizer has a special token (GPT-OSS ships no
-// chat_template in tokenizer_config.json and is known by <|channel|>).
+// (template) and eos token by the markers each preset's Detect names;
+// hasSpecial reports whether the tokenizer has a special token (GPT-OSS
+// ships no chat_template in tokenizer_config.json and is known by
+// <|channel|>).
 func DetectPreset(template, eos string, hasSpecial func(string) bool) (ChatPreset, error) {
 	ps := Presets()
-	has := func(s string) bool { return strings.Contains(template, s) }
-	switch {
-	case has("<|im_start|>") && has("<tool_response>"):
-		return ps["qwen3"], nil
-	case has("<|im_start|>"):
-		return ps["chatml"], nil
-	case has("<|start_header_id|>"):
-		if has("ipython") || has("Cutting Knowledge Date") || eos == "<|eot_id|>" {
-			return ps["llama3.1"], nil
+	names := PresetNames()
+	slices.SortStableFunc(names, func(a, b string) int { return priority(ps[b]) - priority(ps[a]) })
+	for _, n := range names {
+		if d := ps[n].Detect; d != nil && d.matches(template, eos, hasSpecial) {
+			return ps[n], nil
 		}
-		return ps["llama3"], nil
-	case has("<｜User｜>"):
-		return ps["deepseek-v3"], nil
-	case has("<start_of_turn>"):
-		return ps["gemma3"], nil
-	case has("<|start|>") && has("<|message|>"), template == "" && hasSpecial != nil && hasSpecial("<|channel|>"):
-		return ps["gpt-oss"], nil
-	case has("[gMASK]") || has("<|observation|>"):
-		return ps["glm4"], nil
 	}
 	if template == "" {
 		return ChatPreset{}, errors.New("chat template: tokenizer_config.json has no chat_template; give --chat-template NAME (" + strings.Join(PresetNames(), ", ") + ")")
 	}
 	return ChatPreset{}, errors.New("chat template: tokenizer_config.json's chat_template matches no preset; give --chat-template NAME (" + strings.Join(PresetNames(), ", ") + ") or a preset .json file")
+}
+
+func priority(p ChatPreset) int {
+	if p.Detect == nil {
+		return 0
+	}
+	return p.Detect.Priority
 }
 
 // LoadPreset resolves --chat-template: a preset name, a preset .json file
