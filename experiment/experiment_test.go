@@ -3,6 +3,8 @@ package experiment
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/compactrl/compactrl/stats"
 	"math"
 	"os"
 	"path/filepath"
@@ -266,5 +268,29 @@ func TestEffectTInterval(t *testing.T) {
 	}
 	if cell := EffectsTable([]ArmResult{base, cr}).Rows[1][2]; !strings.Contains(cell, "t [-0.121, +1.121]") {
 		t.Fatalf("table cell %q", cell)
+	}
+}
+
+// One run's pass@1 gets the Wilson interval over its tasks (the bootstrap
+// over one run is the tasks' resampling, narrower than Wilson at 0 or 1).
+func TestCompareTableOneRunIsWilson(t *testing.T) {
+	run := func(passes ...int) train.EvalResult {
+		var e train.EvalResult
+		for i, p := range passes {
+			e.Outcomes = append(e.Outcomes, train.Outcome{TaskSeed: int64(i), Scored: true, Pass: p})
+			e.Pass1Compact += float64(p) / float64(len(passes))
+		}
+		e.Episodes, e.Range = len(passes), "dev"
+		return e
+	}
+	arms := []ArmResult{
+		{Arm: Arm{Name: "a", Label: "a"}, Evals: []train.EvalResult{run(1, 1, 1, 1)}, Seeds: []int64{1}},
+		{Arm: Arm{Name: "b", Label: "b"}, Evals: []train.EvalResult{run(1, 0, 1, 0)}, Seeds: []int64{1}},
+	}
+	tb := CompareTable(arms)
+	lo, hi := stats.Wilson(4, 4)
+	want := fmt.Sprintf("1.000 [%.3f, %.3f] (Wilson, one run)", lo, hi)
+	if got := tb.Rows[0][3]; got != want {
+		t.Fatalf("one run's cell %q, want %q", got, want)
 	}
 }

@@ -94,6 +94,20 @@ func Table(results []ArmResult) report.Table {
 // bootstrap when the arm has outcome grids, else the t-interval across
 // seeds (marked), else the mean alone.
 func meanCell(r ArmResult, vals []float64) string {
+	if len(r.Evals) == 1 && len(r.Evals[0].Outcomes) > 0 {
+		// One run: its tasks are the only sample, the binomial interval.
+		k, n := 0, 0
+		for _, o := range r.Evals[0].Outcomes {
+			if o.Scored {
+				n++
+				k += o.Pass
+			}
+		}
+		if n > 0 {
+			lo, hi := stats.Wilson(k, n)
+			return fmt.Sprintf("%.3f [%.3f, %.3f] (Wilson, one run)", float64(k)/float64(n), lo, hi)
+		}
+	}
 	if y, _, ok := Grid(r); ok {
 		if b, err := stats.HierarchicalMean(y, BootstrapReps, BootstrapSeed); err == nil {
 			return fmt.Sprintf("%.3f [%.3f, %.3f]", b.Est, b.Lo, b.Hi)

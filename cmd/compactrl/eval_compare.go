@@ -17,7 +17,7 @@ func runEvalCompare(ctx context.Context, e env, args []string) error {
 	fs := newCmdLine("eval compare", "eval compare [LABEL=]PATH[,PATH…] [LABEL=]PATH[,PATH…] …")
 	fs.about = "Each argument is an arm: its runs, comma-separated. A PATH is a run directory (its outcomes/final.json), an outcomes file\n" +
 		"(.json), an episode file of compactrl rollout (.jsonl, consecutive task seeds), or a directory of runs (DIR/seed-*, as an experiment's DIR/ARM). Every run must have been evaluated on the same tasks.\n" +
-		"Prints each arm's pass@1 with a 95% bootstrap interval over runs and tasks, and its paired difference against the first arm."
+		"Prints each arm's pass@1 with a 95% interval (one run: Wilson over its tasks; several: bootstrap over runs and tasks), and its paired difference against the first arm."
 	fs.examples = []string{"compactrl eval compare masked=runs/dev-masked/compactionrl unmasked=runs/dev-unmasked/compactionrl base=runs/dev-unmasked/base"}
 	fs.maxArgs = -1
 	pos, err := fs.parse(e, args)
