@@ -268,7 +268,7 @@ func joinF(v []float64) string {
 // compare`'s table, for runs of different experiments (other configs).
 func CompareTable(arms []ArmResult) report.Table {
 	t := report.Table{
-		Caption: "Pass@1 with compaction" + tasksCaption(arms) + "; 95% intervals: bootstrap over runs (RL seeds) and tasks, tasks shared by the paired arms",
+		Caption: "Pass@1 with compaction" + tasksCaption(arms) + "; 95% intervals: Wilson over the tasks of an arm of one run, else bootstrap over runs (RL seeds) and tasks; paired differences: bootstrap, tasks shared by the paired arms",
 		Header:  []string{"arm", "runs", "pass@1 per run", "pass@1, mean over runs [95%]", "Δ vs " + firstLabel(arms) + " [95%]"},
 	}
 	for i, r := range arms {
