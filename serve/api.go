@@ -31,7 +31,7 @@ type Engine struct {
 	// e.g. vLLM's "logprobs_mode": "processed_logprobs" (with raw
 	// log-probs, vLLM's default, only temperature 1, top_p 1 is served;
 	// docs/design.md, "Recorded log-probabilities"). Absent: the server's
-	// flag (KindOption.Flag).
+	// flag (KindOption.Flag()).
 	Options map[string]string `json:"-"`
 }
 

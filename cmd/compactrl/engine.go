@@ -53,7 +53,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	f.options = map[string]string{}
 	for _, o := range remote.KindOptions() {
 		f.options[o.Name] = o.Default()
-		fs.Var(optionFlag{f.options, o.Name}, o.Flag, o.Usage+" ("+o.Kind+" engines)")
+		fs.Var(optionFlag{f.options, o.Name}, o.Flag(), o.Usage+" ("+o.Kind+" engines)")
 	}
 	fs.StringVar(&f.seed, "engine-seed", remote.SeedRequest, "engine seeds: "+remote.SeedRequest+" (each request carries its seed, derived from the episode's) or "+
 		remote.SeedNone+" (none sent; for an SGLang without sampling_seed)")
@@ -71,7 +71,7 @@ func (f engineFlags) validate() error {
 	}
 	for _, o := range remote.KindOptions() {
 		if err := o.Check(f.options[o.Name]); err != nil {
-			return fmt.Errorf("--%s %w", o.Flag, err)
+			return fmt.Errorf("--%s %w", o.Flag(), err)
 		}
 	}
 	switch f.seed {

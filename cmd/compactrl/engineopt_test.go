@@ -27,7 +27,7 @@ func (scoringSampler) Sample(context.Context, infer.Request) (infer.Completion, 
 func registerScoringKind() {
 	scoringKind.Do(func() {
 		remote.RegisterKind(remote.EngineKind{Name: "scoring",
-			Options: []remote.KindOption{{Name: "scores", Flag: "engine-scores", Field: "scores", Values: []string{"raw", "processed"}, Usage: "what the servers score"}},
+			Options: []remote.KindOption{{Name: "scores", Field: "scores", Values: []string{"raw", "processed"}, Usage: "what the servers score"}},
 			New:     func(remote.Endpoint, *http.Client) infer.Sampler { return scoringSampler{} }})
 	})
 }

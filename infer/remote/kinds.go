@@ -39,7 +39,7 @@ import (
 // registration; the engine reads it from Endpoint.Options:
 //
 //	remote.RegisterKind(remote.EngineKind{Name: "myengine",
-//		Options: []remote.KindOption{{Name: "scores", Flag: "engine-scores", Field: "scores",
+//		Options: []remote.KindOption{{Name: "scores", Field: "scores",
 //			Values: []string{"raw", "processed"}, Usage: "what the myengine servers' log-probs are"}},
 //		New: func(e remote.Endpoint, c *http.Client) infer.Sampler {
 //			return NewMyEngine(e.URL, e.Model, e.Option("scores"), c)
@@ -69,8 +69,7 @@ type EngineKind struct {
 // request (engine.Field), each checked against Values.
 type KindOption struct {
 	Name   string   // ParseEndpoint's key and Endpoint.Options' key
-	Flag   string   // the command line's flag, without "--"
-	Field  string   // serve's request field under "engine"
+	Field  string   // serve's request field under "engine"; the command line's flag is derived from it (Flag)
 	Values []string // the accepted values, the default first
 	Usage  string   // the flag's help text
 }
@@ -82,6 +81,10 @@ func (o KindOption) Check(v string) error {
 	}
 	return fmt.Errorf("%q: want %s", v, orList(o.Values))
 }
+
+// Flag is the command line's flag, without "--": "engine-" and Field
+// with dashes for underscores (vLLM's logprobs_mode: engine-logprobs-mode).
+func (o KindOption) Flag() string { return "engine-" + strings.ReplaceAll(o.Field, "_", "-") }
 
 // Default is the value an endpoint without the option has: Values[0].
 func (o KindOption) Default() string { return o.Values[0] }
@@ -138,13 +141,13 @@ func RegisterKind(k EngineKind) {
 		panic("remote: engine kind " + k.Name + " registered twice")
 	}
 	for i, o := range k.Options {
-		if o.Name == "" || o.Flag == "" || o.Field == "" || len(o.Values) == 0 || slices.Contains(o.Values, "") {
+		if o.Name == "" || o.Field == "" || len(o.Values) == 0 || slices.Contains(o.Values, "") {
 			panic("remote: engine kind " + k.Name + ": an option needs a name, a flag, a field and non-empty values")
 		}
 		if slices.Contains(commonSpecKeys, o.Name) || slices.Contains(commonFieldKeys, o.Field) {
 			panic("remote: engine kind " + k.Name + ": option " + o.Name + " takes a key every endpoint has")
 		}
-		taken := func(p KindOption) bool { return p.Name == o.Name || p.Flag == o.Flag || p.Field == o.Field }
+		taken := func(p KindOption) bool { return p.Name == o.Name || p.Field == o.Field }
 		if slices.ContainsFunc(k.Options[:i], taken) {
 			panic("remote: engine kind " + k.Name + ": option " + o.Name + " declared twice")
 		}

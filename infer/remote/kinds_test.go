@@ -113,7 +113,7 @@ func (s scoringEngine) Sample(context.Context, infer.Request) (infer.Completion,
 // registerScoring registers the "scoring" kind for one test.
 func registerScoring(t *testing.T) {
 	RegisterKind(EngineKind{Name: "scoring",
-		Options: []KindOption{{Name: "scores", Flag: "engine-scores", Field: "scores", Values: []string{"raw", "processed"}, Usage: "u"}},
+		Options: []KindOption{{Name: "scores", Field: "scores", Values: []string{"raw", "processed"}, Usage: "u"}},
 		New:     func(e Endpoint, _ *http.Client) infer.Sampler { return scoringEngine{e.Option("scores")} }})
 	t.Cleanup(func() {
 		kindsMu.Lock()
@@ -129,7 +129,7 @@ func TestKindOwnsItsOptions(t *testing.T) {
 	registerScoring(t)
 	var got []string
 	for _, o := range KindOptions() {
-		got = append(got, o.Kind+":"+o.Name+":"+o.Flag+":"+o.Field)
+		got = append(got, o.Kind+":"+o.Name+":"+o.Flag()+":"+o.Field)
 	}
 	if want := []string{"vllm:logprobs:engine-logprobs-mode:logprobs_mode", "scoring:scores:engine-scores:scores"}; !slices.Equal(got, want) {
 		t.Fatalf("KindOptions = %v, want %v", got, want)
@@ -158,13 +158,12 @@ func TestKindOwnsItsOptions(t *testing.T) {
 	}
 	newFn := func(Endpoint, *http.Client) infer.Sampler { return nil }
 	for name, o := range map[string]KindOption{
-		"same name":    {Name: "logprobs", Flag: "f2", Field: "f2", Values: []string{"a"}},
-		"same flag":    {Name: "n2", Flag: "engine-scores", Field: "f2", Values: []string{"a"}},
-		"same field":   {Name: "n2", Flag: "f2", Field: "logprobs_mode", Values: []string{"a"}},
-		"common key":   {Name: "max", Flag: "f2", Field: "f2", Values: []string{"a"}},
-		"common field": {Name: "n2", Flag: "f2", Field: "seed_mode", Values: []string{"a"}},
-		"no values":    {Name: "n2", Flag: "f2", Field: "f2"},
-		"empty value":  {Name: "n2", Flag: "f2", Field: "f2", Values: []string{""}},
+		"same name":    {Name: "logprobs", Field: "f2", Values: []string{"a"}},
+		"same field":   {Name: "n2", Field: "logprobs_mode", Values: []string{"a"}},
+		"common key":   {Name: "max", Field: "f2", Values: []string{"a"}},
+		"common field": {Name: "n2", Field: "seed_mode", Values: []string{"a"}},
+		"no values":    {Name: "n2", Field: "f2"},
+		"empty value":  {Name: "n2", Field: "f2", Values: []string{""}},
 	} {
 		func() {
 			defer func() {

@@ -83,7 +83,7 @@ func (v *VLLM) CheckSampling(temperature, topP float64) error {
 	return fmt.Errorf("vLLM at %s reports raw log-probs (its default --logprobs-mode %s, computed before temperature and top-p), "+
 		"not those of the distribution it samples from at temperature %v, top_p %v: start vLLM with --logprobs-mode %s "+
 		"and tell compactrl with --%s %s (serve: engine.%s), or sample at temperature 1, top_p 1",
-		v.url, LogprobsRaw, temperature, topP, LogprobsProcessed, vllmLogprobs.Flag, LogprobsProcessed, vllmLogprobs.Field)
+		v.url, LogprobsRaw, temperature, topP, LogprobsProcessed, vllmLogprobs.Flag(), LogprobsProcessed, vllmLogprobs.Field)
 }
 
 // CheckSampling implements SamplingChecker: any temperature, no nucleus.

@@ -35,7 +35,7 @@ type VLLM struct {
 // decides which sampling settings an endpoint may serve (CheckSampling).
 const OptLogprobs = "logprobs"
 
-var vllmLogprobs = KindOption{Name: OptLogprobs, Flag: "engine-logprobs-mode", Field: "logprobs_mode",
+var vllmLogprobs = KindOption{Name: OptLogprobs, Field: "logprobs_mode",
 	Values: []string{LogprobsRaw, LogprobsProcessed},
 	Usage: "the --logprobs-mode the vLLM servers run with: " + LogprobsRaw + " (vLLM's default; only temperature 1, top_p 1) or " +
 		LogprobsProcessed + " (any sampling setting)"}
