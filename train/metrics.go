@@ -309,7 +309,9 @@ func (t *Trainer) recordedBefore() EvalResult {
 	if ev, err := ReadOutcomes(filepath.Join(t.Cfg.Run.Dir, OutcomesDir, fmt.Sprintf("eval-%06d.json", 0))); err == nil {
 		return ev
 	}
-	ev := EvalResult{Range: t.Cfg.EvalRangeName(), FirstSeed: t.Cfg.EvalSeedStart(), Episodes: t.Cfg.Run.EvalEpisodes, Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
+	// Episodes stays 0 (not evaluated) unless a record of the evaluation
+	// is found: run.eval_every 0 skips the one before RL.
+	ev := EvalResult{Range: t.Cfg.EvalRangeName(), FirstSeed: t.Cfg.EvalSeedStart(), Pass1Compact: math.NaN(), Pass1Single: math.NaN(), SummaryQuality: math.NaN(), Compactions: math.NaN(), PassCompacted: math.NaN(), Reward: math.NaN()}
 	b, err := os.ReadFile(filepath.Join(t.Cfg.Run.Dir, "metrics.jsonl"))
 	if err != nil {
 		return ev
@@ -321,6 +323,7 @@ func (t *Trainer) recordedBefore() EvalResult {
 		if json.Unmarshal(sc.Bytes(), &m) != nil || m.Iteration != 0 || m.EvalPass1Compact == nil {
 			continue
 		}
+		ev.Episodes = t.Cfg.Run.EvalEpisodes
 		for _, f := range []struct {
 			dst *float64
 			src *float64

@@ -522,3 +522,30 @@ func TestResolveCheckpoint(t *testing.T) {
 		t.Errorf("empty directory: %v, want an error naming it that wraps os.ErrNotExist", err)
 	}
 }
+
+// A run without the evaluation before RL (run.eval_every 0), killed and
+// resumed, still reports that evaluation as not run (no episodes), not as
+// an evaluation of NaN.
+func TestResumeWithoutEvaluationBeforeRL(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Run.Iterations, cfg.Run.EvalEvery, cfg.Run.CheckpointEvery = 3, 0, 1
+	env := newMemoryTask()
+	env.beforeCollect = func(call int) error {
+		if call == 2 {
+			return errKilled
+		}
+		return nil
+	}
+	if _, err := newTestTrainer(cfg, env).Run(context.Background()); !errors.Is(err, errKilled) {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	tr := newTestTrainer(cfg, newMemoryTask())
+	tr.Resume = true
+	res, err := tr.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Before.Episodes != 0 || res.After.Episodes == 0 {
+		t.Fatalf("resumed: before %d episodes (want 0: not evaluated), after %d", res.Before.Episodes, res.After.Episodes)
+	}
+}
