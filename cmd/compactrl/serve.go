@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +16,7 @@ import (
 	"github.com/compactrl/compactrl/agent"
 	"github.com/compactrl/compactrl/env/tasks"
 	"github.com/compactrl/compactrl/infer"
+	"github.com/compactrl/compactrl/infer/remote"
 	"github.com/compactrl/compactrl/netallow"
 	"github.com/compactrl/compactrl/remoteagent"
 	"github.com/compactrl/compactrl/rollout"
@@ -246,7 +246,7 @@ type serveFactory struct {
 }
 
 type serveKey struct {
-	engine string // serve.Engine's JSON (its options' map sorted)
+	engine remote.EndpointKey // the request's engine, its settings over the server's flags
 	cfg    agent.Config
 }
 
@@ -254,20 +254,19 @@ type serveKey struct {
 const maxCachedAgents = 64
 
 func (f *serveFactory) Runner(ctx context.Context, e serve.Engine, cfg agent.Config) (rollout.Runner, string, error) {
-	ej, err := json.Marshal(e)
-	if err != nil {
-		return nil, "engine", err
-	}
-	key := serveKey{string(ej), cfg}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if a, ok := f.agents[key]; ok {
-		return a, "", nil
-	}
 	flags := f.flags.forRequest(e)
 	eps, err := flags.endpoints(e.URL, e.Kind, e.Model, f.maxConc)
 	if err != nil {
 		return nil, "engine", err
+	}
+	if len(eps) != 1 {
+		return nil, "engine", fmt.Errorf("engine.url %q: one engine URL a request", e.URL)
+	}
+	key := serveKey{eps[0].Key(), cfg}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a, ok := f.agents[key]; ok {
+		return a, "", nil
 	}
 	spec := flags.spec(eps, f.tok, f.seed)
 	spec.Client, spec.Wrap = f.client, []func(infer.Sampler) infer.Sampler{f.metrics.WrapSampler}

@@ -186,3 +186,21 @@ func Dial(cfg PoolConfig, client *http.Client, endpoints ...Endpoint) (*Pool, er
 	}
 	return NewPool(cfg, bs...)
 }
+
+// EndpointKey is an Endpoint in comparable form: two endpoints that behave
+// the same have equal keys (their options in sorted order).
+type EndpointKey struct {
+	Kind, URL, Model, Seed string
+	MaxConcurrent          int
+	Options                string // "name=value" pairs, sorted, NUL-separated
+}
+
+// Key is e's EndpointKey (for caches of what is built from an endpoint).
+func (e Endpoint) Key() EndpointKey {
+	opts := make([]string, 0, len(e.Options))
+	for k, v := range e.Options {
+		opts = append(opts, k+"="+v)
+	}
+	slices.Sort(opts)
+	return EndpointKey{Kind: e.Kind, URL: e.URL, Model: e.Model, Seed: e.Seed, MaxConcurrent: e.MaxConcurrent, Options: strings.Join(opts, "\x00")}
+}
