@@ -63,12 +63,9 @@ func Build(ctx context.Context, cfg agent.Config, s Spec) (*agent.Agent, error) 
 	switch {
 	case len(s.Endpoints) == 0:
 		return nil, errors.New("--engine URL[,URL…] is required with --policy engine (or use --policy oracle|empty)")
-	case s.Timeout <= 0:
-		return nil, fmt.Errorf("--engine-timeout %v must be > 0", s.Timeout)
-	case s.Retries < 1:
-		return nil, fmt.Errorf("--engine-retries %d must be ≥ 1", s.Retries)
-	case s.Vocab < 0:
-		return nil, fmt.Errorf("--engine-vocab %d must be ≥ 0", s.Vocab)
+	}
+	if err := s.CheckPool(); err != nil {
+		return nil, err
 	}
 	if err := s.CheckEncoding(); err != nil {
 		return nil, err
@@ -100,6 +97,20 @@ func Build(ctx context.Context, cfg agent.Config, s Spec) (*agent.Agent, error) 
 		return agent.NewWithFormat(ctx, cfg, enc.tok, enc.format, sampler)
 	}
 	return agent.New(ctx, cfg, enc.tok, enc.tmpl, sampler)
+}
+
+// CheckPool checks the pool's settings: Timeout > 0, Retries ≥ 1,
+// Vocab ≥ 0 (the command line checks its flags with it at start-up).
+func (s Spec) CheckPool() error {
+	switch {
+	case s.Timeout <= 0:
+		return fmt.Errorf("--engine-timeout %v must be > 0", s.Timeout)
+	case s.Retries < 1:
+		return fmt.Errorf("--engine-retries %d must be ≥ 1", s.Retries)
+	case s.Vocab < 0:
+		return fmt.Errorf("--engine-vocab %d must be ≥ 0", s.Vocab)
+	}
+	return nil
 }
 
 // CheckEncoding refuses a chat template without a local tokenizer (the

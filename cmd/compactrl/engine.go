@@ -60,14 +60,8 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 }
 
 func (f engineFlags) validate() error {
-	if f.timeout <= 0 {
-		return fmt.Errorf("--engine-timeout %v must be > 0", f.timeout)
-	}
-	if f.retries < 1 {
-		return fmt.Errorf("--engine-retries %d must be ≥ 1", f.retries)
-	}
-	if f.vocab < 0 {
-		return fmt.Errorf("--engine-vocab %d must be ≥ 0", f.vocab)
+	if err := (remoteagent.Spec{Timeout: f.timeout, Retries: f.retries, Vocab: f.vocab}).CheckPool(); err != nil {
+		return err
 	}
 	for _, o := range remote.KindOptions() {
 		if err := o.Check(f.options[o.Name]); err != nil {
