@@ -15,7 +15,10 @@ import (
 
 // FinishedRun is the final evaluation of a run directory that an earlier
 // experiment finished with the same settings (config.yaml as cfg's) on
-// the same tasks (range, first task seed and count), if there is one.
+// the same tasks (range, first task seed and count), if there is one. A
+// run without RL iterations (the base arm) never reads the rl section or
+// run.episodes, so those may differ: an experiment that changes only RL
+// settings reuses its base evaluations.
 func FinishedRun(cfg recipe.Config) (train.EvalResult, bool) {
 	ev, err := train.ReadOutcomes(train.FinalOutcomes(cfg.Run.Dir))
 	if err != nil || ev.Range != cfg.Train().EvalRangeName() || ev.FirstSeed != cfg.Train().EvalSeedStart() || ev.Episodes != cfg.Run.EvalEpisodes {
@@ -24,6 +27,9 @@ func FinishedRun(cfg recipe.Config) (train.EvalResult, bool) {
 	old, err := recipe.LoadConfig(filepath.Join(cfg.Run.Dir, "config.yaml"))
 	if err != nil {
 		return ev, false
+	}
+	if cfg.Run.Iterations == 0 && old.Run.Iterations == 0 {
+		old.RL, old.Run.Episodes = cfg.RL, cfg.Run.Episodes
 	}
 	a, errA := old.YAML()
 	b, errB := cfg.YAML()
