@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactrl/compactrl/internal/testenv"
 )
 
 // startServe runs s.Serve on a real listener on 127.0.0.1 and returns its
@@ -36,7 +38,7 @@ func startServe(t *testing.T, cfg Config) (*Server, string) {
 		stop()
 		select {
 		case <-served:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testenv.Deadline(t, 10*time.Second)):
 			t.Error("Serve did not return")
 		}
 	})

@@ -422,7 +422,7 @@ func TestServeLlamaServerEndToEnd(t *testing.T) {
 			if err != nil || !strings.Contains(p.out.String(), "drained") {
 				t.Fatalf("serve exit: %v, stdout %q", err, p.out.String())
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(testenv.Deadline(t, 30*time.Second)):
 			t.Fatal("serve did not exit after draining")
 		}
 	})

@@ -138,10 +138,10 @@ func TestContainerTasks(t *testing.T) {
 }
 
 func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Deadline(t, 2*time.Minute))
 	defer cancel()
 	if tc.execTimeout > 0 {
-		c.ExecTimeout = tc.execTimeout
+		c.ExecTimeout = testenv.Deadline(t, tc.execTimeout)
 	}
 	e := New(task, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, RequireGuard: true, WorkRoot: t.TempDir(), ExposeSolution: tc.oracle, Reward: tc.choice})
 	defer func() {

@@ -53,7 +53,7 @@ func mustHaveEngineImage(t *testing.T, engine, image string) sandbox.Container {
 	if _, err := exec.LookPath(engine); err != nil {
 		unavailable(t, "%s not installed: %v", engine, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Deadline(t, time.Minute))
 	defer cancel()
 	if err := c.Available(ctx); err != nil {
 		unavailable(t, "%s not usable: %v", engine, err)
@@ -68,9 +68,9 @@ func mustHaveEngineImage(t *testing.T, engine, image string) sandbox.Container {
 // plain submit if the reply did not end it) and returns its report.
 func play(t *testing.T, c sandbox.Container, inst Instance, image string, replies ...string) (Report, float64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Deadline(t, 5*time.Minute))
 	defer cancel()
-	e := New(inst, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, Image: image, WorkRoot: t.TempDir(), EvalTimeout: 3 * time.Minute})
+	e := New(inst, Options{Sandboxing: tasks.Sandboxing{Engine: &c}, Image: image, WorkRoot: t.TempDir(), EvalTimeout: testenv.Deadline(t, 3*time.Minute)})
 	defer e.Close()
 	task, err := e.Reset(ctx)
 	if err != nil {
