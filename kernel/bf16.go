@@ -1,0 +1,234 @@
+package kernel
+
+import (
+	"math"
+	"runtime"
+	"sync"
+)
+
+// Tile and block of the bfloat16 products: 6 rows by 64 columns, 256 pairs
+// of k (512 values) a block.
+const (
+	bf16MR, bf16NR = 6, 64
+	bf16KC         = 256
+)
+
+// BF16 rounds x to bfloat16, returned as its 16 bits: the upper half of
+// x's bits rounded to nearest, ties to even; a NaN stays a (quiet) NaN.
+func BF16(x float32) uint16 {
+	u := math.Float32bits(x)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x40
+	}
+	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
+}
+
+// bf16Value is the value VDPBF16PS multiplies for the bfloat16 h: h's
+// bits as the upper half of a float32, a subnormal read as zero (DAZ).
+func bf16Value(h uint16) float64 {
+	if h&0x7f80 == 0 {
+		return 0
+	}
+	return float64(math.Float32frombits(uint32(h) << 16))
+}
+
+// bf16Add is one accumulation step of VDPBF16PS: s + p rounded once to
+// float32 (nearest, ties to even), a sum below 2⁻¹²⁶ in magnitude before
+// rounding flushed to +0. The float64 sum is exact wherever the rounding
+// to float32 can see the difference (p has at most 16 significant bits).
+func bf16Add(s float32, p float64) float32 {
+	x := float64(s) + p
+	if math.Abs(x) < 0x1p-126 {
+		return 0
+	}
+	return float32(x)
+}
+
+// bf16TileGo is the portable micro-kernel with VDPBF16PS's arithmetic: for
+// row i < 6 and column j < 64 of the tile, over the kp pairs q,
+//
+//	s ← bf16Add(s, a₂q₊₁·b₂q₊₁),  s ← bf16Add(s, a₂q·b₂q),  s₀ = 0
+//
+// (the odd element of the pair first), a the bfloat16 pair a[6q+i] (low
+// half: even k), b the pair b[64q+j], each product exact (bf16Value); then
+// acc[64i+j] = s. The order is the Intel SDM's pseudo-code for VDPBF16PS;
+// the treatment of results near 2⁻¹²⁶ (products kept exact, sums flushed
+// to +0 before rounding) is what AMD Zen 4 computes, measured bit for bit
+// (TestGemmBF16), and may differ on other CPUs only there.
+func bf16TileGo(kp int, a, b []uint32, acc []float32) {
+	for i := range bf16MR {
+		for j := range bf16NR {
+			var s float32
+			for q := range kp {
+				pa, pb := a[bf16MR*q+i], b[bf16NR*q+j]
+				s = bf16Add(s, bf16Value(uint16(pa>>16))*bf16Value(uint16(pb>>16)))
+				s = bf16Add(s, bf16Value(uint16(pa))*bf16Value(uint16(pb)))
+			}
+			acc[bf16NR*i+j] = s
+		}
+	}
+}
+
+// GemmBF16 computes C = alpha·op(A)·op(B) + beta·C as Gemm does, with every
+// element of op(A) and op(B) rounded to bfloat16 (BF16) and the products
+// summed in float32 as VDPBF16PS sums them: for each block of 512 values of
+// k, in order, the block's sum s (bf16TileGo, k padded with a zero to even)
+// is added as C ← C + float32(alpha·s), after C ← beta·C (beta = 0: C is
+// cleared, whatever it held). Every element is a fixed function of its row
+// of op(A), its column of op(B), k, alpha, beta and its old value: the same
+// bits on every path, thread count and shape. It runs on VDPBF16PS where
+// the CPU has AVX512_BF16 (twice the float32 FMA's products per
+// instruction), else on the portable emulation, which is slow.
+func GemmBF16(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmBF16(active, runtime.GOMAXPROCS(0), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// BF16Native reports whether GemmBF16 runs on the CPU's bfloat16
+// instructions on this machine's code path.
+func BF16Native() bool { return bf16Native(active) }
+
+func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	scaleC(beta, c, ldc, 0, m, 0, n)
+	if k == 0 {
+		return
+	}
+	kp := (k + 1) / 2
+	mp := (m + bf16MR - 1) / bf16MR * bf16MR
+	pa := make([]uint32, mp*kp)
+	packABF16(pa, transA, m, k, a, lda)
+	strips := (n + bf16NR - 1) / bf16NR
+	nt := min(threadsFor(threads, m, n, k), strips)
+	run := func(s0, s1 int) {
+		pb := make([]uint32, bf16KC*bf16NR)
+		var acc [bf16MR * bf16NR]float32
+		for s := s0; s < s1; s++ {
+			j0 := s * bf16NR
+			w := min(bf16NR, n-j0)
+			for q0 := 0; q0 < kp; q0 += bf16KC {
+				qn := min(bf16KC, kp-q0)
+				packBBF16(pb, transB, k, b, ldb, q0, qn, j0, w)
+				for r := 0; r < mp; r += bf16MR {
+					h := min(bf16MR, m-r)
+					c0 := c[r*ldc+j0:]
+					if w == bf16NR {
+						bf16TileAddOn(p, qn, pa[q0*mp+r*qn:], pb, c0, ldc, alpha, h, acc[:])
+						continue
+					}
+					bf16TileOn(p, qn, pa[q0*mp+r*qn:], pb, acc[:])
+					bf16AddTile(c0, ldc, alpha, h, w, acc[:])
+				}
+			}
+		}
+	}
+	if nt <= 1 {
+		run(0, strips)
+		return
+	}
+	var wg sync.WaitGroup
+	for t := range nt {
+		s0, s1 := strips*t/nt, strips*(t+1)/nt
+		wg.Go(func() { run(s0, s1) })
+	}
+	wg.Wait()
+}
+
+// bf16AddTile adds the first rows rows and w columns of the 6×64 tile of
+// sums acc to C at c (row stride ldc): C ← C + float32(alpha·s).
+func bf16AddTile(c []float32, ldc int, alpha float32, rows, w int, acc []float32) {
+	for i := range rows {
+		row := c[i*ldc : i*ldc+w]
+		t := acc[bf16NR*i : bf16NR*i+w]
+		for j := range row {
+			row[j] += float32(alpha * t[j])
+		}
+	}
+}
+
+// packABF16 writes op(A) (m×k) as bfloat16 pairs in blocks of bf16KC pairs:
+// block q0 starts at q0·mp (mp = m rounded up to 6), then strips of 6 rows,
+// pair q of row r+i of a block of qn pairs at q0·mp + r·qn + 6(q−q0) + i,
+// the low half element 2q. Rows past m and the element past an odd k are 0.
+func packABF16(dst []uint32, trans bool, m, k int, a []float32, lda int) {
+	kp := (k + 1) / 2
+	mp := len(dst) / kp
+	for q0 := 0; q0 < kp; q0 += bf16KC {
+		qn := min(bf16KC, kp-q0)
+		for r := 0; r < mp; r += bf16MR {
+			blk := dst[q0*mp+r*qn : q0*mp+r*qn+qn*bf16MR]
+			h := max(0, min(bf16MR, m-r))
+			if trans { // element (r+i, kk) at a[kk·lda + r+i]: the strip's 6 rows are adjacent
+				for q := range qn {
+					kk := 2 * (q0 + q)
+					out := blk[bf16MR*q : bf16MR*q+bf16MR]
+					lo := a[kk*lda+r : kk*lda+r+h]
+					if kk+1 < k {
+						hi := a[(kk+1)*lda+r : (kk+1)*lda+r+h]
+						for i := range lo {
+							out[i] = uint32(BF16(lo[i])) | uint32(BF16(hi[i]))<<16
+						}
+					} else {
+						for i := range lo {
+							out[i] = uint32(BF16(lo[i]))
+						}
+					}
+					clear(out[h:])
+				}
+				continue
+			}
+			for i := range bf16MR {
+				if i >= h {
+					for q := range qn {
+						blk[bf16MR*q+i] = 0
+					}
+					continue
+				}
+				row := a[(r+i)*lda : (r+i)*lda+k]
+				for q := range qn {
+					kk := 2 * (q0 + q)
+					v := uint32(BF16(row[kk]))
+					if kk+1 < k {
+						v |= uint32(BF16(row[kk+1])) << 16
+					}
+					blk[bf16MR*q+i] = v
+				}
+			}
+		}
+	}
+}
+
+// packBBF16 writes pairs q0 … q0+qn−1 of columns j0 … j0+w−1 of op(B)
+// (k×n) as bfloat16 pairs: pair q of column j at dst[64(q−q0) + j−j0], the
+// low half element 2q. Columns past w and the element past an odd k are 0.
+func packBBF16(dst []uint32, trans bool, k int, b []float32, ldb int, q0, qn, j0, w int) {
+	for q := range qn {
+		kk := 2 * (q0 + q)
+		row := dst[bf16NR*q : bf16NR*q+bf16NR]
+		if trans { // element (kk, j) at b[j·ldb + kk]
+			for j := range w {
+				col := b[(j0+j)*ldb:]
+				v := uint32(BF16(col[kk]))
+				if kk+1 < k {
+					v |= uint32(BF16(col[kk+1])) << 16
+				}
+				row[j] = v
+			}
+		} else {
+			lo := b[kk*ldb+j0 : kk*ldb+j0+w]
+			if kk+1 < k {
+				hi := b[(kk+1)*ldb+j0 : (kk+1)*ldb+j0+w]
+				for j := range lo {
+					row[j] = uint32(BF16(lo[j])) | uint32(BF16(hi[j]))<<16
+				}
+			} else {
+				for j := range lo {
+					row[j] = uint32(BF16(lo[j]))
+				}
+			}
+		}
+		clear(row[w:])
+	}
+}
