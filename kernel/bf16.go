@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -89,6 +90,17 @@ func BF16Native() bool { return bf16Native(active) }
 
 func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	stripB := func(buf []uint32, j0, w, q0, qn int) []uint32 {
+		packBBF16(buf, transB, k, b, ldb, q0, qn, j0, w)
+		return buf
+	}
+	runBF16(p, threads, transA, m, n, k, alpha, a, lda, stripB, beta, c, ldc)
+}
+
+// runBF16 runs a bfloat16 product whose op(B) strips come from stripB:
+// pairs q0 … q0+qn−1 of columns j0 … j0+w−1 as packBBF16 lays them out
+// (packed into buf, or a part of a PackedB).
+func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []float32, lda int, stripB func(buf []uint32, j0, w, q0, qn int) []uint32, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -103,14 +115,14 @@ func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha floa
 	strips := (n + bf16NR - 1) / bf16NR
 	nt := min(threadsFor(threads, m, n, k), strips)
 	run := func(s0, s1 int) {
-		pb := make([]uint32, bf16KC*bf16NR)
+		buf := make([]uint32, bf16KC*bf16NR)
 		var acc [bf16MR * bf16NR]float32
 		for s := s0; s < s1; s++ {
 			j0 := s * bf16NR
 			w := min(bf16NR, n-j0)
 			for q0 := 0; q0 < kp; q0 += bf16KC {
 				qn := min(bf16KC, kp-q0)
-				packBBF16(pb, transB, k, b, ldb, q0, qn, j0, w)
+				pb := stripB(buf, j0, w, q0, qn)
 				for r := 0; r < mp; r += bf16MR {
 					h := min(bf16MR, m-r)
 					c0 := c[r*ldc+j0:]
@@ -134,6 +146,44 @@ func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha floa
 		wg.Go(func() { run(s0, s1) })
 	}
 	wg.Wait()
+}
+
+// PackBBF16 packs op(B) (as PackB) as bfloat16 pairs, for GemmPacked and
+// GemmPackedSerial to compute GemmBF16's products with it: their rows equal
+// GemmBF16's with this B, bit for bit. A decoder packs its weights once.
+func PackBBF16(transB bool, n, k int, b []float32, ldb int) *PackedB {
+	if n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernel.PackBBF16: negative dimension n=%d k=%d", n, k))
+	}
+	if transB {
+		checkMatrix("b", b, n, k, ldb)
+	} else {
+		checkMatrix("b", b, k, n, ldb)
+	}
+	kp := (k + 1) / 2
+	strips := (n + bf16NR - 1) / bf16NR
+	pb := &PackedB{p: active, n: n, k: k, bf16: make([]uint32, strips*kp*bf16NR)}
+	for s := range strips {
+		j0 := s * bf16NR
+		for q0 := 0; q0 < kp; q0 += bf16KC {
+			qn := min(bf16KC, kp-q0)
+			off := (s*kp + q0) * bf16NR
+			packBBF16(pb.bf16[off:off+qn*bf16NR], transB, k, b, ldb, q0, qn, j0, min(bf16NR, n-j0))
+		}
+	}
+	return pb
+}
+
+// gemmPackedBF16 is GemmPacked with a B packed by PackBBF16.
+func gemmPackedBF16(threads, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
+	checkMatrix("a", a, m, b.k, lda)
+	checkMatrix("c", c, m, b.n, ldc)
+	kp := (b.k + 1) / 2
+	stripB := func(_ []uint32, j0, _, q0, qn int) []uint32 {
+		off := (j0/bf16NR*kp + q0) * bf16NR
+		return b.bf16[off : off+qn*bf16NR]
+	}
+	runBF16(b.p, threads, false, m, b.n, b.k, alpha, a, lda, stripB, beta, c, ldc)
 }
 
 // bf16AddTile adds the first rows rows and w columns of the 6×64 tile of

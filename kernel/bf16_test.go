@@ -181,6 +181,45 @@ func TestGemmBF16Accuracy(t *testing.T) {
 	t.Logf("largest error relative to Σ|a·b|: %.3g", worst)
 }
 
+// TestGemmPackedBF16 checks products with a PackBBF16 operand against
+// GemmBF16, bit for bit, for batches of every size up to 13 rows (the
+// decoder's), op(B) stored either way, and on one goroutine or several.
+func TestGemmPackedBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 4))
+	for _, sh := range [][2]int{{70, 33}, {128, 576}, {200, 1030}} {
+		n, k := sh[0], sh[1]
+		w := randMatrix(r, n*k, false)
+		for _, transB := range []bool{true, false} {
+			ldb := n
+			if transB {
+				ldb = k
+			}
+			pb := PackBBF16(transB, n, k, w, ldb)
+			if pb.N() != n || pb.K() != k {
+				t.Fatalf("PackBBF16: %d×%d, want %d×%d", pb.K(), pb.N(), k, n)
+			}
+			for m := 1; m <= 13; m++ {
+				x := randMatrix(r, m*k, false)
+				want := make([]float32, m*n)
+				GemmBF16(false, transB, m, n, k, 1, x, k, w, ldb, 0, want, n)
+				for _, serial := range []bool{false, true} {
+					got := randMatrix(r, m*n, false)
+					if serial {
+						GemmPackedSerial(m, 1, x, k, pb, 0, got, n)
+					} else {
+						GemmPacked(m, 1, x, k, pb, 0, got, n)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%d×%d×%d transB %v serial %v: C[%d] = %g, GemmBF16 %g", m, n, k, transB, serial, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestGemmBF16Refuses(t *testing.T) {
 	defer func() {
 		if recover() == nil {

@@ -53,6 +53,7 @@ type PackedB struct {
 	n, k int
 	np   int       // n rounded up to a multiple of p.nr
 	data []float32 // block at row pc (a multiple of blockK) starts at pc·np; its strip of columns j…j+nr−1 at pc·np + j·kc
+	bf16 []uint32  // PackBBF16's: strip s of 64 columns at s·kp·64 (kp = ⌈k/2⌉), its pair q at 64q; data unused
 }
 
 // PackB packs op(B), k×n (B stored k×n with row stride ldb, or n×k if transB), for GemmPacked.
@@ -89,7 +90,8 @@ func (pb *PackedB) K() int { return pb.k }
 
 // GemmPacked computes C = alpha·A·op(B) + beta·C with op(B) packed by PackB: A is m×k, row-major
 // with row stride lda, C is m×n (n, k those of b). Its rows are batch-invariant as GemmRows's and
-// equal, bit for bit, those of GemmRows with the B that was packed. Large products run on
+// equal, bit for bit, those of GemmRows with the B that was packed (GemmBF16's, for a B packed by
+// PackBBF16). Large products run on
 // runtime.GOMAXPROCS(0) goroutines as Gemm's do. Safe for concurrent use.
 func GemmPacked(m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
 	gemmPacked(runtime.GOMAXPROCS(0), m, alpha, a, lda, b, beta, c, ldc)
@@ -104,6 +106,10 @@ func GemmPackedSerial(m int, alpha float32, a []float32, lda int, b *PackedB, be
 
 // gemmPacked runs GemmPacked with at most threads goroutines.
 func gemmPacked(threads, m int, alpha float32, a []float32, lda int, b *PackedB, beta float32, c []float32, ldc int) {
+	if b.bf16 != nil {
+		gemmPackedBF16(threads, m, alpha, a, lda, b, beta, c, ldc)
+		return
+	}
 	g := newGemm(b.p, false, false, m, b.n, b.k, alpha, a, lda, nil, max(b.n, 1), beta, c, ldc)
 	g.packed = b
 	g.exec(threadsFor(threads, m, b.n, b.k))
