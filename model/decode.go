@@ -216,6 +216,9 @@ func (m *Model) NewDecoder() *Decoder {
 		return d // Add refuses every request
 	}
 	pack := func(w *Param) *kernel.PackedB {
+		if m.BF16 {
+			return kernel.PackBBF16(true, w.Shape[0], w.Shape[1], w.Data, w.Shape[1])
+		}
 		return kernel.PackB(true, w.Shape[0], w.Shape[1], w.Data, w.Shape[1])
 	}
 	d.layers = make([]packedLayer, len(m.Layers))

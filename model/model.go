@@ -49,8 +49,14 @@ type Layer struct {
 // model head is replaced by score.weight [1, Dim], giving one value per
 // position.
 type Model struct {
-	Cfg    Config
-	Value  bool
+	Cfg   Config
+	Value bool
+	// BF16 runs the products of the linear layers and the head in
+	// bfloat16 (kernel.GemmBF16: inputs rounded, float32 sums) in
+	// training, scoring and decoding alike; the weights, their gradients,
+	// norms, attention and the optimiser stay float32. Set it before
+	// building a Decoder.
+	BF16   bool
 	Embed  *Param
 	Layers []Layer
 	Norm   *Param

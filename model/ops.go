@@ -84,18 +84,38 @@ func balancedOn(workers, n int, cost func(int) int, worker func(next func() (int
 
 // linear computes y[N, out] = x[N, in] · Wᵀ (W is [out, in]). Each row
 // of y is computed as the Decoder computes it (kernel.GemmRows, whose rows
-// do not depend on N), so that scoring a sequence gives the log-
-// probabilities its sampling reported, to the bit.
-func linear(y, x []float32, w *Param, n int) {
+// do not depend on N; kernel.GemmBF16 under BF16), so that scoring a
+// sequence gives the log-probabilities its sampling reported, to the bit.
+func (m *Model) linear(y, x []float32, w *Param, n int) {
 	out, in := w.Shape[0], w.Shape[1]
-	kernel.GemmRows(false, true, n, out, in, 1, x, in, w.Data, in, 0, y, out)
+	m.rows(n, out, in, x, w.Data, 0, y)
+}
+
+// rows computes y[N, out] = x[N, in] · Wᵀ + beta·y with the products of
+// the model's precision, each row independent of N.
+func (m *Model) rows(n, out, in int, x, w []float32, beta float32, y []float32) {
+	if m.BF16 {
+		kernel.GemmBF16(false, true, n, out, in, 1, x, in, w, in, beta, y, out)
+		return
+	}
+	kernel.GemmRows(false, true, n, out, in, 1, x, in, w, in, beta, y, out)
+}
+
+// gemm is kernel.Gemm, or kernel.GemmBF16 under BF16: the backward pass's
+// products.
+func (m *Model) gemm(transA, transB bool, rows, cols, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m.BF16 {
+		kernel.GemmBF16(transA, transB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	kernel.Gemm(transA, transB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // linearBack accumulates dW += dyᵀ · x and computes dx = dy · W
 // (dx += dy · W when accumulate is set).
-func linearBack(dx, dy, x []float32, w *Param, n int, accumulate bool) {
+func (m *Model) linearBack(dx, dy, x []float32, w *Param, n int, accumulate bool) {
 	out, in := w.Shape[0], w.Shape[1]
-	kernel.Gemm(true, false, out, in, n, 1, dy, out, x, in, 1, w.Grad, in)
+	m.gemm(true, false, out, in, n, 1, dy, out, x, in, 1, w.Grad, in)
 	if dx == nil {
 		return
 	}
@@ -103,7 +123,7 @@ func linearBack(dx, dy, x []float32, w *Param, n int, accumulate bool) {
 	if accumulate {
 		beta = 1
 	}
-	kernel.Gemm(false, false, n, in, out, 1, dy, out, w.Data, in, beta, dx, in)
+	m.gemm(false, false, n, in, out, 1, dy, out, w.Data, in, beta, dx, in)
 }
 
 // rmsnorm computes, per row, y = x · r · w with r = 1/sqrt(mean(x²) + eps),

@@ -186,17 +186,17 @@ func (s *Scorer) forward(raw, keep bool) *Output {
 			a = &s.acts[l]
 		}
 		rmsnorm(s.hbuf, a.r1, a.x, w.AttnNorm.Data, n, d, cfg.NormEps)
-		linear(a.q, s.hbuf, w.Wq, n)
-		linear(a.k, s.hbuf, w.Wk, n)
-		linear(a.v, s.hbuf, w.Wv, n)
+		m.linear(a.q, s.hbuf, w.Wq, n)
+		m.linear(a.k, s.hbuf, w.Wk, n)
+		m.linear(a.v, s.hbuf, w.Wv, n)
 		m.rope(a.q, s.pos, cfg.Heads, false)
 		m.rope(a.k, s.pos, cfg.KVHeads, false)
 		m.attention(a.att, a.lse, a.q, a.k, a.v, s.pk)
 		copy(a.x2, a.x)
-		kernel.GemmRows(false, true, n, d, w.Wo.Shape[1], 1, a.att, w.Wo.Shape[1], w.Wo.Data, w.Wo.Shape[1], 1, a.x2, d)
+		m.rows(n, d, w.Wo.Shape[1], a.att, w.Wo.Data, 1, a.x2)
 		rmsnorm(s.hbuf, a.r2, a.x2, w.MLPNorm.Data, n, d, cfg.NormEps)
-		linear(a.g, s.hbuf, w.Wg, n)
-		linear(a.u, s.hbuf, w.Wu, n)
+		m.linear(a.g, s.hbuf, w.Wg, n)
+		m.linear(a.u, s.hbuf, w.Wu, n)
 		swiglu(s.abuf, a.sg, a.g, a.u)
 		next := s.xf
 		switch {
@@ -207,7 +207,7 @@ func (s *Scorer) forward(raw, keep bool) *Output {
 			next = a.x // consumed: x2 holds the residual stream now
 		}
 		copy(next, a.x2)
-		kernel.GemmRows(false, true, n, d, cfg.FFN, 1, s.abuf, cfg.FFN, w.Wd.Data, cfg.FFN, 1, next, d)
+		m.rows(n, d, cfg.FFN, s.abuf, w.Wd.Data, 1, next)
 	}
 	rmsnorm(s.hf, s.rf, s.xf, m.Norm.Data, n, d, cfg.NormEps)
 	for i, r := range s.targets {
@@ -222,7 +222,7 @@ func (s *Scorer) forward(raw, keep bool) *Output {
 		out.Values = s.split(func(i int) float64 { return float64(s.vals[i]) })
 	} else {
 		V := cfg.Vocab
-		kernel.GemmRows(false, true, M, V, d, 1, s.hg, d, m.headWeight().Data, d, 0, s.logp, V)
+		m.rows(M, V, d, s.hg, m.headWeight().Data, 0, s.logp)
 		if raw {
 			return nil
 		}
@@ -312,8 +312,8 @@ func (s *Scorer) Backward(dOut [][]float64) error {
 			}
 		})
 		head := m.headWeight()
-		kernel.Gemm(true, false, V, d, M, 1, s.dlog, V, s.hg, d, 1, head.Grad, d)
-		kernel.Gemm(false, false, M, d, V, 1, s.dlog, V, head.Data, d, 0, dhg, d)
+		m.gemm(true, false, V, d, M, 1, s.dlog, V, s.hg, d, 1, head.Grad, d)
+		m.gemm(false, false, M, d, V, 1, s.dlog, V, head.Data, d, 0, dhg, d)
 	}
 	dhf := s.dh
 	clear(dhf)
@@ -326,21 +326,21 @@ func (s *Scorer) Backward(dOut [][]float64) error {
 	for l := len(m.Layers) - 1; l >= 0; l-- {
 		w, a := &m.Layers[l], &s.acts[l]
 		swigluApply(s.abuf, a.sg, a.g, a.u)
-		linearBack(s.da, s.dx, s.abuf, w.Wd, n, false)
+		m.linearBack(s.da, s.dx, s.abuf, w.Wd, n, false)
 		swigluBack(s.dg, s.du, s.da, a.sg, a.g, a.u)
 		normApply(s.hbuf, a.x2, a.r2, w.MLPNorm.Data, n, d)
-		linearBack(s.dh, s.dg, s.hbuf, w.Wg, n, false)
-		linearBack(s.dh, s.du, s.hbuf, w.Wu, n, true)
+		m.linearBack(s.dh, s.dg, s.hbuf, w.Wg, n, false)
+		m.linearBack(s.dh, s.du, s.hbuf, w.Wu, n, true)
 		rmsnormBack(s.dx, s.dh, a.x2, a.r2, w.MLPNorm, n, d, s.scratch)
 
-		linearBack(s.datt, s.dx, a.att, w.Wo, n, false)
+		m.linearBack(s.datt, s.dx, a.att, w.Wo, n, false)
 		m.attentionBack(s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse, s.pk)
 		m.rope(s.dq, s.pos, cfg.Heads, true)
 		m.rope(s.dk, s.pos, cfg.KVHeads, true)
 		normApply(s.hbuf, a.x, a.r1, w.AttnNorm.Data, n, d)
-		linearBack(s.dh, s.dq, s.hbuf, w.Wq, n, false)
-		linearBack(s.dh, s.dk, s.hbuf, w.Wk, n, true)
-		linearBack(s.dh, s.dv, s.hbuf, w.Wv, n, true)
+		m.linearBack(s.dh, s.dq, s.hbuf, w.Wq, n, false)
+		m.linearBack(s.dh, s.dk, s.hbuf, w.Wk, n, true)
+		m.linearBack(s.dh, s.dv, s.hbuf, w.Wv, n, true)
 		rmsnormBack(s.dx, s.dh, a.x, a.r1, w.AttnNorm, n, d, s.scratch)
 	}
 	for i, tok := range s.tokens {
