@@ -172,6 +172,7 @@ func NewCritic(policy *Model) *Model {
 	for i, p := range c.trunk() {
 		copy(p.Data, src[i].Data)
 	}
+	c.BF16 = policy.BF16
 	return c
 }
 
@@ -218,6 +219,7 @@ func (m *Model) Clone() *Model {
 		panic(err)
 	}
 	c.CopyWeightsFrom(m)
+	c.BF16 = m.BF16
 	return c
 }
 

@@ -86,7 +86,7 @@ func DefaultConfig() Config {
 	t.Agent.SystemPrompt = vault.SystemPrompt
 	return Config{
 		Seed:  t.Seed,
-		Model: builtin.ModelConfig{Preset: "tiny"},
+		Model: builtin.ModelConfig{Preset: "tiny", Precision: "fp32"},
 		Suite: SuiteConfig{Name: "vault", Seeds: t.Seeds, Config: vault.DefaultConfig()},
 		Agent: t.Agent, SFT: SFTConfig{SFTConfig: t.SFT}, RL: t.RL, Run: t.Run,
 	}
@@ -158,7 +158,7 @@ func (c Config) Validate() error {
 // (docs/results.md measures seeds 1–3 and the variants tried).
 func PretrainConfig() Config {
 	c := DefaultConfig()
-	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06}
+	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 64, Layers: 2, Heads: 2, KVHeads: 2, FFN: 176, InitRange: 0.06, Precision: "fp32"}
 	c.Suite = SuiteConfig{Name: "vault", Seeds: train.Seeds{TrainSeedStart: 0, TestSeedStart: 1_000_000},
 		Config: vault.Config{Files: 3, Pages: 3, Facts: 2, Keys: 4, Distractors: 2, NoiseLines: 4}}
 	a := &c.Agent

@@ -190,7 +190,7 @@ func TestDeprecatedKeyAliases(t *testing.T) {
 	}
 	// The trainer writes the notice where the run logs.
 	c.Run.Dir, c.Run.Iterations, c.Run.EvalEpisodes = t.TempDir(), 0, 0
-	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32}
+	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, FFN: 32, Precision: "fp32"}
 	c.SFT.NoWarmStart()
 	var log bytes.Buffer
 	s, err := Build(c, nil, &log)

@@ -68,6 +68,7 @@ func EvaluateCheckpoint(ctx context.Context, dir string, o EvalOptions) (train.E
 	if err != nil {
 		return train.EvalResult{}, cfg, err
 	}
+	m.BF16 = cfg.Model.Precision == "bf16" // as the run sampled
 	pol, err := builtin.NewPolicy(m, builtin.Options{MaxBatch: max(64, cfg.Run.Workers)})
 	if err != nil {
 		return train.EvalResult{}, cfg, err

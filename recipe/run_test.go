@@ -24,7 +24,7 @@ import (
 func nanoConfig(t *testing.T) Config {
 	c := DemoConfig()
 	c.Run.Dir = t.TempDir()
-	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: 64}
+	c.Model = builtin.ModelConfig{Preset: "tiny", Dim: 32, Layers: 1, Heads: 2, KVHeads: 1, FFN: 64, Precision: "fp32"}
 	c.Suite.Files, c.Suite.Pages, c.Suite.Facts = 2, 1, 1
 	c.SFT = SFTConfig{SFTConfig: train.SFTConfig{Episodes: 4, Steps: 3, BatchSize: 4, LR: 3e-3, ExpertP: 0.6}}
 	c.RL.CriticWarmup = 2
@@ -32,13 +32,25 @@ func nanoConfig(t *testing.T) Config {
 	return c
 }
 
+// TestBuiltinEndToEnd runs the nano recipe in each model.precision: under
+// bf16 too, the sampler's log-probs equal the trainer's exactly.
 func TestBuiltinEndToEnd(t *testing.T) {
+	for _, p := range builtin.Precisions {
+		t.Run(p, func(t *testing.T) { builtinEndToEnd(t, p) })
+	}
+}
+
+func builtinEndToEnd(t *testing.T, precision string) {
 	cfg := nanoConfig(t)
+	cfg.Model.Precision = precision
 	s, err := Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if s.Policy.M.BF16 != (precision == "bf16") {
+		t.Fatalf("model.precision %s built a policy with BF16 %v", precision, s.Policy.M.BF16)
+	}
 	res, err := s.Trainer.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package builtin
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/internal/field"
@@ -28,7 +30,14 @@ type ModelConfig struct {
 	// to copy from its context in hundreds of steps instead of thousands.
 	InitRange float64 `yaml:"init_range"`
 	Init      string  `yaml:"init"` // checkpoint directory to start from instead of random weights
+	// Precision is the precision of the linear layers' and the head's
+	// products: "fp32", or "bf16" (bfloat16 inputs, float32 sums and
+	// master weights: model.Model.BF16), in training and sampling alike.
+	Precision string `yaml:"precision"`
 }
+
+// Precisions are model.precision's values.
+var Precisions = []string{"fp32", "bf16"}
 
 // Bounds of the model section's floats (its dimensions have format's).
 const (
@@ -51,6 +60,9 @@ func (c ModelConfig) Validate() error {
 	}
 	if c.Preset == "" {
 		return field.Errorf(at("preset"), "must be set")
+	}
+	if !slices.Contains(Precisions, c.Precision) {
+		return field.Errorf(at("precision"), "%q is not one of %s", c.Precision, strings.Join(Precisions, ", "))
 	}
 	for _, f := range []field.Float{
 		{Path: at("rope_theta"), V: c.RopeTheta, Max: maxRopeTheta}, {Path: at("init_range"), V: c.InitRange, Max: maxInitRange},
@@ -108,6 +120,7 @@ func NewModel(c ModelConfig, vocab, window int, seed int64) (*model.Model, error
 		if m.Value || m.Cfg.Vocab != vocab || m.Cfg.MaxSeq < window {
 			return nil, fmt.Errorf("model.init %s: need a policy with vocab %d and max_seq ≥ %d, have vocab %d, max_seq %d, critic %v", c.Init, vocab, window, m.Cfg.Vocab, m.Cfg.MaxSeq, m.Value)
 		}
+		m.BF16 = c.Precision == "bf16"
 		return m, nil
 	}
 	arch, err := Arch(c, vocab, window)
@@ -118,5 +131,6 @@ func NewModel(c ModelConfig, vocab, window int, seed int64) (*model.Model, error
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	m.BF16 = c.Precision == "bf16"
 	return m, nil
 }
