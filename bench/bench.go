@@ -71,6 +71,10 @@ type Options struct {
 	LlamaArgs []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
 	SkipTorch bool
 	SkipLlama bool
+	// Precision is the built-in engine's (model.precision): "fp32", or
+	// "bf16" (bfloat16 products, float32 sums and weights) for training
+	// and decoding, to set against PyTorch's bf16 autocast.
+	Precision string
 
 	pythonFrom string // where Run found Python, for the report
 }
@@ -87,7 +91,7 @@ func DefaultOptions() Options {
 		Seq:     512, Batch: 8, Steps: 3, Rounds: 3,
 		DecodeBatch: 32, Prompt: 16, DecodeTokens: 128, DecodeReps: 3,
 		GemmSquare: []int{256, 1024}, GemmTime: 500 * time.Millisecond, PeakTime: time.Second,
-		TorchSource: TorchPyPI, LlamaDir: os.Getenv(LlamaEnv), Rules: DefaultRules,
+		TorchSource: TorchPyPI, LlamaDir: os.Getenv(LlamaEnv), Rules: DefaultRules, Precision: "fp32",
 	}
 }
 
@@ -132,6 +136,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("bench: unknown PyTorch source %q (want %s or %s)", o.TorchSource, TorchPyPI, TorchDebian)
 	case !o.SkipTorch && o.TorchSource == TorchPyPI && len(o.TorchBLAS) > 0:
 		return fmt.Errorf("bench: choosing a libblas.so.3 (%q) applies to Debian's torch only (--torch %s); PyTorch from PyPI carries its own MKL", o.TorchBLAS, TorchDebian)
+	case o.Precision != "fp32" && o.Precision != "bf16":
+		return fmt.Errorf("bench: precision %q (want fp32 or bf16)", o.Precision)
 	case !o.SkipLlama && o.LlamaDir == "":
 		return fmt.Errorf("bench: no llama.cpp directory for the decode comparison (set %s or skip it)", LlamaEnv)
 	}
@@ -166,6 +172,10 @@ type Report struct {
 	Machine    string `json:"machine"`
 	GoVersion  string `json:"go_version"`
 	KernelPath string `json:"kernel_path"`
+	// Precision is the built-in engine's products: fp32, or bf16 (and then
+	// BF16Native: on the CPU's bfloat16 instructions, or emulated).
+	Precision  string `json:"precision"`
+	BF16Native bool   `json:"bf16_native,omitempty"`
 	Threads    int    `json:"threads"`
 	// Load1Start and Load1End are the 1-minute load averages before and after the run.
 	Load1Start float64 `json:"load1_start"`
@@ -242,7 +252,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Machine: cpuModel(), GoVersion: runtime.Version(),
 		KernelPath: kernel.Path(), Threads: o.Threads, Load1Start: loadAverage(), Model: cfg, Params: cfg.NumParams(),
 		Seq: o.Seq, Batch: o.Batch, Steps: o.Steps, Rounds: o.Rounds, DecodeBatch: o.DecodeBatch, Prompt: o.Prompt, DecodeTokens: o.DecodeTokens,
-		Rules: o.Rules,
+		Rules: o.Rules, Precision: o.Precision, BF16Native: o.Precision == "bf16" && kernel.BF16Native(),
 	}
 	r.FlopsPerToken = 6 * float64(r.Params)
 	r.AttnFlopsPerToken = 12 * float64(cfg.Layers*cfg.Heads*cfg.HeadDim()*o.Seq)
@@ -273,6 +283,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.BF16 = o.Precision == "bf16"
 	pick := func(rng *rand.Rand) int { return rng.IntN(cfg.Vocab) }
 	if tok != nil {
 		// Ordinary (non-special) ids of the GGUF's vocabulary, the same for both engines.
@@ -396,7 +407,7 @@ func trainCompared(ctx context.Context, o Options, cfg model.Config, r *Report, 
 	step("built-in training step: warm-up")
 	var tr *trainer
 	var err error
-	labeled(ctx, "train", func(context.Context) { tr, err = newTrainer(cfg, o.Batch, o.Seq) })
+	labeled(ctx, "train", func(context.Context) { tr, err = newTrainer(cfg, o.Batch, o.Seq, o.Precision == "bf16") })
 	if err != nil {
 		return err
 	}
@@ -520,6 +531,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		t := r.Torch[0]
 		fmt.Fprintf(&b, "PyTorch: %s from %s; multiplies with %s; CPU capability %s.\n", t.Engine, r.TorchPython, t.BLAS, orUnknown(t.CPUCapability))
 	}
+	if r.Precision == "bf16" {
+		fmt.Fprintf(&b, "compactrl trains and decodes with bfloat16 products (model.precision bf16: inputs rounded to bfloat16, float32 sums, weights and optimiser; %s).\n", r.engineLabel())
+	}
 	b.WriteString("\n| measurement | compactrl | reference | ratio (per round) | target | cores busy | verdict |\n|---|---:|---|---:|---|---|---|\n")
 	cores := func(m Measure) string {
 		if m.CPUShare <= 0 {
@@ -590,7 +604,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return "INVALID"
 	}
 	mp, ma := r.TrainMFU()
-	fmt.Fprintf(&b, "| compactrl (%s) | %s | %.2f | %.2f | %s | %s |\n", r.KernelPath, num(r.Train.Value), mp, ma, cores(r.Train), mfuVerdict(r.TrainMFUValidity))
+	fmt.Fprintf(&b, "| compactrl (%s) | %s | %.2f | %.2f | %s | %s |\n", r.engineLabel(), num(r.Train.Value), mp, ma, cores(r.Train), mfuVerdict(r.TrainMFUValidity))
 	for _, t := range r.Torch {
 		note := ""
 		if t.Config == TorchBF16 {
@@ -606,6 +620,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 		100*r.Rules.MinShare, 100*r.Rules.MaxSteal, 100*r.Rules.PeakAgreement)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// engineLabel names the built-in engine's kernel path and, for bf16, its
+// products.
+func (r *Report) engineLabel() string {
+	switch {
+	case r.Precision != "bf16":
+		return r.KernelPath
+	case r.BF16Native:
+		return r.KernelPath + ", bf16 products on AVX512_BF16, against the float32 peak"
+	}
+	return r.KernelPath + ", bf16 products emulated"
 }
 
 func orUnknown(s string) string {

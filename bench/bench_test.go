@@ -17,6 +17,7 @@ import (
 
 	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/model"
 	"github.com/compactrl/compactrl/tokenizer"
 )
@@ -324,6 +325,26 @@ func TestRunBuiltinOnly(t *testing.T) {
 	}
 }
 
+// TestRunBuiltinBF16: with precision bf16 the built-in engine trains and
+// decodes on bfloat16 products, and the report and its table say so.
+func TestRunBuiltinBF16(t *testing.T) {
+	o := tinyOptions()
+	o.SkipTorch, o.SkipLlama, o.Precision = true, true, "bf16"
+	r, err := Run(context.Background(), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMeasure(t, "train", r.Train, o.Steps*o.Rounds)
+	checkMeasure(t, "decode", r.Decode.Decode, o.DecodeReps)
+	if r.Precision != "bf16" || r.BF16Native != kernel.BF16Native() {
+		t.Fatalf("report precision %q, native %v (kernel: %v)", r.Precision, r.BF16Native, kernel.BF16Native())
+	}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "bfloat16 products") || !strings.Contains(b.String(), "bf16 products") {
+		t.Fatalf("table: %v\n%s", err, b.String())
+	}
+}
+
 // fakePython writes an executable that speaks torch_train.py's protocol for
 // tinyOptions' shape on one thread (configs eager and sdpa), logging each
 // command to log, so that Run's interleaving is tested without torch.
@@ -412,6 +433,7 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		"blas on pypi": func(o *Options) { o.SkipTorch, o.TorchSource, o.TorchBLAS = false, TorchPyPI, []string{""} },
 		"config":       func(o *Options) { o.TorchConfigs = []string{"jit"} },
 		"no llama":     func(o *Options) { o.SkipLlama, o.LlamaDir = false, "" },
+		"precision":    func(o *Options) { o.Precision = "fp16" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := tinyOptions()

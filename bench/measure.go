@@ -58,7 +58,7 @@ func Train(ctx context.Context, cfg model.Config, batch, seq, steps int) (Measur
 	if steps <= 0 {
 		return Measure{}, fmt.Errorf("bench train: steps %d must be positive", steps)
 	}
-	tr, err := newTrainer(cfg, batch, seq)
+	tr, err := newTrainer(cfg, batch, seq, false)
 	if err != nil {
 		return Measure{}, err
 	}
@@ -82,9 +82,10 @@ type trainRound struct {
 	cpu   time.Duration
 }
 
-// newTrainer builds the model of cfg, the batch and the optimiser of Train
-// and runs the warm-up step.
-func newTrainer(cfg model.Config, batch, seq int) (*trainer, error) {
+// newTrainer builds the model of cfg (its products in bfloat16 when bf16:
+// model.Model.BF16), the batch and the optimiser of Train and runs the
+// warm-up step.
+func newTrainer(cfg model.Config, batch, seq int, bf16 bool) (*trainer, error) {
 	if batch <= 0 || seq <= 0 {
 		return nil, fmt.Errorf("bench train: batch %d and seq %d must be positive", batch, seq)
 	}
@@ -95,6 +96,7 @@ func newTrainer(cfg model.Config, batch, seq int) (*trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench train: %w", err)
 	}
+	m.BF16 = bf16
 	rng := rand.New(rand.NewPCG(1, 2))
 	seqs := make([]model.Seq, batch)
 	for i := range seqs {

@@ -182,6 +182,7 @@ func bindBenchFlags(fs *cmdLine, o *bench.Options) {
 	fs.Float64Var(&o.QuietPeak, "quiet-peak", 0, "float32 FMA peak (GFLOP/s, same threads) measured earlier on the quiet machine: a run whose peak falls 10% below it is invalid (0: none)")
 	fs.StringVar(&o.GGUF, "gguf", "", "keep the exported GGUF at FILE (default: a temporary file)")
 	fs.StringVar(&o.LlamaDir, "llama-dir", o.LlamaDir, "llama.cpp install directory (default $"+bench.LlamaEnv+")")
+	fs.StringVar(&o.Precision, "precision", o.Precision, "the built-in engine's products: fp32, or bf16 (bfloat16 inputs, float32 sums; on AVX512_BF16 where the CPU has it), to set against --torch-configs bf16 (autocast)")
 	fs.BoolVar(&o.SkipTorch, "skip-torch", false, "do not run the PyTorch comparison")
 	fs.BoolVar(&o.SkipLlama, "skip-llama", false, "do not run the llama.cpp comparison")
 }
