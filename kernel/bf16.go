@@ -91,7 +91,7 @@ func BF16Native() bool { return bf16Native(active) }
 func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	checkGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
 	stripB := func(buf []uint32, j0, w, q0, qn int) []uint32 {
-		packBBF16(buf, transB, k, b, ldb, q0, qn, j0, w)
+		packBBF16(p, buf[:bf16KC*bf16NR], buf[bf16KC*bf16NR:], transB, k, b, ldb, q0, qn, j0, w)
 		return buf
 	}
 	runBF16(p, threads, transA, m, n, k, alpha, a, lda, stripB, beta, c, ldc)
@@ -111,11 +111,11 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 	kp := (k + 1) / 2
 	mp := (m + bf16MR - 1) / bf16MR * bf16MR
 	pa := make([]uint32, mp*kp)
-	packABF16(pa, transA, m, k, a, lda)
+	packABF16(p, pa, transA, m, k, a, lda)
 	strips := (n + bf16NR - 1) / bf16NR
 	nt := min(threadsFor(threads, m, n, k), strips)
 	run := func(s0, s1 int) {
-		buf := make([]uint32, bf16KC*bf16NR)
+		buf := make([]uint32, bf16KC*bf16NR+bf16KC) // a packed strip block, and packBBF16's scratch
 		var acc [bf16MR * bf16NR]float32
 		for s := s0; s < s1; s++ {
 			j0 := s * bf16NR
@@ -125,13 +125,7 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 				pb := stripB(buf, j0, w, q0, qn)
 				for r := 0; r < mp; r += bf16MR {
 					h := min(bf16MR, m-r)
-					c0 := c[r*ldc+j0:]
-					if w == bf16NR {
-						bf16TileAddOn(p, qn, pa[q0*mp+r*qn:], pb, c0, ldc, alpha, h, acc[:])
-						continue
-					}
-					bf16TileOn(p, qn, pa[q0*mp+r*qn:], pb, acc[:])
-					bf16AddTile(c0, ldc, alpha, h, w, acc[:])
+					bf16TileAddOn(p, qn, pa[q0*mp+r*qn:], pb, c[r*ldc+j0:], ldc, alpha, h, w, acc[:])
 				}
 			}
 		}
@@ -163,12 +157,13 @@ func PackBBF16(transB bool, n, k int, b []float32, ldb int) *PackedB {
 	kp := (k + 1) / 2
 	strips := (n + bf16NR - 1) / bf16NR
 	pb := &PackedB{p: active, n: n, k: k, bf16: make([]uint32, strips*kp*bf16NR)}
+	tmp := make([]uint32, bf16KC)
 	for s := range strips {
 		j0 := s * bf16NR
 		for q0 := 0; q0 < kp; q0 += bf16KC {
 			qn := min(bf16KC, kp-q0)
 			off := (s*kp + q0) * bf16NR
-			packBBF16(pb.bf16[off:off+qn*bf16NR], transB, k, b, ldb, q0, qn, j0, min(bf16NR, n-j0))
+			packBBF16(active, pb.bf16[off:off+qn*bf16NR], tmp, transB, k, b, ldb, q0, qn, j0, min(bf16NR, n-j0))
 		}
 	}
 	return pb
@@ -198,53 +193,69 @@ func bf16AddTile(c []float32, ldc int, alpha float32, rows, w int, acc []float32
 	}
 }
 
+// pairs2Go is pairs2 in Go: dst[j] = BF16(lo[j]) | BF16(hi[j])<<16.
+func pairs2Go(dst []uint32, lo, hi []float32) {
+	hi = hi[:len(lo)]
+	for j := range lo {
+		dst[j] = uint32(BF16(lo[j])) | uint32(BF16(hi[j]))<<16
+	}
+}
+
+// pairsAdjGo is pairsAdj in Go: dst[q] = BF16(x[2q]) | BF16(x[2q+1])<<16,
+// the second 0 past the end of x.
+func pairsAdjGo(dst []uint32, x []float32) {
+	for q := range dst {
+		v := uint32(BF16(x[2*q]))
+		if 2*q+1 < len(x) {
+			v |= uint32(BF16(x[2*q+1])) << 16
+		}
+		dst[q] = v
+	}
+}
+
 // packABF16 writes op(A) (m×k) as bfloat16 pairs in blocks of bf16KC pairs:
 // block q0 starts at q0·mp (mp = m rounded up to 6), then strips of 6 rows,
 // pair q of row r+i of a block of qn pairs at q0·mp + r·qn + 6(q−q0) + i,
 // the low half element 2q. Rows past m and the element past an odd k are 0.
-func packABF16(dst []uint32, trans bool, m, k int, a []float32, lda int) {
+// The rounding runs on path p's vectors along rows of the stored A, then
+// the pairs are scattered into strips.
+func packABF16(p *impl, dst []uint32, trans bool, m, k int, a []float32, lda int) {
 	kp := (k + 1) / 2
 	mp := len(dst) / kp
+	tmp := make([]uint32, max(m, min(kp, bf16KC)))
 	for q0 := 0; q0 < kp; q0 += bf16KC {
 		qn := min(bf16KC, kp-q0)
-		for r := 0; r < mp; r += bf16MR {
-			blk := dst[q0*mp+r*qn : q0*mp+r*qn+qn*bf16MR]
-			h := max(0, min(bf16MR, m-r))
-			if trans { // element (r+i, kk) at a[kk·lda + r+i]: the strip's 6 rows are adjacent
-				for q := range qn {
-					kk := 2 * (q0 + q)
-					out := blk[bf16MR*q : bf16MR*q+bf16MR]
-					lo := a[kk*lda+r : kk*lda+r+h]
-					if kk+1 < k {
-						hi := a[(kk+1)*lda+r : (kk+1)*lda+r+h]
-						for i := range lo {
-							out[i] = uint32(BF16(lo[i])) | uint32(BF16(hi[i]))<<16
-						}
-					} else {
-						for i := range lo {
-							out[i] = uint32(BF16(lo[i]))
-						}
-					}
-					clear(out[h:])
-				}
-				continue
+		base := dst[q0*mp : q0*mp+qn*mp]
+		if m < mp { // the last strip's rows past m
+			r := mp - bf16MR
+			for q := range qn {
+				clear(base[r*qn+bf16MR*q+m-r : r*qn+bf16MR*q+bf16MR])
 			}
-			for i := range bf16MR {
-				if i >= h {
-					for q := range qn {
-						blk[bf16MR*q+i] = 0
+		}
+		if trans { // op(A)'s column kk is row kk of the stored A: pairs of two rows at once
+			for q := range qn {
+				kk := 2 * (q0 + q)
+				lo := a[kk*lda : kk*lda+m]
+				if kk+1 < k {
+					pairs2(p, tmp[:m], lo, a[(kk+1)*lda:(kk+1)*lda+m])
+				} else {
+					for i, x := range lo {
+						tmp[i] = uint32(BF16(x))
 					}
-					continue
 				}
-				row := a[(r+i)*lda : (r+i)*lda+k]
-				for q := range qn {
-					kk := 2 * (q0 + q)
-					v := uint32(BF16(row[kk]))
-					if kk+1 < k {
-						v |= uint32(BF16(row[kk+1])) << 16
-					}
-					blk[bf16MR*q+i] = v
+				for i := range m {
+					r := i / bf16MR * bf16MR
+					base[r*qn+bf16MR*q+i-r] = tmp[i]
 				}
+			}
+			continue
+		}
+		for i := range m { // op(A)'s row i: its pairs adjacent
+			pairsAdj(p, tmp[:qn], a[i*lda+2*q0:i*lda+min(k, 2*(q0+qn))])
+			r := i / bf16MR * bf16MR
+			strip := base[r*qn:]
+			for q, v := range tmp[:qn] {
+				strip[bf16MR*q+i-r] = v
 			}
 		}
 	}
@@ -253,30 +264,33 @@ func packABF16(dst []uint32, trans bool, m, k int, a []float32, lda int) {
 // packBBF16 writes pairs q0 … q0+qn−1 of columns j0 … j0+w−1 of op(B)
 // (k×n) as bfloat16 pairs: pair q of column j at dst[64(q−q0) + j−j0], the
 // low half element 2q. Columns past w and the element past an odd k are 0.
-func packBBF16(dst []uint32, trans bool, k int, b []float32, ldb int, q0, qn, j0, w int) {
+// tmp holds at least qn pairs.
+func packBBF16(p *impl, dst, tmp []uint32, trans bool, k int, b []float32, ldb int, q0, qn, j0, w int) {
+	kEnd := min(k, 2*(q0+qn))
+	if trans { // op(B)'s column j is row j of the stored B: its pairs adjacent
+		for j := range w {
+			col := b[(j0+j)*ldb:]
+			pairsAdj(p, tmp[:qn], col[2*q0:kEnd])
+			for q, v := range tmp[:qn] {
+				dst[bf16NR*q+j] = v
+			}
+		}
+		if w < bf16NR {
+			for q := range qn {
+				clear(dst[bf16NR*q+w : bf16NR*q+bf16NR])
+			}
+		}
+		return
+	}
 	for q := range qn {
 		kk := 2 * (q0 + q)
 		row := dst[bf16NR*q : bf16NR*q+bf16NR]
-		if trans { // element (kk, j) at b[j·ldb + kk]
-			for j := range w {
-				col := b[(j0+j)*ldb:]
-				v := uint32(BF16(col[kk]))
-				if kk+1 < k {
-					v |= uint32(BF16(col[kk+1])) << 16
-				}
-				row[j] = v
-			}
+		lo := b[kk*ldb+j0 : kk*ldb+j0+w]
+		if kk+1 < k {
+			pairs2(p, row, lo, b[(kk+1)*ldb+j0:(kk+1)*ldb+j0+w])
 		} else {
-			lo := b[kk*ldb+j0 : kk*ldb+j0+w]
-			if kk+1 < k {
-				hi := b[(kk+1)*ldb+j0 : (kk+1)*ldb+j0+w]
-				for j := range lo {
-					row[j] = uint32(BF16(lo[j])) | uint32(BF16(hi[j]))<<16
-				}
-			} else {
-				for j := range lo {
-					row[j] = uint32(BF16(lo[j]))
-				}
+			for j, x := range lo {
+				row[j] = uint32(BF16(x))
 			}
 		}
 		clear(row[w:])

@@ -270,3 +270,46 @@ func BenchmarkGemmBF16(b *testing.B) {
 		}
 	}
 }
+
+// TestBF16PairsPaths checks the vector conversions (pairs2, pairsAdj) of
+// every path against BF16 on special values, ties and random floats, for
+// lengths with and without a tail.
+func TestBF16PairsPaths(t *testing.T) {
+	special := []uint32{0, 0x80000000, 0x3f808000, 0x3f818000, 0x3f808001, 0x7f7fffff, 0x7f800000, 0xff800000,
+		0x7f800001, 0xffc00000, 0x7fbfffff, 0x00000001, 0x807fffff, 0x00ff8000}
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{0, 1, 7, 8, 15, 16, 17, 33, 100} {
+		x := make([]float32, 2*n+1)
+		for i := range x {
+			if i < len(special) {
+				x[(i*7)%len(x)] = math.Float32frombits(special[i])
+			} else {
+				x[i] = math.Float32frombits(r.Uint32())
+			}
+		}
+		lo, hi := x[:n], x[n:2*n]
+		for _, p := range impls {
+			got := make([]uint32, n)
+			pairs2(p, got, lo, hi)
+			for j := range n {
+				if want := uint32(BF16(lo[j])) | uint32(BF16(hi[j]))<<16; got[j] != want {
+					t.Fatalf("%s pairs2 n=%d [%d]: %#08x, want %#08x (from %#08x, %#08x)", p.name, n, j, got[j], want, math.Float32bits(lo[j]), math.Float32bits(hi[j]))
+				}
+			}
+			for _, xs := range [][]float32{x[:2*n], x[:2*n+1]} {
+				q := (len(xs) + 1) / 2
+				adj := make([]uint32, q)
+				pairsAdj(p, adj, xs)
+				for j := range q {
+					want := uint32(BF16(xs[2*j]))
+					if 2*j+1 < len(xs) {
+						want |= uint32(BF16(xs[2*j+1])) << 16
+					}
+					if adj[j] != want {
+						t.Fatalf("%s pairsAdj len %d [%d]: %#08x, want %#08x", p.name, len(xs), j, adj[j], want)
+					}
+				}
+			}
+		}
+	}
+}

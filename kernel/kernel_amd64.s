@@ -8271,3 +8271,104 @@ peak_256:
 peakdone_256:
 	VZEROUPPER
 	RET
+
+// func bf16Pairs2(dst []uint32, lo []float32, hi []float32)
+// Requires: AVX, AVX512F
+TEXT ·bf16Pairs2(SB), NOSPLIT, $0-72
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         lo_base+24(FP), CX
+	MOVQ         hi_base+48(FP), DX
+	MOVQ         lo_len+32(FP), BX
+	VPBROADCASTD u32_00000001<>+0(SB), Z0
+	VPBROADCASTD u32_00007fff<>+0(SB), Z1
+	VPBROADCASTD u32_7fffffff<>+0(SB), Z2
+	VPBROADCASTD u32_7f800000<>+0(SB), Z3
+	VPBROADCASTD u32_00400000<>+0(SB), Z4
+	VPBROADCASTD u32_ffff0000<>+0(SB), Z5
+
+pairs2:
+	CMPQ      BX, $0x00000010
+	JL        pairs2done
+	VMOVDQU32 (CX), Z6
+	VMOVDQU32 (DX), Z7
+	VPSRLD    $0x10, Z6, Z8
+	VPANDD    Z0, Z8, Z8
+	VPADDD    Z1, Z6, Z9
+	VPADDD    Z8, Z9, Z9
+	VPANDD    Z2, Z6, Z8
+	VPCMPUD   $0x06, Z3, Z8, K2
+	VPORD     Z4, Z6, K2, Z9
+	VPSRLD    $0x10, Z7, Z6
+	VPANDD    Z0, Z6, Z6
+	VPADDD    Z1, Z7, Z8
+	VPADDD    Z6, Z8, Z8
+	VPANDD    Z2, Z7, Z6
+	VPCMPUD   $0x06, Z3, Z6, K2
+	VPORD     Z4, Z7, K2, Z8
+	VPSRLD    $0x10, Z9, Z9
+	VPANDD    Z5, Z8, Z8
+	VPORD     Z8, Z9, Z9
+	VMOVDQU32 Z9, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, AX
+	SUBQ      $0x00000010, BX
+	JMP       pairs2
+
+pairs2done:
+	VZEROUPPER
+	RET
+
+DATA u32_00000001<>+0(SB)/4, $0x00000001
+GLOBL u32_00000001<>(SB), RODATA|NOPTR, $4
+
+DATA u32_00007fff<>+0(SB)/4, $0x00007fff
+GLOBL u32_00007fff<>(SB), RODATA|NOPTR, $4
+
+DATA u32_7fffffff<>+0(SB)/4, $0x7fffffff
+GLOBL u32_7fffffff<>(SB), RODATA|NOPTR, $4
+
+DATA u32_7f800000<>+0(SB)/4, $0x7f800000
+GLOBL u32_7f800000<>(SB), RODATA|NOPTR, $4
+
+DATA u32_00400000<>+0(SB)/4, $0x00400000
+GLOBL u32_00400000<>(SB), RODATA|NOPTR, $4
+
+DATA u32_ffff0000<>+0(SB)/4, $0xffff0000
+GLOBL u32_ffff0000<>(SB), RODATA|NOPTR, $4
+
+// func bf16PairsAdj(dst []uint32, x []float32)
+// Requires: AVX, AVX512F
+TEXT ·bf16PairsAdj(SB), NOSPLIT, $0-48
+	MOVQ         dst_base+0(FP), AX
+	MOVQ         x_base+24(FP), CX
+	MOVQ         dst_len+8(FP), DX
+	VPBROADCASTD u32_00000001<>+0(SB), Z0
+	VPBROADCASTD u32_00007fff<>+0(SB), Z1
+	VPBROADCASTD u32_7fffffff<>+0(SB), Z2
+	VPBROADCASTD u32_7f800000<>+0(SB), Z3
+	VPBROADCASTD u32_00400000<>+0(SB), Z4
+
+pairsadj:
+	CMPQ      DX, $0x00000008
+	JL        pairsadjdone
+	VMOVDQU32 (CX), Z5
+	VPSRLD    $0x10, Z5, Z6
+	VPANDD    Z0, Z6, Z6
+	VPADDD    Z1, Z5, Z7
+	VPADDD    Z6, Z7, Z7
+	VPANDD    Z2, Z5, Z6
+	VPCMPUD   $0x06, Z3, Z6, K2
+	VPORD     Z4, Z5, K2, Z7
+	VPSRLD    $0x10, Z7, Z7
+	VPSRLQ    $0x10, Z7, Z5
+	VPORQ     Z5, Z7, Z7
+	VPMOVQD   Z7, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, AX
+	SUBQ      $0x00000008, DX
+	JMP       pairsadj
+
+pairsadjdone:
+	VZEROUPPER
+	RET

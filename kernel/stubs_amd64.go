@@ -217,3 +217,9 @@ func fmaPeak512(iters int)
 
 // iters rounds of independent FMAs (the machine's FMA peak).
 func fmaPeak256(iters int)
+
+// dst[j] = BF16(lo[j]) | BF16(hi[j])<<16 over the whole vectors of 16 in lo (the caller does the tail).
+func bf16Pairs2(dst []uint32, lo []float32, hi []float32)
+
+// dst[q] = BF16(x[2q]) | BF16(x[2q+1])<<16 over the whole blocks of 8 pairs in dst (the caller does the tail).
+func bf16PairsAdj(dst []uint32, x []float32)

@@ -62,6 +62,8 @@ func main() {
 	scale(false)
 	peak(true)
 	peak(false)
+	bf16Pairs2()
+	bf16PairsAdj()
 	Generate()
 }
 
@@ -1318,6 +1320,111 @@ func gemmTilePacked(u int) {
 	Label(zeroStore)
 	storeTile(true, false, acc, bc, t, cp, ldc, true)
 	Label(ret)
+	VZEROUPPER()
+	RET()
+}
+
+// u32consts are the 4-byte integer constants VPBROADCASTD reads.
+var u32consts = map[uint32]Mem{}
+
+// bcastU32 broadcasts the 32-bit constant bits to a zmm.
+func bcastU32(bits uint32) VecVirtual {
+	m, ok := u32consts[bits]
+	if !ok {
+		m = ConstData(fmt.Sprintf("u32_%08x", bits), U32(bits))
+		u32consts[bits] = m
+	}
+	r := ZMM()
+	VPBROADCASTD(m, r)
+	return r
+}
+
+// bf16Consts are the constants of rneBF16.
+type bf16Consts struct{ one, bias, abs, inf, qbit VecVirtual }
+
+func newBF16Consts() bf16Consts {
+	return bf16Consts{one: bcastU32(1), bias: bcastU32(0x7fff), abs: bcastU32(0x7fffffff), inf: bcastU32(0x7f800000), qbit: bcastU32(0x00400000)}
+}
+
+// rneBF16 returns, in each 32-bit lane of v (float32 bits u), the bits
+// whose upper half is kernel.BF16(u): u + 0x7fff + ((u >> 16) & 1) (round
+// to nearest, ties to even), or u | 0x00400000 for a NaN (kept quiet).
+func rneBF16(c bf16Consts, v VecVirtual) VecVirtual {
+	t := ZMM()
+	VPSRLD(U8(16), v, t)
+	VPANDD(c.one, t, t)
+	r := ZMM()
+	VPADDD(c.bias, v, r)
+	VPADDD(t, r, r)
+	a := ZMM()
+	VPANDD(c.abs, v, a)
+	VPCMPUD(U8(6), c.inf, a, K2) // |u| > +Inf: NaN
+	VPORD(c.qbit, v, K2, r)
+	return r
+}
+
+// bf16Pairs2 emits bf16Pairs2(dst []uint32, lo, hi []float32): dst[j] =
+// BF16(lo[j]) | BF16(hi[j])<<16 for the whole vectors of 16 in lo (the
+// caller does the tail); hi and dst at least as long as lo.
+func bf16Pairs2() {
+	TEXT("bf16Pairs2", NOSPLIT, "func(dst []uint32, lo, hi []float32)")
+	Doc("dst[j] = BF16(lo[j]) | BF16(hi[j])<<16 over the whole vectors of 16 in lo (the caller does the tail).")
+	dp := Load(Param("dst").Base(), GP64())
+	lp := Load(Param("lo").Base(), GP64())
+	hp := Load(Param("hi").Base(), GP64())
+	n := Load(Param("lo").Len(), GP64())
+	c := newBF16Consts()
+	himask := bcastU32(0xffff0000)
+	Label("pairs2")
+	CMPQ(n, U32(16))
+	JL(LabelRef("pairs2done"))
+	a, b := ZMM(), ZMM()
+	VMOVDQU32(Mem{Base: lp}, a)
+	VMOVDQU32(Mem{Base: hp}, b)
+	ra, rb := rneBF16(c, a), rneBF16(c, b)
+	VPSRLD(U8(16), ra, ra)
+	VPANDD(himask, rb, rb)
+	VPORD(rb, ra, ra)
+	VMOVDQU32(ra, Mem{Base: dp})
+	ADDQ(U32(64), lp)
+	ADDQ(U32(64), hp)
+	ADDQ(U32(64), dp)
+	SUBQ(U32(16), n)
+	JMP(LabelRef("pairs2"))
+	Label("pairs2done")
+	VZEROUPPER()
+	RET()
+}
+
+// bf16PairsAdj emits bf16PairsAdj(dst []uint32, x []float32): dst[q] =
+// BF16(x[2q]) | BF16(x[2q+1])<<16 for the whole blocks of 8 pairs in dst
+// (the caller does the tail); x at least twice as long as dst. Each qword
+// of rounded lanes [r₀, r₁] becomes r₀>>16 | (r₁>>16)<<16: shift both
+// dwords right by 16, OR the qword with itself shifted right by 16, keep
+// its low dword (VPMOVQD).
+func bf16PairsAdj() {
+	TEXT("bf16PairsAdj", NOSPLIT, "func(dst []uint32, x []float32)")
+	Doc("dst[q] = BF16(x[2q]) | BF16(x[2q+1])<<16 over the whole blocks of 8 pairs in dst (the caller does the tail).")
+	dp := Load(Param("dst").Base(), GP64())
+	xp := Load(Param("x").Base(), GP64())
+	n := Load(Param("dst").Len(), GP64())
+	c := newBF16Consts()
+	Label("pairsadj")
+	CMPQ(n, U32(8))
+	JL(LabelRef("pairsadjdone"))
+	v := ZMM()
+	VMOVDQU32(Mem{Base: xp}, v)
+	r := rneBF16(c, v)
+	VPSRLD(U8(16), r, r)
+	t := ZMM()
+	VPSRLQ(U8(16), r, t)
+	VPORQ(t, r, r)
+	VPMOVQD(r, Mem{Base: dp})
+	ADDQ(U32(64), xp)
+	ADDQ(U32(32), dp)
+	SUBQ(U32(8), n)
+	JMP(LabelRef("pairsadj"))
+	Label("pairsadjdone")
 	VZEROUPPER()
 	RET()
 }

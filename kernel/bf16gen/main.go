@@ -78,28 +78,14 @@ func body(name string) {
 	p("%sstore:", name)
 }
 
-// tile writes bf16Tile, which stores the 6×64 sums in acc (row-major, 64
-// wide), and bf16TileC, which adds them to the first rows rows of a
-// 64-column block of C: C ← C + alpha·s, the product rounded, then the sum
-// (as C + float32(alpha·s) in Go).
+// tile writes bf16TileC, which adds the 6×64 sums to the first rows rows of a block
+// of C, the columns of each vector under its 16-bit mask (masked loads and
+// stores: columns past the block are neither read nor written): C ← C +
+// alpha·s, the product rounded, then the sum (as C + float32(alpha·s) in
+// Go).
 func tile() {
-	p("// func bf16Tile(kp int, a *uint32, b *uint32, acc *float32)")
-	p("TEXT ·bf16Tile(SB), NOSPLIT, $0-32")
-	p("\tMOVQ kp+0(FP), CX")
-	p("\tMOVQ a+8(FP), SI")
-	p("\tMOVQ b+16(FP), DI")
-	p("\tMOVQ acc+24(FP), DX")
-	body("acc")
-	for i := range mr {
-		for v := range nv {
-			p("\tVMOVUPS Z%d, %d(DX)", nv*i+v, 4*(16*nv*i+16*v))
-		}
-	}
-	p("\tVZEROUPPER")
-	p("\tRET")
-	p("")
-	p("// func bf16TileC(kp int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, rows int)")
-	p("TEXT ·bf16TileC(SB), NOSPLIT, $0-56")
+	p("// func bf16TileC(kp int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, rows int, masks uint64)")
+	p("TEXT ·bf16TileC(SB), NOSPLIT, $0-64")
 	p("\tMOVQ kp+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ b+16(FP), DI")
@@ -109,14 +95,20 @@ func tile() {
 	p("\tMOVQ rows+48(FP), R9")
 	body("c")
 	p("\tVBROADCASTSS alpha+40(FP), Z30")
+	// masks: 16 bits a vector of columns, vector v in bits 16v…16v+15 (K1+v).
+	p("\tMOVQ masks+56(FP), AX")
+	for v := range nv {
+		p("\tKMOVW AX, K%d", 1+v)
+		p("\tSHRQ $16, AX")
+	}
 	for i := range mr {
 		p("\tCMPQ R9, $%d", i)
 		p("\tJLE cdone")
 		for v := range nv {
 			a := nv*i + v
 			p("\tVMULPS Z30, Z%d, Z%d", a, a)
-			p("\tVADDPS %d(DX), Z%d, Z%d", 64*v, a, a)
-			p("\tVMOVUPS Z%d, %d(DX)", a, 64*v)
+			p("\tVADDPS %d(DX), Z%d, K%d, Z%d", 64*v, a, 1+v, a)
+			p("\tVMOVUPS Z%d, K%d, %d(DX)", a, 1+v, 64*v)
 		}
 		p("\tADDQ R8, DX")
 	}
