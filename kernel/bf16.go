@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -146,14 +145,7 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 // GemmPackedSerial to compute GemmBF16's products with it: their rows equal
 // GemmBF16's with this B, bit for bit. A decoder packs its weights once.
 func PackBBF16(transB bool, n, k int, b []float32, ldb int) *PackedB {
-	if n < 0 || k < 0 {
-		panic(fmt.Sprintf("kernel.PackBBF16: negative dimension n=%d k=%d", n, k))
-	}
-	if transB {
-		checkMatrix("b", b, n, k, ldb)
-	} else {
-		checkMatrix("b", b, k, n, ldb)
-	}
+	checkPackB("PackBBF16", transB, n, k, b, ldb)
 	kp := (k + 1) / 2
 	strips := (n + bf16NR - 1) / bf16NR
 	pb := &PackedB{p: active, n: n, k: k, bf16: make([]uint32, strips*kp*bf16NR)}

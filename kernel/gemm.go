@@ -65,14 +65,7 @@ func PackB(transB bool, n, k int, b []float32, ldb int) *PackedB {
 
 // packBWith packs op(B) for code path p.
 func packBWith(p *impl, transB bool, n, k int, b []float32, ldb int) *PackedB {
-	if n < 0 || k < 0 {
-		panic(fmt.Sprintf("kernel.PackB: negative dimension n=%d k=%d", n, k))
-	}
-	if transB {
-		checkMatrix("b", b, n, k, ldb)
-	} else {
-		checkMatrix("b", b, k, n, ldb)
-	}
+	checkPackB("PackB", transB, n, k, b, ldb)
 	np := (n + p.nr - 1) / p.nr * p.nr
 	pb := &PackedB{p: p, n: n, k: k, np: np, data: make([]float32, k*np)}
 	for pc := 0; pc < k; pc += blockK {
@@ -80,6 +73,18 @@ func packBWith(p *impl, transB bool, n, k int, b []float32, ldb int) *PackedB {
 		packB(p, pb.data[pc*np:pc*np+kc*np], b, ldb, transB, pc, kc, 0, n)
 	}
 	return pb
+}
+
+// checkPackB panics unless b holds op(B), k×n (fn names the caller).
+func checkPackB(fn string, transB bool, n, k int, b []float32, ldb int) {
+	if n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernel.%s: negative dimension n=%d k=%d", fn, n, k))
+	}
+	if transB {
+		checkMatrix("b", b, n, k, ldb)
+	} else {
+		checkMatrix("b", b, k, n, ldb)
+	}
 }
 
 // N is the number of columns of op(B) (and of C).
