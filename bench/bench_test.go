@@ -678,3 +678,12 @@ func TestCPUAccounting(t *testing.T) {
 		t.Fatalf("load average %g", l)
 	}
 }
+
+// Each interpreter gets its own torch.compile cache, so that two torch
+// installs never load each other's compiled kernels.
+func TestInductorCachePerInterpreter(t *testing.T) {
+	a, b := inductorCache("/venv-a/bin/python"), inductorCache("/venv-b/bin/python")
+	if a == b || a != inductorCache("/venv-a/bin/python") || !strings.HasPrefix(a, os.TempDir()) {
+		t.Fatalf("caches %q and %q", a, b)
+	}
+}

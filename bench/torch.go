@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +169,24 @@ type TorchSession struct {
 	closeErr  error
 }
 
+// inductorCacheEnv is where torch.compile keeps its compiled kernels.
+const inductorCacheEnv = "TORCHINDUCTOR_CACHE_DIR"
+
+// inductorCache is torch.compile's cache directory for the interpreter
+// python, unless the user names one: the default (/tmp/torchinductor_USER)
+// is shared by every torch on the machine, and two installs of the same
+// torch version (a Python 3.12 venv and a 3.11 one) then load each
+// other's kernels, which fail to link (undefined symbol Sleef_expf16_u10,
+// seen with torch 2.15.0).
+func inductorCache(python string) string {
+	abs, err := filepath.Abs(python)
+	if err != nil {
+		abs = python
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(os.TempDir(), "compactrl-torchinductor-"+hex.EncodeToString(sum[:6]))
+}
+
 // StartTorch starts torch_train.py (embedded) under python on the shape of
 // cfg, batch sequences of seq positions and threads intra-op threads (also
 // OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS), and waits
@@ -209,6 +229,9 @@ func StartTorch(ctx context.Context, python, blasDir string, configs []string, c
 	}
 	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+itoa(threads), "MKL_NUM_THREADS="+itoa(threads), "OPENBLAS_NUM_THREADS="+itoa(threads))
+	if os.Getenv(inductorCacheEnv) == "" {
+		cmd.Env = append(cmd.Env, inductorCacheEnv+"="+inductorCache(python))
+	}
 	if blasDir != "" {
 		lp := blasDir
 		if old := os.Getenv("LD_LIBRARY_PATH"); old != "" {
