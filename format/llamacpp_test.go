@@ -237,7 +237,7 @@ func startLlamaServer(t *testing.T, dir, modelPath string, ctxLen int) string {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, "run"), filepath.Join(dir, "root/usr/bin/llama-server"),
-		"-m", modelPath, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-t", "2", "--no-webui",
+		"-m", modelPath, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "-t", testenv.LlamaThreads, "--no-webui",
 		"-c", strconv.Itoa(ctxLen), "-np", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off")
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs

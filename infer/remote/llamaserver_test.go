@@ -76,7 +76,7 @@ func startLlamaServer() (stop func(), err error) {
 		return nil, err
 	}
 	cmd := exec.Command(run, server, "-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"-t", "2", "--no-webui", "-np", fmt.Sprint(llamaNSlots), "-c", fmt.Sprint(llamaNSlots*llamaCtx))
+		"-t", testenv.LlamaThreads, "--no-webui", "-np", fmt.Sprint(llamaNSlots), "-c", fmt.Sprint(llamaNSlots*llamaCtx))
 	logf, err := os.Create(filepath.Join(tmp, "server.log"))
 	if err != nil {
 		cleanup()

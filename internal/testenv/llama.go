@@ -11,8 +11,17 @@ import (
 	"time"
 )
 
+// LlamaThreads is the thread count of the tests' llama-servers (-t): one.
+// llama.cpp's threads meet at spinning barriers after every operation, so
+// a server with more threads than it has free cores waits at each barrier
+// for a thread the kernel has descheduled: beside a training run or
+// another test package, a 2-thread server decoded 1–2 tokens/s and one
+// test's eight episodes took over 15 minutes. One thread never waits for
+// another.
+const LlamaThreads = "1"
+
 // LlamaServer starts llama-server of the installation in $LlamaEnv on the
-// GGUF model with 2 threads and args (slots, context, cache types…),
+// GGUF model with LlamaThreads threads and args (slots, context, cache types…),
 // stops it when t ends, and returns its URL once /health answers 200.
 func LlamaServer(t testing.TB, model string, args ...string) string {
 	t.Helper()
@@ -36,7 +45,7 @@ func LlamaServer(t testing.TB, model string, args ...string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(run, append([]string{server, "-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"-t", "2", "--no-webui"}, args...)...)
+		"-t", LlamaThreads, "--no-webui"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := StartGroup(cmd); err != nil {
 		t.Fatal(err)
