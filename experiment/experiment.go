@@ -330,7 +330,8 @@ var dynamicsFields = []struct{ key, header, format string }{
 }
 
 // DynamicsWindow is how many iterations DynamicsTable averages at the
-// start and at the end of a run.
+// start and at the end of a run (half of a run shorter than twice that,
+// so that the two never overlap).
 const DynamicsWindow = 5
 
 // DynamicsTable is how each arm's training rollouts moved: every metric of
@@ -339,7 +340,7 @@ const DynamicsWindow = 5
 // training reward over the last iterations fell below 0.2 (a collapse).
 // Runs are read with load (report.Load); reference rows are skipped.
 func DynamicsTable(results []ArmResult, load func(dir string) (report.Run, error)) (report.Table, error) {
-	t := report.Table{Caption: fmt.Sprintf("Training rollouts: means over the first and the last %d iterations, then over seeds", DynamicsWindow),
+	t := report.Table{Caption: fmt.Sprintf("Training rollouts: means over the first and the last %d iterations (half of a shorter run's), then over seeds", DynamicsWindow),
 		Header: []string{"arm", "seeds"}}
 	for _, f := range dynamicsFields {
 		t.Header = append(t.Header, f.header+", start → end")
@@ -365,7 +366,7 @@ func DynamicsTable(results []ArmResult, load func(dir string) (report.Run, error
 			if len(iters) == 0 {
 				continue
 			}
-			w := min(DynamicsWindow, len(iters))
+			w := max(1, min(DynamicsWindow, len(iters)/2))
 			for k, f := range dynamicsFields {
 				start[k] = append(start[k], recMean(iters[:w], f.key))
 				end[k] = append(end[k], recMean(iters[len(iters)-w:], f.key))

@@ -239,6 +239,16 @@ func TestDynamicsTable(t *testing.T) {
 	if got := tab.Rows[0][6]; got != "2" {
 		t.Errorf("collapsed seeds %q, want 2", got)
 	}
+	// A run of 5 iterations: its first 2 against its last 2, not all 5 twice.
+	for _, k := range []string{"s1", "s2"} {
+		r := runs[k]
+		r.Records = append(append([]report.Record(nil), r.Records[:5]...), r.Records[10])
+		runs[k] = r
+	}
+	tab, _ = DynamicsTable(res, load)
+	if got := tab.Rows[0][2]; got != "0.05 → 0.35" {
+		t.Errorf("overlong of 5-iteration runs %q, want 0.05 → 0.35 (iterations 0–1 against 3–4)", got)
+	}
 }
 
 // effectOf's t-interval is over the per-seed paired differences: three
