@@ -241,7 +241,7 @@ func startLlamaServer(t *testing.T, dir, modelPath string, ctxLen int) string {
 		"-c", strconv.Itoa(ctxLen), "-np", "1", "-ctk", "f32", "-ctv", "f32", "-fa", "off")
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartGroup(cmd); err != nil {
 		cancel()
 		t.Fatalf("start llama-server: %v", err)
 	}
