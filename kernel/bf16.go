@@ -13,6 +13,21 @@ const (
 	bf16KC         = 256
 )
 
+// bf16Workspace holds a product's packing buffers (packed A and packABF16's
+// scratch) or one worker goroutine's (a packed strip block and
+// packBBF16's scratch), reused through bf16Workspaces as Gemm's are. Every
+// element is written before it is read.
+type bf16Workspace struct{ pa, tmp, buf []uint32 }
+
+var bf16Workspaces = sync.Pool{New: func() any { return new(bf16Workspace) }}
+
+func growU32(buf []uint32, n int) []uint32 {
+	if cap(buf) < n {
+		return make([]uint32, n)
+	}
+	return buf[:n]
+}
+
 // BF16 rounds x to bfloat16, returned as its 16 bits: the upper half of
 // x's bits rounded to nearest, ties to even; a NaN stays a (quiet) NaN.
 func BF16(x float32) uint16 {
@@ -109,12 +124,19 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 	}
 	kp := (k + 1) / 2
 	mp := (m + bf16MR - 1) / bf16MR * bf16MR
-	pa := make([]uint32, mp*kp)
-	packABF16(p, pa, transA, m, k, a, lda)
+	ws := bf16Workspaces.Get().(*bf16Workspace)
+	defer bf16Workspaces.Put(ws)
+	ws.pa = growU32(ws.pa, mp*kp)
+	pa := ws.pa
+	ws.tmp = growU32(ws.tmp, max(m, min(kp, bf16KC)))
+	packABF16(p, pa, ws.tmp, transA, m, k, a, lda)
 	strips := (n + bf16NR - 1) / bf16NR
 	nt := min(threadsFor(threads, m, n, k), strips)
 	run := func(s0, s1 int) {
-		buf := make([]uint32, bf16KC*bf16NR+bf16KC) // a packed strip block, and packBBF16's scratch
+		wsB := bf16Workspaces.Get().(*bf16Workspace)
+		defer bf16Workspaces.Put(wsB)
+		wsB.buf = growU32(wsB.buf, bf16KC*bf16NR+bf16KC) // a packed strip block, and packBBF16's scratch
+		buf := wsB.buf
 		var acc [bf16MR * bf16NR]float32
 		for s := s0; s < s1; s++ {
 			j0 := s * bf16NR
@@ -210,11 +232,10 @@ func pairsAdjGo(dst []uint32, x []float32) {
 // pair q of row r+i of a block of qn pairs at q0·mp + r·qn + 6(q−q0) + i,
 // the low half element 2q. Rows past m and the element past an odd k are 0.
 // The rounding runs on path p's vectors along rows of the stored A, then
-// the pairs are scattered into strips.
-func packABF16(p *impl, dst []uint32, trans bool, m, k int, a []float32, lda int) {
+// the pairs are scattered into strips; tmp holds max(m, min(⌈k/2⌉, 256)).
+func packABF16(p *impl, dst, tmp []uint32, trans bool, m, k int, a []float32, lda int) {
 	kp := (k + 1) / 2
 	mp := len(dst) / kp
-	tmp := make([]uint32, max(m, min(kp, bf16KC)))
 	for q0 := 0; q0 < kp; q0 += bf16KC {
 		qn := min(bf16KC, kp-q0)
 		base := dst[q0*mp : q0*mp+qn*mp]
