@@ -142,7 +142,119 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &b.initPID)
 		b.initNS = pidNS(b.initPID)
 	}
+	if c.Name() == "podman" {
+		if err := p.pinHosts(ctx, b.id); err != nil {
+			p.Down()
+			return nil, nil, err
+		}
+	}
 	return p, b, nil
+}
+
+// pinHosts writes every service's addresses into each container's
+// /etc/hosts, so that the services find each other by name without asking
+// podman's DNS server. aardvark-dns before 1.11 (Debian 12 ships 1.4)
+// closes and reopens every listener whenever any network on the host gains
+// or loses a container, and a lookup in that window fails with "Temporary
+// failure in name resolution" (containers/aardvark-dns#389): one lookup in
+// a few thousand while other episodes' projects come and go, enough to
+// fail a verifier that looks its service up once. /etc/hosts is read
+// before DNS by glibc and musl, and holds what DNS would answer: for each
+// network two containers share, the other's address there under its
+// service name, its container name and its aliases on that network.
+// Docker's resolver lives in the daemon and has no such window, so Docker
+// projects are left as Harbor leaves them.
+func (p *ComposeProject) pinHosts(ctx context.Context, mainID string) error {
+	out, err := p.c.run(ctx, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name)
+	if err != nil {
+		return fmt.Errorf("compose project %s: list its containers: %w", p.name, err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return fmt.Errorf("compose project %s: no containers", p.name)
+	}
+	js, err := p.c.run(ctx, append([]string{"inspect"}, ids...)...)
+	if err != nil {
+		return fmt.Errorf("compose project %s: inspect its containers: %w", p.name, err)
+	}
+	var cs []composeContainer
+	if err := json.Unmarshal(js, &cs); err != nil {
+		return fmt.Errorf("compose project %s: %s inspect: %w", p.name, p.c.Name(), err)
+	}
+	for i, target := range cs {
+		lines := hostsLines(cs, i)
+		if lines == "" {
+			continue
+		}
+		box := &Box{c: p.c, id: target.ID}
+		msg, code, err := box.Run(ctx, ExecSpec{User: "0", Cmd: []string{"sh", "-c", `printf '%s' "$1" >> /etc/hosts`, "sh", lines}})
+		if err != nil || code != 0 {
+			if err == nil && target.ID != mainID && (code == 127 || code == 126) {
+				continue // an image without sh (a distroless service): it keeps DNS alone
+			}
+			return fmt.Errorf("compose project %s: write the services' addresses into %s's /etc/hosts (exit %d): %v %s", p.name, target.service(), code, err, tailString(msg, 500))
+		}
+	}
+	return nil
+}
+
+// composeContainer is what pinHosts reads of `inspect`'s JSON (the same
+// fields in podman's and Docker's).
+type composeContainer struct {
+	ID     string `json:"Id"`
+	Name   string
+	Config struct {
+		Labels map[string]string
+	}
+	NetworkSettings struct {
+		Networks map[string]struct {
+			IPAddress         string
+			GlobalIPv6Address string
+			Aliases           []string
+		}
+	}
+}
+
+func (c composeContainer) service() string {
+	if s := c.Config.Labels["com.docker.compose.service"]; s != "" {
+		return s
+	}
+	return strings.TrimPrefix(c.Name, "/")
+}
+
+// hostsLines are the /etc/hosts lines for container cs[target]: one per
+// other container and network they share, "ADDRESS SERVICE NAME ALIASES…",
+// networks in name order (the first line of a name is the one resolvers
+// use).
+func hostsLines(cs []composeContainer, target int) string {
+	var b strings.Builder
+	for j, other := range cs {
+		if j == target {
+			continue
+		}
+		for _, net := range slices.Sorted(maps.Keys(other.NetworkSettings.Networks)) {
+			if _, shared := cs[target].NetworkSettings.Networks[net]; !shared {
+				continue
+			}
+			n := other.NetworkSettings.Networks[net]
+			names := []string{other.service(), strings.TrimPrefix(other.Name, "/")}
+			names = append(names, n.Aliases...)
+			seen := map[string]bool{}
+			var uniq []string
+			for _, name := range names {
+				if name != "" && !seen[name] && !strings.ContainsAny(name, " \t\n#") {
+					seen[name] = true
+					uniq = append(uniq, name)
+				}
+			}
+			for _, addr := range []string{n.IPAddress, n.GlobalIPv6Address} {
+				if addr != "" && len(uniq) > 0 {
+					fmt.Fprintf(&b, "%s\t%s\n", addr, strings.Join(uniq, " "))
+				}
+			}
+		}
+	}
+	return b.String()
 }
 
 // composeServices lists the services a compose file defines.

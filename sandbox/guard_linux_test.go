@@ -178,6 +178,37 @@ func TestReapComposeProject(t *testing.T) {
 	if out, code, err := b.Run(ctx, ExecSpec{Cmd: []string{"getent", "hosts", "db"}}); err != nil || code != 0 {
 		t.Fatalf("db not reachable by name from main: %v %d %s", err, code, out)
 	}
+	// The services find each other without podman's DNS server (whose
+	// listeners restart whenever any network on the host changes): with the
+	// resolver pointed at an address nothing answers on, db's name is still
+	// its address on the project's network, and main's is found from db.
+	addr := func(service string) string {
+		out, err := exec.Command("podman", "ps", "-q", "--filter", "label=com.docker.compose.project="+project, "--filter", "label=com.docker.compose.service="+service).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, err := exec.Command("podman", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", strings.TrimSpace(string(out))).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(ip))
+	}
+	dbBox := &Box{c: c, id: func() string {
+		out, _ := exec.Command("podman", "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+project, "--filter", "label=com.docker.compose.service=db").Output()
+		return strings.TrimSpace(string(out))
+	}()}
+	for _, lookup := range []struct {
+		from *Box
+		name string
+	}{{b, "db"}, {dbBox, MainService}} {
+		if _, code, err := lookup.from.Run(ctx, ExecSpec{User: "0", Cmd: []string{"sh", "-c", "echo nameserver 127.0.0.9 > /etc/resolv.conf"}}); err != nil || code != 0 {
+			t.Fatal(err, code)
+		}
+		out, code, err := lookup.from.Run(ctx, ExecSpec{Cmd: []string{"getent", "ahostsv4", lookup.name}})
+		if want := addr(lookup.name); err != nil || code != 0 || want == "" || !strings.HasPrefix(out, want+" ") {
+			t.Errorf("%s without DNS: %q exit %d %v; want %s", lookup.name, out, code, err, want)
+		}
+	}
 	ids, err := c.ReapContainers(ctx, []string{owner})
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("reaped %v, %v; want main's and db's containers", ids, err)

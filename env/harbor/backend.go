@@ -80,12 +80,16 @@ type verifierRun struct {
 
 // The metrics Harbor episodes add to shelltask's.
 const (
-	metricRewardInvalid         shelltask.Metric = "reward_invalid"   // the verifier ran but its reward was not taken: see RewardNote
-	metricRewardPrefix          shelltask.Metric = "reward/"          // + each key of the verifier's reward
-	metricVerifierSeconds       shelltask.Metric = "verifier_seconds" // test.sh's wall-clock time
-	metricVerifierTimeout       shelltask.Metric = "verifier_timeout"
-	metricVerifierStragglers    shelltask.Metric = "verifier_stragglers" // processes that outlived test.sh
-	metricVerifierTampered      shelltask.Metric = "verifier_tampered"
+	metricRewardInvalid      shelltask.Metric = "reward_invalid"   // the verifier ran but its reward was not taken: see RewardNote
+	metricRewardPrefix       shelltask.Metric = "reward/"          // + each key of the verifier's reward
+	metricVerifierSeconds    shelltask.Metric = "verifier_seconds" // test.sh's wall-clock time
+	metricVerifierTimeout    shelltask.Metric = "verifier_timeout"
+	metricVerifierStragglers shelltask.Metric = "verifier_stragglers" // processes that outlived test.sh
+	metricVerifierTampered   shelltask.Metric = "verifier_tampered"
+	// containers: bytes the verifier exec's own pipe carried (test.sh's
+	// output goes to test-stdout.txt; the pipe carries only the wrapper's
+	// errors unless a process of the container wrote into it)
+	metricVerifierPipeBytes     shelltask.Metric = "verifier_exec_pipe_bytes"
 	metricVerifierGuarded       shelltask.Metric = "verifier_guarded"               // containers: the verdict's files were guarded
 	metricDirsRefusedToAgent    shelltask.Metric = "verifier_dirs_refused_to_agent" // containers: opens of them the agent's phase tried
 	metricImageBuildSeconds     shelltask.Metric = "image_build_seconds"

@@ -579,6 +579,7 @@ func (bb *boxBackend) runVerifier(ctx context.Context) (verifierRun, error) {
 	r, err := b.box.RunGuarded(ctx, sandbox.ExecSpec{User: user, Workdir: b.workdir, Env: e.envs.verifier, Cmd: []string{"sh", "-c", cmd}},
 		e.verifierTimeout(), guards...)
 	e.sh.SetMetric(metricVerifierSeconds, r.Duration.Seconds())
+	e.sh.SetMetric(metricVerifierPipeBytes, float64(r.OutputBytes))
 	if err == nil {
 		e.sh.SetMetric(metricVerifierGuarded, boolMetric(r.Guarded))
 	}

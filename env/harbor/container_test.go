@@ -31,7 +31,15 @@ type containerCase struct {
 	// execTimeout, when set, is the engine's per-command deadline
 	// (sandbox.Container.ExecTimeout) for the case.
 	execTimeout time.Duration
+	// fired, for an attack that must catch a moment of the verifier's run,
+	// is the metric that reaches 1 MiB when it did: below that the attack
+	// missed (on a loaded host it can), the episode must end as the honest
+	// verifier ends it (reward, no note), and the case runs again, up to
+	// attackTries episodes.
+	fired string
 }
+
+const attackTries = 4
 
 // The container runner runs today's Harbor tasks the way Harbor does
 // (their Dockerfile built, the verifier in the agent's container after the
@@ -70,7 +78,7 @@ func TestContainerTasks(t *testing.T) {
 		// The verifier exec's output pipe reopened and flooded: the host
 		// keeps MaxExecOutputBytes (it buffered everything, and waited for
 		// the pipe to close until the verifier's timeout).
-		{task: "tamper-flood-exec-pipe", oracle: true, note: "past the host's cap"},
+		{task: "tamper-flood-exec-pipe", oracle: true, note: "past the host's cap", fired: "verifier_exec_pipe_bytes"},
 		// Staging slowed by thousands of directories while a daemon
 		// re-creates test.sh: was infra_error (masked) or an unnoted 0.
 		{task: "tamper-slow-staging", oracle: true, note: "opens or changes of the verifier's files by processes outside its run"},
@@ -130,14 +138,24 @@ func TestContainerTasks(t *testing.T) {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				t.Run(name, func(t *testing.T) { runContainerCase(t, tasks[tc.task], c, tc) })
+				t.Run(name, func(t *testing.T) {
+					for try := 1; !runContainerCase(t, tasks[tc.task], c, tc); try++ {
+						if try == attackTries {
+							t.Logf("the attack missed its window in all %d episodes (each ended as the honest verifier ends it); its defence was not exercised", try)
+							return
+						}
+						t.Logf("episode %d: the attack missed its window; again", try)
+					}
+				})
 			}()
 		}
 	}
 	wg.Wait()
 }
 
-func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) {
+// runContainerCase plays one episode of the case and checks its end; it
+// reports false when the case's attack missed its window (tc.fired).
+func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containerCase) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.Deadline(t, 2*time.Minute))
 	defer cancel()
 	if tc.execTimeout > 0 {
@@ -163,10 +181,16 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 		if !errors.Is(err, ErrVerifier) || !strings.Contains(err.Error(), tc.verErr) {
 			t.Fatalf("got %+v, %v; want a verifier error naming %q", st, err, tc.verErr)
 		}
-		return
+		return true
 	}
 	if err != nil || !st.Done {
 		t.Fatalf("step: %+v %v", st, err)
+	}
+	if tc.fired != "" && e.Metrics()[tc.fired] < 1<<20 {
+		if st.Reward != tc.reward || e.RewardNote() != "" {
+			t.Fatalf("the attack missed its window, yet reward %v note %q; want %v and no note\n%s", st.Reward, e.RewardNote(), tc.reward, st.Observation)
+		}
+		return false
 	}
 	if st.Reward != tc.reward || !noteMatches(e.RewardNote(), tc.note) || (tc.note == "") != (e.RewardNote() == "") {
 		t.Fatalf("reward %v note %q, want %v and a note with %q\n%s", st.Reward, e.RewardNote(), tc.reward, tc.note, st.Observation)
@@ -193,6 +217,7 @@ func runContainerCase(t *testing.T, task *Task, c sandbox.Container, tc containe
 			t.Errorf("reward.json's values not kept: %v", m)
 		}
 	}
+	return true
 }
 
 // The agent's processes outlive its phase in the container (Harbor runs
