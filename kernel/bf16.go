@@ -11,11 +11,14 @@ import (
 const (
 	bf16MR, bf16NR = 6, 64
 	bf16KC         = 256
+	// bf16MC rows of packed A (with bf16KC pairs: 120 KiB) stay in a core's
+	// cache while the strips of B pass over them.
+	bf16MC = 120
 )
 
-// bf16Workspace holds a product's packing buffers (packed A and packABF16's
-// scratch) or one worker goroutine's (a packed strip block and
-// packBBF16's scratch), reused through bf16Workspaces as Gemm's are. Every
+// bf16Workspace holds a product's packed A (pa), or one worker goroutine's
+// buffers: a block of packed A (pa), packABlockBF16's scratch (tmp), packed
+// strips of B and packBBF16's scratch (buf), reused through bf16Workspaces as Gemm's are. Every
 // element is written before it is read.
 type bf16Workspace struct{ pa, tmp, buf []uint32 }
 
@@ -114,24 +117,104 @@ func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha floa
 // runBF16 runs a bfloat16 product whose op(B) strips come from stripB:
 // pairs q0 … q0+qn−1 of columns j0 … j0+w−1 as packBBF16 lays them out
 // (packed into buf, or a part of a PackedB).
+//
+// Two loop orders, chosen by shape; both give every element of C the same
+// operations (one tile sum per block of bf16KC pairs, blocks in order), so
+// the result does not depend on the order or on the thread count.
+//   - m ≥ n (training's products: many token rows): the workers split the
+//     rows of C. Each packs, per block of k, all of op(B) once (strips of
+//     64 columns; op(B) has at most as many elements as op(A) here) and then
+//     op(A) bf16MC rows at a time into a buffer that stays in the core's
+//     cache while every strip of B passes over it.
+//   - m < n (the decoder's few rows; the language-model head over a large
+//     vocabulary): op(A) is packed once (split by rows over the workers),
+//     and the workers split the 64-column strips of C, packing each strip
+//     of B themselves.
+//
+// Before the first order existed, op(A) was always packed whole before the
+// tiles ran: converting a 4096×688 A from memory took a fifth of the
+// product's time (profile of BenchmarkGemmBF16/nano-dX), where the float32
+// kernel reads A in place.
 func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []float32, lda int, stripB func(buf []uint32, j0, w, q0, qn int) []uint32, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
-	scaleC(beta, c, ldc, 0, m, 0, n)
 	if k == 0 {
+		scaleC(beta, c, ldc, 0, m, 0, n)
 		return
 	}
 	kp := (k + 1) / 2
 	mp := (m + bf16MR - 1) / bf16MR * bf16MR
+	strips := (n + bf16NR - 1) / bf16NR
+	rowStrips := mp / bf16MR
+	if m >= n {
+		np := max(1, min(threadsFor(threads, m, n, k), rowStrips))
+		work := func(i0, i1 int) {
+			scaleC(beta, c, ldc, i0, i1, 0, n)
+			w := bf16Workspaces.Get().(*bf16Workspace)
+			defer bf16Workspaces.Put(w)
+			w.buf = growU32(w.buf, strips*bf16KC*bf16NR+bf16KC) // every strip's block of B, and packBBF16's scratch
+			w.pa = growU32(w.pa, bf16MC*bf16KC)                 // a block of A's rows
+			w.tmp = growU32(w.tmp, max(bf16MC, bf16MR*bf16KC))
+			pbs := make([][]uint32, strips)
+			var acc [bf16MR * bf16NR]float32
+			for q0 := 0; q0 < kp; q0 += bf16KC {
+				qn := min(bf16KC, kp-q0)
+				for s := range strips {
+					pbs[s] = stripB(w.buf[s*bf16KC*bf16NR:], s*bf16NR, min(bf16NR, n-s*bf16NR), q0, qn)
+				}
+				for r0 := i0; r0 < i1; r0 += bf16MC {
+					r1 := min(i1, r0+bf16MC)
+					packABlockBF16(p, w.pa, w.tmp, transA, k, a, lda, q0, qn, r0, r1)
+					for s, pb := range pbs {
+						j0 := s * bf16NR
+						for r := r0; r < r1; r += bf16MR {
+							bf16TileAddOn(p, qn, w.pa[(r-r0)*qn:], pb, c[r*ldc+j0:], ldc, alpha, min(bf16MR, r1-r), min(bf16NR, n-j0), acc[:])
+						}
+					}
+				}
+			}
+		}
+		if np == 1 {
+			work(0, m)
+			return
+		}
+		var wg sync.WaitGroup
+		for t := range np {
+			i0, i1 := rowStrips*t/np*bf16MR, min(m, rowStrips*(t+1)/np*bf16MR)
+			wg.Go(func() { work(i0, i1) })
+		}
+		wg.Wait()
+		return
+	}
 	ws := bf16Workspaces.Get().(*bf16Workspace)
 	defer bf16Workspaces.Put(ws)
 	ws.pa = growU32(ws.pa, mp*kp)
 	pa := ws.pa
-	ws.tmp = growU32(ws.tmp, max(m, min(kp, bf16KC)))
-	packABF16(p, pa, ws.tmp, transA, m, k, a, lda)
-	strips := (n + bf16NR - 1) / bf16NR
 	nt := min(threadsFor(threads, m, n, k), strips)
+	// C scaled and A packed first, both split by 6-row strips over the
+	// workers; each row's pairs are the same whoever packs them.
+	prepare := func(i0, i1 int) {
+		scaleC(beta, c, ldc, i0, i1, 0, n)
+		w := bf16Workspaces.Get().(*bf16Workspace)
+		w.tmp = growU32(w.tmp, max(i1-i0, bf16MR*min(kp, bf16KC)))
+		for q0 := 0; q0 < kp; q0 += bf16KC {
+			qn := min(bf16KC, kp-q0)
+			packABlockBF16(p, pa[q0*mp+i0*qn:], w.tmp, transA, k, a, lda, q0, qn, i0, i1)
+		}
+		bf16Workspaces.Put(w)
+	}
+	if nt <= 1 || rowStrips < 2 {
+		prepare(0, m)
+	} else {
+		np := min(nt, rowStrips)
+		var wg sync.WaitGroup
+		for t := range np {
+			i0, i1 := rowStrips*t/np*bf16MR, min(m, rowStrips*(t+1)/np*bf16MR)
+			wg.Go(func() { prepare(i0, i1) })
+		}
+		wg.Wait()
+	}
 	run := func(s0, s1 int) {
 		wsB := bf16Workspaces.Get().(*bf16Workspace)
 		defer bf16Workspaces.Put(wsB)
@@ -227,49 +310,64 @@ func pairsAdjGo(dst []uint32, x []float32) {
 	}
 }
 
-// packABF16 writes op(A) (m×k) as bfloat16 pairs in blocks of bf16KC pairs:
-// block q0 starts at q0·mp (mp = m rounded up to 6), then strips of 6 rows,
-// pair q of row r+i of a block of qn pairs at q0·mp + r·qn + 6(q−q0) + i,
-// the low half element 2q. Rows past m and the element past an odd k are 0.
+// packABlockBF16 writes pairs q0 … q0+qn−1 of rows r0 … r1−1 of op(A)
+// (m×k; r0 a multiple of 6) as bfloat16 pairs in strips of six rows: pair
+// q of row r0+6s+i at dst[6·qn·s + 6(q−q0) + i], the low half element 2q;
+// rows of the last strip past r1, and the element past an odd k, are 0.
 // The rounding runs on path p's vectors along rows of the stored A, then
-// the pairs are scattered into strips; tmp holds max(m, min(⌈k/2⌉, 256)).
-func packABF16(p *impl, dst, tmp []uint32, trans bool, m, k int, a []float32, lda int) {
-	kp := (k + 1) / 2
-	mp := len(dst) / kp
-	for q0 := 0; q0 < kp; q0 += bf16KC {
-		qn := min(bf16KC, kp-q0)
-		base := dst[q0*mp : q0*mp+qn*mp]
-		if m < mp { // the last strip's rows past m
-			r := mp - bf16MR
-			for q := range qn {
-				clear(base[r*qn+bf16MR*q+m-r : r*qn+bf16MR*q+bf16MR])
+// the pairs are written into strips six rows at a time; tmp holds
+// max(r1−r0, 6·qn).
+func packABlockBF16(p *impl, dst, tmp []uint32, trans bool, k int, a []float32, lda, q0, qn, r0, r1 int) {
+	if h := (r1 - r0) % bf16MR; h != 0 { // the last strip's rows past r1
+		r := (r1 - r0) / bf16MR * bf16MR
+		for q := range qn {
+			clear(dst[r*qn+bf16MR*q+h : r*qn+bf16MR*q+bf16MR])
+		}
+	}
+	if trans { // op(A)'s column kk is row kk of the stored A: pairs of two rows at once
+		t := tmp[:r1-r0]
+		for q := range qn {
+			kk := 2 * (q0 + q)
+			lo := a[kk*lda+r0 : kk*lda+r1]
+			if kk+1 < k {
+				pairs2(p, t, lo, a[(kk+1)*lda+r0:(kk+1)*lda+r1])
+			} else {
+				for i, x := range lo {
+					t[i] = uint32(BF16(x))
+				}
+			}
+			for r := 0; r < len(t); r += bf16MR { // a strip's six rows are adjacent
+				src := t[r:min(r+bf16MR, len(t))]
+				d := dst[r*qn+bf16MR*q:]
+				if len(src) == bf16MR {
+					d = d[:bf16MR:bf16MR]
+					d[0], d[1], d[2], d[3], d[4], d[5] = src[0], src[1], src[2], src[3], src[4], src[5]
+				} else {
+					copy(d, src)
+				}
 			}
 		}
-		if trans { // op(A)'s column kk is row kk of the stored A: pairs of two rows at once
-			for q := range qn {
-				kk := 2 * (q0 + q)
-				lo := a[kk*lda : kk*lda+m]
-				if kk+1 < k {
-					pairs2(p, tmp[:m], lo, a[(kk+1)*lda:(kk+1)*lda+m])
-				} else {
-					for i, x := range lo {
-						tmp[i] = uint32(BF16(x))
-					}
-				}
-				for i := range m {
-					r := i / bf16MR * bf16MR
-					base[r*qn+bf16MR*q+i-r] = tmp[i]
+		return
+	}
+	for r := r0; r < r1; r += bf16MR { // op(A)'s rows r … r+5: each row's pairs adjacent
+		h := min(bf16MR, r1-r)
+		for i := range h {
+			pairsAdj(p, tmp[i*qn:(i+1)*qn], a[(r+i)*lda+2*q0:(r+i)*lda+min(k, 2*(q0+qn))])
+		}
+		strip := dst[(r-r0)*qn : (r-r0)*qn+bf16MR*qn]
+		if h < bf16MR {
+			for i := range h {
+				for q, v := range tmp[i*qn : (i+1)*qn] {
+					strip[bf16MR*q+i] = v
 				}
 			}
 			continue
 		}
-		for i := range m { // op(A)'s row i: its pairs adjacent
-			pairsAdj(p, tmp[:qn], a[i*lda+2*q0:i*lda+min(k, 2*(q0+qn))])
-			r := i / bf16MR * bf16MR
-			strip := base[r*qn:]
-			for q, v := range tmp[:qn] {
-				strip[bf16MR*q+i-r] = v
-			}
+		t0, t1, t2 := tmp[:qn], tmp[qn:2*qn], tmp[2*qn:3*qn]
+		t3, t4, t5 := tmp[3*qn:4*qn], tmp[4*qn:5*qn], tmp[5*qn:6*qn]
+		for q := range qn {
+			d := strip[bf16MR*q : bf16MR*q+bf16MR : bf16MR*q+bf16MR]
+			d[0], d[1], d[2], d[3], d[4], d[5] = t0[q], t1[q], t2[q], t3[q], t4[q], t5[q]
 		}
 	}
 }
