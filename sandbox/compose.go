@@ -143,7 +143,7 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 		b.initNS = pidNS(b.initPID)
 	}
 	if c.Name() == "podman" {
-		if err := p.pinHosts(ctx, b.id); err != nil {
+		if err := p.pinHosts(ctx); err != nil {
 			p.Down()
 			return nil, nil, err
 		}
@@ -164,7 +164,7 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 // service name, its container name and its aliases on that network.
 // Docker's resolver lives in the daemon and has no such window, so Docker
 // projects are left as Harbor leaves them.
-func (p *ComposeProject) pinHosts(ctx context.Context, mainID string) error {
+func (p *ComposeProject) pinHosts(ctx context.Context) error {
 	out, err := p.c.run(ctx, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name)
 	if err != nil {
 		return fmt.Errorf("compose project %s: list its containers: %w", p.name, err)
@@ -187,12 +187,12 @@ func (p *ComposeProject) pinHosts(ctx context.Context, mainID string) error {
 			continue
 		}
 		box := &Box{c: p.c, id: target.ID}
-		msg, code, err := box.Run(ctx, ExecSpec{User: "0", Cmd: []string{"sh", "-c", `printf '%s' "$1" >> /etc/hosts`, "sh", lines}})
-		if err != nil || code != 0 {
-			if err == nil && target.ID != mainID && (code == 127 || code == 126) {
-				continue // an image without sh (a distroless service): it keeps DNS alone
-			}
-			return fmt.Errorf("compose project %s: write the services' addresses into %s's /etc/hosts (exit %d): %v %s", p.name, target.service(), code, err, tailString(msg, 500))
+		// The exit status is not checked: a container that cannot take
+		// the lines (an image without sh, a read-only /etc/hosts) keeps
+		// DNS alone, as before. An engine failure is the project's.
+		msg, _, err := box.Run(ctx, ExecSpec{User: "0", Cmd: []string{"sh", "-c", `printf '%s' "$1" >> /etc/hosts`, "sh", lines}})
+		if err != nil {
+			return fmt.Errorf("compose project %s: write the services' addresses into %s's /etc/hosts: %w %s", p.name, target.service(), err, tailString(msg, 500))
 		}
 	}
 	return nil
