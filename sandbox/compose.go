@@ -153,7 +153,7 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 
 // pinHosts writes every service's addresses into each container's
 // /etc/hosts, so that the services find each other by name without asking
-// podman's DNS server. aardvark-dns before 1.11 (Debian 12 ships 1.4)
+// podman's DNS server. aardvark-dns without its 2024 fix (Debian 12 ships 1.4)
 // closes and reopens every listener whenever any network on the host gains
 // or loses a container, and a lookup in that window fails with "Temporary
 // failure in name resolution" (containers/aardvark-dns#389): one lookup in
