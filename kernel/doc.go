@@ -84,7 +84,7 @@
 // below 2⁻¹²⁶ flushed to +0, subnormal inputs read as 0), so on AMD every path gives the same
 // bits. Paths without AVX512_BF16 run that portable kernel (slowly). On AMD EPYC (Zen 4), one
 // core, beside a training run: the tile alone 224 GFLOP/s against the float32 6×64 FMA tile's 110
-// in the same run (2.0×). Quiet, 2 threads: whole products 1.3–1.6× Gemm's at the nano and
+// in the same run (2.0×). Quiet, 2 threads: whole products 1.3–1.7× Gemm's at the nano and
 // SmolLM2-135M training shapes (BenchmarkGemmBF16), the rest going to converting the operands.
 //
 // # arm64 (NEON)
