@@ -18,8 +18,8 @@ const (
 
 // bf16Workspace holds a product's packed A (pa), or one worker goroutine's
 // buffers: a block of packed A (pa), packABlockBF16's scratch (tmp), packed
-// strips of B and packBBF16's scratch (buf), reused through bf16Workspaces as Gemm's are. Every
-// element is written before it is read.
+// strips of B and packBBF16's scratch (buf). They are reused through
+// bf16Workspaces as Gemm's are; every element is written before it is read.
 type bf16Workspace struct{ pa, tmp, buf []uint32 }
 
 var bf16Workspaces = sync.Pool{New: func() any { return new(bf16Workspace) }}
@@ -131,10 +131,10 @@ func gemmBF16(p *impl, threads int, transA, transB bool, m, n, k int, alpha floa
 //     and the workers split the 64-column strips of C, packing each strip
 //     of B themselves.
 //
-// Before the first order existed, op(A) was always packed whole before the
-// tiles ran: converting a 4096×688 A from memory took a fifth of the
-// product's time (profile of BenchmarkGemmBF16/nano-dX), where the float32
-// kernel reads A in place.
+// The first order keeps the conversion of A out of a pass of its own: on a
+// 4096×688 A, read from memory, that pass took a fifth of the product's
+// time (BenchmarkGemmBF16/nano-dX), where the float32 kernel reads A in
+// place.
 func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []float32, lda int, stripB func(buf []uint32, j0, w, q0, qn int) []uint32, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
@@ -175,16 +175,7 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 				}
 			}
 		}
-		if np == 1 {
-			work(0, m)
-			return
-		}
-		var wg sync.WaitGroup
-		for t := range np {
-			i0, i1 := rowStrips*t/np*bf16MR, min(m, rowStrips*(t+1)/np*bf16MR)
-			wg.Go(func() { work(i0, i1) })
-		}
-		wg.Wait()
+		forSplit(np, rowStrips, bf16MR, m, work)
 		return
 	}
 	ws := bf16Workspaces.Get().(*bf16Workspace)
@@ -204,17 +195,7 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 		}
 		bf16Workspaces.Put(w)
 	}
-	if nt <= 1 || rowStrips < 2 {
-		prepare(0, m)
-	} else {
-		np := min(nt, rowStrips)
-		var wg sync.WaitGroup
-		for t := range np {
-			i0, i1 := rowStrips*t/np*bf16MR, min(m, rowStrips*(t+1)/np*bf16MR)
-			wg.Go(func() { prepare(i0, i1) })
-		}
-		wg.Wait()
-	}
+	forSplit(min(nt, rowStrips), rowStrips, bf16MR, m, prepare)
 	run := func(s0, s1 int) {
 		wsB := bf16Workspaces.Get().(*bf16Workspace)
 		defer bf16Workspaces.Put(wsB)
@@ -234,16 +215,7 @@ func runBF16(p *impl, threads int, transA bool, m, n, k int, alpha float32, a []
 			}
 		}
 	}
-	if nt <= 1 {
-		run(0, strips)
-		return
-	}
-	var wg sync.WaitGroup
-	for t := range nt {
-		s0, s1 := strips*t/nt, strips*(t+1)/nt
-		wg.Go(func() { run(s0, s1) })
-	}
-	wg.Wait()
+	forSplit(nt, strips, 1, strips, run)
 }
 
 // PackBBF16 packs op(B) (as PackB) as bfloat16 pairs, for GemmPacked and

@@ -306,22 +306,30 @@ func (g *gemmArgs) exec(nt int) {
 	if splitN {
 		tiles, unit, size = tilesN, p.nr, n
 	}
+	forSplit(nt, tiles, unit, size, func(lo, hi int) {
+		if splitN {
+			g.run(0, m, lo, hi)
+		} else {
+			g.run(lo, hi, 0, n)
+		}
+	})
+}
+
+// forSplit cuts [0, size), tiles units of unit elements (the last one may
+// be short), into nt ranges of whole units, runs fn on each non-empty one
+// on its own goroutine and waits; with nt ≤ 1 it runs fn(0, size) on the
+// caller's.
+func forSplit(nt, tiles, unit, size int, fn func(lo, hi int)) {
+	if nt <= 1 {
+		fn(0, size)
+		return
+	}
 	var wg sync.WaitGroup
 	for t := range nt {
-		lo := min(size, tiles*t/nt*unit)
-		hi := min(size, tiles*(t+1)/nt*unit)
-		if lo >= hi {
-			continue
+		lo, hi := min(size, tiles*t/nt*unit), min(size, tiles*(t+1)/nt*unit)
+		if lo < hi {
+			wg.Go(func() { fn(lo, hi) })
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if splitN {
-				g.run(0, m, lo, hi)
-			} else {
-				g.run(lo, hi, 0, n)
-			}
-		}()
 	}
 	wg.Wait()
 }
@@ -537,20 +545,5 @@ func (g *gemmArgs) dotT(nt, m, n int) {
 			}
 		}
 	}
-	nt = min(nt, (n+3)/4)
-	if nt <= 1 {
-		cols(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	tiles := (n + 3) / 4
-	for t := range nt {
-		lo, hi := tiles*t/nt*4, min(n, tiles*(t+1)/nt*4)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cols(lo, hi)
-		}()
-	}
-	wg.Wait()
+	forSplit(min(nt, (n+3)/4), (n+3)/4, 4, n, cols)
 }
