@@ -1,23 +1,9 @@
 package testenv
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "syscall"
 
-// StartGroup starts cmd as the leader of a new process group, so that
-// KillGroup reaches what it forks too (llama.cpp's run wrapper and the
-// server it starts), and with SIGKILL as its parent-death signal: a test
-// binary that dies without its cleanups (go test's timeout panics) no
-// longer leaves a llama-server running. The run wrapper execs the server,
-// which keeps the signal.
-func StartGroup(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd.Start()
-}
-
-// KillGroup SIGKILLs the process group StartGroup made and waits for cmd.
-func KillGroup(cmd *exec.Cmd) {
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	cmd.Wait()
+// groupAttr: a new process group, and SIGKILL as the parent-death signal.
+// llama.cpp's run wrapper execs the server, which keeps the signal.
+func groupAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix
 
 package testenv
 
@@ -9,9 +9,11 @@ import (
 
 // StartGroup starts cmd as the leader of a new process group, so that
 // KillGroup reaches what it forks too (llama.cpp's run wrapper and the
-// server it starts).
+// server it starts). On Linux it also gets SIGKILL as its parent-death
+// signal (groupAttr): a test binary that dies without its cleanups (go
+// test's timeout panics) no longer leaves a llama-server running.
 func StartGroup(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupAttr()
 	return cmd.Start()
 }
 
