@@ -182,21 +182,21 @@ func TestReapComposeProject(t *testing.T) {
 	// listeners restart whenever any network on the host changes): with the
 	// resolver pointed at an address nothing answers on, db's name is still
 	// its address on the project's network, and main's is found from db.
-	addr := func(service string) string {
-		out, err := exec.Command("podman", "ps", "-q", "--filter", "label=com.docker.compose.project="+project, "--filter", "label=com.docker.compose.service="+service).Output()
+	box := func(service string) *Box {
+		out, err := exec.Command("podman", "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+project, "--filter", "label=com.docker.compose.service="+service).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ip, err := exec.Command("podman", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", strings.TrimSpace(string(out))).Output()
+		return &Box{c: c, id: strings.TrimSpace(string(out))}
+	}
+	addr := func(service string) string {
+		ip, err := exec.Command("podman", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", box(service).id).Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return strings.TrimSpace(string(ip))
 	}
-	dbBox := &Box{c: c, id: func() string {
-		out, _ := exec.Command("podman", "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+project, "--filter", "label=com.docker.compose.service=db").Output()
-		return strings.TrimSpace(string(out))
-	}()}
+	dbBox := box("db")
 	for _, lookup := range []struct {
 		from *Box
 		name string
