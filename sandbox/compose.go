@@ -131,24 +131,47 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 		p.Down()
 		return nil, nil, err
 	}
-	out, err := c.run(ctx, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name, "--filter", "label=com.docker.compose.service="+MainService)
-	ids := strings.Fields(string(out))
-	if err != nil || len(ids) != 1 {
+	cs, err := p.containers(ctx)
+	var mains []composeContainer
+	for _, ct := range cs {
+		if ct.service() == MainService {
+			mains = append(mains, ct)
+		}
+	}
+	if err != nil || len(mains) != 1 {
 		p.Down()
-		return nil, nil, fmt.Errorf("compose project %s: the %s service's container not found (%v, %d found)", p.name, MainService, err, len(ids))
+		return nil, nil, fmt.Errorf("compose project %s: the %s service's container not found (%v, %d found)", p.name, MainService, err, len(mains))
 	}
-	b := &Box{c: c, id: ids[0]}
-	if out, err := c.run(ctx, "inspect", "--format", "{{.State.Pid}}", b.id); err == nil {
-		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &b.initPID)
-		b.initNS = pidNS(b.initPID)
-	}
+	b := &Box{c: c, id: mains[0].ID, initPID: mains[0].State.Pid}
+	b.initNS = pidNS(b.initPID)
 	if c.Name() == "podman" {
-		if err := p.pinHosts(ctx); err != nil {
+		if err := p.pinHosts(ctx, cs); err != nil {
 			p.Down()
 			return nil, nil, err
 		}
 	}
 	return p, b, nil
+}
+
+// containers lists and inspects the project's containers.
+func (p *ComposeProject) containers(ctx context.Context) ([]composeContainer, error) {
+	out, err := p.c.run(ctx, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name)
+	if err != nil {
+		return nil, fmt.Errorf("list its containers: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	js, err := p.c.run(ctx, append([]string{"inspect"}, ids...)...)
+	if err != nil {
+		return nil, fmt.Errorf("inspect its containers: %w", err)
+	}
+	var cs []composeContainer
+	if err := json.Unmarshal(js, &cs); err != nil {
+		return nil, fmt.Errorf("%s inspect: %w", p.c.Name(), err)
+	}
+	return cs, nil
 }
 
 // pinHosts writes every service's addresses into each container's
@@ -164,23 +187,7 @@ func (c Container) ComposeUp(ctx context.Context, spec ComposeSpec) (*ComposePro
 // service name, its container name and its aliases on that network.
 // Docker's resolver lives in the daemon and has no such window, so Docker
 // projects are left as Harbor leaves them.
-func (p *ComposeProject) pinHosts(ctx context.Context) error {
-	out, err := p.c.run(ctx, "ps", "-q", "--no-trunc", "--filter", "label=com.docker.compose.project="+p.name)
-	if err != nil {
-		return fmt.Errorf("compose project %s: list its containers: %w", p.name, err)
-	}
-	ids := strings.Fields(string(out))
-	if len(ids) == 0 {
-		return fmt.Errorf("compose project %s: no containers", p.name)
-	}
-	js, err := p.c.run(ctx, append([]string{"inspect"}, ids...)...)
-	if err != nil {
-		return fmt.Errorf("compose project %s: inspect its containers: %w", p.name, err)
-	}
-	var cs []composeContainer
-	if err := json.Unmarshal(js, &cs); err != nil {
-		return fmt.Errorf("compose project %s: %s inspect: %w", p.name, p.c.Name(), err)
-	}
+func (p *ComposeProject) pinHosts(ctx context.Context, cs []composeContainer) error {
 	for i, target := range cs {
 		lines := hostsLines(cs, i)
 		if lines == "" {
@@ -198,11 +205,12 @@ func (p *ComposeProject) pinHosts(ctx context.Context) error {
 	return nil
 }
 
-// composeContainer is what pinHosts reads of `inspect`'s JSON (the same
-// fields in podman's and Docker's).
+// composeContainer is what ComposeUp and pinHosts read of `inspect`'s JSON
+// (the same fields in podman's and Docker's).
 type composeContainer struct {
 	ID     string `json:"Id"`
 	Name   string
+	State  struct{ Pid int }
 	Config struct {
 		Labels map[string]string
 	}
