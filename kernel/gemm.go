@@ -120,9 +120,12 @@ func gemmPacked(threads, m int, alpha float32, a []float32, lda int, b *PackedB,
 	g.exec(threadsFor(threads, m, b.n, b.k))
 }
 
-// threadsFor is the number of goroutines, at most threads, for an m×n×k product.
+// threadsFor is the number of goroutines, at most threads, for an m×n×k product: one per
+// parallelFlops of work, counted as 2·max(m, streamRows)·n·k. Below streamRows rows a product
+// is bound by reading B (n·k floats; a decoder's weights come from memory) rather than by its
+// multiply-adds, and each further core brings its own share of the memory bandwidth.
 func threadsFor(threads, m, n, k int) int {
-	flops := 2 * float64(m) * float64(n) * float64(k)
+	flops := 2 * float64(max(m, streamRows)) * float64(n) * float64(k)
 	if threads > 1 && flops >= parallelFlops {
 		return min(threads, int(flops/parallelFlops))
 	}
@@ -171,6 +174,9 @@ const (
 	// and joining a goroutine costs about a microsecond, so a batched decode step's products
 	// (32×688×256: 11 Mflop) split across cores.
 	parallelFlops = 1 << 20
+	// streamRows is the row count below which threadsFor counts a product's work by the B it
+	// reads: a batch-1 decode step's 576×576 product (SmolLM2-135M) splits across cores.
+	streamRows = 8
 )
 
 // microKernel computes C[0:mr, 0:nr] += alpha·Σ_p A(i,p)·b[p·bs+j] where A(i,p) = a[i·ars + p·aps]

@@ -760,3 +760,21 @@ func TestDirectBColumnEdge(t *testing.T) {
 		}
 	}
 }
+
+// TestThreadsFor: a product gets a goroutine per parallelFlops of work, and one of few rows
+// is counted by the B it reads (streamRows rows), so that a batch-1 decode step's products split.
+func TestThreadsFor(t *testing.T) {
+	for _, c := range []struct{ threads, m, n, k, want int }{
+		{2, 1, 576, 576, 2},    // 2·8·576·576 = 5.3 Mflop of work: SmolLM2's q and o at batch 1
+		{2, 1, 64, 64, 1},      // 65 kflop: the demo's model at batch 1 stays on one goroutine
+		{2, 32, 688, 256, 2},   // 11 Mflop: the nano decode step's gate at batch 32
+		{1, 1, 576, 576, 1},    // one thread allowed
+		{8, 1, 256, 256, 1},    // 2·8·256·256 = 1.05 Mflop: one unit of work
+		{8, 16, 256, 256, 2},   // 2.1 Mflop: two
+		{8, 64, 1024, 1024, 8}, // capped at threads
+	} {
+		if got := threadsFor(c.threads, c.m, c.n, c.k); got != c.want {
+			t.Errorf("threadsFor(%d, %d×%d×%d) = %d, want %d", c.threads, c.m, c.n, c.k, got, c.want)
+		}
+	}
+}
