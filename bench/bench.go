@@ -65,7 +65,8 @@ type Options struct {
 	// format.ReadGGUFCheckpoint reads): its shape must be Model's
 	// (ModelFromGGUF), and its dequantized weights and vocabulary are what
 	// the built-in engine decodes and llama.cpp serves (exported as F32, so
-	// both run the same float32 weights). "": random weights of Model.
+	// both run the same float32 weights; as BF16 with Precision bf16, so
+	// both multiply the same bfloat16 weights). "": random weights of Model.
 	Weights   string
 	LlamaDir  string   // llama.cpp install (DIR/run, DIR/root/usr/bin/llama-server)
 	LlamaArgs []string // extra llama-server flags (e.g. -fa off -ctk f32 -ctv f32)
@@ -303,7 +304,11 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	}
 	if !o.SkipLlama {
 		step(fmt.Sprintf("llama.cpp decode, %d sequences", o.DecodeBatch))
-		l, err := Llama(ctx, o.LlamaDir, o.GGUF, m, tok, prompts, o.DecodeTokens, o.DecodeReps, o.Threads, o.LlamaArgs)
+		matrices := uint32(format.GGMLTypeF32)
+		if o.Precision == "bf16" {
+			matrices = format.GGMLTypeBF16
+		}
+		l, err := Llama(ctx, o.LlamaDir, o.GGUF, m, matrices, tok, prompts, o.DecodeTokens, o.DecodeReps, o.Threads, o.LlamaArgs)
 		if err != nil {
 			return nil, err
 		}
@@ -576,7 +581,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	llamaName, llamaDec, llamaGen := "llama.cpp (skipped)", (*Measure)(nil), (*Measure)(nil)
 	if r.Llama != nil {
-		llamaName, llamaDec, llamaGen = r.Llama.Engine, &r.Llama.Rate.Decode, &r.Llama.Rate.Generate
+		llamaName, llamaDec, llamaGen = r.Llama.Engine+" on "+r.Llama.Weights+" weights", &r.Llama.Rate.Decode, &r.Llama.Rate.Generate
 	}
 	row(fmt.Sprintf("batch-%d decode tokens/s (steady state)", r.DecodeBatch), r.Decode.Decode, "tok/s", llamaName, llamaDec, r.DecodeCmp, "≥ 0.5× (aim 1×)")
 	row(fmt.Sprintf("batch-%d generate tokens/s (prefill included)", r.DecodeBatch), r.Decode.Generate, "tok/s", llamaName, llamaGen, r.GenerateCmp, "—")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactrl/compactrl/format"
 	"github.com/compactrl/compactrl/internal/cputime"
 	"github.com/compactrl/compactrl/internal/testenv"
 	"github.com/compactrl/compactrl/kernel"
@@ -163,7 +164,7 @@ func handReport() *Report {
 		Torch: []TorchResult{{Engine: "PyTorch 2.15.0", Config: TorchEager, BLAS: "MKL 2024.2", Train: Measure{Value: 2000, CPUShare: 0.5, Rounds: []float64{2000, 2000}}},
 			{Engine: "PyTorch 2.15.0", Config: TorchCompile, BLAS: "MKL 2024.2", Train: Measure{Value: 4000, CPUShare: 0.95, Rounds: []float64{4000, 4000}}}},
 		Decode: DecodeResult{Decode: Measure{Value: 900, CPUShare: 0.95}, Generate: Measure{Value: 800, CPUShare: 0.95}},
-		Llama:  &LlamaResult{Engine: "llama.cpp 0.7", Args: []string{"-t", "2"}, Rate: DecodeResult{Decode: Measure{Value: 1200, CPUShare: 0.97}, Generate: Measure{Value: 1000, CPUShare: 0.97}}},
+		Llama:  &LlamaResult{Engine: "llama.cpp 0.7", Weights: "F32", Args: []string{"-t", "2"}, Rate: DecodeResult{Decode: Measure{Value: 1200, CPUShare: 0.97}, Generate: Measure{Value: 1000, CPUShare: 0.97}}},
 		Rules:  DefaultRules, Conditions: quietConditions(), Load1Start: 0.4, Load1End: 2.1,
 	}
 	r.Judge()
@@ -185,8 +186,8 @@ func TestTableRenders(t *testing.T) {
 	for _, want := range []string{
 		"| training tokens/s | 3000 tok/s | PyTorch 2.15.0 eager fp32 (attention written out, AdamW default): 2000 | 1.50× (1.45, 1.55) | ≥ 1.0× (aim 1.5×) | 1.95 / 1.00 | INVALID: PyTorch eager had 1.00 of 2 cores",
 		"| training tokens/s | 3000 tok/s | PyTorch 2.15.0 torch.compile fp32 (SDPA model, fused AdamW): 4000 | 0.75× (0.72, 0.78) | ≥ 1.0× (aim 1.5×) | 1.95 / 1.90 | valid |",
-		"| batch-32 decode tokens/s (steady state) | 900 tok/s | llama.cpp 0.7: 1200 | 0.75× |",
-		"prefill included) | 800 tok/s | llama.cpp 0.7: 1000 | 0.80× |",
+		"| batch-32 decode tokens/s (steady state) | 900 tok/s | llama.cpp 0.7 on F32 weights: 1200 | 0.75× |",
+		"prefill included) | 800 tok/s | llama.cpp 0.7 on F32 weights: 1000 | 0.80× |",
 		"| GEMM 256³ | 150 GFLOP/s | FMA peak: 200 | 0.75× |",
 		"| float32 FMA peak before, 2 threads (best of 10 windows) | 200 GFLOP/s | | | | 1.98 | |",
 		"| compactrl (avx512) | 3000 | 0.27 | 0.30 | 1.95 | valid |",
@@ -619,24 +620,37 @@ func llamaInputs(t *testing.T) (*model.Model, *tokenizer.Tokenizer, [][]int) {
 	return m, tok, Prompts(3, 4, func(r *rand.Rand) int { return 1 + r.IntN(tok.VocabSize()-1) })
 }
 
+// TestLlama serves the model with llama.cpp on F32 and on BF16 weights
+// (the bf16 arm's) and times the decode.
 func TestLlama(t *testing.T) {
 	dir := testenv.MustHaveLlama(t)
 	if _, err := os.Stat(filepath.Join(dir, "root/usr/bin/llama-server")); err != nil {
 		testenv.Unavailable(t, "no llama-server under %s", dir)
 	}
 	m, tok, prompts := llamaInputs(t)
-	keep := filepath.Join(t.TempDir(), "m.gguf")
-	r, err := Llama(context.Background(), dir, keep, m, tok, prompts, 6, 1, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkMeasure(t, "llama decode", r.Rate.Decode, 1)
-	checkMeasure(t, "llama generate", r.Rate.Generate, 1)
-	if !strings.HasPrefix(r.Engine, "llama.cpp") {
-		t.Fatalf("engine %q", r.Engine)
-	}
-	if st, err := os.Stat(keep); err != nil || st.Size() < int64(4*m.NumParams()) {
-		t.Fatalf("kept GGUF: %v", err)
+	for _, c := range []struct{ typ uint32 }{{format.GGMLTypeF32}, {format.GGMLTypeBF16}} {
+		name := format.GGMLTypeName(c.typ)
+		t.Run(name, func(t *testing.T) {
+			keep := filepath.Join(t.TempDir(), "m.gguf")
+			r, err := Llama(context.Background(), dir, keep, m, c.typ, tok, prompts, 6, 1, 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMeasure(t, "llama decode", r.Rate.Decode, 1)
+			checkMeasure(t, "llama generate", r.Rate.Generate, 1)
+			if !strings.HasPrefix(r.Engine, "llama.cpp") || r.Weights != name {
+				t.Fatalf("engine %q on %q weights, want %s", r.Engine, r.Weights, name)
+			}
+			f, err := format.ReadGGUFMeta(keep)
+			if err != nil {
+				t.Fatalf("kept GGUF: %v", err)
+			}
+			for _, ti := range f.Tensors {
+				if want := map[bool]uint32{true: c.typ, false: format.GGMLTypeF32}[len(ti.Shape) == 2]; ti.Type != want {
+					t.Errorf("kept GGUF: %s is %s, want %s", ti.Name, format.GGMLTypeName(ti.Type), format.GGMLTypeName(want))
+				}
+			}
+		})
 	}
 }
 
@@ -645,7 +659,7 @@ func TestLlama(t *testing.T) {
 // error names the flag that skips the comparison.
 func TestLlamaMissingInstallNamesSkipFlag(t *testing.T) {
 	m, tok, prompts := llamaInputs(t)
-	_, err := Llama(context.Background(), t.TempDir(), "", m, tok, prompts, 4, 1, 1, nil)
+	_, err := Llama(context.Background(), t.TempDir(), "", m, format.GGMLTypeF32, tok, prompts, 4, 1, 1, nil)
 	if err == nil || !strings.Contains(err.Error(), "--skip-llama") {
 		t.Fatalf("Llama with no installation = %v; want an error naming --skip-llama", err)
 	}

@@ -44,12 +44,16 @@ func Tokenizer(vocab int) (*tokenizer.Tokenizer, error) {
 // LlamaResult is llama.cpp's batched generation throughput on the exported
 // model, with its version line and the server's command-line flags.
 type LlamaResult struct {
-	Engine string       `json:"engine"`
-	Args   []string     `json:"args"`
-	Rate   DecodeResult `json:"rate"`
+	Engine string `json:"engine"`
+	// Weights is the ggml type of the served GGUF's matrices: F32, or BF16
+	// against the built-in engine's bf16 products.
+	Weights string       `json:"weights"`
+	Args    []string     `json:"args"`
+	Rate    DecodeResult `json:"rate"`
 }
 
-// Llama exports m to GGUF (format.WriteGGUF, all tensors F32) with tok,
+// Llama exports m to GGUF (format.WriteGGUFWith: matrices of ggml type
+// matrices, F32 or BF16, the norms F32) with tok,
 // serves it with dir's llama-server (threads for generation and batch
 // work, one slot per prompt, continuous batching, extra flags appended)
 // and times reps rounds in which every prompt is sent at once as its own
@@ -61,7 +65,7 @@ type LlamaResult struct {
 // decode window runs from the earliest prefill end to the last arrival;
 // Decode counts Σ(predicted_n − 1) tokens in it, Generate all tokens over
 // the client's wall time from the first send (HTTP included).
-func Llama(ctx context.Context, dir, keep string, m *model.Model, tok *tokenizer.Tokenizer, prompts [][]int, tokens, reps, threads int, extra []string) (LlamaResult, error) {
+func Llama(ctx context.Context, dir, keep string, m *model.Model, matrices uint32, tok *tokenizer.Tokenizer, prompts [][]int, tokens, reps, threads int, extra []string) (LlamaResult, error) {
 	if len(prompts) == 0 || tokens < 2 || reps <= 0 || threads <= 0 {
 		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %d prompts, %d tokens (≥ 2), %d reps, %d threads must be positive", len(prompts), tokens, reps, threads)
 	}
@@ -74,7 +78,7 @@ func Llama(ctx context.Context, dir, keep string, m *model.Model, tok *tokenizer
 	if keep != "" {
 		gguf = keep
 	}
-	if err := format.WriteGGUF(gguf, m.LlamaConfig(), m.Tensors(), tok); err != nil {
+	if err := format.WriteGGUFWith(gguf, m.LlamaConfig(), m.Tensors(), tok, format.GGUFOptions{Matrices: matrices}); err != nil {
 		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %w", err)
 	}
 	longest := 0
@@ -94,7 +98,7 @@ func Llama(ctx context.Context, dir, keep string, m *model.Model, tok *tokenizer
 		return LlamaResult{}, err
 	}
 	defer srv.stop()
-	res := LlamaResult{Engine: llamaVersion(ctx, dir), Args: args}
+	res := LlamaResult{Engine: llamaVersion(ctx, dir), Weights: format.GGMLTypeName(matrices), Args: args}
 	if _, _, err := llamaRound(ctx, srv.url, prompts, min(tokens, 8)); err != nil {
 		return LlamaResult{}, srv.wrap(err)
 	}

@@ -9,8 +9,8 @@ import (
 )
 
 // builtinLogits runs the built-in model (package model) on ids with the
-// checkpoint's weights.
-func builtinLogits(t *testing.T, cfg format.LlamaConfig, ts []format.Tensor, ids []int) [][]float64 {
+// checkpoint's weights (its products in bfloat16 with bf16: model.Model.BF16).
+func builtinLogits(t *testing.T, cfg format.LlamaConfig, ts []format.Tensor, ids []int, bf16 bool) [][]float64 {
 	dir := t.TempDir()
 	if err := format.WriteConfig(dir, cfg); err != nil {
 		t.Fatal(err)
@@ -22,6 +22,7 @@ func builtinLogits(t *testing.T, cfg format.LlamaConfig, ts []format.Tensor, ids
 	if err != nil {
 		t.Fatalf("built-in model: %v", err)
 	}
+	m.BF16 = bf16
 	rows, err := m.NewScorer().Logits(ids)
 	if err != nil {
 		t.Fatalf("built-in model: %v", err)

@@ -157,6 +157,54 @@ func TestDequantizeMatchesGGUFPackage(t *testing.T) {
 	}
 }
 
+// TestEncodeMatchesGGUFPackage compares the F16 and BF16 bytes WriteGGUFWith
+// stores for float32 values (random, halfway cases, subnormals, the edges
+// of F16's range) with the gguf package's gguf.quants.quantize.
+func TestEncodeMatchesGGUFPackage(t *testing.T) {
+	py := testenv.MustHaveReference(t, "gguf")
+	rng := rand.New(rand.NewPCG(45, 1))
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1, -2, 1 + 1.0/256, 1 + 3.0/256, 1 + 1.0/2048, 1 + 3.0/2048,
+		65504, 65519, 65520, -70000, 6e-8, 3e-8, 1e-40, -1e-45, math.MaxFloat32, -math.MaxFloat32, 3e38}
+	for range 4096 {
+		vals = append(vals, math.Float32frombits(rng.Uint32()&^(0xff<<23)|uint32(rng.IntN(254)+1)<<23))
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "values.in")
+	var raw []byte
+	for _, v := range vals {
+		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(v))
+	}
+	if err := os.WriteFile(in, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []uint32{GGMLTypeF32, GGMLTypeF16, GGMLTypeBF16} {
+		t.Run(GGMLTypeName(typ), func(t *testing.T) {
+			out := filepath.Join(dir, GGMLTypeName(typ)+".out")
+			cmd := exec.Command(py, "testdata/gguf_dequant.py", "quantize", strconv.Itoa(int(typ)), in, out)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("gguf package: %v\n%s", err, b)
+			}
+			want, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			for _, v := range vals {
+				got = appendAs(got, typ, v)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d bytes, gguf package %d", len(got), len(want))
+			}
+			w := len(got) / len(vals)
+			for i, v := range vals {
+				if g, r := got[i*w:(i+1)*w], want[i*w:(i+1)*w]; !bytes.Equal(g, r) {
+					t.Errorf("%v (%#08x): %x, gguf package %x", v, math.Float32bits(v), g, r)
+				}
+			}
+		})
+	}
+}
+
 // TestReadGGUFMatchesGGUFPackageOnSmolLM2 dequantizes every tensor of the
 // real SmolLM2-135M-Instruct Q4_1 file (Q4_1, Q8_0 and F32 tensors) and
 // compares the sha256 of its float32 values with the gguf package's.

@@ -3,6 +3,7 @@ package format
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/compactrl/compactrl/internal/testenv"
+	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -186,6 +188,94 @@ func TestGGUFRoundTrip(t *testing.T) {
 				t.Errorf("version %d, data offset %d", f.Version, f.DataOffset)
 			}
 		})
+	}
+}
+
+// TestGGUFMatrixTypes writes a checkpoint with F16 and BF16 matrices and
+// reads it back: every matrix is of that type and holds the source rounded
+// as appendAs rounds it (TestEncodeMatchesGGUFPackage checks that against
+// the gguf package), the norms stay F32 and exact, general.file_type names
+// the type; a type llama.cpp's converter does not write whole is refused.
+func TestGGUFMatrixTypes(t *testing.T) {
+	cfg, ts := testCheckpoint(false)
+	for _, t := range ts {
+		for i := range t.Data {
+			t.Data[i] = t.Data[i]/3 + 1e-3 // off the F16 and BF16 grids
+		}
+	}
+	tok := testTokenizer(t)
+	for _, c := range []struct {
+		typ, ftype uint32
+		round      func(float32) float32
+	}{
+		{GGMLTypeF16, 1, func(v float32) float32 { return HalfToFloat32(Float32ToHalf(v)) }},
+		{GGMLTypeBF16, 32, func(v float32) float32 { return math.Float32frombits(uint32(kernel.BF16(v)) << 16) }},
+	} {
+		t.Run(GGMLTypeName(c.typ), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := WriteGGUFWith(path, cfg, ts, tok, GGUFOptions{Matrices: c.typ}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := ReadGGUFMeta(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ft := f.Meta["general.file_type"]; ft != c.ftype {
+				t.Errorf("general.file_type %v, want %d", ft, c.ftype)
+			}
+			_, gts, err := ReadGGUF(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]Tensor{}
+			for _, g := range gts {
+				byName[g.Name] = g
+			}
+			matrices := 0
+			for i, info := range f.Tensors {
+				want := GGMLTypeF32
+				if len(info.Shape) == 2 {
+					want = int(c.typ)
+					matrices++
+				}
+				if int(info.Type) != want {
+					t.Errorf("tensor %d %s: type %s, want %s", i, info.Name, GGMLTypeName(info.Type), GGMLTypeName(uint32(want)))
+				}
+			}
+			if matrices == 0 || matrices == len(f.Tensors) {
+				t.Fatalf("%d of %d tensors are matrices", matrices, len(f.Tensors))
+			}
+			for _, hf := range ts {
+				name, _ := GGUFName(hf.Name)
+				src := hf.Data
+				switch {
+				case strings.HasSuffix(hf.Name, "q_proj.weight"):
+					src, _ = PermuteQK(hf.Data, 16, 16, 4)
+				case strings.HasSuffix(hf.Name, "k_proj.weight"):
+					src, _ = PermuteQK(hf.Data, 8, 16, 2)
+				}
+				got, rounded := byName[name].Data, 0
+				for j, v := range src {
+					want := v
+					if len(hf.Shape) == 2 {
+						want = c.round(v)
+					}
+					if got[j] != want {
+						t.Fatalf("%s[%d] = %v, want %v (source %v)", name, j, got[j], want, v)
+					}
+					if want != v {
+						rounded++
+					}
+				}
+				if len(hf.Shape) == 2 && rounded == 0 {
+					t.Errorf("%s: no value was rounded; the test checks nothing", name)
+				}
+			}
+		})
+	}
+	err := WriteGGUFWith(filepath.Join(t.TempDir(), "q.gguf"), cfg, ts, tok, GGUFOptions{Matrices: GGMLTypeQ4_1})
+	if err == nil || !strings.Contains(err.Error(), "matrix type Q4_1: want F32, F16 or BF16") {
+		t.Errorf("Q4_1 matrices: %v", err)
 	}
 }
 

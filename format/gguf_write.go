@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 
+	"github.com/compactrl/compactrl/kernel"
 	"github.com/compactrl/compactrl/tokenizer"
 )
 
@@ -100,9 +101,26 @@ func permuteHeads(w []float32, rows, cols, nHead int, inverse bool) ([]float32, 
 type GGUFOptions struct {
 	// ChatTemplate is written as tokenizer.chat_template ("": none).
 	ChatTemplate string
-	// F16 stores every matrix as F16 (rounded to nearest, ties to even);
-	// norm weights stay F32, as llama.cpp's converter keeps them.
-	F16 bool
+	// Matrices is the tensor type of every matrix: GGMLTypeF32 (the zero
+	// value), GGMLTypeF16 or GGMLTypeBF16, both rounded to nearest, ties to
+	// even (BF16 as kernel.BF16 rounds the bf16 path's weights, so llama.cpp
+	// serves the weights a model.precision bf16 policy samples with). Norm
+	// weights stay F32, as llama.cpp's converter keeps them.
+	Matrices uint32
+}
+
+// fileType is general.file_type (llama.h's llama_ftype) for a file whose
+// matrices are of type t.
+func fileType(t uint32) (uint32, error) {
+	switch t {
+	case GGMLTypeF32:
+		return 0, nil // LLAMA_FTYPE_ALL_F32
+	case GGMLTypeF16:
+		return 1, nil // LLAMA_FTYPE_MOSTLY_F16
+	case GGMLTypeBF16:
+		return 32, nil // LLAMA_FTYPE_MOSTLY_BF16
+	}
+	return 0, fmt.Errorf("matrix type %s: want F32, F16 or BF16", GGMLTypeName(t))
 }
 
 // WriteGGUF is WriteGGUFWith without options: all tensors F32, no chat
@@ -111,7 +129,7 @@ func WriteGGUF(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tokeniz
 	return WriteGGUFWith(path, cfg, ts, tok, GGUFOptions{})
 }
 
-// WriteGGUFWith writes a llama.cpp GGUF v3 file (tensors F32, or F16 with opts.F16) of the
+// WriteGGUFWith writes a llama.cpp GGUF v3 file (matrices of type opts.Matrices) of the
 // LlamaForCausalLM checkpoint ts (HF names, row-major) with configuration
 // cfg and vocabulary tok. q_proj/k_proj rows are permuted to llama.cpp's
 // RoPE layout (PermuteQK with num_attention_heads / num_key_value_heads);
@@ -122,6 +140,10 @@ func WriteGGUFWith(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tok
 	wrap := func(err error) error { return fmt.Errorf("write gguf %s: %w", path, err) }
 	if err := cfg.Validate(); err != nil {
 		return wrap(fmt.Errorf("config: %w", err))
+	}
+	ft, err := fileType(opts.Matrices)
+	if err != nil {
+		return wrap(err)
 	}
 	if err := checkFinite(ts); err != nil {
 		return wrap(err)
@@ -143,14 +165,12 @@ func WriteGGUFWith(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tok
 	if opts.ChatTemplate != "" {
 		kvs = append(kvs, ggufKV{"tokenizer.chat_template", opts.ChatTemplate})
 	}
-	if opts.F16 {
-		for i := range kvs {
-			if kvs[i].key == "general.file_type" {
-				kvs[i].val = uint32(1) // LLAMA_FTYPE_MOSTLY_F16
-			}
+	for i := range kvs {
+		if kvs[i].key == "general.file_type" {
+			kvs[i].val = ft
 		}
 	}
-	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts, opts.F16) })
+	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts, opts.Matrices) })
 }
 
 func ggufTensors(cfg LlamaConfig, ts []Tensor) ([]Tensor, error) {
@@ -391,11 +411,16 @@ func (c *countingWriter) value(v any) error {
 	return nil
 }
 
-// encodeGGUF writes header, metadata, tensor infos and data (F32, or F16
-// for matrices with f16), each tensor's data starting at a multiple of
-// GGUFAlignment.
-func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor, f16 bool) error {
-	half := func(t Tensor) bool { return f16 && len(t.Shape) == 2 }
+// encodeGGUF writes header, metadata, tensor infos and data (matrices of
+// type matrices, everything else F32), each tensor's data starting at a
+// multiple of GGUFAlignment.
+func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor, matrices uint32) error {
+	typeOf := func(t Tensor) uint32 {
+		if len(t.Shape) == 2 {
+			return matrices
+		}
+		return GGMLTypeF32
+	}
 	c := &countingWriter{w: w}
 	c.buf = append(c.buf, ggufMagic...)
 	c.u32(3)
@@ -415,15 +440,14 @@ func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor, f16 bool) error {
 		for d := len(t.Shape) - 1; d >= 0; d-- {
 			c.u64(uint64(t.Shape[d]))
 		}
-		size := uint64(4)
-		if half(t) {
-			c.u32(GGMLTypeF16)
-			size = 2
-		} else {
-			c.u32(GGMLTypeF32)
-		}
+		typ := typeOf(t)
+		c.u32(typ)
 		c.u64(off)
-		off = align(off + size*uint64(len(t.Data)))
+		size, err := GGMLDataSize(typ, uint64(len(t.Data)))
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		off = align(off + size)
 	}
 	pad := func() {
 		n := c.n + uint64(len(c.buf))
@@ -433,13 +457,9 @@ func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor, f16 bool) error {
 	}
 	pad()
 	for _, t := range ts {
-		h := half(t)
+		typ := typeOf(t)
 		for _, v := range t.Data {
-			if h {
-				c.buf = binary.LittleEndian.AppendUint16(c.buf, Float32ToHalf(v))
-			} else {
-				c.u32(math.Float32bits(v))
-			}
+			c.buf = appendAs(c.buf, typ, v)
 			if len(c.buf) >= 1<<16 {
 				if err := c.flush(); err != nil {
 					return err
@@ -449,6 +469,17 @@ func encodeGGUF(w io.Writer, kvs []ggufKV, ts []Tensor, f16 bool) error {
 		pad()
 	}
 	return c.flush()
+}
+
+// appendAs appends v stored as ggml type typ (F32, F16 or BF16, little-endian) to buf.
+func appendAs(buf []byte, typ uint32, v float32) []byte {
+	switch typ {
+	case GGMLTypeF16:
+		return binary.LittleEndian.AppendUint16(buf, Float32ToHalf(v))
+	case GGMLTypeBF16:
+		return binary.LittleEndian.AppendUint16(buf, kernel.BF16(v))
+	}
+	return binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 }
 
 // checkFinite rejects weights that are NaN or ±Inf (a diverged run): llama.cpp

@@ -159,7 +159,7 @@ func withoutFlag(args []string, name string) []string {
 // values are the defaults).
 func bindBenchFlags(fs *cmdLine, o *bench.Options) {
 	fs.IntVar(&o.Threads, "threads", o.Threads, "threads of every engine (GOMAXPROCS, torch.set_num_threads, llama-server -t/-tb)")
-	fs.StringVar(&o.Weights, "model", "", "a real model's GGUF file (e.g. SmolLM2-135M-Instruct.Q4_1.gguf): its shape for the training comparison, its dequantized weights for both decoders (llama.cpp gets them as F32)")
+	fs.StringVar(&o.Weights, "model", "", "a real model's GGUF file (e.g. SmolLM2-135M-Instruct.Q4_1.gguf): its shape for the training comparison, its dequantized weights for both decoders (llama.cpp gets them as F32, or as BF16 with --precision bf16)")
 	fs.IntVar(&o.Model.Dim, "dim", o.Model.Dim, "model width")
 	fs.IntVar(&o.Model.Layers, "layers", o.Model.Layers, "decoder layers")
 	fs.IntVar(&o.Model.Heads, "heads", o.Model.Heads, "attention heads")

@@ -21,14 +21,14 @@ func runExport(ctx context.Context, e env, args []string) error {
 // model.safetensors or its shards, tokenizer.json) to a GGUF file
 // llama.cpp serves.
 func runExportGGUF(ctx context.Context, e env, args []string) error {
-	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR|FILE.gguf --out FILE.gguf [--type f32|f16] [--tokenizer FILE.gguf]")
+	fs := newCmdLine("export gguf", "export gguf --checkpoint DIR|FILE.gguf --out FILE.gguf [--type f32|f16|bf16] [--tokenizer FILE.gguf]")
 	fs.about = "Converts a policy checkpoint (config.json, model.safetensors or its shards, tokenizer.json; or a GGUF file, any quantization, dequantized) to a GGUF file llama-server serves."
 	fs.examples = []string{"compactrl export gguf --checkpoint models/vault-base --out vault-base.gguf",
 		"compactrl export gguf --checkpoint SmolLM2-135M-Instruct.Q4_1.gguf --type f32 --out smollm2-f32.gguf",
 		"compactrl export gguf --checkpoint runs/smollm2/checkpoints/000006/policy --tokenizer SmolLM2-135M-Instruct.Q4_1.gguf --out trained.gguf"}
 	dir := fs.String("checkpoint", "", "checkpoint directory with config.json, "+format.WeightsFile+" (or sharded, with "+format.WeightsIndexFile+") and "+tokenizer.File+", or a GGUF file")
 	out := fs.String("out", "", "GGUF file to write")
-	typ := fs.String("type", "f32", "tensor type of the matrices: f32, or f16 (norms stay f32)")
+	typ := fs.String("type", "f32", "tensor type of the matrices: f32, f16, or bf16 (the weights a model.precision bf16 policy samples with); norms stay f32")
 	tokFrom := fs.String("tokenizer", "", "take the vocabulary, pre-tokenizer and chat template from this GGUF (a checkpoint of a run that imported its model from GGUF has no tokenizer.json)")
 	if _, err := fs.parse(e, args); err != nil {
 		return err
@@ -36,13 +36,14 @@ func runExportGGUF(ctx context.Context, e env, args []string) error {
 	if *dir == "" || *out == "" {
 		return fs.usageErr("--checkpoint and --out are required")
 	}
-	if *typ != "f32" && *typ != "f16" {
-		return fs.usageErr("--type %q: want f32 or f16", *typ)
+	matrices, ok := map[string]uint32{"f32": format.GGMLTypeF32, "f16": format.GGMLTypeF16, "bf16": format.GGMLTypeBF16}[*typ]
+	if !ok {
+		return fs.usageErr("--type %q: want f32, f16 or bf16", *typ)
 	}
 	if *tokFrom != "" && !format.IsGGUF(*tokFrom) {
 		return fs.usageErr("--tokenizer %s: want a GGUF file", *tokFrom)
 	}
-	cfg, err := format.ExportGGUF(ctx, *dir, *out, *tokFrom, format.GGUFOptions{F16: *typ == "f16"})
+	cfg, err := format.ExportGGUF(ctx, *dir, *out, *tokFrom, format.GGUFOptions{Matrices: matrices})
 	if err != nil {
 		return err
 	}
