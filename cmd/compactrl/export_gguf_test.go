@@ -60,6 +60,25 @@ func TestExportGGUF(t *testing.T) {
 	if meta["llama.block_count"] != uint32(1) || len(ts) != 1+9+1 {
 		t.Errorf("block_count %v, %d tensors", meta["llama.block_count"], len(ts))
 	}
+	// --type picks the matrices' ggml type; the norms stay F32.
+	for typ, want := range map[string]uint32{"f16": format.GGMLTypeF16, "bf16": format.GGMLTypeBF16} {
+		out := filepath.Join(t.TempDir(), typ+".gguf")
+		if code, _, stderr := runCmd("export", "gguf", "--checkpoint", dir, "--out", out, "--type", typ); code != 0 {
+			t.Fatalf("--type %s: exit %d: %s", typ, code, stderr)
+		}
+		f, err := format.ReadGGUFMeta(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range f.Tensors {
+			if w := map[bool]uint32{true: want, false: format.GGMLTypeF32}[len(ti.Shape) == 2]; ti.Type != w {
+				t.Errorf("--type %s: %s is %s", typ, ti.Name, format.GGMLTypeName(ti.Type))
+			}
+		}
+	}
+	if code, _, stderr := runCmd("export", "gguf", "--checkpoint", dir, "--out", gguf, "--type", "q4_1"); code == 0 || !strings.Contains(stderr, "want f32, f16 or bf16") {
+		t.Errorf("--type q4_1: exit %d, stderr %q", code, stderr)
+	}
 	if code, _, stderr := runCmd("export", "gguf", "--out", gguf); code == 0 || !strings.Contains(stderr, "required") {
 		t.Errorf("no checkpoint: exit %d, stderr %q", code, stderr)
 	}
