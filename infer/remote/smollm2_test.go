@@ -41,7 +41,12 @@ func (r ratioStats) String() string {
 // case: the ratio must be 1 to float32 rounding), and the original Q4_1
 // file (llama.cpp multiplies Q4_1 blocks by activations quantized to Q8,
 // the built-in model the dequantized float32 weights: the mismatch is
-// measured and bounded).
+// measured and bounded); and the BF16 export against the built-in model
+// under model.precision bf16 (both round weights and activations to
+// bfloat16 and sum in float32, in different orders: measured and bounded;
+// on 2026-12-06 mean |Δ| 1.8e-2, max 7.1e-2, no closer than the same file
+// against the float32 model, so a bf16 run samples on-policy only from its
+// own engine).
 func TestSmolLM2EngineLogprobsOnPolicy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 135M-parameter model: the full run (not -short) checks it")
@@ -60,17 +65,22 @@ func TestSmolLM2EngineLogprobsOnPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f32 := filepath.Join(t.TempDir(), "smollm2-f32.gguf")
+	f32, bf16 := filepath.Join(t.TempDir(), "smollm2-f32.gguf"), filepath.Join(t.TempDir(), "smollm2-bf16.gguf")
 	if err := format.WriteGGUF(f32, cfg, ts, tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := format.WriteGGUFWith(bf16, cfg, ts, tok, format.GGUFOptions{Matrices: format.GGMLTypeBF16}); err != nil {
 		t.Fatal(err)
 	}
 	prompt := tok.EncodeWithSpecials("<|im_start|>system\nYou are an agent in a Linux shell. Reply with one command.<|im_end|>\n" +
 		"<|im_start|>user\nFind the file that holds the vault code and print it.<|im_end|>\n<|im_start|>assistant\n")
 	for _, tc := range []struct {
 		name, path string
+		bf16       bool
 		maxAbs     float64
-	}{{"f32", f32, 1e-4}, {"q4_1", q41, 1.0}} {
+	}{{"f32", f32, false, 1e-4}, {"q4_1", q41, false, 1.0}, {"bf16", bf16, true, 0.2}} {
 		t.Run(tc.name, func(t *testing.T) {
+			m.BF16 = tc.bf16
 			eng := NewLlamaCpp(serveGGUF(t, tc.path), nil)
 			var deltas []float64
 			for seed := int64(1); seed <= 4; seed++ {
