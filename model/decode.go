@@ -73,6 +73,7 @@ type Decoder struct {
 	rows                  []int // first packed row of each sequence
 	x, h, r, q, k, v      []float32
 	att, tmp, g, u, a, sg []float32
+	qkv, gu               []float32 // the fused products' outputs, before they are split
 	last, lastH, lastR    []float32
 	logits                []float32
 	probs                 [][]float32
@@ -92,9 +93,14 @@ type Decoder struct {
 }
 
 // packedLayer holds one layer's projection weights packed for
-// kernel.GemmPacked (y = x·Wᵀ).
+// kernel.GemmPacked (y = x·Wᵀ). The products that read the same input
+// are one: qkv packs [Wq; Wk; Wv] and gu [Wg; Wu], so a step makes four
+// products a layer instead of seven (each a split over the cores, which
+// at batch 1 costs as much as a small product's reads). A column of a
+// packed product does not depend on the columns beside it, so q, k, v,
+// g and u are the same bits as from their own products.
 type packedLayer struct {
-	q, k, v, o, g, u, d *kernel.PackedB
+	qkv, o, gu, d *kernel.PackedB
 }
 
 // prefixEntry is the KV cache of a finished sequence: positions
@@ -215,11 +221,19 @@ func (m *Model) NewDecoder() *Decoder {
 	if m.Value {
 		return d // Add refuses every request
 	}
-	pack := func(w *Param) *kernel.PackedB {
-		if m.BF16 {
-			return kernel.PackBBF16(true, w.Shape[0], w.Shape[1], w.Data, w.Shape[1])
+	// pack packs the rows of ws, stacked (all of ws[0]'s, then ws[1]'s, …).
+	pack := func(ws ...*Param) *kernel.PackedB {
+		rows, cols, data := 0, ws[0].Shape[1], ws[0].Data
+		for i, w := range ws {
+			rows += w.Shape[0]
+			if i > 0 {
+				data = append(slices.Clip(data), w.Data...)
+			}
 		}
-		return kernel.PackB(true, w.Shape[0], w.Shape[1], w.Data, w.Shape[1])
+		if m.BF16 {
+			return kernel.PackBBF16(true, rows, cols, data, cols)
+		}
+		return kernel.PackB(true, rows, cols, data, cols)
 	}
 	d.layers = make([]packedLayer, len(m.Layers))
 	// One task a layer, and the head: packing is a copy, the same whoever does it.
@@ -230,7 +244,7 @@ func (m *Model) NewDecoder() *Decoder {
 				continue
 			}
 			w := &m.Layers[l]
-			d.layers[l] = packedLayer{q: pack(w.Wq), k: pack(w.Wk), v: pack(w.Wv), o: pack(w.Wo), g: pack(w.Wg), u: pack(w.Wu), d: pack(w.Wd)}
+			d.layers[l] = packedLayer{qkv: pack(w.Wq, w.Wk, w.Wv), o: pack(w.Wo), gu: pack(w.Wg, w.Wu), d: pack(w.Wd)}
 		}
 	})
 	return d
@@ -440,6 +454,7 @@ func (d *Decoder) forward() {
 	d.x, d.h, d.r = grow(d.x, n*dim), grow(d.h, n*dim), grow(d.r, n)
 	d.q, d.k, d.v, d.att = grow(d.q, n*qw), grow(d.k, n*kw), grow(d.v, n*kw), grow(d.att, n*qw)
 	d.g, d.u, d.a, d.sg = grow(d.g, n*F), grow(d.u, n*F), grow(d.a, n*F), grow(d.sg, n*F)
+	d.qkv, d.gu = grow(d.qkv, n*(qw+2*kw)), grow(d.gu, n*2*F)
 	for i, tok := range d.tokens {
 		copy(d.x[i*dim:i*dim+dim], m.Embed.Data[int(tok)*dim:int(tok)*dim+dim])
 	}
@@ -520,6 +535,8 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 	x, h, rr := d.x[r0*dim:r1*dim], d.h[r0*dim:r1*dim], d.r[r0:r1]
 	q, k, v, att := d.q[r0*qw:r1*qw], d.k[r0*kw:r1*kw], d.v[r0*kw:r1*kw], d.att[r0*qw:r1*qw]
 	gg, u, a, sg := d.g[r0*F:r1*F], d.u[r0*F:r1*F], d.a[r0*F:r1*F], d.sg[r0*F:r1*F]
+	QKV := qw + 2*kw
+	qkv, gu := d.qkv[r0*QKV:r1*QKV], d.gu[r0*2*F:r1*2*F]
 	pos := d.pos[r0:r1]
 	gemm := kernel.GemmPacked
 	if workers <= 1 {
@@ -536,9 +553,13 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 	for l := range m.Layers {
 		w, pw := &m.Layers[l], &d.layers[l]
 		rmsnormOn(workers, h, rr, x, w.AttnNorm.Data, n, dim, cfg.NormEps)
-		gemm(n, 1, h, dim, pw.q, 0, q, qw)
-		gemm(n, 1, h, dim, pw.k, 0, k, kw)
-		gemm(n, 1, h, dim, pw.v, 0, v, kw)
+		gemm(n, 1, h, dim, pw.qkv, 0, qkv, QKV)
+		for r := range n {
+			row := qkv[r*QKV : (r+1)*QKV]
+			copy(q[r*qw:(r+1)*qw], row[:qw])
+			copy(k[r*kw:(r+1)*kw], row[qw:qw+kw])
+			copy(v[r*kw:(r+1)*kw], row[qw+kw:])
+		}
 		m.ropeOn(workers, q, pos, H, false)
 		m.ropeOn(workers, k, pos, cfg.KVHeads, false)
 		for i, s := range batch {
@@ -568,8 +589,11 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 		})
 		gemm(n, 1, att, qw, pw.o, 1, x, dim)
 		rmsnormOn(workers, h, rr, x, w.MLPNorm.Data, n, dim, cfg.NormEps)
-		gemm(n, 1, h, dim, pw.g, 0, gg, F)
-		gemm(n, 1, h, dim, pw.u, 0, u, F)
+		gemm(n, 1, h, dim, pw.gu, 0, gu, 2*F)
+		for r := range n {
+			copy(gg[r*F:(r+1)*F], gu[r*2*F:r*2*F+F])
+			copy(u[r*F:(r+1)*F], gu[r*2*F+F:(r+1)*2*F])
+		}
 		swigluOn(workers, a, sg, gg, u)
 		gemm(n, 1, a, F, pw.d, 1, x, dim)
 	}
