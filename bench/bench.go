@@ -59,8 +59,13 @@ type Options struct {
 	TorchConfigs []string // PyTorch configurations (TorchConfigs; nil: DefaultTorchConfigs(TorchSource))
 	TorchBLAS    []string // TorchDebian only: one PyTorch process each, "" as installed or a directory holding a libblas.so.3 (nil: as installed and, where present, OpenBLASDir)
 	QuietPeak    float64  // FMA peak (GFLOP/s, Threads threads) measured on the quiet machine earlier; 0: none to check against
-	Rules        Rules    // when a ratio is not a valid comparison
-	GGUF         string   // where to keep the exported GGUF ("" : a temporary file)
+	// BandwidthBytes is the buffer the streaming read bandwidth is measured
+	// on (before and after the run, like the peak): it must be far larger
+	// than the caches.
+	BandwidthBytes int
+	QuietBandwidth float64 // read bandwidth (GB/s, Threads threads) measured on the quiet machine earlier; 0: none to check against
+	Rules          Rules   // when a ratio is not a valid comparison
+	GGUF           string  // where to keep the exported GGUF ("" : a temporary file)
 	// Weights is a GGUF model file (a real model, any quantization
 	// format.ReadGGUFCheckpoint reads): its shape must be Model's
 	// (ModelFromGGUF), and its dequantized weights and vocabulary are what
@@ -91,7 +96,7 @@ func DefaultOptions() Options {
 		Model:   model.Config{Vocab: 1024, Dim: 256, Layers: 4, Heads: 4, KVHeads: 4, FFN: 688, RopeTheta: 10000, NormEps: 1e-5},
 		Seq:     512, Batch: 8, Steps: 3, Rounds: 3,
 		DecodeBatch: 32, Prompt: 16, DecodeTokens: 128, DecodeReps: 3,
-		GemmSquare: []int{256, 1024}, GemmTime: 500 * time.Millisecond, PeakTime: time.Second,
+		GemmSquare: []int{256, 1024}, GemmTime: 500 * time.Millisecond, PeakTime: time.Second, BandwidthBytes: 256 << 20,
 		TorchSource: TorchPyPI, LlamaDir: os.Getenv(LlamaEnv), Rules: DefaultRules, Precision: "fp32",
 	}
 }
@@ -129,6 +134,10 @@ func (o Options) validate() error {
 		return fmt.Errorf("bench: validity rules %+v out of range (shares and agreement in (0, 1], steal ≥ 0)", o.Rules)
 	case o.QuietPeak < 0:
 		return fmt.Errorf("bench: quiet peak %g GFLOP/s must not be negative", o.QuietPeak)
+	case o.QuietBandwidth < 0:
+		return fmt.Errorf("bench: quiet bandwidth %g GB/s must not be negative", o.QuietBandwidth)
+	case o.BandwidthBytes < 64<<10*o.Threads:
+		return fmt.Errorf("bench: bandwidth buffer of %d bytes: want at least 64 KiB a thread (far more than the caches for a real measurement)", o.BandwidthBytes)
 	case o.DecodeBatch <= 0 || o.Prompt <= 0 || o.DecodeTokens < 2 || o.DecodeReps <= 0:
 		return fmt.Errorf("bench: decode batch %d, prompt %d, reps %d must be positive and decode tokens %d at least 2", o.DecodeBatch, o.Prompt, o.DecodeReps, o.DecodeTokens)
 	case o.GemmTime <= 0 || o.PeakTime <= 0:
@@ -264,6 +273,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	labeled(ctx, "peak", func(context.Context) {
 		r.Conditions.Peaks = append(r.Conditions.Peaks, measurePeak("before the run", o.Threads, o.PeakTime))
 	})
+	step(fmt.Sprintf("read bandwidth, %d threads, %d MiB", o.Threads, o.BandwidthBytes>>20))
+	bw := make([]float32, o.BandwidthBytes/4)
+	for i := range bw {
+		bw[i] = 1 // every page touched before it is timed
+	}
+	labeled(ctx, "peak", func(context.Context) {
+		r.Conditions.Bandwidth = append(r.Conditions.Bandwidth, measureBandwidth("before the run", o.Threads, o.PeakTime, bw))
+	})
 	shapes := append(SquareShapes(o.GemmSquare...), ModelShapes(cfg, o.Batch, o.Seq, o.DecodeBatch)...)
 	for _, s := range shapes {
 		step("GEMM " + s.Name)
@@ -318,9 +335,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	labeled(ctx, "peak", func(context.Context) {
 		r.Conditions.Peaks = append(r.Conditions.Peaks, measurePeak("after the run", o.Threads, o.PeakTime))
 	})
+	step(fmt.Sprintf("read bandwidth again, %d threads", o.Threads))
+	labeled(ctx, "peak", func(context.Context) {
+		r.Conditions.Bandwidth = append(r.Conditions.Bandwidth, measureBandwidth("after the run", o.Threads, o.PeakTime, bw))
+	})
 	r.Load1End = loadAverage()
 	r.Conditions.Threads, r.Conditions.Load1Start, r.Conditions.Load1End = o.Threads, r.Load1Start, r.Load1End
-	r.Conditions.QuietPeak, r.Conditions.Steal = o.QuietPeak, stealSince(steal0, total0, stealOK)
+	r.Conditions.QuietPeak, r.Conditions.QuietBandwidth = o.QuietPeak, o.QuietBandwidth
+	r.Conditions.Steal = stealSince(steal0, total0, stealOK)
 	r.Judge()
 	return r, nil
 }
@@ -524,7 +546,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n\n")
 	if r.Validity.Valid {
-		b.WriteString("**Run conditions: valid** (load, steal and FMA peak within the rules; each ratio below also needs both sides' CPU share).\n\n")
+		b.WriteString("**Run conditions: valid** (load, steal, FMA peak and read bandwidth within the rules; each ratio below also needs both sides' CPU share).\n\n")
 	} else {
 		fmt.Fprintf(&b, "**NOT A VALID COMPARISON: %s.** Every ratio below is marked INVALID; do not quote them.\n\n", strings.Join(r.Validity.Reasons, "; "))
 	}
@@ -595,6 +617,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Conditions.QuietPeak > 0 {
 		fmt.Fprintf(&b, "| float32 FMA peak on the quiet machine (given) | %s GFLOP/s | | | | | |\n", num(r.Conditions.QuietPeak))
 	}
+	for _, m := range r.Conditions.Bandwidth {
+		fmt.Fprintf(&b, "| streaming read bandwidth %s, %d threads (best of 10 windows) | %.1f GB/s | | | | %.2f | |\n", m.When, m.Threads, m.GBps, m.CPUShare*float64(m.Threads))
+	}
+	if r.Conditions.QuietBandwidth > 0 {
+		fmt.Fprintf(&b, "| streaming read bandwidth on the quiet machine (given) | %.1f GB/s | | | | | |\n", r.Conditions.QuietBandwidth)
+	}
 
 	fmt.Fprintf(&b, "\nModel-FLOP utilisation against the best FMA peak (%s GFLOP/s): MFU = tokens/s × %.2f MFLOP (6 × %d parameters, the embedding table included) ÷ peak; with attention, + %.2f MFLOP a token (12 · layers · heads · head_dim · seq, the full T×T).\n\n",
 		num(r.PeakGFLOPS), r.FlopsPerToken/1e6, r.Params, r.AttnFlopsPerToken/1e6)
@@ -621,7 +649,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Llama != nil {
 		fmt.Fprintf(&b, "llama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))
 	}
-	fmt.Fprintf(&b, "Rates are medians of the timed steps (per round: each round's median). Cores busy: CPU time of the engine's process over its timed runs ÷ their wall time (compactrl / reference). A ratio is INVALID when either side had under %.0f%% of its threads, the load average before the run exceeded the thread count (after it, twice), steal time exceeded %.0f%%, or an FMA peak measurement was under %.0f%% of the best (or of the given quiet peak).\n",
+	fmt.Fprintf(&b, "Rates are medians of the timed steps (per round: each round's median). Cores busy: CPU time of the engine's process over its timed runs ÷ their wall time (compactrl / reference). A ratio is INVALID when either side had under %.0f%% of its threads, the load average before the run exceeded the thread count (after it, twice), steal time exceeded %.0f%%, or an FMA peak or read bandwidth measurement was under %.0f%% of the best (or of the given quiet one).\n",
 		100*r.Rules.MinShare, 100*r.Rules.MaxSteal, 100*r.Rules.PeakAgreement)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -30,6 +30,7 @@ func tinyOptions() Options {
 	o.Seq, o.Batch, o.Steps, o.Rounds = 16, 2, 2, 2
 	o.DecodeBatch, o.Prompt, o.DecodeTokens, o.DecodeReps = 4, 3, 5, 1
 	o.GemmSquare, o.GemmTime, o.PeakTime = []int{16}, 10*time.Millisecond, 20*time.Millisecond
+	o.BandwidthBytes = 1 << 20
 	return o
 }
 
@@ -151,7 +152,8 @@ func TestGemm(t *testing.T) {
 // its cores.
 func quietConditions() Conditions {
 	return Conditions{Threads: 2, Load1Start: 0.4, Load1End: 2.1, Steal: 0,
-		Peaks: []PeakMeasure{{When: "before", Threads: 2, GFLOPS: 200, CPUShare: 0.99}, {When: "after", Threads: 2, GFLOPS: 190, CPUShare: 0.98}}}
+		Peaks:     []PeakMeasure{{When: "before", Threads: 2, GFLOPS: 200, CPUShare: 0.99}, {When: "after", Threads: 2, GFLOPS: 190, CPUShare: 0.98}},
+		Bandwidth: []BandwidthMeasure{{When: "before", Threads: 2, GBps: 25, CPUShare: 0.99}, {When: "after", Threads: 2, GBps: 24, CPUShare: 0.98}}}
 }
 
 func handReport() *Report {
@@ -190,6 +192,7 @@ func TestTableRenders(t *testing.T) {
 		"prefill included) | 800 tok/s | llama.cpp 0.7 on F32 weights: 1000 | 0.80× |",
 		"| GEMM 256³ | 150 GFLOP/s | FMA peak: 200 | 0.75× |",
 		"| float32 FMA peak before, 2 threads (best of 10 windows) | 200 GFLOP/s | | | | 1.98 | |",
+		"| streaming read bandwidth after, 2 threads (best of 10 windows) | 24.0 GB/s | | | | 1.96 | |",
 		"| compactrl (avx512) | 3000 | 0.27 | 0.30 | 1.95 | valid |",
 		"| 2000 | 0.18 | 0.20 | 1.00 | INVALID: PyTorch eager had 1.00 of 2 cores (50% of its threads' time, under 90%) |",
 		"| PyTorch 2.15.0 torch.compile fp32 (SDPA model, fused AdamW) | 4000 | 0.36 | 0.40 | 1.90 | valid |",
@@ -227,6 +230,10 @@ func TestValidityRules(t *testing.T) {
 		{"peak spread", func(c *Conditions) { c.Peaks[1].GFLOPS = 120 }, "the FMA peak after (120 GFLOP/s) is 60% of the best (200)"},
 		{"quiet peak", func(c *Conditions) { c.QuietPeak = 234 }, "the best FMA peak (200 GFLOP/s) is 85% of the quiet machine's 234"},
 		{"no peak", func(c *Conditions) { c.Peaks = nil }, "no FMA peak measured"},
+		{"bandwidth share", func(c *Conditions) { c.Bandwidth[0].CPUShare = 0.6 }, "the read bandwidth before had 1.20 of 2 cores"},
+		{"bandwidth spread", func(c *Conditions) { c.Bandwidth[1].GBps = 15 }, "the read bandwidth after (15.0 GB/s) is 60% of the best (25.0)"},
+		{"quiet bandwidth", func(c *Conditions) { c.QuietBandwidth = 30 }, "the best read bandwidth (25.0 GB/s) is 83% of the quiet machine's 30.0"},
+		{"quiet bandwidth, none measured", func(c *Conditions) { c.QuietBandwidth, c.Bandwidth = 27, nil }, "a quiet read bandwidth was given but none measured"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cond := quietConditions()
@@ -255,9 +262,9 @@ func TestValidityRules(t *testing.T) {
 			}
 		})
 	}
-	// A quiet peak the run matches (within 10%) is no reason.
+	// A quiet peak and bandwidth the run matches (within 10%) are no reason.
 	cond := quietConditions()
-	cond.QuietPeak = 215
+	cond.QuietPeak, cond.QuietBandwidth = 215, 27
 	if rs := cond.reasons(DefaultRules); len(rs) != 0 {
 		t.Fatalf("peak 200 against quiet 215 judged invalid: %q", rs)
 	}
@@ -303,6 +310,9 @@ func TestRunBuiltinOnly(t *testing.T) {
 	}
 	if r.PeakGFLOPS <= 0 || len(r.Gemm) != 1+7 || len(r.Torch) != 0 || r.Llama != nil || len(r.Conditions.Peaks) != 2 {
 		t.Fatalf("report %+v", r)
+	}
+	if bw := r.Conditions.Bandwidth; len(bw) != 2 || !(bw[0].GBps > 0) || !(bw[1].GBps > 0) || bw[1].When != "after the run" {
+		t.Fatalf("read bandwidth %+v", bw)
 	}
 	checkMeasure(t, "train", r.Train, o.Steps*o.Rounds)
 	if len(r.Train.Rounds) != o.Rounds {
@@ -430,6 +440,8 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		"rounds":       func(o *Options) { o.Rounds = 0 },
 		"rules":        func(o *Options) { o.Rules = Rules{} },
 		"quiet peak":   func(o *Options) { o.QuietPeak = -1 },
+		"quiet bw":     func(o *Options) { o.QuietBandwidth = -1 },
+		"bw buffer":    func(o *Options) { o.BandwidthBytes = 1000 },
 		"torch source": func(o *Options) { o.SkipTorch, o.TorchSource = false, "conda" },
 		"blas on pypi": func(o *Options) { o.SkipTorch, o.TorchSource, o.TorchBLAS = false, TorchPyPI, []string{""} },
 		"config":       func(o *Options) { o.TorchConfigs = []string{"jit"} },

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/compactrl/compactrl/internal/cputime"
@@ -22,7 +23,8 @@ type Rules struct {
 	MinShare float64 `json:"min_share"`
 	// PeakAgreement is the least ratio of a peak measurement to the best
 	// one (and to the quiet peak, when one is given): a peak far below
-	// another was measured on a loaded machine.
+	// another was measured on a loaded machine. The read bandwidth
+	// measurements are held to it the same way.
 	PeakAgreement float64 `json:"peak_agreement"`
 	// MaxSteal is the largest fraction of the machine's CPU time the
 	// hypervisor may have taken (steal time in /proc/stat) during the run.
@@ -69,6 +71,56 @@ func measurePeak(when string, threads int, d time.Duration) PeakMeasure {
 	return PeakMeasure{When: when, Threads: threads, GFLOPS: g, CPUShare: cpuShare(cputime.Process()-c0, time.Since(t0), threads)}
 }
 
+// BandwidthMeasure is one measurement of the machine's streaming read
+// bandwidth on Threads threads (measureBandwidth: best of 10 windows over a
+// buffer far larger than the caches) with the CPU share it had. The FMA
+// peak does not see other machines on the host contending for memory and
+// cache; this does.
+type BandwidthMeasure struct {
+	When     string  `json:"when"`
+	Threads  int     `json:"threads"`
+	GBps     float64 `json:"gbps"`
+	CPUShare float64 `json:"cpu_share"`
+}
+
+// measureBandwidth reads buf (each thread its own contiguous part, with
+// kernel.Dot) for 10 windows of about d/10 and returns the best window's
+// rate in GB/s.
+func measureBandwidth(when string, threads int, d time.Duration, buf []float32) BandwidthMeasure {
+	c0, t0 := cputime.Process(), time.Now()
+	part := len(buf) / threads
+	const chunk = 1 << 14
+	var best float64
+	for range 10 {
+		var wg sync.WaitGroup
+		read := make([]int, threads)
+		w0 := time.Now()
+		deadline := w0.Add(d / 10)
+		for t := range threads {
+			wg.Go(func() {
+				x := buf[t*part : (t+1)*part]
+				for i := 0; ; i += chunk {
+					if i+chunk > len(x) {
+						i = 0
+						if time.Now().After(deadline) {
+							break
+						}
+					}
+					kernel.Dot(x[i:i+chunk], x[i:i+chunk])
+					read[t] += 4 * chunk
+				}
+			})
+		}
+		wg.Wait()
+		total := 0
+		for _, r := range read {
+			total += r
+		}
+		best = max(best, float64(total)/time.Since(w0).Seconds()/1e9)
+	}
+	return BandwidthMeasure{When: when, Threads: threads, GBps: best, CPUShare: cpuShare(cputime.Process()-c0, time.Since(t0), threads)}
+}
+
 // Conditions are what a run measured about the machine rather than the
 // engines: they decide whether any of its ratios holds.
 type Conditions struct {
@@ -77,7 +129,12 @@ type Conditions struct {
 	Load1End   float64       `json:"load1_end"`   // and after it
 	Peaks      []PeakMeasure `json:"peaks"`
 	QuietPeak  float64       `json:"quiet_peak,omitempty"` // a peak measured on the quiet machine earlier (0: none given)
-	Steal      float64       `json:"steal"`                // fraction of CPU time stolen during the run (−1 unknown)
+	// Bandwidth: the streaming read bandwidth before and after the run
+	// (reports written before it was measured have none, and are judged
+	// without it).
+	Bandwidth      []BandwidthMeasure `json:"bandwidth,omitempty"`
+	QuietBandwidth float64            `json:"quiet_bandwidth,omitempty"` // measured on the quiet machine earlier (0: none given)
+	Steal          float64            `json:"steal"`                     // fraction of CPU time stolen during the run (−1 unknown)
 }
 
 // reasons lists what makes every ratio of the run invalid under rules.
@@ -112,6 +169,24 @@ func (c Conditions) reasons(rules Rules) []string {
 	}
 	if c.QuietPeak > 0 && best < rules.PeakAgreement*c.QuietPeak {
 		out = append(out, fmt.Sprintf("the best FMA peak (%s GFLOP/s) is %.0f%% of the quiet machine's %s", num(best), 100*best/c.QuietPeak, num(c.QuietPeak)))
+	}
+	bestBW := 0.0
+	for _, b := range c.Bandwidth {
+		bestBW = max(bestBW, b.GBps)
+	}
+	for _, b := range c.Bandwidth {
+		if b.CPUShare < rules.MinShare {
+			out = append(out, fmt.Sprintf("the read bandwidth %s had %.2f of %d cores (%s, under %.0f%%)", b.When, b.CPUShare*float64(b.Threads), b.Threads, shareWord(b.CPUShare), 100*rules.MinShare))
+		}
+		if !(b.GBps >= rules.PeakAgreement*bestBW) {
+			out = append(out, fmt.Sprintf("the read bandwidth %s (%.1f GB/s) is %.0f%% of the best (%.1f)", b.When, b.GBps, 100*b.GBps/bestBW, bestBW))
+		}
+	}
+	switch {
+	case c.QuietBandwidth > 0 && len(c.Bandwidth) == 0:
+		out = append(out, "a quiet read bandwidth was given but none measured")
+	case c.QuietBandwidth > 0 && bestBW < rules.PeakAgreement*c.QuietBandwidth:
+		out = append(out, fmt.Sprintf("the best read bandwidth (%.1f GB/s) is %.0f%% of the quiet machine's %.1f: other load contends for memory", bestBW, 100*bestBW/c.QuietBandwidth, c.QuietBandwidth))
 	}
 	return out
 }

@@ -180,6 +180,7 @@ func bindBenchFlags(fs *cmdLine, o *bench.Options) {
 	fs.StringVar(&o.TorchSource, "torch", o.TorchSource, "PyTorch reference: \""+bench.TorchPyPI+"\" (2.x from PyPI: --python, else $"+bench.TorchPythonEnv+", else the venv bench/torch/setup.sh makes) or \""+bench.TorchDebian+"\" (the fallback: Debian's python3-torch under "+bench.DebianPython+")")
 	fs.StringVar(&o.Python, "python", "", "Python interpreter with torch (overrides --torch's choice of interpreter)")
 	fs.Float64Var(&o.QuietPeak, "quiet-peak", 0, "float32 FMA peak (GFLOP/s, same threads) measured earlier on the quiet machine: a run whose peak falls 10% below it is invalid (0: none)")
+	fs.Float64Var(&o.QuietBandwidth, "quiet-bandwidth", 0, "streaming read bandwidth (GB/s, same threads; the report prints it) measured earlier on the quiet machine: a run whose bandwidth falls 10% below it is invalid, as when other machines on the host contend for memory (0: none)")
 	fs.StringVar(&o.GGUF, "gguf", "", "keep the exported GGUF at FILE (default: a temporary file)")
 	fs.StringVar(&o.LlamaDir, "llama-dir", o.LlamaDir, "llama.cpp install directory (default $"+bench.LlamaEnv+")")
 	fs.StringVar(&o.Precision, "precision", o.Precision, "the built-in engine's products: fp32, or bf16 (bfloat16 inputs, float32 sums; on AVX512_BF16 where the CPU has it), to set against --torch-configs bf16 (autocast)")
