@@ -155,33 +155,21 @@ func (c Conditions) reasons(rules Rules) []string {
 	if len(c.Peaks) == 0 {
 		return append(out, "no FMA peak measured")
 	}
-	best := 0.0
-	for _, p := range c.Peaks {
-		best = max(best, p.GFLOPS)
+	peaks := make([]condMeasure, len(c.Peaks))
+	for i, p := range c.Peaks {
+		peaks[i] = condMeasure{p.When, p.Threads, p.GFLOPS, p.CPUShare}
 	}
-	for _, p := range c.Peaks {
-		if p.CPUShare < rules.MinShare {
-			out = append(out, fmt.Sprintf("the FMA peak %s had %.2f of %d cores (%s, under %.0f%%)", p.When, p.CPUShare*float64(p.Threads), p.Threads, shareWord(p.CPUShare), 100*rules.MinShare))
-		}
-		if !(p.GFLOPS >= rules.PeakAgreement*best) {
-			out = append(out, fmt.Sprintf("the FMA peak %s (%s GFLOP/s) is %.0f%% of the best (%s)", p.When, num(p.GFLOPS), 100*p.GFLOPS/best, num(best)))
-		}
-	}
+	best, rs := agreement(rules, "the FMA peak", "GFLOP/s", num, peaks)
+	out = append(out, rs...)
 	if c.QuietPeak > 0 && best < rules.PeakAgreement*c.QuietPeak {
 		out = append(out, fmt.Sprintf("the best FMA peak (%s GFLOP/s) is %.0f%% of the quiet machine's %s", num(best), 100*best/c.QuietPeak, num(c.QuietPeak)))
 	}
-	bestBW := 0.0
-	for _, b := range c.Bandwidth {
-		bestBW = max(bestBW, b.GBps)
+	bws := make([]condMeasure, len(c.Bandwidth))
+	for i, b := range c.Bandwidth {
+		bws[i] = condMeasure{b.When, b.Threads, b.GBps, b.CPUShare}
 	}
-	for _, b := range c.Bandwidth {
-		if b.CPUShare < rules.MinShare {
-			out = append(out, fmt.Sprintf("the read bandwidth %s had %.2f of %d cores (%s, under %.0f%%)", b.When, b.CPUShare*float64(b.Threads), b.Threads, shareWord(b.CPUShare), 100*rules.MinShare))
-		}
-		if !(b.GBps >= rules.PeakAgreement*bestBW) {
-			out = append(out, fmt.Sprintf("the read bandwidth %s (%.1f GB/s) is %.0f%% of the best (%.1f)", b.When, b.GBps, 100*b.GBps/bestBW, bestBW))
-		}
-	}
+	bestBW, rs := agreement(rules, "the read bandwidth", "GB/s", func(v float64) string { return fmt.Sprintf("%.1f", v) }, bws)
+	out = append(out, rs...)
 	switch {
 	case c.QuietBandwidth > 0 && len(c.Bandwidth) == 0:
 		out = append(out, "a quiet read bandwidth was given but none measured")
@@ -189,6 +177,34 @@ func (c Conditions) reasons(rules Rules) []string {
 		out = append(out, fmt.Sprintf("the best read bandwidth (%.1f GB/s) is %.0f%% of the quiet machine's %.1f: other load contends for memory", bestBW, 100*bestBW/c.QuietBandwidth, c.QuietBandwidth))
 	}
 	return out
+}
+
+// condMeasure is one measurement of the machine (an FMA peak, a read
+// bandwidth) for agreement.
+type condMeasure struct {
+	when    string
+	threads int
+	value   float64
+	share   float64
+}
+
+// agreement returns the best of ms and the reasons any of them makes the
+// run invalid: under rules.MinShare of its threads, or under
+// rules.PeakAgreement of the best (what names the measurement, format
+// prints a value in unit).
+func agreement(rules Rules, what, unit string, format func(float64) string, ms []condMeasure) (best float64, out []string) {
+	for _, m := range ms {
+		best = max(best, m.value)
+	}
+	for _, m := range ms {
+		if m.share < rules.MinShare {
+			out = append(out, fmt.Sprintf("%s %s had %.2f of %d cores (%s, under %.0f%%)", what, m.when, m.share*float64(m.threads), m.threads, shareWord(m.share), 100*rules.MinShare))
+		}
+		if !(m.value >= rules.PeakAgreement*best) {
+			out = append(out, fmt.Sprintf("%s %s (%s %s) is %.0f%% of the best (%s)", what, m.when, format(m.value), unit, 100*m.value/best, format(best)))
+		}
+	}
+	return best, out
 }
 
 // shareReasons says why a measurement's CPU share makes its ratio invalid.

@@ -102,6 +102,20 @@ func testTokenizer(t testing.TB) *tokenizer.Tokenizer {
 	return tok
 }
 
+// ggufLayout is testCheckpoint's tensor hf as WriteGGUF stores it: q and k
+// rows permuted to llama.cpp's RoPE layout (4 heads, 2 KV heads of width 4).
+func ggufLayout(hf Tensor) []float32 {
+	switch {
+	case strings.HasSuffix(hf.Name, "q_proj.weight"):
+		w, _ := PermuteQK(hf.Data, 16, 16, 4)
+		return w
+	case strings.HasSuffix(hf.Name, "k_proj.weight"):
+		w, _ := PermuteQK(hf.Data, 8, 16, 2)
+		return w
+	}
+	return hf.Data
+}
+
 func TestGGUFRoundTrip(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tied=%v", tied), func(t *testing.T) {
@@ -168,14 +182,7 @@ func TestGGUFRoundTrip(t *testing.T) {
 					t.Errorf("%s: shape %v, want %v", name, g.Shape, hf.Shape)
 					continue
 				}
-				want := hf.Data
-				switch {
-				case strings.HasSuffix(hf.Name, "q_proj.weight"):
-					want, _ = PermuteQK(hf.Data, 16, 16, 4)
-				case strings.HasSuffix(hf.Name, "k_proj.weight"):
-					want, _ = PermuteQK(hf.Data, 8, 16, 2)
-				}
-				if !reflect.DeepEqual(g.Data, want) {
+				if want := ggufLayout(hf); !reflect.DeepEqual(g.Data, want) {
 					t.Errorf("%s: data differs", name)
 				}
 			}
@@ -247,13 +254,7 @@ func TestGGUFMatrixTypes(t *testing.T) {
 			}
 			for _, hf := range ts {
 				name, _ := GGUFName(hf.Name)
-				src := hf.Data
-				switch {
-				case strings.HasSuffix(hf.Name, "q_proj.weight"):
-					src, _ = PermuteQK(hf.Data, 16, 16, 4)
-				case strings.HasSuffix(hf.Name, "k_proj.weight"):
-					src, _ = PermuteQK(hf.Data, 8, 16, 2)
-				}
+				src := ggufLayout(hf)
 				got, rounded := byName[name].Data, 0
 				for j, v := range src {
 					want := v
