@@ -23,7 +23,9 @@
 // micro-kernel does).
 //
 // Products of at least 2²⁰ flops (about 6 µs of one core; starting and joining a goroutine costs
-// about a microsecond) run on up to runtime.GOMAXPROCS(0) goroutines, each owning whole
+// about a microsecond; a product of fewer than 8 rows counts as 8, since reading B from memory
+// then bounds it and a second core brings its own bandwidth) run on up to runtime.GOMAXPROCS(0)
+// goroutines, each owning whole
 // tiles of C (columns, or rows when that balances better): no reduction is split, so the result
 // does not depend on the thread count. GemmSerial stays on the caller's goroutine, for callers
 // that already run products in parallel. Packing buffers come from a sync.Pool.
