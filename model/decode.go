@@ -92,6 +92,10 @@ type Decoder struct {
 	clock     uint64
 }
 
+// attnParallelFlops is the decode step's attention work (flops) below which
+// its heads run on the calling goroutine.
+const attnParallelFlops = 1 << 20
+
 // packedLayer holds one layer's projection weights packed for
 // kernel.GemmPacked (y = x·Wᵀ). The products that read the same input
 // are one: qkv packs [Wq; Wk; Wv] and gu [Wg; Wu], so a step makes four
@@ -550,6 +554,17 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 	}
 	H := cfg.Heads
 	cost := func(t int) int { return feed[t/H] * (batch[t/H].n + feed[t/H]) }
+	// Attention's multiply-adds this step (Q·Kᵀ and P·V, 2·hd a query-key
+	// pair): below about 6 µs of one core it stays on this goroutine, as
+	// kernel.Gemm's small products do (one sequence's step: 9 heads over
+	// 100 positions of SmolLM2 is 0.2 Mflop, less than two goroutines cost).
+	attnWorkers, attnFlops := workers, 0
+	for t := range len(batch) * H {
+		attnFlops += 4 * hd * cost(t)
+	}
+	if attnFlops < attnParallelFlops {
+		attnWorkers = 1
+	}
 	for l := range m.Layers {
 		w, pw := &m.Layers[l], &d.layers[l]
 		rmsnormOn(workers, h, rr, x, w.AttnNorm.Data, n, dim, cfg.NormEps)
@@ -572,7 +587,7 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 			}
 			copy(s.vc[l][s.n*kw:], v[ri*kw:(ri+f)*kw])
 		}
-		balancedOn(workers, len(batch)*H, cost, func(next func() (int, bool)) {
+		balancedOn(attnWorkers, len(batch)*H, cost, func(next func() (int, bool)) {
 			S := getScratch(attnBlock * maxCtx)
 			defer putScratch(S)
 			for t, ok := next(); ok; t, ok = next() {
