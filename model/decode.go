@@ -71,9 +71,9 @@ type Decoder struct {
 
 	tokens, pos           []int32
 	rows                  []int // first packed row of each sequence
-	x, h, r, q, k, v      []float32
+	x, h, r, q, k         []float32
 	att, tmp, g, u, a, sg []float32
-	qkv, gu               []float32 // the fused products' outputs, before they are split
+	qkv, gu               []float32 // the fused products' outputs (v is read from qkv's rows)
 	last, lastH, lastR    []float32
 	logits                []float32
 	probs                 [][]float32
@@ -456,7 +456,7 @@ func (d *Decoder) forward() {
 	d.stats.Steps++
 	d.stats.Fed += n
 	d.x, d.h, d.r = grow(d.x, n*dim), grow(d.h, n*dim), grow(d.r, n)
-	d.q, d.k, d.v, d.att = grow(d.q, n*qw), grow(d.k, n*kw), grow(d.v, n*kw), grow(d.att, n*qw)
+	d.q, d.k, d.att = grow(d.q, n*qw), grow(d.k, n*kw), grow(d.att, n*qw)
 	d.g, d.u, d.a, d.sg = grow(d.g, n*F), grow(d.u, n*F), grow(d.a, n*F), grow(d.sg, n*F)
 	d.qkv, d.gu = grow(d.qkv, n*(qw+2*kw)), grow(d.gu, n*2*F)
 	for i, tok := range d.tokens {
@@ -537,7 +537,7 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 	n := r1 - r0
 	batch, feed := d.batch[lo:hi], d.feed[lo:hi]
 	x, h, rr := d.x[r0*dim:r1*dim], d.h[r0*dim:r1*dim], d.r[r0:r1]
-	q, k, v, att := d.q[r0*qw:r1*qw], d.k[r0*kw:r1*kw], d.v[r0*kw:r1*kw], d.att[r0*qw:r1*qw]
+	q, k, att := d.q[r0*qw:r1*qw], d.k[r0*kw:r1*kw], d.att[r0*qw:r1*qw]
 	gg, u, a, sg := d.g[r0*F:r1*F], d.u[r0*F:r1*F], d.a[r0*F:r1*F], d.sg[r0*F:r1*F]
 	QKV := qw + 2*kw
 	qkv, gu := d.qkv[r0*QKV:r1*QKV], d.gu[r0*2*F:r1*2*F]
@@ -573,7 +573,6 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 			row := qkv[r*QKV : (r+1)*QKV]
 			copy(q[r*qw:(r+1)*qw], row[:qw])
 			copy(k[r*kw:(r+1)*kw], row[qw:qw+kw])
-			copy(v[r*kw:(r+1)*kw], row[qw+kw:])
 		}
 		m.ropeOn(workers, q, pos, H, false)
 		m.ropeOn(workers, k, pos, cfg.KVHeads, false)
@@ -585,7 +584,9 @@ func (d *Decoder) forwardRange(lo, hi, workers int) {
 					kt[c*s.capacity+s.n+r] = val
 				}
 			}
-			copy(s.vc[l][s.n*kw:], v[ri*kw:(ri+f)*kw])
+			for r := range f { // v goes from the product's rows straight into the cache
+				copy(s.vc[l][(s.n+r)*kw:(s.n+r+1)*kw], qkv[(ri+r)*QKV+qw+kw:(ri+r+1)*QKV])
+			}
 		}
 		balancedOn(attnWorkers, len(batch)*H, cost, func(next func() (int, bool)) {
 			S := getScratch(attnBlock * maxCtx)
