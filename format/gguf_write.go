@@ -158,17 +158,12 @@ func WriteGGUFWith(path string, cfg LlamaConfig, ts []Tensor, tok *tokenizer.Tok
 	if err != nil {
 		return wrap(err)
 	}
-	kvs, err := ggufMetadata(cfg, tok)
+	kvs, err := ggufMetadata(cfg, tok, ft)
 	if err != nil {
 		return wrap(err)
 	}
 	if opts.ChatTemplate != "" {
 		kvs = append(kvs, ggufKV{"tokenizer.chat_template", opts.ChatTemplate})
-	}
-	for i := range kvs {
-		if kvs[i].key == "general.file_type" {
-			kvs[i].val = ft
-		}
 	}
 	return writeAtomic(path, func(w io.Writer) error { return encodeGGUF(w, kvs, gts, opts.Matrices) })
 }
@@ -250,7 +245,8 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) ([]ggufKV, error) {
+// ggufMetadata is the file's metadata, with ftype as general.file_type.
+func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer, ftype uint32) ([]ggufKV, error) {
 	pre, err := tok.GGUFPre()
 	if err != nil {
 		return nil, err
@@ -260,7 +256,7 @@ func ggufMetadata(cfg LlamaConfig, tok *tokenizer.Tokenizer) ([]ggufKV, error) {
 		{"general.architecture", "llama"},
 		{"general.name", name},
 		{"general.alignment", uint32(GGUFAlignment)},
-		{"general.file_type", uint32(0)}, // LLAMA_FTYPE_ALL_F32
+		{"general.file_type", ftype},
 		{"llama.vocab_size", uint32(cfg.VocabSize)},
 		{"llama.context_length", uint32(cfg.MaxPositionEmbeddings)},
 		{"llama.embedding_length", uint32(cfg.HiddenSize)},
