@@ -274,12 +274,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		r.Conditions.Peaks = append(r.Conditions.Peaks, measurePeak("before the run", o.Threads, o.PeakTime))
 	})
 	step(fmt.Sprintf("read bandwidth, %d threads, %d MiB", o.Threads, o.BandwidthBytes>>20))
-	bw := make([]float32, o.BandwidthBytes/4)
-	for i := range bw {
-		bw[i] = 1 // every page touched before it is timed
-	}
 	labeled(ctx, "peak", func(context.Context) {
-		r.Conditions.Bandwidth = append(r.Conditions.Bandwidth, measureBandwidth("before the run", o.Threads, o.PeakTime, bw))
+		r.Conditions.Bandwidth = append(r.Conditions.Bandwidth, measureBandwidth("before the run", o.Threads, o.PeakTime, o.BandwidthBytes))
 	})
 	shapes := append(SquareShapes(o.GemmSquare...), ModelShapes(cfg, o.Batch, o.Seq, o.DecodeBatch)...)
 	for _, s := range shapes {
@@ -337,7 +333,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	})
 	step(fmt.Sprintf("read bandwidth again, %d threads", o.Threads))
 	labeled(ctx, "peak", func(context.Context) {
-		r.Conditions.Bandwidth = append(r.Conditions.Bandwidth, measureBandwidth("after the run", o.Threads, o.PeakTime, bw))
+		r.Conditions.Bandwidth = append(r.Conditions.Bandwidth, measureBandwidth("after the run", o.Threads, o.PeakTime, o.BandwidthBytes))
 	})
 	r.Load1End = loadAverage()
 	r.Conditions.Threads, r.Conditions.Load1Start, r.Conditions.Load1End = o.Threads, r.Load1Start, r.Load1End

@@ -83,10 +83,14 @@ type BandwidthMeasure struct {
 	CPUShare float64 `json:"cpu_share"`
 }
 
-// measureBandwidth reads buf (each thread its own contiguous part, with
-// kernel.Dot) for 10 windows of about d/10 and returns the best window's
-// rate in GB/s.
-func measureBandwidth(when string, threads int, d time.Duration, buf []float32) BandwidthMeasure {
+// measureBandwidth reads a buffer of bytes (each thread its own contiguous
+// part, with kernel.Dot) for 10 windows of about d/10 and returns the best
+// window's rate in GB/s. The buffer lives only while it is measured.
+func measureBandwidth(when string, threads int, d time.Duration, bytes int) BandwidthMeasure {
+	buf := make([]float32, bytes/4)
+	for i := range buf {
+		buf[i] = 1 // every page touched before it is timed
+	}
 	c0, t0 := cputime.Process(), time.Now()
 	part := len(buf) / threads
 	const chunk = 1 << 14
