@@ -322,22 +322,20 @@ func (g *gemmArgs) exec(nt int) {
 }
 
 // forSplit cuts [0, size), tiles units of unit elements (the last one may
-// be short), into nt ranges of whole units, runs fn on each non-empty one
-// on its own goroutine and waits; with nt ≤ 1 it runs fn(0, size) on the
-// caller's.
+// be short), into nt ranges of whole units and runs fn on each non-empty one
+// at once (Parallel); with nt ≤ 1 it runs fn(0, size) on the caller's
+// goroutine.
 func forSplit(nt, tiles, unit, size int, fn func(lo, hi int)) {
 	if nt <= 1 {
 		fn(0, size)
 		return
 	}
-	var wg sync.WaitGroup
-	for t := range nt {
+	Parallel(nt, func(t int) {
 		lo, hi := min(size, tiles*t/nt*unit), min(size, tiles*(t+1)/nt*unit)
 		if lo < hi {
-			wg.Go(func() { fn(lo, hi) })
+			fn(lo, hi)
 		}
-	}
-	wg.Wait()
+	})
 }
 
 // run computes rows m0..m1 and columns n0..n1 of C.

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/compactrl/compactrl/infer"
 	"github.com/compactrl/compactrl/kernel"
@@ -474,15 +473,7 @@ func (d *Decoder) forward() {
 		d.forwardRange(0, B, workers)
 		return
 	}
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.forwardRange(g[0], g[1], 1)
-		}()
-	}
-	wg.Wait()
+	kernel.Parallel(len(groups), func(i int) { d.forwardRange(groups[i][0], groups[i][1], 1) })
 }
 
 // groups splits d.batch into at most workers contiguous ranges of

@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/compactrl/compactrl/kernel"
@@ -27,16 +26,7 @@ func parallelOn(workers, n, grain int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	for c := range chunks {
-		lo, hi := n*c/chunks, n*(c+1)/chunks
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+	kernel.Parallel(chunks, func(c int) { fn(n*c/chunks, n*(c+1)/chunks) })
 }
 
 // balanced runs independent tasks 0 … n−1 on up to GOMAXPROCS worker
@@ -71,15 +61,7 @@ func balancedOn(workers, n int, cost func(int) int, worker func(next func() (int
 		worker(next)
 		return
 	}
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			worker(next)
-		}()
-	}
-	wg.Wait()
+	kernel.Parallel(workers, func(int) { worker(next) })
 }
 
 // linear computes y[N, out] = x[N, in] · Wᵀ (W is [out, in]). Each row
