@@ -9,8 +9,10 @@
 // engine's (trainer) and PyTorch's in each configuration (StartTorch: an
 // embedded script run by a PyTorch 2.x venv's python, or Debian's torch as
 // the named fallback, answering one round at a time), batched KV-cached
-// decoding in model.Decoder (Decode) and in llama.cpp's llama-server on the
-// same weights exported to GGUF (Llama), the peak again → Report.Judge,
+// decoding in interleaved rounds too: model.Decoder's (decodeRounds, as
+// Decode runs them) and llama.cpp's llama-server's on the same weights
+// exported to GGUF (llamaRounds, as Llama runs them), the peak and the
+// read bandwidth again → Report.Judge,
 // which marks every ratio INVALID that load, steal time or a lost CPU share
 // distorts (Rules) and computes MFU → Report.WriteTable (Markdown) or
 // JSON. Every rate is the median of several timed runs.
@@ -200,6 +202,7 @@ type Report struct {
 	DecodeBatch  int          `json:"decode_batch"`
 	Prompt       int          `json:"prompt"`
 	DecodeTokens int          `json:"decode_tokens"`
+	DecodeReps   int          `json:"decode_rounds"`
 
 	// PeakGFLOPS is the best of Conditions.Peaks: the denominator of the
 	// GEMM ratios and of MFU.
@@ -262,7 +265,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), Machine: cpuModel(), GoVersion: runtime.Version(),
 		KernelPath: kernel.Path(), Threads: o.Threads, Load1Start: loadAverage(), Model: cfg, Params: cfg.NumParams(),
 		Seq: o.Seq, Batch: o.Batch, Steps: o.Steps, Rounds: o.Rounds, DecodeBatch: o.DecodeBatch, Prompt: o.Prompt, DecodeTokens: o.DecodeTokens,
-		Rules: o.Rules, Precision: o.Precision, BF16Native: o.Precision == "bf16" && kernel.BF16Native(),
+		DecodeReps: o.DecodeReps, Rules: o.Rules, Precision: o.Precision, BF16Native: o.Precision == "bf16" && kernel.BF16Native(),
 	}
 	r.FlopsPerToken = 6 * float64(r.Params)
 	r.AttnFlopsPerToken = 12 * float64(cfg.Layers*cfg.Heads*cfg.HeadDim()*o.Seq)
@@ -310,22 +313,8 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 		}
 	}
 	prompts := Prompts(o.DecodeBatch, o.Prompt, pick)
-	step(fmt.Sprintf("built-in decode, %d sequences", o.DecodeBatch))
-	labeled(ctx, "decode", func(ctx context.Context) { r.Decode, err = Decode(ctx, m, prompts, o.DecodeTokens, o.DecodeReps) })
-	if err != nil {
+	if err := decodeCompared(ctx, o, m, tok, prompts, r, step); err != nil {
 		return nil, err
-	}
-	if !o.SkipLlama {
-		step(fmt.Sprintf("llama.cpp decode, %d sequences", o.DecodeBatch))
-		matrices := uint32(format.GGMLTypeF32)
-		if o.Precision == "bf16" {
-			matrices = format.GGMLTypeBF16
-		}
-		l, err := Llama(ctx, o.LlamaDir, o.GGUF, m, matrices, tok, prompts, o.DecodeTokens, o.DecodeReps, o.Threads, o.LlamaArgs)
-		if err != nil {
-			return nil, err
-		}
-		r.Llama = &l
 	}
 	step(fmt.Sprintf("FMA peak again, %d threads", o.Threads))
 	labeled(ctx, "peak", func(context.Context) {
@@ -341,6 +330,64 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Report, error) {
 	r.Conditions.Steal = stealSince(steal0, total0, stealOK)
 	r.Judge()
 	return r, nil
+}
+
+// decodeCompared times the built-in decoder (and llama.cpp's server on the
+// same model, unless skipped) on prompts in o.DecodeReps rounds each side,
+// interleaved as the training rounds are (the order reversed every other
+// round): this machine's read bandwidth, which bounds decoding, moved
+// between 26 and 61 GB/s within minutes, so a side timed in one block
+// before the other would compare two different machines.
+func decodeCompared(ctx context.Context, o Options, m *model.Model, tok *tokenizer.Tokenizer, prompts [][]int, r *Report, step func(string)) error {
+	var ours *decodeRounds
+	var err error
+	step(fmt.Sprintf("built-in decode warm-up, %d sequences", o.DecodeBatch))
+	labeled(ctx, "decode", func(context.Context) { ours, err = newDecodeRounds(m, prompts, o.DecodeTokens) })
+	if err != nil {
+		return err
+	}
+	var ref *llamaRounds
+	if !o.SkipLlama {
+		step(fmt.Sprintf("llama.cpp start and warm-up, %d sequences", o.DecodeBatch))
+		matrices := uint32(format.GGMLTypeF32)
+		if o.Precision == "bf16" {
+			matrices = format.GGMLTypeBF16
+		}
+		if ref, err = startLlamaRounds(ctx, o.LlamaDir, o.GGUF, m, matrices, tok, prompts, o.DecodeTokens, o.Threads, o.LlamaArgs); err != nil {
+			return err
+		}
+		defer ref.close()
+	}
+	for rep := range o.DecodeReps {
+		sides := []func() error{
+			func() error {
+				step(fmt.Sprintf("decode round %d of %d: compactrl, %d sequences", rep+1, o.DecodeReps, o.DecodeBatch))
+				var err error
+				labeled(ctx, "decode", func(ctx context.Context) { err = ours.round(ctx) })
+				return err
+			},
+		}
+		if ref != nil {
+			sides = append(sides, func() error {
+				step(fmt.Sprintf("decode round %d of %d: llama.cpp, %d sequences", rep+1, o.DecodeReps, o.DecodeBatch))
+				return ref.round(ctx)
+			})
+			if rep%2 == 1 {
+				sides[0], sides[1] = sides[1], sides[0]
+			}
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return err
+			}
+		}
+	}
+	r.Decode = ours.result()
+	if ref != nil {
+		l := ref.result()
+		r.Llama = &l
+	}
+	return nil
 }
 
 // decodeModel is the model the decode comparison runs: Weights' (its
@@ -548,8 +595,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "Model: d=%d, %d layers, %d heads (%d KV), FFN %d, vocab %d, %s head, %.2fM parameters, float32.\n",
 		c.Dim, c.Layers, c.Heads, c.KVHeads, c.FFN, c.Vocab, map[bool]string{true: "tied", false: "untied"}[c.TiedEmbeddings], float64(r.Params)/1e6)
-	fmt.Fprintf(&b, "Training: batch %d × seq %d = %d tokens a step (forward, backward, clip, AdamW), %d interleaved rounds of %d steps each side. Decode: %d sequences, %d-token prompts, %d new tokens each (temperature 1, no truncation).\n",
-		r.Batch, r.Seq, r.Batch*r.Seq, r.Rounds, r.Steps, r.DecodeBatch, r.Prompt, r.DecodeTokens)
+	fmt.Fprintf(&b, "Training: batch %d × seq %d = %d tokens a step (forward, backward, clip, AdamW), %d interleaved rounds of %d steps each side. Decode: %d sequences, %d-token prompts, %d new tokens each (temperature 1, no truncation), %d interleaved rounds each side.\n",
+		r.Batch, r.Seq, r.Batch*r.Seq, r.Rounds, r.Steps, r.DecodeBatch, r.Prompt, r.DecodeTokens, r.DecodeReps)
 	if len(r.Torch) > 0 {
 		t := r.Torch[0]
 		fmt.Fprintf(&b, "PyTorch: %s from %s; multiplies with %s; CPU capability %s.\n", t.Engine, r.TorchPython, t.BLAS, orUnknown(t.CPUCapability))
@@ -645,7 +692,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Llama != nil {
 		fmt.Fprintf(&b, "llama-server flags: `%s` (other settings llama.cpp's defaults).\n", strings.Join(r.Llama.Args, " "))
 	}
-	fmt.Fprintf(&b, "Rates are medians of the timed steps (per round: each round's median). Cores busy: CPU time of the engine's process over its timed runs ÷ their wall time (compactrl / reference). A ratio is INVALID when either side had under %.0f%% of its threads, the load average before the run exceeded the thread count (after it, twice), steal time exceeded %.0f%%, or an FMA peak or read bandwidth measurement was under %.0f%% of the best (or of the given quiet one).\n",
+	fmt.Fprintf(&b, "Rates are medians of the timed steps or decode rounds (per round: each round's median, or the round itself). Cores busy: CPU time of the engine's process over its timed runs ÷ their wall time (compactrl / reference). A ratio is INVALID when either side had under %.0f%% of its threads, the load average before the run exceeded the thread count (after it, twice), steal time exceeded %.0f%%, or an FMA peak or read bandwidth measurement was under %.0f%% of the best (or of the given quiet one).\n",
 		100*r.Rules.MinShare, 100*r.Rules.MaxSteal, 100*r.Rules.PeakAgreement)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -666,6 +666,57 @@ func TestLlama(t *testing.T) {
 	}
 }
 
+// TestRunInterleavesDecode: the built-in decoder and llama.cpp's server
+// take turns round by round, the order reversed every other round, and
+// every round gets its own ratio (this machine's read bandwidth, which
+// bounds decoding, moves within minutes).
+func TestRunInterleavesDecode(t *testing.T) {
+	dir := testenv.MustHaveLlama(t)
+	if _, err := os.Stat(filepath.Join(dir, "root/usr/bin/llama-server")); err != nil {
+		testenv.Unavailable(t, "no llama-server under %s", dir)
+	}
+	o := tinyOptions()
+	o.Threads, o.SkipTorch, o.LlamaDir, o.DecodeReps = 1, true, dir, 3
+	var progress bytes.Buffer
+	r, err := Run(context.Background(), o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var order []string
+	for _, line := range strings.Split(progress.String(), "\n") {
+		if _, rest, ok := strings.Cut(line, "decode round "); ok {
+			_, side, _ := strings.Cut(rest, ": ")
+			side, _, _ = strings.Cut(side, ",")
+			order = append(order, side)
+		}
+	}
+	want := []string{"compactrl", "llama.cpp", "llama.cpp", "compactrl", "compactrl", "llama.cpp"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("decode round order %q, want %q\n%s", order, want, progress.String())
+	}
+	if r.Llama == nil || r.DecodeCmp == nil {
+		t.Fatalf("no llama.cpp comparison: %+v", r)
+	}
+	ours, ref := r.Decode.Decode, r.Llama.Rate.Decode
+	checkMeasure(t, "decode", ours, 3)
+	checkMeasure(t, "llama decode", ref, 3)
+	if len(r.DecodeCmp.RoundRatios) != 3 || len(r.GenerateCmp.RoundRatios) != 3 {
+		t.Fatalf("round ratios %v and %v, want 3 each", r.DecodeCmp.RoundRatios, r.GenerateCmp.RoundRatios)
+	}
+	for i, x := range r.DecodeCmp.RoundRatios {
+		if x != ours.Rounds[i]/ref.Rounds[i] || ours.Rounds[i] != ours.Samples[i] {
+			t.Fatalf("round %d: ratio %g from %g and %g", i, x, ours.Rounds[i], ref.Rounds[i])
+		}
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "3 interleaved rounds each side") {
+		t.Fatalf("table does not say the decode rounds were interleaved:\n%s", table.String())
+	}
+}
+
 // TestLlamaMissingInstallNamesSkipFlag: where the llama.cpp installation
 // cannot start (not installed, or a system it was not built for), the
 // error names the flag that skips the comparison.

@@ -66,20 +66,60 @@ type LlamaResult struct {
 // Decode counts Σ(predicted_n − 1) tokens in it, Generate all tokens over
 // the client's wall time from the first send (HTTP included).
 func Llama(ctx context.Context, dir, keep string, m *model.Model, matrices uint32, tok *tokenizer.Tokenizer, prompts [][]int, tokens, reps, threads int, extra []string) (LlamaResult, error) {
-	if len(prompts) == 0 || tokens < 2 || reps <= 0 || threads <= 0 {
-		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %d prompts, %d tokens (≥ 2), %d reps, %d threads must be positive", len(prompts), tokens, reps, threads)
+	if reps <= 0 {
+		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %d reps must be positive", reps)
+	}
+	l, err := startLlamaRounds(ctx, dir, keep, m, matrices, tok, prompts, tokens, threads, extra)
+	if err != nil {
+		return LlamaResult{}, err
+	}
+	defer l.close()
+	for range reps {
+		if err := l.round(ctx); err != nil {
+			return LlamaResult{}, err
+		}
+	}
+	return l.result(), nil
+}
+
+// llamaRounds is a started llama-server on the exported model, timed one
+// round at a time so that Run can interleave its rounds with the built-in
+// decoder's (see Llama).
+type llamaRounds struct {
+	srv      *llamaServer
+	tmp      string
+	prompts  [][]int
+	tokens   int
+	threads  int
+	res      LlamaResult
+	cpu      time.Duration
+	wall     time.Duration
+	dec, gen []float64
+}
+
+// startLlamaRounds exports m, starts llama-server and runs the warm-up
+// round; close stops the server.
+func startLlamaRounds(ctx context.Context, dir, keep string, m *model.Model, matrices uint32, tok *tokenizer.Tokenizer, prompts [][]int, tokens, threads int, extra []string) (*llamaRounds, error) {
+	if len(prompts) == 0 || tokens < 2 || threads <= 0 {
+		return nil, fmt.Errorf("bench llama.cpp: %d prompts, %d tokens (≥ 2), %d threads must be positive", len(prompts), tokens, threads)
 	}
 	tmp, err := os.MkdirTemp("", "compactrl-bench-llama")
 	if err != nil {
-		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %w", err)
+		return nil, fmt.Errorf("bench llama.cpp: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	l := &llamaRounds{tmp: tmp, prompts: prompts, tokens: tokens, threads: threads}
+	ok := false
+	defer func() {
+		if !ok {
+			l.close()
+		}
+	}()
 	gguf := filepath.Join(tmp, "model.gguf")
 	if keep != "" {
 		gguf = keep
 	}
 	if err := format.WriteGGUFWith(gguf, m.LlamaConfig(), m.Tensors(), tok, format.GGUFOptions{Matrices: matrices}); err != nil {
-		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %w", err)
+		return nil, fmt.Errorf("bench llama.cpp: %w", err)
 	}
 	longest := 0
 	for _, p := range prompts {
@@ -88,35 +128,52 @@ func Llama(ctx context.Context, dir, keep string, m *model.Model, matrices uint3
 	perSlot := (longest + tokens + 16 + 255) / 256 * 256
 	port, err := freePort()
 	if err != nil {
-		return LlamaResult{}, fmt.Errorf("bench llama.cpp: %w", err)
+		return nil, fmt.Errorf("bench llama.cpp: %w", err)
 	}
 	args := []string{"-t", strconv.Itoa(threads), "-tb", strconv.Itoa(threads),
 		"-np", strconv.Itoa(len(prompts)), "-c", strconv.Itoa(perSlot * len(prompts))}
 	args = append(args, extra...)
-	srv, err := startLlama(ctx, dir, gguf, port, args)
+	if l.srv, err = startLlama(ctx, dir, gguf, port, args); err != nil {
+		return nil, err
+	}
+	l.res = LlamaResult{Engine: llamaVersion(ctx, dir), Weights: format.GGMLTypeName(matrices), Args: args}
+	if _, _, err := llamaRound(ctx, l.srv.url, prompts, min(tokens, 8)); err != nil {
+		return nil, l.srv.wrap(err)
+	}
+	ok = true
+	return l, nil
+}
+
+// round times one round of l.tokens new tokens a prompt.
+func (l *llamaRounds) round(ctx context.Context) error {
+	cpu0 := pidCPU(l.srv.cmd.Process.Pid)
+	t0 := time.Now()
+	d, g, err := llamaRound(ctx, l.srv.url, l.prompts, l.tokens)
 	if err != nil {
-		return LlamaResult{}, err
+		return l.srv.wrap(err)
 	}
-	defer srv.stop()
-	res := LlamaResult{Engine: llamaVersion(ctx, dir), Weights: format.GGMLTypeName(matrices), Args: args}
-	if _, _, err := llamaRound(ctx, srv.url, prompts, min(tokens, 8)); err != nil {
-		return LlamaResult{}, srv.wrap(err)
+	l.wall += time.Since(t0)
+	l.cpu += pidCPU(l.srv.cmd.Process.Pid) - cpu0
+	l.dec, l.gen = append(l.dec, d), append(l.gen, g)
+	return nil
+}
+
+// result is the rounds' medians; each round is its own Rounds entry.
+func (l *llamaRounds) result() LlamaResult {
+	share := cpuShare(l.cpu, l.wall, l.threads)
+	dec, gen := newMeasure(l.dec, share), newMeasure(l.gen, share)
+	dec.Rounds, gen.Rounds = l.dec, l.gen
+	res := l.res
+	res.Rate = DecodeResult{Decode: dec, Generate: gen}
+	return res
+}
+
+// close stops the server and removes the temporary export.
+func (l *llamaRounds) close() {
+	if l.srv != nil {
+		l.srv.stop()
 	}
-	var dec, gen []float64
-	var wall time.Duration
-	cpu0 := pidCPU(srv.cmd.Process.Pid)
-	for range reps {
-		t0 := time.Now()
-		d, g, err := llamaRound(ctx, srv.url, prompts, tokens)
-		if err != nil {
-			return LlamaResult{}, srv.wrap(err)
-		}
-		wall += time.Since(t0)
-		dec, gen = append(dec, d), append(gen, g)
-	}
-	share := cpuShare(pidCPU(srv.cmd.Process.Pid)-cpu0, wall, threads)
-	res.Rate = DecodeResult{Decode: newMeasure(dec, share), Generate: newMeasure(gen, share)}
-	return res, nil
+	os.RemoveAll(l.tmp)
 }
 
 func freePort() (int, error) {

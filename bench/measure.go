@@ -195,52 +195,92 @@ func Prompts(batch, n int, pick func(r *rand.Rand) int) [][]int {
 // model.Decoder with its KV cache, after a short warm-up round. A round's
 // first Step is the prefill; the other tokens−1 Steps are decode steps.
 func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps int) (DecodeResult, error) {
-	if len(prompts) == 0 || tokens < 2 || reps <= 0 {
-		return DecodeResult{}, fmt.Errorf("bench decode: %d prompts, %d tokens (≥ 2), %d reps must be positive", len(prompts), tokens, reps)
+	if reps <= 0 {
+		return DecodeResult{}, fmt.Errorf("bench decode: %d reps must be positive", reps)
 	}
-	var wall time.Duration
-	round := func(n int) (decode, generate float64, err error) {
-		d := m.NewDecoder()
-		for i, p := range prompts {
-			if len(p)+n > m.Cfg.MaxSeq {
-				return 0, 0, fmt.Errorf("bench decode: prompt %d of %d tokens + %d new exceeds max_seq %d", i, len(p), n, m.Cfg.MaxSeq)
-			}
-			if _, err := d.Add(infer.Request{Prompt: p, MaxTokens: n, Temperature: 1, Seed: int64(i)}); err != nil {
-				return 0, 0, fmt.Errorf("bench decode: prompt %d: %w", i, err)
-			}
-		}
-		t0 := time.Now()
-		finished := len(d.Step())
-		t1 := time.Now()
-		for s := 1; s < n; s++ {
-			if err := ctx.Err(); err != nil {
-				return 0, 0, err
-			}
-			finished += len(d.Step())
-		}
-		t2 := time.Now()
-		wall += t2.Sub(t0)
-		if finished != len(prompts) || d.Active() != 0 {
-			return 0, 0, fmt.Errorf("bench decode: %d of %d sequences finished after %d steps", finished, len(prompts), n)
-		}
-		b := float64(len(prompts))
-		return b * float64(n-1) / t2.Sub(t1).Seconds(), b * float64(n) / t2.Sub(t0).Seconds(), nil
-	}
-	if _, _, err := round(min(tokens, 8)); err != nil {
+	d, err := newDecodeRounds(m, prompts, tokens)
+	if err != nil {
 		return DecodeResult{}, err
 	}
-	var dec, gen []float64
-	wall = 0
-	cpu0 := cputime.Process()
 	for range reps {
-		d, g, err := round(tokens)
-		if err != nil {
+		if err := d.round(ctx); err != nil {
 			return DecodeResult{}, err
 		}
-		dec, gen = append(dec, d), append(gen, g)
 	}
-	share := cpuShare(cputime.Process()-cpu0, wall, runtime.GOMAXPROCS(0))
-	return DecodeResult{Decode: newMeasure(dec, share), Generate: newMeasure(gen, share)}, nil
+	return d.result(), nil
+}
+
+// decodeRounds times the built-in decoder one round at a time, so that
+// Run can interleave its rounds with llama.cpp's (see Decode).
+type decodeRounds struct {
+	m        *model.Model
+	prompts  [][]int
+	tokens   int
+	wall     time.Duration
+	cpu      time.Duration
+	dec, gen []float64
+}
+
+// newDecodeRounds checks the arguments and runs the warm-up round.
+func newDecodeRounds(m *model.Model, prompts [][]int, tokens int) (*decodeRounds, error) {
+	if len(prompts) == 0 || tokens < 2 {
+		return nil, fmt.Errorf("bench decode: %d prompts and %d tokens (≥ 2) must be positive", len(prompts), tokens)
+	}
+	d := &decodeRounds{m: m, prompts: prompts, tokens: tokens}
+	if _, _, _, err := d.run(context.Background(), min(tokens, 8)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// round times one round of d.tokens new tokens a prompt.
+func (d *decodeRounds) round(ctx context.Context) error {
+	cpu0 := cputime.Process()
+	dec, gen, wall, err := d.run(ctx, d.tokens)
+	if err != nil {
+		return err
+	}
+	d.cpu += cputime.Process() - cpu0
+	d.wall += wall
+	d.dec, d.gen = append(d.dec, dec), append(d.gen, gen)
+	return nil
+}
+
+// result is the rounds' medians; each round is its own Rounds entry.
+func (d *decodeRounds) result() DecodeResult {
+	share := cpuShare(d.cpu, d.wall, runtime.GOMAXPROCS(0))
+	dec, gen := newMeasure(d.dec, share), newMeasure(d.gen, share)
+	dec.Rounds, gen.Rounds = d.dec, d.gen
+	return DecodeResult{Decode: dec, Generate: gen}
+}
+
+// run samples n new tokens for every prompt in a new Decoder and returns
+// the decode and generate rates and the wall time from the prefill on.
+func (d *decodeRounds) run(ctx context.Context, n int) (decode, generate float64, wall time.Duration, err error) {
+	dec := d.m.NewDecoder()
+	for i, p := range d.prompts {
+		if len(p)+n > d.m.Cfg.MaxSeq {
+			return 0, 0, 0, fmt.Errorf("bench decode: prompt %d of %d tokens + %d new exceeds max_seq %d", i, len(p), n, d.m.Cfg.MaxSeq)
+		}
+		if _, err := dec.Add(infer.Request{Prompt: p, MaxTokens: n, Temperature: 1, Seed: int64(i)}); err != nil {
+			return 0, 0, 0, fmt.Errorf("bench decode: prompt %d: %w", i, err)
+		}
+	}
+	t0 := time.Now()
+	finished := len(dec.Step())
+	t1 := time.Now()
+	for s := 1; s < n; s++ {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, 0, err
+		}
+		finished += len(dec.Step())
+	}
+	t2 := time.Now()
+	if finished != len(d.prompts) || dec.Active() != 0 {
+		return 0, 0, 0, fmt.Errorf("bench decode: %d of %d sequences finished after %d steps", finished, len(d.prompts), n)
+	}
+	b := float64(len(d.prompts))
+	return b * float64(n-1) / t2.Sub(t1).Seconds(), b * float64(n) / t2.Sub(t0).Seconds(), t2.Sub(t0), nil
 }
 
 // GemmShape is one product C[M×N] = op(A)·op(B) with depth K.
