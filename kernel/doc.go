@@ -36,8 +36,9 @@
 // the decoder's groups of sequences) use it too. A new goroutine a share, as before, reached the
 // idle core only once the scheduler had woken a thread for it: two shares of 20 µs took 40.0 µs,
 // the time of one core doing both, against 24.1 µs on the helpers (BenchmarkParallel, AMD EPYC
-// Zen 4, 2 threads). One-sequence decoding of SmolLM2-135M, 121 split products a token, went from
-// 1.66 to 1.98 busy cores and from 37 to 56 tokens/s (docs/results.md §10). Unlike llama.cpp's
+// Zen 4, 2 threads). One-sequence decoding of SmolLM2-135M's shapes, 121 split products a token,
+// went from 1.49–1.68 to 1.97 busy cores and 3–11% faster in three interleaved pairs
+// (BenchmarkDecode1SmolLM2Shapes), to 0.94× llama.cpp (docs/results.md §10). Unlike llama.cpp's
 // barriers, which spin without bound and stall when a thread is descheduled on a busy machine,
 // a wait here spins at most 100 µs and then sleeps.
 //
