@@ -558,9 +558,16 @@ func (r *Report) TrainMFU() (params, withAttn float64) {
 
 // labeled runs fn with the pprof label phase=name, which the goroutines it
 // starts inherit: a CPU profile of Run splits by phase with
-// go tool pprof -tagfocus=phase=train (or peak, gemm, decode).
+// go tool pprof -tagfocus=phase=train (or peak, gemm, decode). The
+// kernels' helper goroutines (kernel.Parallel) outlive a phase, so they are
+// retired as it begins and ends: the phase's shares run on helpers started
+// under its label.
 func labeled(ctx context.Context, name string, fn func(context.Context)) {
-	pprof.Do(ctx, pprof.Labels("phase", name), fn)
+	pprof.Do(ctx, pprof.Labels("phase", name), func(ctx context.Context) {
+		kernel.RetireHelpers()
+		defer kernel.RetireHelpers()
+		fn(ctx)
+	})
 }
 
 // cpuModel is the "model name" of /proc/cpuinfo, or GOOS/GOARCH.

@@ -102,13 +102,32 @@ func (p *helperPool) acquire(k int) []*helper {
 	return hs
 }
 
+// RetireHelpers ends the idle helpers; Parallel starts new ones when it
+// next needs them. A goroutine keeps the profiler labels of the goroutine
+// that started it, so a caller that labels the phases of a CPU profile
+// (bench's --cpuprofile) retires the helpers as a phase begins: the shares
+// of that phase then run on helpers carrying its label.
+func RetireHelpers() { helpers.retire() }
+
+func (p *helperPool) retire() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.total -= len(idle)
+	p.mu.Unlock()
+	for _, h := range idle {
+		h.submit(&task{}) // no run: the helper returns
+	}
+}
+
 func (p *helperPool) release(h *helper) {
 	p.mu.Lock()
 	p.idle = append(p.idle, h)
 	p.mu.Unlock()
 }
 
-// task is one share: run, then (after the helper is back in the pool) done.
+// task is one share: run, then (after the helper is back in the pool)
+// done; a task without run retires the helper.
 type task struct{ run, done func() }
 
 // helper runs one share at a time, handed to it by submit while it is
@@ -135,6 +154,9 @@ func (h *helper) submit(t *task) {
 func (h *helper) loop() {
 	for {
 		t := h.next()
+		if t.run == nil {
+			return
+		}
 		t.run()
 		h.pool.release(h)
 		t.done()

@@ -88,6 +88,55 @@ func TestParallelHelpersBounded(t *testing.T) {
 	}
 }
 
+// TestRetireHelpers: retired helpers leave the pool and return; the next
+// Parallel starts new ones and still runs every share.
+func TestRetireHelpers(t *testing.T) {
+	prev := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(prev)
+	var p helperPool
+	hs := p.acquire(2)
+	for _, h := range hs {
+		p.release(h)
+	}
+	if p.total != 2 || len(p.idle) != 2 {
+		t.Fatalf("%d helpers, %d idle; want 2 and 2", p.total, len(p.idle))
+	}
+	exited := make(chan struct{})
+	go func() {
+		// A retired helper's loop returns: run one by hand to see it.
+		h := &helper{wake: make(chan struct{}, 1), pool: &p}
+		p.mu.Lock()
+		p.idle, p.total = append(p.idle, h), p.total+1
+		p.mu.Unlock()
+		h.loop()
+		close(exited)
+	}()
+	for {
+		p.mu.Lock()
+		n := len(p.idle)
+		p.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		runtime.Gosched()
+	}
+	p.retire()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a retired helper did not return")
+	}
+	if p.total != 0 || len(p.idle) != 0 {
+		t.Fatalf("after retiring: %d helpers, %d idle", p.total, len(p.idle))
+	}
+	RetireHelpers()
+	var ran atomic.Int32
+	Parallel(3, func(int) { ran.Add(1) })
+	if ran.Load() != 3 {
+		t.Fatalf("after RetireHelpers, Parallel ran %d of 3 shares", ran.Load())
+	}
+}
+
 // BenchmarkParallel: the fork and join of two shares of about 20 µs of
 // work each (a split product of one-sequence decoding), Parallel's helpers
 // against a new goroutine a share (what the kernels did before). With both
