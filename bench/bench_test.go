@@ -380,6 +380,18 @@ done
 	return p
 }
 
+// runLogged is Run with its progress lines, which it returns; an error
+// fails t with them.
+func runLogged(t *testing.T, o Options) (*Report, string) {
+	t.Helper()
+	var progress bytes.Buffer
+	r, err := Run(context.Background(), o, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	return r, progress.String()
+}
+
 // TestRunInterleaves: compactrl and each PyTorch configuration take turns,
 // the order reversed every other round; the fake's tiny CPU time makes
 // its ratios invalid (under 0.9 of its thread).
@@ -391,13 +403,9 @@ func TestRunInterleaves(t *testing.T) {
 	o := tinyOptions()
 	o.Threads, o.SkipLlama, o.Rounds, o.Steps = 1, true, 3, 2
 	o.Python, o.TorchConfigs = fakePython(t, log), []string{TorchEager, TorchSDPA}
-	var progress bytes.Buffer
-	r, err := Run(context.Background(), o, &progress)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
+	r, progress := runLogged(t, o)
 	var order []string
-	for _, line := range strings.Split(progress.String(), "\n") {
+	for _, line := range strings.Split(progress, "\n") {
 		if _, rest, ok := strings.Cut(line, "training round "); ok {
 			name, _, _ := strings.Cut(rest[strings.Index(rest, ": ")+2:], ",")
 			order = append(order, strings.Fields(name)[0]+" "+strings.Fields(name)[len(strings.Fields(name))-1])
@@ -405,7 +413,7 @@ func TestRunInterleaves(t *testing.T) {
 	}
 	want := []string{"compactrl compactrl", "PyTorch installed)", "PyTorch installed)", "PyTorch installed)", "PyTorch installed)", "compactrl compactrl", "compactrl compactrl", "PyTorch installed)", "PyTorch installed)"}
 	if !slices.Equal(order, want) {
-		t.Fatalf("round order %q, want %q\n%s", order, want, progress.String())
+		t.Fatalf("round order %q, want %q\n%s", order, want, progress)
 	}
 	logged, err := os.ReadFile(log)
 	if err != nil {
@@ -677,13 +685,9 @@ func TestRunInterleavesDecode(t *testing.T) {
 	}
 	o := tinyOptions()
 	o.Threads, o.SkipTorch, o.LlamaDir, o.DecodeReps = 1, true, dir, 3
-	var progress bytes.Buffer
-	r, err := Run(context.Background(), o, &progress)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
+	r, progress := runLogged(t, o)
 	var order []string
-	for _, line := range strings.Split(progress.String(), "\n") {
+	for _, line := range strings.Split(progress, "\n") {
 		if _, rest, ok := strings.Cut(line, "decode round "); ok {
 			_, side, _ := strings.Cut(rest, ": ")
 			side, _, _ = strings.Cut(side, ",")
@@ -692,7 +696,7 @@ func TestRunInterleavesDecode(t *testing.T) {
 	}
 	want := []string{"compactrl", "llama.cpp", "llama.cpp", "compactrl", "compactrl", "llama.cpp"}
 	if !slices.Equal(order, want) {
-		t.Fatalf("decode round order %q, want %q\n%s", order, want, progress.String())
+		t.Fatalf("decode round order %q, want %q\n%s", order, want, progress)
 	}
 	if r.Llama == nil || r.DecodeCmp == nil {
 		t.Fatalf("no llama.cpp comparison: %+v", r)

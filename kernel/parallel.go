@@ -55,20 +55,32 @@ func Parallel(n int, fn func(t int)) {
 		}
 	}
 	fn(0)
-	var deadline time.Time
-	for i := 1; left.Load() != 0; i++ {
-		if i%64 != 0 {
-			continue
-		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(spinFor)
-		} else if now.After(deadline) {
-			break
-		}
-		runtime.Gosched()
+	for sw := (spin{}); left.Load() != 0 && sw.more(); {
 	}
 	wg.Wait()
+}
+
+// spin is a bounded busy wait: more says whether to poll again, yielding
+// to other runnable goroutines every 64 polls and giving up spinFor after
+// the first yield.
+type spin struct {
+	polls    int
+	deadline time.Time
+}
+
+func (s *spin) more() bool {
+	s.polls++
+	if s.polls%64 != 0 {
+		return true
+	}
+	now := time.Now()
+	if s.deadline.IsZero() {
+		s.deadline = now.Add(spinFor)
+	} else if now.After(s.deadline) {
+		return false
+	}
+	runtime.Gosched()
+	return true
 }
 
 // helperPool holds the idle helpers; a helper puts itself back after each
@@ -165,29 +177,19 @@ func (h *helper) loop() {
 
 // next returns the submitted task, spinning for spinFor before sleeping.
 func (h *helper) next() *task {
-	var deadline time.Time
-	for i := 1; ; i++ {
-		if t := h.task.Swap(nil); t != nil {
-			return t
-		}
-		if i%64 != 0 {
-			continue
-		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(spinFor)
-		} else if now.After(deadline) {
-			h.sleeping.Store(true)
+	for {
+		for sw := (spin{}); sw.more(); {
 			if t := h.task.Swap(nil); t != nil {
-				if !h.sleeping.CompareAndSwap(true, false) {
-					<-h.wake // submit saw the flag and sent a wake-up: take it
-				}
 				return t
 			}
-			<-h.wake
-			deadline = time.Time{}
-			continue
 		}
-		runtime.Gosched()
+		h.sleeping.Store(true)
+		if t := h.task.Swap(nil); t != nil {
+			if !h.sleeping.CompareAndSwap(true, false) {
+				<-h.wake // submit saw the flag and sent a wake-up: take it
+			}
+			return t
+		}
+		<-h.wake
 	}
 }
