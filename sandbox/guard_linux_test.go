@@ -15,12 +15,11 @@ import (
 	"github.com/compactrl/compactrl/internal/testenv"
 )
 
-// The guard sees changes, not only opens: entries created, renamed,
-// replaced by symlinks, deleted and written to by a process outside the
-// admitted run are violations naming the process and the path, in every
-// phase; the run's own changes (its processes forked and reaped before the
-// host read the events) and the host's own pass.
-func TestGuardSeesChanges(t *testing.T) {
+// guardedTempDir is a temporary directory under a GuardedDir (1 MiB),
+// closed when t ends; without the guard's kernel support t is skipped as
+// unavailable.
+func guardedTempDir(t *testing.T) (string, *GuardedDir) {
+	t.Helper()
 	if err := GuardAvailable(); err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
@@ -29,7 +28,17 @@ func TestGuardSeesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { g.Close() })
+	return dir, g
+}
+
+// The guard sees changes, not only opens: entries created, renamed,
+// replaced by symlinks, deleted and written to by a process outside the
+// admitted run are violations naming the process and the path, in every
+// phase; the run's own changes (its processes forked and reaped before the
+// host read the events) and the host's own pass.
+func TestGuardSeesChanges(t *testing.T) {
+	dir, g := guardedTempDir(t)
 	// The host stages (its own changes pass).
 	if err := os.WriteFile(filepath.Join(dir, "test.sh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -99,16 +108,8 @@ func TestGuardSeesChanges(t *testing.T) {
 // reads the guarded files.
 func TestRunGuardedKillsTheBox(t *testing.T) {
 	base := testenv.MustHavePodman(t)
-	if err := GuardAvailable(); err != nil {
-		testenv.Unavailable(t, "%v", err)
-	}
+	dir, g := guardedTempDir(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	g, err := OpenGuardedDir(dir, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
 	b, err := Container{Engine: "podman"}.Create(ctx, BoxSpec{Image: base, NoTmpfs: true, Mounts: []Mount{{Host: dir, Target: "/logs/verifier", Writable: true}}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/compactrl/compactrl/internal/testenv"
 )
 
 // holderEnv makes this test binary, run as a child, open the named file,
@@ -37,15 +35,7 @@ func TestMain(m *testing.M) {
 // executable (as a child does between fork and exec, with copies of the
 // host's descriptors) is not, even holding the same file.
 func TestHoldersSkipsOwnFork(t *testing.T) {
-	if err := GuardAvailable(); err != nil {
-		testenv.Unavailable(t, "%v", err)
-	}
-	dir := t.TempDir()
-	g, err := OpenGuardedDir(dir, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	dir, g := guardedTempDir(t)
 	file := filepath.Join(dir, "reward.txt")
 	if err := os.WriteFile(file, []byte("1\n"), 0o644); err != nil {
 		t.Fatal(err)
