@@ -342,7 +342,7 @@ func decodeCompared(ctx context.Context, o Options, m *model.Model, tok *tokeniz
 	var ours *decodeRounds
 	var err error
 	step(fmt.Sprintf("built-in decode warm-up, %d sequences", o.DecodeBatch))
-	labeled(ctx, "decode", func(context.Context) { ours, err = newDecodeRounds(m, prompts, o.DecodeTokens) })
+	labeled(ctx, "decode", func(ctx context.Context) { ours, err = newDecodeRounds(ctx, m, prompts, o.DecodeTokens) })
 	if err != nil {
 		return err
 	}

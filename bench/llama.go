@@ -86,15 +86,13 @@ func Llama(ctx context.Context, dir, keep string, m *model.Model, matrices uint3
 // round at a time so that Run can interleave its rounds with the built-in
 // decoder's (see Llama).
 type llamaRounds struct {
-	srv      *llamaServer
-	tmp      string
-	prompts  [][]int
-	tokens   int
-	threads  int
-	res      LlamaResult
-	cpu      time.Duration
-	wall     time.Duration
-	dec, gen []float64
+	srv     *llamaServer
+	tmp     string
+	prompts [][]int
+	tokens  int
+	threads int
+	res     LlamaResult
+	tally   roundTally
 }
 
 // startLlamaRounds exports m, starts llama-server and runs the warm-up
@@ -152,19 +150,14 @@ func (l *llamaRounds) round(ctx context.Context) error {
 	if err != nil {
 		return l.srv.wrap(err)
 	}
-	l.wall += time.Since(t0)
-	l.cpu += pidCPU(l.srv.cmd.Process.Pid) - cpu0
-	l.dec, l.gen = append(l.dec, d), append(l.gen, g)
+	l.tally.add(d, g, time.Since(t0), pidCPU(l.srv.cmd.Process.Pid)-cpu0)
 	return nil
 }
 
 // result is the rounds' medians; each round is its own Rounds entry.
 func (l *llamaRounds) result() LlamaResult {
-	share := cpuShare(l.cpu, l.wall, l.threads)
-	dec, gen := newMeasure(l.dec, share), newMeasure(l.gen, share)
-	dec.Rounds, gen.Rounds = l.dec, l.gen
 	res := l.res
-	res.Rate = DecodeResult{Decode: dec, Generate: gen}
+	res.Rate = l.tally.result(l.threads)
 	return res
 }
 

@@ -198,7 +198,7 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 	if reps <= 0 {
 		return DecodeResult{}, fmt.Errorf("bench decode: %d reps must be positive", reps)
 	}
-	d, err := newDecodeRounds(m, prompts, tokens)
+	d, err := newDecodeRounds(ctx, m, prompts, tokens)
 	if err != nil {
 		return DecodeResult{}, err
 	}
@@ -213,21 +213,41 @@ func Decode(ctx context.Context, m *model.Model, prompts [][]int, tokens, reps i
 // decodeRounds times the built-in decoder one round at a time, so that
 // Run can interleave its rounds with llama.cpp's (see Decode).
 type decodeRounds struct {
-	m        *model.Model
-	prompts  [][]int
-	tokens   int
-	wall     time.Duration
-	cpu      time.Duration
-	dec, gen []float64
+	m       *model.Model
+	prompts [][]int
+	tokens  int
+	tally   roundTally
+}
+
+// roundTally gathers one engine's timed decode rounds: each round's rates,
+// and the wall time and its process's CPU time summed over the rounds.
+type roundTally struct {
+	cpu, wall time.Duration
+	dec, gen  []float64
+}
+
+func (r *roundTally) add(decode, generate float64, wall, cpu time.Duration) {
+	r.dec, r.gen = append(r.dec, decode), append(r.gen, generate)
+	r.wall += wall
+	r.cpu += cpu
+}
+
+// result is the rounds' medians, each round its own Rounds entry, with the
+// process's CPU share of threads cores.
+func (r *roundTally) result(threads int) DecodeResult {
+	share := cpuShare(r.cpu, r.wall, threads)
+	dec, gen := newMeasure(r.dec, share), newMeasure(r.gen, share)
+	dec.Rounds, gen.Rounds = r.dec, r.gen
+	return DecodeResult{Decode: dec, Generate: gen}
 }
 
 // newDecodeRounds checks the arguments and runs the warm-up round.
-func newDecodeRounds(m *model.Model, prompts [][]int, tokens int) (*decodeRounds, error) {
+func newDecodeRounds(ctx context.Context, m *model.Model, prompts [][]int, tokens int) (*decodeRounds, error) {
 	if len(prompts) == 0 || tokens < 2 {
 		return nil, fmt.Errorf("bench decode: %d prompts and %d tokens (≥ 2) must be positive", len(prompts), tokens)
 	}
 	d := &decodeRounds{m: m, prompts: prompts, tokens: tokens}
-	if _, _, _, err := d.run(context.Background(), min(tokens, 8)); err != nil {
+	if _, _, _, err := d.run(ctx, min(tokens, 8)); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -240,19 +260,12 @@ func (d *decodeRounds) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.cpu += cputime.Process() - cpu0
-	d.wall += wall
-	d.dec, d.gen = append(d.dec, dec), append(d.gen, gen)
+	d.tally.add(dec, gen, wall, cputime.Process()-cpu0)
 	return nil
 }
 
 // result is the rounds' medians; each round is its own Rounds entry.
-func (d *decodeRounds) result() DecodeResult {
-	share := cpuShare(d.cpu, d.wall, runtime.GOMAXPROCS(0))
-	dec, gen := newMeasure(d.dec, share), newMeasure(d.gen, share)
-	dec.Rounds, gen.Rounds = d.dec, d.gen
-	return DecodeResult{Decode: dec, Generate: gen}
-}
+func (d *decodeRounds) result() DecodeResult { return d.tally.result(runtime.GOMAXPROCS(0)) }
 
 // run samples n new tokens for every prompt in a new Decoder and returns
 // the decode and generate rates and the wall time from the prefill on.
