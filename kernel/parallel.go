@@ -21,7 +21,7 @@ const spinFor = 100 * time.Microsecond
 // Why helpers rather than a goroutine a share: a one-sequence decode step
 // of a 135M model is 121 products of 50–200 µs each split over the cores,
 // and a new goroutine reaches an idle core only after the scheduler wakes a
-// thread for it, which left one of two cores idle a third of the time. A
+// thread for it, which left only 1.49–1.68 of two cores busy. A
 // helper that has just finished a share waits for the next spinning for
 // spinFor (yielding to any other runnable goroutine every few dozen polls),
 // then sleeps on a channel, as llama.cpp's threads do; the caller waits for
@@ -160,9 +160,7 @@ func (h *helper) submit(t *task) {
 }
 
 // loop waits for a share, runs it, returns to the pool, marks the share
-// done and waits again.
-// Sleeping is announced before the last look at the task slot, so a
-// submit either sees the flag and sends a wake-up, or its task is found.
+// done and waits again, until a task without run retires it.
 func (h *helper) loop() {
 	for {
 		t := h.next()
@@ -176,6 +174,8 @@ func (h *helper) loop() {
 }
 
 // next returns the submitted task, spinning for spinFor before sleeping.
+// Sleeping is announced before the last look at the task slot, so a
+// submit either sees the flag and sends a wake-up, or its task is found.
 func (h *helper) next() *task {
 	for {
 		for sw := (spin{}); sw.more(); {
