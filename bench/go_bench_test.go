@@ -39,17 +39,7 @@ func BenchmarkDecode32(b *testing.B) {
 // FFN 1536, vocab 49,152, tied head), a 16-token prompt and 32 new tokens;
 // the median round's decode tokens/s. Every step reads all 135M weights.
 func BenchmarkDecode1SmolLM2Shapes(b *testing.B) {
-	cfg := model.Config{Vocab: 49152, Dim: 576, Layers: 30, Heads: 9, KVHeads: 3, FFN: 1536, MaxSeq: 2048, RopeTheta: 100000, NormEps: 1e-5, TiedEmbeddings: true}
-	m, err := model.New(cfg, 1, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	prompts := Prompts(1, 16, func(r *rand.Rand) int { return r.IntN(cfg.Vocab) })
-	r, err := Decode(context.Background(), m, prompts, 32, b.N)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(r.Decode.Value, "tokens/s")
+	decodeSmolLM2Shapes(b, 1)
 }
 
 // BenchmarkDecode8SmolLM2Shapes: 8 sequences at once on SmolLM2-135M's
@@ -62,12 +52,19 @@ func BenchmarkDecode1SmolLM2Shapes(b *testing.B) {
 // not kept), probably because the two groups run in step and one thread's
 // misses fill the shared L3 for the other.
 func BenchmarkDecode8SmolLM2Shapes(b *testing.B) {
+	decodeSmolLM2Shapes(b, 8)
+}
+
+// decodeSmolLM2Shapes times batch sequences at once on SmolLM2-135M's
+// shapes with random weights (16-token prompts, 32 new tokens) and reports
+// the median round's decode tokens/s.
+func decodeSmolLM2Shapes(b *testing.B, batch int) {
 	cfg := model.Config{Vocab: 49152, Dim: 576, Layers: 30, Heads: 9, KVHeads: 3, FFN: 1536, MaxSeq: 2048, RopeTheta: 100000, NormEps: 1e-5, TiedEmbeddings: true}
 	m, err := model.New(cfg, 1, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	prompts := Prompts(8, 16, func(r *rand.Rand) int { return r.IntN(cfg.Vocab) })
+	prompts := Prompts(batch, 16, func(r *rand.Rand) int { return r.IntN(cfg.Vocab) })
 	r, err := Decode(context.Background(), m, prompts, 32, b.N)
 	if err != nil {
 		b.Fatal(err)
